@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs everything edgenode needs to build and run on Debian 12, then builds it.
+# Idempotent: every step checks before it acts, and says what it does.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+prefix="$top/third_party/v8"   # git-ignored; holds libnode's headers and library
+build_type=${EDGENODE_BUILD_TYPE:-RelWithDebInfo}
+
+step() { printf '==> %s\n' "$*"; }
+
+packages=(
+  build-essential cmake pkg-config clang
+  libuv1-dev node-llhttp android-libboringssl-dev libsqlite3-dev sqlite3
+  libcmocka-dev libjansson-dev
+  libicu72 libc-ares2 libnghttp2-14 libbrotli1 libuv1 libssl3 zlib1g
+  nodejs wrk
+)
+
+sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# Node.js may come from outside Debian (a newer one is fine for the test runner).
+if command -v node >/dev/null 2>&1; then
+  missing=("${missing[@]/nodejs}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+
+apt_updated=0
+apt_update_once() {
+  if [ "$apt_updated" = 0 ]; then
+    step "apt-get update"
+    sudo_if_needed apt-get update -qq
+    apt_updated=1
+  fi
+}
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt_update_once
+  step "installing Debian packages: ${missing[*]}"
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  step "Debian packages already installed"
+fi
+
+# libnode-dev cannot be installed with apt where nodejs comes from elsewhere, so
+# its files are unpacked into a prefix private to this checkout.
+if [ ! -f "$prefix/.complete" ]; then
+  apt_update_once
+  step "downloading libnode108 and libnode-dev into $prefix"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && apt-get download libnode108 libnode-dev >/dev/null)
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
+  touch "$prefix/.complete"
+else
+  step "V8 (libnode108) already unpacked in third_party/v8"
+fi
+
+step "configuring (build/, $build_type)"
+cmake -S "$top" -B "$top/build" -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
+step "building"
+cmake --build "$top/build" -j"$(nproc)"
+step "done: binaries in build/bin/"
