@@ -1,0 +1,189 @@
+#include "base.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+static const char *log_process = "edgenode";
+static log_level log_min_level = LOG_INFO;
+
+static void oom(size_t size) {
+  fprintf(stderr, "{\"level\":\"error\",\"msg\":\"out of memory allocating %zu bytes\"}\n", size);
+  abort();
+}
+
+void *xmalloc(size_t size) {
+  void *p = malloc(size ? size : 1);
+  if (p == NULL) oom(size);
+  return p;
+}
+
+void *xcalloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (p == NULL) oom(count * size);
+  return p;
+}
+
+void *xrealloc(void *ptr, size_t size) {
+  void *p = realloc(ptr, size ? size : 1);
+  if (p == NULL) oom(size);
+  return p;
+}
+
+char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
+
+char *xstrndup(const char *s, size_t len) {
+  char *p = xmalloc(len + 1);
+  memcpy(p, s, len);
+  p[len] = '\0';
+  return p;
+}
+
+char *xasprintf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *out = NULL;
+  int n = vasprintf(&out, fmt, ap);
+  va_end(ap);
+  if (n < 0) oom(0);
+  return out;
+}
+
+void log_init(const char *process, log_level min_level) {
+  log_process = process;
+  log_min_level = min_level;
+  /* Line-buffered: V8's fatal errors end the process without flushing. */
+  setvbuf(stderr, NULL, _IOLBF, 0);
+}
+
+static const char *level_name(log_level level) {
+  switch (level) {
+    case LOG_DEBUG: return "debug";
+    case LOG_INFO: return "info";
+    case LOG_WARN: return "warn";
+    case LOG_ERROR: return "error";
+  }
+  return "info";
+}
+
+void log_vwrite(log_level level, const char *tenant, const char *request_id,
+                const char *extra_json, const char *fmt, va_list ap) {
+  if (level < log_min_level) return;
+  char msg[4096];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char when[40];
+  snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+
+  json_t *line = json_object();
+  json_object_set_new(line, "time", json_string(when));
+  json_object_set_new(line, "level", json_string(level_name(level)));
+  json_object_set_new(line, "process", json_string(log_process));
+  if (tenant) json_object_set_new(line, "tenant", json_string(tenant));
+  if (request_id) json_object_set_new(line, "request_id", json_string(request_id));
+  /* Messages may hold arbitrary bytes from tenants' console output. */
+  json_object_set_new(line, "msg", json_stringn_nocheck(msg, strlen(msg)));
+  if (extra_json) {
+    json_t *extra = json_loads(extra_json, 0, NULL);
+    if (json_is_object(extra)) json_object_update(line, extra);
+    json_decref(extra);
+  }
+  char *text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
+  json_decref(line);
+  if (text) {
+    fprintf(stderr, "%s\n", text);
+    free(text);
+  }
+}
+
+void log_write(log_level level, const char *tenant, const char *request_id,
+               const char *extra_json, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_vwrite(level, tenant, request_id, extra_json, fmt, ap);
+  va_end(ap);
+}
+
+int64_t time_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t time_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t time_thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int parse_host_port(const char *s, char host[64], int *port) {
+  if (s == NULL) return -EINVAL;
+  const char *colon = strrchr(s, ':');
+  if (colon == NULL) return -EINVAL;
+  size_t hlen = (size_t)(colon - s);
+  const char *h = s;
+  if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+    h++;
+    hlen -= 2;
+  }
+  if (hlen >= 64) return -EINVAL;
+  char *end = NULL;
+  errno = 0;
+  long p = strtol(colon + 1, &end, 10);
+  if (errno || end == colon + 1 || *end != '\0' || p < 0 || p > 65535) return -EINVAL;
+  if (hlen == 0) {
+    strcpy(host, "0.0.0.0");
+  } else {
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+  }
+  *port = (int)p;
+  return 0;
+}
+
+int worker_name_valid(const char *name, size_t len) {
+  if (len == 0 || len > 63) return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = name[i];
+    int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i > 0);
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+int random_hex(char *out, size_t bytes) {
+  unsigned char buf[64];
+  if (bytes > sizeof buf) return -EINVAL;
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(buf + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    got += (size_t)n;
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < bytes; i++) {
+    out[2 * i] = hex[buf[i] >> 4];
+    out[2 * i + 1] = hex[buf[i] & 15];
+  }
+  out[2 * bytes] = '\0';
+  return 0;
+}

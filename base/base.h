@@ -1,0 +1,76 @@
+/*
+ * base: what every edgenode process shares: structured logging, allocation
+ * that aborts on out-of-memory, clocks and small string helpers.
+ */
+#ifndef EDGENODE_BASE_H
+#define EDGENODE_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define container_of(ptr, type, member) \
+  ((type *)((char *)(ptr)-offsetof(type, member)))
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Allocation: out-of-memory is fatal, so these never return NULL. */
+void *xmalloc(size_t size);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *ptr, size_t size);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t len);
+/* printf into a fresh heap string. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+typedef enum {
+  LOG_DEBUG = 0,
+  LOG_INFO = 1,
+  LOG_WARN = 2,
+  LOG_ERROR = 3,
+} log_level;
+
+/*
+ * Sets the "process" field of every log line ("supervisor", "worker-1", ...)
+ * and the lowest level that is written. Call once at start.
+ */
+void log_init(const char *process, log_level min_level);
+
+/*
+ * Writes one JSON object per line on stderr:
+ * {"time":"2026-01-01T00:00:00.000Z","level":"info","process":"...",
+ *  "tenant":"...","request_id":"...","msg":"..."} followed by `extra`.
+ * tenant and request_id may be NULL (then omitted). extra_json, when not NULL,
+ * is a JSON object text whose members are appended ("{\"pid\":3}").
+ */
+void log_write(log_level level, const char *tenant, const char *request_id,
+               const char *extra_json, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void log_vwrite(log_level level, const char *tenant, const char *request_id,
+                const char *extra_json, const char *fmt, va_list ap);
+
+#define log_info(...) log_write(LOG_INFO, NULL, NULL, NULL, __VA_ARGS__)
+#define log_warn(...) log_write(LOG_WARN, NULL, NULL, NULL, __VA_ARGS__)
+#define log_error(...) log_write(LOG_ERROR, NULL, NULL, NULL, __VA_ARGS__)
+#define log_debug(...) log_write(LOG_DEBUG, NULL, NULL, NULL, __VA_ARGS__)
+
+/* Milliseconds since the Unix epoch (wall clock). */
+int64_t time_now_ms(void);
+/* Monotonic nanoseconds. */
+uint64_t time_mono_ns(void);
+/* CPU time of the calling thread in nanoseconds. */
+uint64_t time_thread_cpu_ns(void);
+
+/*
+ * Parses "ADDR:PORT" ("127.0.0.1:8080", "[::1]:8080", ":8080" = all
+ * interfaces). Returns 0, or -EINVAL. host must hold 64 bytes.
+ */
+int parse_host_port(const char *s, char host[64], int *port);
+
+/* Worker names: [a-z0-9][a-z0-9-]{0,62}. */
+int worker_name_valid(const char *name, size_t len);
+
+/* `bytes` random bytes (at most 64) as 2*bytes hex chars + NUL, from getrandom(2). Returns 0 or -errno. */
+int random_hex(char *out, size_t bytes);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * http: the HTTP/1.1 server side shared by the worker processes' ingress and
+ * the supervisor's control API. libuv for I/O, llhttp for parsing.
+ *
+ * What it guarantees to a handler:
+ * - a request is delivered once its head and whole body are in (bodies are
+ *   bounded by max_body_bytes, so buffering is safe); Content-Length and
+ *   chunked bodies; `Expect: 100-continue` answered with 100 when the
+ *   declared length fits, 413 when it does not (the body is never read);
+ * - keep-alive and pipelining: requests on one connection are handed over one
+ *   at a time, in order; the next is parsed only after the previous response
+ *   was queued, so responses can never overtake each other;
+ * - malformed input -> 400 and close; header block over max_header_bytes ->
+ *   431 and close; body over max_body_bytes -> 413 and close, as soon as the
+ *   excess is known (Content-Length or chunk sizes), without buffering it;
+ *   a header block not finished within header_timeout_ms -> 408 and close;
+ *   idle keep-alive connections close after idle_timeout_ms.
+ * Error responses produced here have a JSON body {"error": "..."}.
+ */
+#ifndef EDGENODE_HTTP_H
+#define EDGENODE_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct http_server http_server;
+typedef struct http_conn http_conn;
+
+typedef struct http_header {
+  char *name;  /* as received (case kept); compare with strcasecmp */
+  char *value;
+} http_header;
+
+typedef struct http_request {
+  char *method;          /* "GET" */
+  char *target;          /* request-target as received: "/items?id=3" */
+  http_header *headers;  /* in order received */
+  size_t n_headers;
+  uint8_t *body;         /* NULL when empty */
+  size_t body_len;
+  int keep_alive;        /* the connection stays open after the response */
+  char id[17];           /* request id: 16 hex chars, unique per process run */
+  uint64_t start_ns;     /* monotonic time the head was complete */
+  http_conn *conn;       /* NULL once the client went away (see on_abort) */
+  void *data;            /* the handler's */
+} http_request;
+
+/*
+ * Called once per complete request. The handler must eventually call
+ * http_respond() (or http_respond_error()) exactly once, now or later, even
+ * when the client has gone away in the meantime; that call frees the request.
+ */
+typedef void (*http_handler)(http_server *server, http_request *req);
+
+/* Optional: the connection of a request still waiting for its response closed. */
+typedef void (*http_abort_cb)(http_server *server, http_request *req);
+
+typedef struct http_server_config {
+  size_t max_header_bytes;     /* default 65536 */
+  size_t max_body_bytes;       /* default 10 MiB + 64 KiB */
+  uint64_t header_timeout_ms;  /* default 10000 */
+  uint64_t idle_timeout_ms;    /* default 60000 */
+  const char *server_name;     /* "Server:" header value; NULL for none */
+} http_server_config;
+
+struct http_server {
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  http_server_config config;
+  http_handler on_request;
+  http_abort_cb on_abort;
+  void *data;                 /* the owner's */
+  size_t connections;         /* open connections */
+  size_t in_flight;           /* requests handed over and not yet responded to */
+  int listening;
+  int closing;
+  void (*on_closed)(http_server *server);
+  void *conns;                /* internal: list of connections */
+  uint64_t next_request_seq;
+};
+
+/* Zero-filled config fields take the defaults above. */
+int http_server_init(http_server *s, uv_loop_t *loop, const http_server_config *config,
+                     http_handler on_request, void *data);
+
+/* Binds and listens on host:port. Returns 0 or a negative libuv error. */
+int http_server_listen(http_server *s, const char *host, int port);
+
+/* Listens on an already bound and listening socket (inherited from a parent). */
+int http_server_listen_fd(http_server *s, int fd);
+
+/* The bound port (useful after listening on port 0). Returns -1 if unknown. */
+int http_server_port(const http_server *s);
+
+/*
+ * Stops accepting new connections: the listener is closed; open connections
+ * keep being served, and after their current response, keep-alive connections
+ * are closed instead of waiting for another request.
+ */
+void http_server_stop_accepting(http_server *s);
+
+/*
+ * Stops accepting and closes every connection now (in-flight requests see
+ * on_abort). on_closed runs once everything is closed.
+ */
+void http_server_close(http_server *s, void (*on_closed)(http_server *s));
+
+/*
+ * Sends a response and frees the request. Adds Content-Length, Date,
+ * Connection (and Server) itself; headers passed here must not contain them.
+ * Returns 0, or UV_ECONNRESET when the client had gone away (the request is
+ * freed all the same).
+ */
+int http_respond(http_request *req, int status, const http_header *headers, size_t n_headers,
+                 const void *body, size_t body_len);
+
+/* Responds with `{"error": message}` plus optional extra members given as a
+ * JSON object text (may be NULL), Content-Type application/json. */
+int http_respond_error(http_request *req, int status, const char *message,
+                       const char *extra_json);
+
+/* Case-insensitive header lookup; NULL when absent. */
+const char *http_request_header(const http_request *req, const char *name);
+
+/* The standard reason phrase ("Not Found"), or "Unknown". */
+const char *http_status_text(int status);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * proto: the one framed message format every edgenode process speaks over
+ * unix sockets (supervisor <-> worker processes <-> egress).
+ *
+ * A frame is a 12-byte header followed by `length` payload bytes:
+ *
+ *   offset size field
+ *   0      2    magic    0xED 0x6E
+ *   2      1    version  PROTO_VERSION
+ *   3      1    type     enum proto_type
+ *   4      4    id       big-endian; pairs a reply with its request, 0 for one-way messages
+ *   8      4    length   big-endian payload length, at most the decoder's maximum
+ *
+ * Payloads are UTF-8 JSON objects unless a type says otherwise; the framing
+ * itself never looks inside them.
+ */
+#ifndef EDGENODE_PROTO_H
+#define EDGENODE_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define PROTO_MAGIC0 0xED
+#define PROTO_MAGIC1 0x6E
+#define PROTO_VERSION 1
+#define PROTO_HEADER_SIZE 12
+/* Hard ceiling for any payload: loader code may be 64 MiB plus its env. */
+#define PROTO_MAX_PAYLOAD (80u * 1024u * 1024u)
+
+typedef enum proto_type {
+  /* worker -> supervisor, once after start: {"pid": N, "v8": "10.2..."} */
+  PROTO_HELLO = 1,
+  /* worker -> supervisor (id): {"name": "hello"}.
+   * Reply PROTO_WORKER_SPEC with the registry row, or PROTO_ERROR. */
+  PROTO_WORKER_GET = 2,
+  /* supervisor -> worker (reply): {"name", "version", "main_module",
+   * "modules": {"index.js": "..."}, "bindings": {}, "limits": {"cpu_ms", "memory_mb"}} */
+  PROTO_WORKER_SPEC = 3,
+  /* supervisor -> every worker (one-way): {"name": "hello"}: a deploy or
+   * delete changed this worker; drop cached specs, new requests refetch. */
+  PROTO_WORKER_CHANGED = 4,
+  /* supervisor -> worker (id): same body as PROTO_WORKER_SPEC. The worker
+   * compiles and evaluates the modules in a throwaway isolate.
+   * Reply PROTO_VALIDATE_RESULT: {"ok": true} or
+   * {"ok": false, "error": "...", "module": "index.js", "line": 3, "column": 7} */
+  PROTO_VALIDATE = 5,
+  PROTO_VALIDATE_RESULT = 6,
+  /* supervisor -> worker (one-way): {"grace_ms": N}: stop accepting, finish
+   * in-flight requests within the grace period, then exit 0. */
+  PROTO_DRAIN = 7,
+  /* worker -> supervisor (one-way), periodically: {"tenants": {...}, ...} */
+  PROTO_STATS = 8,
+  /* worker -> supervisor (one-way): {"event": "...", "tenant": "...", ...} */
+  PROTO_EVENT = 9,
+  /* any reply that failed: {"error": "...", "status": 404} */
+  PROTO_ERROR = 10,
+  /* either direction (id); answered with PROTO_PONG, same id, empty payload */
+  PROTO_PING = 11,
+  PROTO_PONG = 12,
+  /* supervisor -> worker (id): one-shot run (POST /v1/run); reply PROTO_RUN_RESULT */
+  PROTO_RUN = 13,
+  PROTO_RUN_RESULT = 14,
+  PROTO_TYPE_MAX = 64 /* types at or above this are rejected by the decoder */
+} proto_type;
+
+/* Errors are negative; proto_strerror() names them. */
+enum {
+  PROTO_EMAGIC = -1001,   /* first two bytes are not the magic */
+  PROTO_EVERSION = -1002, /* unsupported version */
+  PROTO_ETYPE = -1003,    /* type 0 or >= PROTO_TYPE_MAX */
+  PROTO_ETOOBIG = -1004,  /* length over the decoder's maximum */
+};
+
+typedef struct proto_frame {
+  uint8_t type;
+  uint32_t id;
+  const uint8_t *payload; /* not NUL-terminated; valid until the next decoder call */
+  uint32_t length;
+} proto_frame;
+
+/* Incremental decoder: feed bytes as they arrive, take whole frames out. */
+typedef struct proto_decoder {
+  uint8_t *buf;         /* owned */
+  size_t len;           /* bytes held */
+  size_t start;         /* offset of the first unconsumed byte */
+  size_t cap;
+  uint32_t max_payload; /* <= PROTO_MAX_PAYLOAD */
+  int error;            /* sticky: once malformed, always malformed */
+} proto_decoder;
+
+void proto_decoder_init(proto_decoder *d, uint32_t max_payload);
+void proto_decoder_free(proto_decoder *d);
+
+/* Appends bytes. Returns 0, or the sticky error if the stream is already bad. */
+int proto_decoder_feed(proto_decoder *d, const void *data, size_t len);
+
+/*
+ * Takes the next complete frame. Returns 1 and fills *frame, 0 when more bytes
+ * are needed, or a negative PROTO_E* error: the stream is malformed and must be
+ * closed. A header is checked as soon as its 12 bytes are in, before its payload.
+ */
+int proto_decoder_next(proto_decoder *d, proto_frame *frame);
+
+/* Writes a header for a frame. Returns 0, or PROTO_ETYPE / PROTO_ETOOBIG. */
+int proto_encode_header(uint8_t out[PROTO_HEADER_SIZE], uint8_t type, uint32_t id,
+                        uint32_t length);
+
+const char *proto_strerror(int err);
+const char *proto_type_name(uint8_t type);
+
+/*
+ * A channel: a connected libuv stream (unix socket or pipe) carrying frames.
+ * The caller owns the struct and the stream; proto_channel_close() closes the
+ * stream and calls on_close once, after which the struct may be freed.
+ */
+typedef struct proto_channel proto_channel;
+typedef void (*proto_frame_cb)(proto_channel *ch, const proto_frame *frame);
+typedef void (*proto_close_cb)(proto_channel *ch, int reason /* 0, UV_EOF or PROTO_E* */);
+
+struct proto_channel {
+  uv_pipe_t pipe;         /* the stream; embed, do not move */
+  proto_decoder decoder;
+  proto_frame_cb on_frame;
+  proto_close_cb on_close;
+  void *data;             /* the owner's */
+  uint32_t next_id;       /* for proto_channel_request_id() */
+  int closing;
+};
+
+/*
+ * Opens a channel on an existing connected fd (for example one end of a
+ * socketpair inherited from the supervisor) and starts reading.
+ * Returns 0 or a negative libuv error.
+ */
+int proto_channel_open_fd(proto_channel *ch, uv_loop_t *loop, int fd, proto_frame_cb on_frame,
+                          proto_close_cb on_close, void *data);
+
+/*
+ * Starts reading on a pipe the caller already initialised (for example one
+ * created by uv_spawn with UV_CREATE_PIPE); ch->pipe must be that pipe.
+ */
+int proto_channel_start(proto_channel *ch, proto_frame_cb on_frame, proto_close_cb on_close,
+                        void *data);
+
+/* Queues one frame; the payload is copied. Returns 0 or a negative error. */
+int proto_channel_send(proto_channel *ch, uint8_t type, uint32_t id, const void *payload,
+                       size_t length);
+
+/* A fresh non-zero id for a request on this channel. */
+uint32_t proto_channel_request_id(proto_channel *ch);
+
+/* Closes the stream; on_close runs once from the loop. Safe to call twice. */
+void proto_channel_close(proto_channel *ch);
+
+#endif
