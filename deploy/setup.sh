@@ -10,7 +10,7 @@ build_type=${EDGENODE_BUILD_TYPE:-RelWithDebInfo}
 step() { printf '==> %s\n' "$*"; }
 
 packages=(
-  build-essential cmake pkg-config clang
+  build-essential cmake pkg-config
   libuv1-dev node-llhttp android-libboringssl-dev libsqlite3-dev sqlite3
   libcmocka-dev libjansson-dev
   libicu72 libc-ares2 libnghttp2-14 libbrotli1 libuv1 libssl3 zlib1g

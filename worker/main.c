@@ -1,1 +1,257 @@
-int main(void) { return 0; }
+/*
+ * edgenode-worker: one of the supervisor's worker processes. See worker.h.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "worker.h"
+
+static worker self;
+
+worker *worker_self(void) { return &self; }
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: edgenode-worker --id N --ipc-fd FD --listen-fd FD --data DIR\n"
+          "                       [--max-body-bytes B] [--header-timeout-ms T]\n"
+          "                       [--log-level debug|info|warn|error]\n"
+          "Started by edgenode; not meant to be run by hand.\n");
+}
+
+static int parse_long(const char *s, long min, long max, long *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, worker_config *c, log_level *level) {
+  static const struct option opts[] = {
+      {"id", required_argument, NULL, 'i'},
+      {"ipc-fd", required_argument, NULL, 'p'},
+      {"listen-fd", required_argument, NULL, 'l'},
+      {"data", required_argument, NULL, 'd'},
+      {"max-body-bytes", required_argument, NULL, 'b'},
+      {"header-timeout-ms", required_argument, NULL, 't'},
+      {"log-level", required_argument, NULL, 'v'},
+      {NULL, 0, NULL, 0},
+  };
+  c->id = 0;
+  c->ipc_fd = c->listen_fd = -1;
+  c->data_dir = "./data";
+  c->max_body_bytes = 10u * 1024 * 1024;
+  c->header_timeout_ms = 10000;
+  int opt;
+  long v;
+  while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (opt) {
+      case 'i': if (parse_long(optarg, 0, 100000, &v)) return -1; c->id = (int)v; break;
+      case 'p': if (parse_long(optarg, 0, 65535, &v)) return -1; c->ipc_fd = (int)v; break;
+      case 'l': if (parse_long(optarg, 0, 65535, &v)) return -1; c->listen_fd = (int)v; break;
+      case 'd': c->data_dir = optarg; break;
+      case 'b': if (parse_long(optarg, 0, 1L << 40, &v)) return -1; c->max_body_bytes = (size_t)v; break;
+      case 't': if (parse_long(optarg, 1, 3600000, &v)) return -1; c->header_timeout_ms = (uint64_t)v; break;
+      case 'v':
+        if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
+        else if (strcmp(optarg, "info") == 0) *level = LOG_INFO;
+        else if (strcmp(optarg, "warn") == 0) *level = LOG_WARN;
+        else if (strcmp(optarg, "error") == 0) *level = LOG_ERROR;
+        else return -1;
+        break;
+      default: return -1;
+    }
+  }
+  return (optind == argc && c->ipc_fd >= 0 && c->listen_fd >= 0) ? 0 : -1;
+}
+
+/* ---- draining and exit ---- */
+
+static void ingress_closed(http_server *s) {
+  (void)s;
+  uv_stop(self.loop);
+}
+
+void worker_maybe_exit(worker *w) {
+  if (!w->draining || w->ingress.closing) return;
+  int idle = w->ingress.in_flight == 0 && w->ingress.connections == 0 && tenant_pending_work(w) == 0;
+  if (idle || time_mono_ns() >= w->drain_deadline_ns) {
+    if (!idle) log_warn("grace period over: closing %zu connections", w->ingress.connections);
+    http_server_close(&w->ingress, ingress_closed);
+  }
+}
+
+static void drain_tick(uv_timer_t *t) { worker_maybe_exit(container_of(t, worker, drain_timer)); }
+
+static void start_drain(worker *w, uint64_t grace_ms, const char *why) {
+  if (w->draining) return;
+  w->draining = 1;
+  w->drain_deadline_ns = time_mono_ns() + grace_ms * 1000000u;
+  log_info("draining (%s): %zu requests in flight", why, w->ingress.in_flight);
+  http_server_stop_accepting(&w->ingress);
+  uv_timer_start(&w->drain_timer, drain_tick, 10, 10);
+  worker_maybe_exit(w);
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+  worker *w = s->data;
+  start_drain(w, 10000, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* ---- the supervisor link ---- */
+
+static void reply_json(worker *w, uint8_t type, uint32_t id, json_t *body) {
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  if (text == NULL) abort();
+  if (proto_channel_send(&w->supervisor, type, id, text, strlen(text)) != 0)
+    log_warn("could not reply to the supervisor");
+  free(text);
+}
+
+static const char *error_kind_name(iso_error_kind kind) {
+  switch (kind) {
+    case ISO_ERR_SYNTAX: return "syntax";
+    case ISO_ERR_LINK: return "link";
+    case ISO_ERR_EXCEPTION: return "exception";
+    case ISO_ERR_NO_HANDLER: return "no_handler";
+    case ISO_ERR_CPU: return "cpu";
+    case ISO_ERR_MEMORY: return "memory";
+    default: return "internal";
+  }
+}
+
+static void on_validate(worker *w, const proto_frame *frame) {
+  json_t *spec = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
+  iso_module *mods = NULL;
+  const char *main_module = NULL, *why = "spec is not a JSON object";
+  int n = json_is_object(spec) ? spec_modules(spec, &mods, &main_module, &why) : -1;
+  if (n < 0) {
+    reply_json(w, PROTO_VALIDATE_RESULT, frame->id,
+               json_pack("{s:b,s:s,s:s}", "ok", 0, "kind", "internal", "error", why));
+    json_decref(spec);
+    return;
+  }
+  iso_limits limits;
+  spec_limits(spec, &limits);
+  iso_error err = {0};
+  if (iso_validate(&limits, mods, (size_t)n, main_module, &err) == 0) {
+    reply_json(w, PROTO_VALIDATE_RESULT, frame->id, json_pack("{s:b}", "ok", 1));
+  } else {
+    json_t *r = json_pack("{s:b,s:s,s:s}", "ok", 0, "kind", error_kind_name(err.kind), "error",
+                          err.message ? err.message : "unknown error");
+    if (err.module) json_object_set_new(r, "module", json_string(err.module));
+    if (err.line > 0) json_object_set_new(r, "line", json_integer(err.line));
+    if (err.column > 0) json_object_set_new(r, "column", json_integer(err.column));
+    reply_json(w, PROTO_VALIDATE_RESULT, frame->id, r);
+  }
+  iso_error_clear(&err);
+  free(mods);
+  json_decref(spec);
+}
+
+static void on_changed(worker *w, const proto_frame *frame) {
+  json_t *body = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if (name) tenant_changed(w, name);
+  json_decref(body);
+}
+
+static void on_drain(worker *w, const proto_frame *frame) {
+  json_t *body = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
+  json_int_t grace = json_integer_value(json_object_get(body, "grace_ms"));
+  json_decref(body);
+  start_drain(w, grace > 0 ? (uint64_t)grace : 10000, "supervisor");
+}
+
+static void on_frame(proto_channel *ch, const proto_frame *frame) {
+  worker *w = ch->data;
+  switch (frame->type) {
+    case PROTO_WORKER_SPEC:
+    case PROTO_ERROR: tenant_spec_arrived(w, frame->id, frame); break;
+    case PROTO_WORKER_CHANGED: on_changed(w, frame); break;
+    case PROTO_VALIDATE: on_validate(w, frame); break;
+    case PROTO_DRAIN: on_drain(w, frame); break;
+    case PROTO_PING: proto_channel_send(ch, PROTO_PONG, frame->id, NULL, 0); break;
+    default: log_debug("ignoring %s from the supervisor", proto_type_name(frame->type));
+  }
+}
+
+static void on_supervisor_closed(proto_channel *ch, int reason) {
+  worker *w = ch->data;
+  if (!w->draining) log_warn("supervisor link closed (%s): draining", proto_strerror(reason));
+  start_drain(w, 10000, "supervisor gone");
+}
+
+static int say_hello(worker *w) {
+  json_t *hello = json_pack("{s:i,s:i,s:s}", "id", w->config.id, "pid", (int)getpid(), "v8",
+                            iso_v8_version());
+  char *text = json_dumps(hello, JSON_COMPACT);
+  json_decref(hello);
+  int rc = proto_channel_send(&w->supervisor, PROTO_HELLO, 0, text, strlen(text));
+  free(text);
+  return rc;
+}
+
+static int start(worker *w) {
+  int rc;
+  w->loop = uv_default_loop();
+  token_map_init(&w->tokens);
+  if ((rc = proto_channel_open_fd(&w->supervisor, w->loop, w->config.ipc_fd, on_frame,
+                                  on_supervisor_closed, w)) != 0) {
+    log_error("cannot open the supervisor link on fd %d: %s", w->config.ipc_fd, uv_strerror(rc));
+    return -1;
+  }
+  http_server_config hc = {
+      .max_body_bytes = w->config.max_body_bytes,
+      .header_timeout_ms = w->config.header_timeout_ms,
+  };
+  if ((rc = http_server_init(&w->ingress, w->loop, &hc, ingress_on_request, w)) != 0 ||
+      (rc = http_server_listen_fd(&w->ingress, w->config.listen_fd)) != 0) {
+    log_error("cannot listen on fd %d: %s", w->config.listen_fd, uv_strerror(rc));
+    return -1;
+  }
+  uv_timer_init(w->loop, &w->drain_timer);
+  uv_signal_init(w->loop, &w->sigterm);
+  uv_signal_init(w->loop, &w->sigint);
+  w->sigterm.data = w->sigint.data = w;
+  uv_signal_start(&w->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&w->sigint, on_signal, SIGINT);
+  return say_hello(w);
+}
+
+static void close_handle(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+int main(int argc, char **argv) {
+  log_level level = LOG_INFO;
+  if (parse_args(argc, argv, &self.config, &level) != 0) {
+    usage();
+    return 2;
+  }
+  char process[32];
+  snprintf(process, sizeof process, "worker-%d", self.config.id);
+  log_init(process, level);
+  signal(SIGPIPE, SIG_IGN);
+  if (iso_platform_init() != 0) {
+    log_error("cannot initialise V8");
+    return 1;
+  }
+  if (start(&self) != 0) return 1;
+  uv_run(self.loop, UV_RUN_DEFAULT);
+  tenant_free_all(&self);
+  token_map_free(&self.tokens);
+  uv_walk(self.loop, close_handle, NULL);
+  uv_run(self.loop, UV_RUN_DEFAULT);
+  if (uv_loop_close(self.loop) != 0) log_debug("loop closed with handles still open");
+  log_info("exiting");
+  return 0;
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets everything up and runs the whole test suite with ctest.
+#   deploy/test.sh             normal build (build/)
+#   deploy/test.sh --sanitize  C code under AddressSanitizer + UBSan (build-asan/)
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$top/deploy/setup.sh"
+
+build="$top/build"
+if [ "${1:-}" = "--sanitize" ]; then
+  build="$top/build-asan"
+  echo "==> configuring the sanitizer build (build-asan/)"
+  cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=Debug -DEDGENODE_SANITIZE=ON >/dev/null
+  echo "==> building the sanitizer build"
+  cmake --build "$build" -j"$(nproc)"
+  # V8 reserves address space and keeps its own allocations: leak reports would be about V8.
+  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+fi
+
+echo "==> running the tests (ctest in ${build#$top/})"
+cd "$build"
+ctest --output-on-failure --timeout 600 -j2

@@ -1,0 +1,424 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "worker.h"
+
+struct vtimer {
+  uv_timer_t handle;
+  loaded *owner;
+  uint32_t id;
+  uint64_t token;
+  struct vtimer *next;
+};
+
+tenant *tenant_find(worker *w, const char *name, size_t len) {
+  for (tenant *t = w->tenants; t; t = t->next)
+    if (strlen(t->name) == len && memcmp(t->name, name, len) == 0) return t;
+  return NULL;
+}
+
+tenant *tenant_get_or_add(worker *w, const char *name, size_t len) {
+  tenant *t = tenant_find(w, name, len);
+  if (t) return t;
+  t = xcalloc(1, sizeof *t);
+  t->name = xstrndup(name, len);
+  t->waiting_tail = &t->waiting;
+  t->next = w->tenants;
+  w->tenants = t;
+  return t;
+}
+
+/* ---- specs ---- */
+
+int spec_modules(json_t *spec, iso_module **out, const char **main_module, const char **why) {
+  json_t *modules = json_object_get(spec, "modules");
+  *main_module = json_string_value(json_object_get(spec, "main_module"));
+  if (!json_is_object(modules) || *main_module == NULL) {
+    *why = "spec has no modules or main_module";
+    return -1;
+  }
+  size_t n = json_object_size(modules);
+  iso_module *mods = xcalloc(n, sizeof *mods);
+  size_t i = 0;
+  const char *key;
+  json_t *value;
+  json_object_foreach(modules, key, value) {
+    if (!json_is_string(value)) {
+      free(mods);
+      *why = "module source is not a string";
+      return -1;
+    }
+    mods[i].name = key;
+    mods[i].source = json_string_value(value);
+    mods[i].source_len = json_string_length(value);
+    i++;
+  }
+  *out = mods;
+  return (int)n;
+}
+
+void spec_limits(json_t *spec, iso_limits *out) {
+  json_t *limits = json_object_get(spec, "limits");
+  json_int_t cpu = json_integer_value(json_object_get(limits, "cpu_ms"));
+  json_int_t mem = json_integer_value(json_object_get(limits, "memory_mb"));
+  out->cpu_ms = cpu > 0 ? (uint32_t)cpu : 50;
+  out->memory_mb = mem > 0 ? (uint32_t)mem : 128;
+}
+
+/* Plain-value bindings become env members; other kinds arrive with later features. */
+char *spec_env_json(json_t *spec) {
+  json_t *env = json_object();
+  const char *name;
+  json_t *binding;
+  json_object_foreach(json_object_get(spec, "bindings"), name, binding) {
+    const char *type = json_string_value(json_object_get(binding, "type"));
+    json_t *value = json_object_get(binding, "value");
+    if (type && value && (strcmp(type, "text") == 0 || strcmp(type, "json") == 0))
+      json_object_set(env, name, value);
+  }
+  char *text = json_dumps(env, JSON_COMPACT);
+  json_decref(env);
+  if (text == NULL) abort();
+  return text;
+}
+
+/* ---- loaded versions ---- */
+
+static void loaded_log(void *data, uint64_t token, iso_log_level level, const char *msg,
+                       size_t len) {
+  loaded *l = data;
+  inflight *f = token_map_get(&worker_self()->tokens, token);
+  static const log_level map[] = {LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR};
+  log_write(map[level & 3], l->tenant->name, f && f->req ? f->req->id : NULL,
+            "{\"source\":\"console\"}", "%.*s", (int)(len > 3500 ? 3500 : len), msg);
+}
+
+static void timer_closed(uv_handle_t *h) { free(container_of(h, struct vtimer, handle)); }
+
+static void timer_unlink(loaded *l, struct vtimer *t) {
+  for (struct vtimer **p = &l->timers; *p; p = &(*p)->next) {
+    if (*p == t) {
+      *p = t->next;
+      break;
+    }
+  }
+  uv_close((uv_handle_t *)&t->handle, timer_closed);
+}
+
+static void timer_fired(uv_timer_t *h) {
+  struct vtimer *t = container_of(h, struct vtimer, handle);
+  loaded *l = t->owner;
+  uint32_t id = t->id;
+  uint64_t token = t->token;
+  timer_unlink(l, t);
+  iso_worker_fire_timer(l->iso, token, id);
+  tenant_collect_retired(worker_self());
+}
+
+static int loaded_timer_start(void *data, uint64_t token, uint32_t timer_id, double delay_ms) {
+  loaded *l = data;
+  struct vtimer *t = xcalloc(1, sizeof *t);
+  if (uv_timer_init(worker_self()->loop, &t->handle) != 0) {
+    free(t);
+    return -1;
+  }
+  t->owner = l;
+  t->id = timer_id;
+  t->token = token;
+  t->next = l->timers;
+  l->timers = t;
+  uint64_t delay = delay_ms > 0 ? (uint64_t)delay_ms : 0;
+  if (uv_timer_start(&t->handle, timer_fired, delay, 0) != 0) {
+    timer_unlink(l, t);
+    return -1;
+  }
+  return 0;
+}
+
+static void loaded_timer_cancel(void *data, uint32_t timer_id) {
+  loaded *l = data;
+  for (struct vtimer *t = l->timers; t; t = t->next) {
+    if (t->id == timer_id) {
+      timer_unlink(l, t);
+      return;
+    }
+  }
+}
+
+static void loaded_respond(void *data, uint64_t token, const iso_response *res,
+                           const iso_error *err);
+static void loaded_done(void *data, uint64_t token);
+
+static iso_host loaded_host_template = {
+    .log = loaded_log,
+    .timer_start = loaded_timer_start,
+    .timer_cancel = loaded_timer_cancel,
+    .respond = loaded_respond,
+    .done = loaded_done,
+};
+
+static loaded *loaded_new(tenant *t, char **error) {
+  iso_module *mods = NULL;
+  const char *main_module = NULL;
+  const char *why = NULL;
+  int n = spec_modules(t->spec, &mods, &main_module, &why);
+  if (n < 0) {
+    *error = xstrdup(why);
+    return NULL;
+  }
+  loaded *l = xcalloc(1, sizeof *l);
+  l->tenant = t;
+  l->version = json_integer_value(json_object_get(t->spec, "version"));
+  spec_limits(t->spec, &l->limits);
+  iso_host host = loaded_host_template;
+  host.data = l;
+  char *env = spec_env_json(t->spec);
+  iso_error err = {0};
+  l->iso = iso_worker_new(&host, &l->limits, mods, (size_t)n, main_module, env, &err);
+  free(env);
+  free(mods);
+  if (l->iso == NULL) {
+    *error = xasprintf("%s", err.message ? err.message : "unknown error");
+    log_write(LOG_ERROR, t->name, NULL, NULL, "worker failed to load: %s", *error);
+    iso_error_clear(&err);
+    free(l);
+    return NULL;
+  }
+  return l;
+}
+
+static void loaded_free(loaded *l) {
+  while (l->timers) timer_unlink(l, l->timers);
+  iso_worker_free(l->iso);
+  free(l);
+}
+
+static void loaded_retire(worker *w, loaded *l) {
+  if (l == NULL) return;
+  l->retired = 1;
+  l->next_retired = w->retired;
+  w->retired = l;
+}
+
+void tenant_collect_retired(worker *w) {
+  for (loaded **p = &w->retired; *p;) {
+    loaded *l = *p;
+    if (l->requests == 0) {
+      *p = l->next_retired;
+      loaded_free(l);
+    } else {
+      p = &l->next_retired;
+    }
+  }
+}
+
+size_t tenant_pending_work(worker *w) {
+  size_t n = 0;
+  for (tenant *t = w->tenants; t; t = t->next)
+    if (t->current) n += t->current->requests;
+  for (loaded *l = w->retired; l; l = l->next_retired) n += l->requests;
+  return n;
+}
+
+static void loaded_respond(void *data, uint64_t token, const iso_response *res,
+                           const iso_error *err) {
+  (void)data;
+  worker *w = worker_self();
+  inflight *f = token_map_get(&w->tokens, token);
+  if (f == NULL || f->req == NULL) return;
+  if (res) {
+    http_header *hs = xcalloc(res->n_headers ? res->n_headers : 1, sizeof *hs);
+    size_t n = 0;
+    for (size_t i = 0; i < res->n_headers; i++) {
+      const iso_header *h = &res->headers[i];
+      /* Framing headers are the server's to set. */
+      static const char *const framing[] = {"content-length", "connection", "transfer-encoding",
+                                            "date", "keep-alive"};
+      int skip = 0;
+      for (size_t k = 0; k < ARRAY_SIZE(framing); k++)
+        if (strlen(framing[k]) == h->name_len && strncasecmp(framing[k], h->name, h->name_len) == 0)
+          skip = 1;
+      if (skip) continue;
+      hs[n].name = xstrndup(h->name, h->name_len);
+      hs[n].value = xstrndup(h->value, h->value_len);
+      n++;
+    }
+    http_request *req = f->req;
+    f->req = NULL;
+    http_respond(req, res->status, hs, n, res->body, res->body_len);
+    for (size_t i = 0; i < n; i++) {
+      free(hs[i].name);
+      free(hs[i].value);
+    }
+    free(hs);
+    return;
+  }
+  loaded *l = f->loaded;
+  switch (err ? err->kind : ISO_ERR_INTERNAL) {
+    case ISO_ERR_CPU: {
+      char extra[64];
+      snprintf(extra, sizeof extra, "{\"limit_ms\":%u}", l->limits.cpu_ms);
+      log_write(LOG_WARN, f->tenant->name, f->req->id, NULL, "exceeded CPU limit");
+      ingress_fail(w, f, 503, "exceeded CPU limit", extra);
+      break;
+    }
+    case ISO_ERR_MEMORY: {
+      char extra[64];
+      snprintf(extra, sizeof extra, "{\"limit_mb\":%u}", l->limits.memory_mb);
+      log_write(LOG_WARN, f->tenant->name, f->req->id, NULL, "exceeded memory limit");
+      ingress_fail(w, f, 503, "exceeded memory limit", extra);
+      break;
+    }
+    case ISO_ERR_BAD_RETURN:
+      log_write(LOG_ERROR, f->tenant->name, f->req->id, NULL, "%s", err->message);
+      ingress_fail(w, f, 500, err->message, NULL);
+      break;
+    default: {
+      json_t *extra = json_pack("{s:s}", "stack", err && err->stack ? err->stack : "");
+      char *extra_text = json_dumps(extra, JSON_COMPACT);
+      json_decref(extra);
+      log_write(LOG_ERROR, f->tenant->name, f->req->id, extra_text, "uncaught exception: %s",
+                err && err->message ? err->message : "unknown");
+      free(extra_text);
+      ingress_fail(w, f, 500, "uncaught exception in worker", NULL);
+      break;
+    }
+  }
+}
+
+static void loaded_done(void *data, uint64_t token) {
+  loaded *l = data;
+  worker *w = worker_self();
+  inflight *f = token_map_get(&w->tokens, token);
+  if (f == NULL) return;
+  if (f->req) ingress_fail(w, f, 500, "worker finished without a response", NULL);
+  if (l->requests > 0) l->requests--;
+  inflight_finish(w, f);
+}
+
+/* ---- routing requests to versions ---- */
+
+static void tenant_run(worker *w, tenant *t, inflight *f) {
+  if (t->current && iso_worker_broken(t->current->iso)) {
+    loaded_retire(w, t->current);
+    t->current = NULL;
+  }
+  if (t->current == NULL && t->load_error == NULL) {
+    char *error = NULL;
+    t->current = loaded_new(t, &error);
+    if (t->current == NULL) t->load_error = error;
+  }
+  if (t->current == NULL) {
+    char *msg = xasprintf("worker failed to load: %s", t->load_error);
+    ingress_fail(w, f, 500, msg, NULL);
+    free(msg);
+    inflight_finish(w, f);
+    return;
+  }
+  f->loaded = t->current;
+  t->current->requests++;
+  ingress_dispatch(w, f);
+}
+
+static void send_get(worker *w, tenant *t) {
+  json_t *body = json_pack("{s:s}", "name", t->name);
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  t->fetch_id = proto_channel_request_id(&w->supervisor);
+  t->fetching = 1;
+  if (proto_channel_send(&w->supervisor, PROTO_WORKER_GET, t->fetch_id, text, strlen(text)) != 0)
+    t->fetching = 0;
+  free(text);
+}
+
+static void fail_waiting(worker *w, tenant *t, int status, const char *message, const char *extra) {
+  inflight *f = t->waiting;
+  t->waiting = NULL;
+  t->waiting_tail = &t->waiting;
+  while (f) {
+    inflight *next = f->next;
+    ingress_fail(w, f, status, message, extra);
+    inflight_finish(w, f);
+    f = next;
+  }
+}
+
+void tenant_submit(worker *w, inflight *f) {
+  tenant *t = f->tenant;
+  if (t->spec) {
+    tenant_run(w, t, f);
+    return;
+  }
+  f->next = NULL;
+  *t->waiting_tail = f;
+  t->waiting_tail = &f->next;
+  if (!t->fetching) send_get(w, t);
+  if (!t->fetching) fail_waiting(w, t, 503, "supervisor unreachable", NULL);
+}
+
+static tenant *tenant_by_fetch_id(worker *w, uint32_t id) {
+  for (tenant *t = w->tenants; t; t = t->next)
+    if (t->fetching && t->fetch_id == id) return t;
+  return NULL;
+}
+
+void tenant_spec_arrived(worker *w, uint32_t id, const proto_frame *frame) {
+  tenant *t = tenant_by_fetch_id(w, id);
+  if (t == NULL) return;
+  t->fetching = 0;
+  json_t *body = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
+  if (frame->type != PROTO_WORKER_SPEC || !json_is_object(body)) {
+    json_int_t status = json_integer_value(json_object_get(body, "status"));
+    char *extra = NULL;
+    if (status == 404) {
+      json_t *e = json_pack("{s:s}", "worker", t->name);
+      extra = json_dumps(e, JSON_COMPACT);
+      json_decref(e);
+    }
+    fail_waiting(w, t, status == 404 ? 404 : 503,
+                 status == 404 ? "unknown worker" : "worker spec unavailable", extra);
+    free(extra);
+    json_decref(body);
+    return;
+  }
+  t->spec = body;
+  inflight *f = t->waiting;
+  t->waiting = NULL;
+  t->waiting_tail = &t->waiting;
+  while (f) {
+    inflight *next = f->next;
+    tenant_run(w, t, f);
+    f = next;
+  }
+}
+
+void tenant_changed(worker *w, const char *name) {
+  tenant *t = tenant_find(w, name, strlen(name));
+  if (t == NULL) return;
+  json_decref(t->spec);
+  t->spec = NULL;
+  free(t->load_error);
+  t->load_error = NULL;
+  loaded_retire(w, t->current);
+  t->current = NULL;
+  tenant_collect_retired(w);
+}
+
+void tenant_free_all(worker *w) {
+  while (w->tenants) {
+    tenant *t = w->tenants;
+    w->tenants = t->next;
+    fail_waiting(w, t, 503, "worker process shutting down", NULL);
+    if (t->current) loaded_free(t->current);
+    json_decref(t->spec);
+    free(t->load_error);
+    free(t->name);
+    free(t);
+  }
+  while (w->retired) {
+    loaded *l = w->retired;
+    w->retired = l->next_retired;
+    loaded_free(l);
+  }
+}

@@ -1,0 +1,132 @@
+/*
+ * worker: the edgenode-worker process. It accepts ingress connections on the
+ * listening socket inherited from the supervisor, routes each request by the
+ * first label of its Host header to a tenant, and runs the tenant's code in a
+ * V8 isolate (isolate/). Specs of deployed workers come from the supervisor
+ * over proto/ and are cached until the supervisor says they changed.
+ *
+ * This header is internal to the folder: the process has no public API.
+ */
+#ifndef EDGENODE_WORKER_H
+#define EDGENODE_WORKER_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "http.h"
+#include "isolate.h"
+#include "proto.h"
+
+typedef struct tenant tenant;
+typedef struct loaded loaded;
+typedef struct inflight inflight;
+
+/* One loaded version of a tenant's code: an isolate plus what it waits for. */
+struct loaded {
+  tenant *tenant;
+  int64_t version;
+  iso_worker *iso;
+  iso_limits limits;
+  size_t requests;     /* dispatched and not yet done */
+  struct vtimer *timers;
+  int retired;         /* replaced or deleted: free once idle */
+  loaded *next_retired;
+};
+
+/* What this process knows of one deployed worker. */
+struct tenant {
+  char *name;
+  json_t *spec;          /* NULL until fetched from the supervisor */
+  int fetching;          /* a PROTO_WORKER_GET is outstanding */
+  uint32_t fetch_id;
+  inflight *waiting;     /* requests queued until the spec arrives */
+  inflight **waiting_tail;
+  loaded *current;       /* the version new requests go to */
+  char *load_error;      /* set when current failed to load; cleared on change */
+  tenant *next;
+};
+
+/* One ingress request on its way through a tenant's isolate. */
+struct inflight {
+  uint64_t token;
+  http_request *req;     /* NULL once responded */
+  tenant *tenant;
+  loaded *loaded;
+  inflight *next;        /* in tenant->waiting */
+};
+
+typedef struct token_slot {
+  uint64_t token;  /* 0 = empty, UINT64_MAX = deleted */
+  inflight *value;
+} token_slot;
+
+typedef struct token_map {
+  token_slot *slots;
+  size_t cap;      /* power of two */
+  size_t used;     /* live + deleted slots */
+  size_t live;
+} token_map;
+
+typedef struct worker_config {
+  int id;
+  int ipc_fd;
+  int listen_fd;
+  const char *data_dir;
+  size_t max_body_bytes;
+  uint64_t header_timeout_ms;
+} worker_config;
+
+typedef struct worker {
+  uv_loop_t *loop;
+  worker_config config;
+  http_server ingress;
+  proto_channel supervisor;
+  tenant *tenants;
+  loaded *retired;
+  uint64_t next_token;
+  token_map tokens;      /* token -> inflight */
+  int draining;
+  uint64_t drain_deadline_ns;
+  uv_timer_t drain_timer;
+  uv_signal_t sigterm;
+  uv_signal_t sigint;
+} worker;
+
+/* tenants.c */
+tenant *tenant_find(worker *w, const char *name, size_t len);
+tenant *tenant_get_or_add(worker *w, const char *name, size_t len);
+void tenant_changed(worker *w, const char *name);
+void tenant_spec_arrived(worker *w, uint32_t id, const proto_frame *frame);
+void tenant_free_all(worker *w);
+/* Queues or dispatches a request for its tenant. */
+void tenant_submit(worker *w, inflight *f);
+/* Frees retired versions that have nothing left to do. */
+void tenant_collect_retired(worker *w);
+size_t tenant_pending_work(worker *w);
+/* The modules of a spec as iso_modules (pointers into the spec). Returns the
+ * count, or -1 with *why set when the spec is malformed. */
+int spec_modules(json_t *spec, iso_module **out, const char **main_module, const char **why);
+void spec_limits(json_t *spec, iso_limits *out);
+char *spec_env_json(json_t *spec);
+
+/* ingress.c */
+void ingress_on_request(http_server *server, http_request *req);
+void ingress_dispatch(worker *w, inflight *f);
+void ingress_fail(worker *w, inflight *f, int status, const char *message, const char *extra_json);
+const iso_host *ingress_host(void);
+void inflight_finish(worker *w, inflight *f);
+
+/* tokens.c: open-addressing map from request tokens to inflight records.
+ * Tokens are never 0 and never reused within a process run. */
+void token_map_init(token_map *m);
+void token_map_free(token_map *m);
+void token_map_put(token_map *m, uint64_t token, inflight *f);
+inflight *token_map_get(const token_map *m, uint64_t token);
+void token_map_del(token_map *m, uint64_t token);
+
+/* main.c */
+worker *worker_self(void);
+void worker_maybe_exit(worker *w);
+
+#endif
