@@ -45,19 +45,26 @@ void proto_decoder_free(proto_decoder *d) {
   d->len = d->start = d->cap = 0;
 }
 
-/* Drops consumed bytes so the buffer only ever holds the unread tail. */
+/*
+ * Drops consumed bytes so the buffer only ever holds the unread tail, and
+ * shrinks a buffer that grew for a large frame once the tail is small again.
+ */
 static void decoder_compact(proto_decoder *d) {
   if (d->start == 0) return;
   size_t held = d->len - d->start;
-  if (held == 0 && d->cap > DECODER_KEEP_CAP) {
-    free(d->buf);
-    d->buf = NULL;
-    d->cap = 0;
-  } else if (held > 0) {
-    memmove(d->buf, d->buf + d->start, held);
-  }
+  if (held > 0) memmove(d->buf, d->buf + d->start, held);
   d->len = held;
   d->start = 0;
+  if (d->cap > DECODER_KEEP_CAP && held <= DECODER_KEEP_CAP / 2) {
+    if (held == 0) {
+      free(d->buf);
+      d->buf = NULL;
+      d->cap = 0;
+    } else {
+      d->buf = xrealloc(d->buf, DECODER_KEEP_CAP);
+      d->cap = DECODER_KEEP_CAP;
+    }
+  }
 }
 
 /*

@@ -215,6 +215,17 @@ static void test_big_frame_memory_released(void **state) {
   assert_int_equal(proto_decoder_next(&d, &f), 1);
   assert_int_equal(f.type, PROTO_PING);
   assert_true(d.cap < 1024 * 1024);
+
+  /* Again, but a partial frame follows the big one in the same read. */
+  assert_int_equal(proto_decoder_feed(&d, buf, n), 0);
+  assert_int_equal(proto_decoder_feed(&d, ping, 5), 0);
+  assert_int_equal(proto_decoder_next(&d, &f), 1);
+  assert_int_equal(f.length, big);
+  assert_int_equal(proto_decoder_next(&d, &f), 0);
+  assert_int_equal(proto_decoder_feed(&d, ping + 5, sizeof ping - 5), 0);
+  assert_int_equal(proto_decoder_next(&d, &f), 1);
+  assert_int_equal(f.type, PROTO_PING);
+  assert_true(d.cap < 1024 * 1024);
   proto_decoder_free(&d);
   free(buf);
 }
