@@ -230,16 +230,9 @@ static void loaded_respond(void *data, uint64_t token, const iso_response *res,
   if (res) {
     http_header *hs = xcalloc(res->n_headers ? res->n_headers : 1, sizeof *hs);
     size_t n = 0;
+    /* http_respond drops framing headers (Content-Length, Connection, ...) itself. */
     for (size_t i = 0; i < res->n_headers; i++) {
       const iso_header *h = &res->headers[i];
-      /* Framing headers are the server's to set. */
-      static const char *const framing[] = {"content-length", "connection", "transfer-encoding",
-                                            "date", "keep-alive"};
-      int skip = 0;
-      for (size_t k = 0; k < ARRAY_SIZE(framing); k++)
-        if (strlen(framing[k]) == h->name_len && strncasecmp(framing[k], h->name, h->name_len) == 0)
-          skip = 1;
-      if (skip) continue;
       hs[n].name = xstrndup(h->name, h->name_len);
       hs[n].value = xstrndup(h->value, h->value_len);
       n++;

@@ -1,0 +1,128 @@
+/*
+ * Internals shared by the http/ sources: the connection, the request with
+ * its arena, and the response writer. Nothing here is part of http.h.
+ */
+#ifndef EDGENODE_HTTP_INT_H
+#define EDGENODE_HTTP_INT_H
+
+#include <llhttp.h>
+
+#include "http.h"
+
+/* One read() lands here; shared by all connections of a server, since the
+ * parser copies what it keeps and a read callback never nests in another. */
+#define HTTP_READ_BUF 65536
+/* Pipelined bytes kept while a request is with the handler; past this the
+ * socket is no longer read until the handler answers. */
+#define HTTP_PIPELINE_MAX 65536
+/* Responses queued in the kernel's stead: past this, no further request is
+ * parsed until the client has read some (it keeps pipelining but not reading). */
+#define HTTP_WRITE_HIGH (1u << 20)
+#define HTTP_WRITE_LOW (256u << 10)
+/* After our FIN, how long we keep draining what the client still sends so
+ * that closing does not turn into a RST that destroys our last response. */
+#define HTTP_LINGER_MS 2000
+/* Bytes a request keeps inline before its arena or header table go to the heap. */
+#define HTTP_ARENA_INLINE 2048
+#define HTTP_HEADERS_INLINE 32
+
+typedef enum {
+  HTTP_PH_NEW,      /* accepted, no request yet: the header timeout runs */
+  HTTP_PH_IDLE,     /* between requests on a kept-alive connection */
+  HTTP_PH_HEAD,     /* request line and headers coming in */
+  HTTP_PH_BODY,     /* head complete, body coming in */
+  HTTP_PH_HANDLER,  /* request with the handler; parsing stops */
+  HTTP_PH_CLOSING,  /* final response sent or connection dropped */
+} http_phase;
+
+typedef enum {
+  HTTP_TM_NONE,
+  HTTP_TM_HEADER,  /* 408 when it fires */
+  HTTP_TM_BODY,    /* 408 when it fires */
+  HTTP_TM_IDLE,    /* silent close */
+  HTTP_TM_RESUME,  /* 0 ms: parse what was pipelined, outside the caller's stack */
+  HTTP_TM_LINGER,  /* close */
+} http_timer_mode;
+
+typedef struct http_req {
+  http_request pub;            /* first: the handler's pointer is ours */
+  int dispatched;              /* handed to the handler */
+  int is_head;
+  char *arena;                 /* method, target, header names and values, NUL-terminated */
+  size_t arena_len;
+  size_t arena_cap;
+  size_t (*offs)[2];           /* name/value offsets into the arena while parsing */
+  http_header *hdrs;
+  size_t hdr_cap;
+  uint8_t *body_buf;
+  size_t body_cap;
+  size_t target_off;
+  size_t body_expect;          /* Content-Length, or the limit for chunked bodies */
+  char arena_inline[HTTP_ARENA_INLINE];
+  size_t offs_inline[HTTP_HEADERS_INLINE][2];
+  http_header hdrs_inline[HTTP_HEADERS_INLINE];
+} http_req;
+
+struct http_conn {
+  uv_tcp_t tcp;
+  uv_timer_t timer;
+  uv_shutdown_t shutdown;
+  llhttp_t parser;
+  http_server *server;
+  http_conn *prev;
+  http_conn *next;
+  http_req *req;        /* being parsed, or with the handler */
+  http_req *spare;      /* the previous request, kept for reuse */
+  char *inbuf;          /* bytes read but not parsed yet (pipelining) */
+  size_t inbuf_len;
+  size_t inbuf_cap;
+  size_t head_bytes;    /* size of the head being parsed, counted in the callbacks */
+  size_t head_raw;      /* raw bytes fed while the head stays incomplete */
+  int fail_status;      /* set by a parser callback that rejects the request; -1: drop */
+  char fail_text[96];
+  uint64_t deadline;     /* loop time (ms) at which timer_mode's action is due */
+  uint64_t armed_deadline; /* when the uv timer fires (<= deadline while armed) */
+  int handles_open;
+  uint8_t phase;
+  uint8_t timer_mode;
+  uint8_t in_parse;     /* inside conn_feed: a response must not restart parsing */
+  uint8_t ready;        /* a request is complete and waits to be dispatched */
+  uint8_t field_open;   /* the last header callback was a field name */
+  uint8_t read_stopped;
+  uint8_t write_blocked;
+  uint8_t closed;
+  uint8_t timer_armed;
+  uint8_t eof;          /* the client sent FIN */
+};
+
+/* Internal state behind http_server.conns. */
+typedef struct http_server_int {
+  http_conn *head;
+  uint64_t id_base;     /* random high 32 bits of request ids */
+  int draining;
+  int listener_closing;
+  int listener_closed;
+  char readbuf[HTTP_READ_BUF];
+} http_server_int;
+
+/*
+ * Serializes and queues one response on the connection: status line, Date,
+ * Server, Connection, Content-Length, the given headers, then the body
+ * (omitted for HEAD and for 1xx/204/304). Everything is copied. Returns 0 or
+ * a negative libuv error (the connection is then unusable).
+ */
+int http__write_response(http_conn *c, int status, const http_header *headers,
+                         size_t n_headers, const void *body, size_t body_len, int keep_alive,
+                         int head_only);
+
+/* Queues raw bytes (copied when they cannot be written at once). */
+int http__write_raw(http_conn *c, const char *data, size_t len);
+
+/* {"error": message} plus the members of extra_json (an object text or NULL).
+ * Returns a heap string. */
+char *http__error_json(const char *message, const char *extra_json, size_t *len);
+
+/* Called by the writer when a queued write finished (status < 0: failed). */
+void http__conn_write_done(http_conn *c, int status);
+
+#endif

@@ -1,0 +1,1041 @@
+/*
+ * http/ driven as a client would: a real server on 127.0.0.1, port 0, runs
+ * its uv loop on a thread; the test talks to it over blocking sockets and
+ * reaches into the loop only through run_on_loop().
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base.h"
+#include "http.h"
+
+/* ---- the server side: a loop on its own thread ---- */
+
+typedef struct harness harness;
+typedef void (*loop_fn)(harness *h, void *arg);
+
+struct harness {
+  uv_loop_t loop;
+  http_server server;
+  uv_async_t wake;
+  uv_thread_t thread;
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  loop_fn cmd;
+  void *cmd_arg;
+  int cmd_done;
+  int port;
+  atomic_int requests;
+  atomic_int aborts;
+  http_request *held;  /* loop thread only */
+  int held_rc;
+};
+
+static void on_wake(uv_async_t *a) {
+  harness *h = a->data;
+  uv_mutex_lock(&h->mu);
+  loop_fn fn = h->cmd;
+  void *arg = h->cmd_arg;
+  uv_mutex_unlock(&h->mu);
+  if (fn == NULL) return;
+  fn(h, arg);
+  uv_mutex_lock(&h->mu);
+  h->cmd = NULL;
+  h->cmd_done = 1;
+  uv_cond_signal(&h->cv);
+  uv_mutex_unlock(&h->mu);
+}
+
+/* Runs fn on the loop thread and waits for it. */
+static void run_on_loop(harness *h, loop_fn fn, void *arg) {
+  uv_mutex_lock(&h->mu);
+  h->cmd = fn;
+  h->cmd_arg = arg;
+  h->cmd_done = 0;
+  uv_mutex_unlock(&h->mu);
+  uv_async_send(&h->wake);
+  uv_mutex_lock(&h->mu);
+  while (!h->cmd_done) uv_cond_wait(&h->cv, &h->mu);
+  uv_mutex_unlock(&h->mu);
+}
+
+static char big_body[256 * 1024];
+
+static void handler(http_server *s, http_request *req) {
+  harness *h = s->data;
+  atomic_fetch_add(&h->requests, 1);
+  const char *t = req->target;
+  if (strncmp(t, "/hold", 5) == 0) {
+    h->held = req;
+    return;
+  }
+  if (strcmp(t, "/echo") == 0) {
+    http_header hs[] = {{"X-Method", req->method}};
+    http_respond(req, 200, hs, 1, req->body, req->body_len);
+    return;
+  }
+  if (strcmp(t, "/headers") == 0) {
+    char out[8192];
+    size_t n = 0;
+    for (size_t i = 0; i < req->n_headers && n < sizeof out - 512; i++)
+      n += (size_t)snprintf(out + n, sizeof out - n, "%s=%s\n", req->headers[i].name,
+                            req->headers[i].value);
+    http_respond(req, 200, NULL, 0, out, n);
+    return;
+  }
+  if (strcmp(t, "/nocontent") == 0) {
+    http_respond(req, 204, NULL, 0, "ignored", 7);
+    return;
+  }
+  if (strcmp(t, "/error") == 0) {
+    http_respond_error(req, 422, "bad \"thing\"", "{\"detail\":1}");
+    return;
+  }
+  if (strcmp(t, "/close") == 0) {
+    req->keep_alive = 0;
+    http_respond(req, 200, NULL, 0, "bye", 3);
+    return;
+  }
+  if (strcmp(t, "/big") == 0) {
+    http_respond(req, 200, NULL, 0, big_body, sizeof big_body);
+    return;
+  }
+  if (strcmp(t, "/inject") == 0) {
+    http_header hs[] = {{"X-Bad", "a\r\nSet-Cookie: x=1"},
+                        {"Content-Length", "999"},
+                        {"X-Good", "yes"}};
+    http_respond(req, 200, hs, 3, "ok", 2);
+    return;
+  }
+  http_header hs[] = {{"X-Id", req->id}, {"X-Keep", req->keep_alive ? "1" : "0"}};
+  http_respond(req, 200, hs, 2, t, strlen(t));
+}
+
+static void on_abort(http_server *s, http_request *req) {
+  harness *h = s->data;
+  (void)req;
+  atomic_fetch_add(&h->aborts, 1);
+}
+
+static void loop_main(void *arg) {
+  harness *h = arg;
+  uv_run(&h->loop, UV_RUN_DEFAULT);
+}
+
+static harness *harness_start(const http_server_config *cfg) {
+  harness *h = calloc(1, sizeof *h);
+  assert_non_null(h);
+  assert_int_equal(uv_loop_init(&h->loop), 0);
+  assert_int_equal(http_server_init(&h->server, &h->loop, cfg, handler, h), 0);
+  h->server.on_abort = on_abort;
+  assert_int_equal(http_server_listen(&h->server, "localhost", 0), 0);
+  h->port = http_server_port(&h->server);
+  assert_true(h->port > 0);
+  uv_mutex_init(&h->mu);
+  uv_cond_init(&h->cv);
+  assert_int_equal(uv_async_init(&h->loop, &h->wake, on_wake), 0);
+  h->wake.data = h;
+  assert_int_equal(uv_thread_create(&h->thread, loop_main, h), 0);
+  return h;
+}
+
+static void on_server_closed(http_server *s) {
+  harness *h = s->data;
+  uv_close((uv_handle_t *)&h->wake, NULL);
+}
+
+static void cmd_close(harness *h, void *arg) {
+  (void)arg;
+  http_server_close(&h->server, on_server_closed);
+  if (h->held) { /* the handler still answers what it holds */
+    h->held_rc = http_respond(h->held, 200, NULL, 0, NULL, 0);
+    h->held = NULL;
+  }
+}
+
+static void harness_stop(harness *h) {
+  run_on_loop(h, cmd_close, NULL);
+  uv_thread_join(&h->thread);
+  /* Every handle of the server is closed, or this fails with UV_EBUSY. */
+  assert_int_equal(uv_loop_close(&h->loop), 0);
+  uv_mutex_destroy(&h->mu);
+  uv_cond_destroy(&h->cv);
+  free(h);
+}
+
+typedef struct respond_args {
+  int status;
+  const char *body;
+  int rc;
+} respond_args;
+
+static void cmd_respond_held(harness *h, void *arg) {
+  respond_args *a = arg;
+  a->rc = -12345;
+  if (h->held == NULL) return;
+  http_request *req = h->held;
+  h->held = NULL;
+  a->rc = http_respond(req, a->status, NULL, 0, a->body, a->body ? strlen(a->body) : 0);
+}
+
+static int respond_held(harness *h, int status, const char *body) {
+  respond_args a = {status, body, 0};
+  run_on_loop(h, cmd_respond_held, &a);
+  return a.rc;
+}
+
+typedef struct server_stats {
+  size_t connections;
+  size_t in_flight;
+  int held;
+  int held_keep_alive;
+} server_stats;
+
+static void cmd_stats(harness *h, void *arg) {
+  server_stats *st = arg;
+  st->connections = h->server.connections;
+  st->in_flight = h->server.in_flight;
+  st->held = h->held != NULL;
+  st->held_keep_alive = h->held ? h->held->keep_alive : -1;
+}
+
+static server_stats stats(harness *h) {
+  server_stats st;
+  run_on_loop(h, cmd_stats, &st);
+  return st;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Polls the loop until a request is held (or 3 s pass). */
+static int wait_held(harness *h) {
+  for (int i = 0; i < 600; i++) {
+    if (stats(h).held) return 1;
+    sleep_ms(5);
+  }
+  return 0;
+}
+
+static int wait_connections(harness *h, size_t n) {
+  for (int i = 0; i < 600; i++) {
+    if (stats(h).connections == n) return 1;
+    sleep_ms(5);
+  }
+  return 0;
+}
+
+static void cmd_stop_accepting(harness *h, void *arg) {
+  (void)arg;
+  http_server_stop_accepting(&h->server);
+}
+
+/* ---- the client side: blocking sockets ---- */
+
+typedef struct client {
+  int fd;
+  char *buf;
+  size_t len;
+  size_t cap;
+} client;
+
+/* rcvbuf > 0 fixes the receive buffer (no autotuning) to bound what the kernel absorbs. */
+static int tcp_connect_buf(int port, int rcvbuf) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  if (rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  struct timeval tv = {5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+static int tcp_connect(int port) { return tcp_connect_buf(port, 0); }
+
+static client *client_open_buf(harness *h, int rcvbuf) {
+  client *cl = calloc(1, sizeof *cl);
+  assert_non_null(cl);
+  cl->fd = tcp_connect_buf(h->port, rcvbuf);
+  assert_true(cl->fd >= 0);
+  return cl;
+}
+
+static client *client_open(harness *h) { return client_open_buf(h, 0); }
+
+static void client_free(client *cl) {
+  if (cl->fd >= 0) close(cl->fd);
+  free(cl->buf);
+  free(cl);
+}
+
+static void send_bytes(client *cl, const char *data, size_t len) {
+  while (len > 0) {
+    ssize_t n = send(cl->fd, data, len, MSG_NOSIGNAL);
+    assert_true(n > 0);
+    data += n;
+    len -= (size_t)n;
+  }
+}
+
+static void send_str(client *cl, const char *s) { send_bytes(cl, s, strlen(s)); }
+
+/* Reads more bytes; returns what recv returned. */
+static ssize_t client_fill(client *cl) {
+  if (cl->cap - cl->len < 65536) {
+    cl->cap = cl->cap ? cl->cap * 2 : 131072;
+    cl->buf = realloc(cl->buf, cl->cap);
+    assert_non_null(cl->buf);
+  }
+  ssize_t n = recv(cl->fd, cl->buf + cl->len, cl->cap - cl->len, 0);
+  if (n > 0) cl->len += (size_t)n;
+  return n;
+}
+
+static void client_consume(client *cl, size_t n) {
+  memmove(cl->buf, cl->buf + n, cl->len - n);
+  cl->len -= n;
+}
+
+typedef struct response {
+  int status;
+  char *head;
+  char *body;
+  size_t body_len;
+} response;
+
+static void response_free(response *r) {
+  free(r->head);
+  free(r->body);
+  memset(r, 0, sizeof *r);
+}
+
+/* A header's value (first occurrence) copied into out; NULL when absent. */
+static const char *header_of(const response *r, const char *name, char *out, size_t cap) {
+  size_t nl = strlen(name);
+  const char *line = strstr(r->head, "\r\n");
+  while (line != NULL && line[2] != '\r') {
+    line += 2;
+    const char *end = strstr(line, "\r\n");
+    if (strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+      const char *v = line + nl + 1;
+      while (*v == ' ') v++;
+      size_t vl = (size_t)(end - v);
+      if (vl >= cap) vl = cap - 1;
+      memcpy(out, v, vl);
+      out[vl] = '\0';
+      return out;
+    }
+    line = end;
+  }
+  return NULL;
+}
+
+static int read_response(client *cl, response *r, int head_only) {
+  memset(r, 0, sizeof *r);
+  char *end;
+  while (cl->buf == NULL || (end = memmem(cl->buf, cl->len, "\r\n\r\n", 4)) == NULL)
+    if (client_fill(cl) <= 0) return -1;
+  size_t hlen = (size_t)(end - cl->buf) + 4;
+  r->head = strndup(cl->buf, hlen);
+  client_consume(cl, hlen);
+  if (strncmp(r->head, "HTTP/1.1 ", 9) != 0) return -1;
+  r->status = atoi(r->head + 9);
+  char v[64];
+  size_t blen = 0;
+  if (!head_only && header_of(r, "Content-Length", v, sizeof v)) blen = strtoul(v, NULL, 10);
+  while (cl->len < blen)
+    if (client_fill(cl) <= 0) return -1;
+  r->body = malloc(blen + 1);
+  memcpy(r->body, cl->buf, blen);
+  r->body[blen] = '\0';
+  r->body_len = blen;
+  client_consume(cl, blen);
+  return 0;
+}
+
+/* True when the server closed the connection with nothing more to read. */
+static int server_closed(client *cl) {
+  if (cl->len > 0) return 0;
+  char c;
+  ssize_t n = recv(cl->fd, &c, 1, 0);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+static void expect_response(client *cl, int status, const char *body) {
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, status);
+  if (body) assert_string_equal(r.body, body);
+  response_free(&r);
+}
+
+#define GET(path) "GET " path " HTTP/1.1\r\nHost: t\r\n\r\n"
+
+/* ---- tests ---- */
+
+static void test_simple_get(void **state) {
+  (void)state;
+  http_server_config cfg = {.server_name = "edgenode-test"};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  send_str(cl, GET("/hello?x=1"));
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.body, "/hello?x=1");
+  assert_non_null(strstr(r.head, "HTTP/1.1 200 OK\r\n"));
+  char v[128];
+  assert_string_equal(header_of(&r, "Content-Length", v, sizeof v), "10");
+  assert_string_equal(header_of(&r, "Connection", v, sizeof v), "keep-alive");
+  assert_string_equal(header_of(&r, "Server", v, sizeof v), "edgenode-test");
+  assert_non_null(header_of(&r, "Date", v, sizeof v));
+  assert_int_equal(strlen(v), 29);
+  assert_true(strcmp(v + 26, "GMT") == 0);
+  assert_string_equal(header_of(&r, "X-Keep", v, sizeof v), "1");
+  assert_non_null(header_of(&r, "X-Id", v, sizeof v));
+  assert_int_equal(strlen(v), 16);
+  response_free(&r);
+  client_free(cl);
+  assert_true(wait_connections(h, 0));
+  harness_stop(h);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+
+static void test_keep_alive_1000(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  enum { N = 1000 };
+  char(*ids)[17] = calloc(N, 17);
+  for (int i = 0; i < N; i++) {
+    char req[128], path[32];
+    snprintf(path, sizeof path, "/r%d", i);
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+    send_str(cl, req);
+    response r;
+    assert_int_equal(read_response(cl, &r, 0), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, path);
+    char v[64];
+    assert_non_null(header_of(&r, "X-Id", v, sizeof v));
+    assert_int_equal(strlen(v), 16);
+    assert_int_equal(strspn(v, "0123456789abcdef"), 16);
+    memcpy(ids[i], v, 17);
+    response_free(&r);
+  }
+  qsort(ids, N, 17, cmp_str);
+  for (int i = 1; i < N; i++) assert_true(strcmp(ids[i - 1], ids[i]) != 0);
+  free(ids);
+  assert_int_equal(atomic_load(&h->requests), N);
+  assert_int_equal(stats(h).connections, 1);
+  client_free(cl);
+  harness_stop(h);
+}
+
+static void test_pipelining(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, GET("/a") GET("/b") GET("/c"));
+  expect_response(cl, 200, "/a");
+  expect_response(cl, 200, "/b");
+  expect_response(cl, 200, "/c");
+  /* Bodies in the middle of a pipeline: the parser stops exactly at message ends. */
+  send_str(cl,
+           "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello"
+           "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "3\r\nabc\r\n0\r\n\r\n" GET("/d"));
+  expect_response(cl, 200, "hello");
+  expect_response(cl, 200, "abc");
+  expect_response(cl, 200, "/d");
+  client_free(cl);
+  harness_stop(h);
+}
+
+/* The second request is not parsed while the handler holds the first. */
+static void test_pipelining_waits_for_handler(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, GET("/hold") GET("/b") GET("/c"));
+  assert_true(wait_held(h));
+  sleep_ms(50);
+  assert_int_equal(atomic_load(&h->requests), 1);
+  assert_int_equal(stats(h).in_flight, 1);
+  assert_int_equal(respond_held(h, 201, "held"), 0);
+  expect_response(cl, 201, "held");
+  expect_response(cl, 200, "/b");
+  expect_response(cl, 200, "/c");
+  assert_int_equal(atomic_load(&h->requests), 3);
+  assert_int_equal(stats(h).in_flight, 0);
+  client_free(cl);
+  harness_stop(h);
+}
+
+typedef struct bulk_send {
+  client *cl;
+  char *data;
+  size_t len;
+} bulk_send;
+
+static void bulk_sender(void *arg) {
+  bulk_send *b = arg;
+  send_bytes(b->cl, b->data, b->len);
+}
+
+/* More pipelined bytes than the server buffers: it stops reading, then resumes. */
+static void test_pipelining_backpressure(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  enum { N = 3000 };
+  size_t cap = (size_t)N * 64 + 128, len = 0;
+  char *data = malloc(cap);
+  len += (size_t)snprintf(data + len, cap - len, GET("/hold"));
+  for (int i = 0; i < N; i++)
+    len += (size_t)snprintf(data + len, cap - len, "GET /p%d HTTP/1.1\r\nHost: t\r\n\r\n", i);
+  bulk_send b = {cl, data, len};
+  uv_thread_t t;
+  assert_int_equal(uv_thread_create(&t, bulk_sender, &b), 0);
+  assert_true(wait_held(h));
+  sleep_ms(100);
+  assert_int_equal(atomic_load(&h->requests), 1);
+  assert_int_equal(respond_held(h, 200, "first"), 0);
+  expect_response(cl, 200, "first");
+  for (int i = 0; i < N; i++) {
+    char path[32];
+    snprintf(path, sizeof path, "/p%d", i);
+    expect_response(cl, 200, path);
+  }
+  uv_thread_join(&t);
+  free(data);
+  client_free(cl);
+  harness_stop(h);
+}
+
+/* A client that pipelines but does not read: the server stops parsing
+ * instead of queueing responses without bound, and resumes as it reads. */
+static void test_write_backpressure(void **state) {
+  (void)state;
+  memset(big_body, 'x', sizeof big_body);
+  harness *h = harness_start(NULL);
+  client *cl = client_open_buf(h, 65536);
+  enum { N = 80 };
+  char *data = malloc(N * 64);
+  size_t len = 0;
+  for (int i = 0; i < N; i++) len += (size_t)sprintf(data + len, GET("/big"));
+  send_bytes(cl, data, len);
+  free(data);
+  sleep_ms(200);
+  int seen = atomic_load(&h->requests);
+  assert_true(seen < N);
+  for (int i = 0; i < N; i++) {
+    response r;
+    assert_int_equal(read_response(cl, &r, 0), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, sizeof big_body);
+    assert_int_equal(r.body[0], 'x');
+    response_free(&r);
+  }
+  assert_int_equal(atomic_load(&h->requests), N);
+  client_free(cl);
+  harness_stop(h);
+}
+
+static void test_content_length_body(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\nhello");
+  sleep_ms(20);
+  send_str(cl, " world");
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.body, "hello world");
+  char v[32];
+  assert_string_equal(header_of(&r, "X-Method", v, sizeof v), "POST");
+  response_free(&r);
+  /* An empty body is NULL/0 and still answered. */
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+  expect_response(cl, 200, "");
+  client_free(cl);
+  harness_stop(h);
+}
+
+static void test_chunked_body(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel");
+  sleep_ms(20);
+  send_str(cl, "lo\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n");
+  expect_response(cl, 200, "hello world");
+  client_free(cl);
+  harness_stop(h);
+}
+
+/* Request line and headers arriving a byte at a time are accumulated. */
+static void test_headers_in_pieces(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  const char *req =
+      "GET /headers HTTP/1.1\r\nHost: example\r\nX-Long-Name: some value\r\nX-Empty:\r\n"
+      "x-lower: v\r\n\r\n";
+  for (const char *p = req; *p; p++) {
+    send_bytes(cl, p, 1);
+    if ((p - req) % 7 == 0) sleep_ms(1);
+  }
+  expect_response(cl, 200, "Host=example\nX-Long-Name=some value\nX-Empty=\nx-lower=v\n");
+  client_free(cl);
+  harness_stop(h);
+}
+
+static void test_expect_continue(void **state) {
+  (void)state;
+  http_server_config cfg = {.max_body_bytes = 1024};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 100);
+  assert_string_equal(r.head, "HTTP/1.1 100 Continue\r\n\r\n");
+  response_free(&r);
+  send_str(cl, "hello");
+  expect_response(cl, 200, "hello");
+  client_free(cl);
+
+  /* Too large: 413 instead of 100, and the body is never read. */
+  cl = client_open(h);
+  send_str(cl,
+           "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n");
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 413);
+  response_free(&r);
+  assert_true(server_closed(cl));
+  client_free(cl);
+  assert_int_equal(atomic_load(&h->requests), 1);
+  harness_stop(h);
+}
+
+static void test_413_content_length(void **state) {
+  (void)state;
+  http_server_config cfg = {.max_body_bytes = 1024};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  /* No body is sent: the answer must come from the header alone. */
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100000000\r\n\r\n");
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 413);
+  char v[64];
+  assert_string_equal(header_of(&r, "Connection", v, sizeof v), "close");
+  assert_string_equal(header_of(&r, "Content-Type", v, sizeof v), "application/json");
+  assert_non_null(strstr(r.body, "\"error\":\"request body exceeds the limit of 1024 bytes\""));
+  response_free(&r);
+  assert_true(server_closed(cl));
+  client_free(cl);
+
+  /* At the limit is fine. */
+  cl = client_open(h);
+  char *req = malloc(2048);
+  int n = sprintf(req, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1024\r\n\r\n");
+  memset(req + n, 'b', 1024);
+  send_bytes(cl, req, (size_t)n + 1024);
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.body_len, 1024);
+  response_free(&r);
+  free(req);
+  client_free(cl);
+  assert_int_equal(atomic_load(&h->requests), 1);
+  harness_stop(h);
+}
+
+static void test_413_chunked(void **state) {
+  (void)state;
+  http_server_config cfg = {.max_body_bytes = 1024};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  /* Only the chunk size is sent: it alone exceeds the limit. */
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n");
+  expect_response(cl, 413, NULL);
+  assert_true(server_closed(cl));
+  client_free(cl);
+
+  /* Small chunks adding up past the limit. */
+  cl = client_open(h);
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+  char chunk[512 + 16];
+  int n = sprintf(chunk, "200\r\n");
+  memset(chunk + n, 'c', 512);
+  memcpy(chunk + n + 512, "\r\n", 2);
+  for (int i = 0; i < 3; i++) send_bytes(cl, chunk, (size_t)n + 514);
+  expect_response(cl, 413, NULL);
+  assert_true(server_closed(cl));
+  client_free(cl);
+  assert_int_equal(atomic_load(&h->requests), 0);
+  harness_stop(h);
+}
+
+static void test_431(void **state) {
+  (void)state;
+  http_server_config cfg = {.max_header_bytes = 4096};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  char *req = malloc(8192);
+  int n = sprintf(req, "GET / HTTP/1.1\r\nHost: t\r\nX-Big: ");
+  memset(req + n, 'v', 5000);
+  strcpy(req + n + 5000, "\r\n\r\n");
+  send_str(cl, req);
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 431);
+  assert_non_null(strstr(r.head, "431 Request Header Fields Too Large"));
+  response_free(&r);
+  assert_true(server_closed(cl));
+  client_free(cl);
+
+  /* Many small headers add up the same way. */
+  cl = client_open(h);
+  send_str(cl, "GET / HTTP/1.1\r\nHost: t\r\n");
+  for (int i = 0; i < 300; i++) send_str(cl, "X-Many: 0123456789\r\n");
+  send_str(cl, "\r\n");
+  expect_response(cl, 431, NULL);
+  assert_true(server_closed(cl));
+  client_free(cl);
+  free(req);
+  assert_int_equal(atomic_load(&h->requests), 0);
+  harness_stop(h);
+}
+
+static void test_400_malformed(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  const char *bad[] = {
+      "GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n",
+      "G@T / HTTP/1.1\r\n\r\n",
+      "GET / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+  };
+  for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+    client *cl = client_open(h);
+    send_str(cl, bad[i]);
+    response r;
+    assert_int_equal(read_response(cl, &r, 0), 0);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "{\"error\":\"malformed request: "));
+    response_free(&r);
+    assert_true(server_closed(cl));
+    client_free(cl);
+  }
+  /* A good request first, then garbage: the good one is answered. */
+  client *cl = client_open(h);
+  send_str(cl, GET("/ok") "BLAH\r\n\r\n");
+  expect_response(cl, 200, "/ok");
+  expect_response(cl, 400, NULL);
+  assert_true(server_closed(cl));
+  client_free(cl);
+  assert_true(wait_connections(h, 0));
+  harness_stop(h);
+}
+
+static void test_408_header_timeout(void **state) {
+  (void)state;
+  http_server_config cfg = {.header_timeout_ms = 200, .idle_timeout_ms = 400};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  uint64_t t0 = time_mono_ns();
+  send_str(cl, "GET / HTTP/1.1\r\nHost: t\r\n");
+  for (int i = 0; i < 3; i++) { /* trickling bytes do not extend it */
+    sleep_ms(60);
+    send_str(cl, "X: y\r\n");
+  }
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  uint64_t ms = (time_mono_ns() - t0) / 1000000;
+  assert_int_equal(r.status, 408);
+  assert_true(ms >= 150 && ms < 2000);
+  response_free(&r);
+  assert_true(server_closed(cl));
+  client_free(cl);
+
+  /* A connection that never sends anything gets the same. */
+  cl = client_open(h);
+  expect_response(cl, 408, NULL);
+  assert_true(server_closed(cl));
+  client_free(cl);
+
+  /* After a response, an idle keep-alive connection closes silently. */
+  cl = client_open(h);
+  send_str(cl, GET("/x"));
+  expect_response(cl, 200, "/x");
+  t0 = time_mono_ns();
+  assert_true(server_closed(cl));
+  ms = (time_mono_ns() - t0) / 1000000;
+  assert_true(ms >= 300 && ms < 3000);
+  client_free(cl);
+  harness_stop(h);
+}
+
+static void test_disconnect_while_held(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, "POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc");
+  assert_true(wait_held(h));
+  assert_int_equal(stats(h).in_flight, 1);
+  client_free(cl);
+  for (int i = 0; i < 600 && atomic_load(&h->aborts) == 0; i++) sleep_ms(5);
+  assert_int_equal(atomic_load(&h->aborts), 1);
+  assert_true(wait_connections(h, 0));
+  /* The handler answers later: the request is freed, the client is gone. */
+  assert_int_equal(respond_held(h, 200, "late"), UV_ECONNRESET);
+  server_stats st = stats(h);
+  assert_int_equal(st.in_flight, 0);
+  assert_int_equal(st.connections, 0);
+  harness_stop(h);
+}
+
+/* Closing the server with a request in the handler's hands aborts it. */
+static void test_close_while_held(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, GET("/hold"));
+  assert_true(wait_held(h));
+  harness_stop(h); /* the harness answers the held request after closing */
+  assert_true(server_closed(cl));
+  client_free(cl);
+}
+
+/* A client that half-closes after its request still gets the response. */
+static void test_half_close(void **state) {
+  (void)state;
+  memset(big_body, 'y', sizeof big_body);
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, GET("/big"));
+  assert_int_equal(shutdown(cl->fd, SHUT_WR), 0);
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.body_len, sizeof big_body);
+  assert_int_equal(r.body[sizeof big_body - 1], 'y');
+  response_free(&r);
+  assert_true(server_closed(cl));
+  client_free(cl);
+  assert_true(wait_connections(h, 0));
+  harness_stop(h);
+}
+
+static void test_head(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, "HEAD /some/path HTTP/1.1\r\nHost: t\r\n\r\n" GET("/next"));
+  response r;
+  assert_int_equal(read_response(cl, &r, 1), 0);
+  assert_int_equal(r.status, 200);
+  char v[32];
+  assert_string_equal(header_of(&r, "Content-Length", v, sizeof v), "10");
+  response_free(&r);
+  /* No body bytes came: the next response starts right here. */
+  expect_response(cl, 200, "/next");
+  client_free(cl);
+  harness_stop(h);
+}
+
+static void test_204_and_errors(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, GET("/nocontent") GET("/error") GET("/inject"));
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 204);
+  char v[64];
+  assert_null(header_of(&r, "Content-Length", v, sizeof v));
+  response_free(&r);
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 422);
+  assert_string_equal(r.body, "{\"error\":\"bad \\\"thing\\\"\",\"detail\":1}");
+  assert_string_equal(header_of(&r, "Content-Type", v, sizeof v), "application/json");
+  response_free(&r);
+  /* Header values that would split the response, and framing headers, are dropped. */
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.body, "ok");
+  assert_null(strstr(r.head, "Set-Cookie"));
+  assert_null(strstr(r.head, "999"));
+  assert_string_equal(header_of(&r, "X-Good", v, sizeof v), "yes");
+  response_free(&r);
+  client_free(cl);
+  harness_stop(h);
+}
+
+static void test_http10(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, "GET /old HTTP/1.0\r\n\r\n");
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  char v[32];
+  assert_string_equal(header_of(&r, "Connection", v, sizeof v), "close");
+  assert_string_equal(header_of(&r, "X-Keep", v, sizeof v), "0");
+  response_free(&r);
+  assert_true(server_closed(cl));
+  client_free(cl);
+
+  cl = client_open(h);
+  for (int i = 0; i < 2; i++) {
+    send_str(cl, "GET /ka HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_int_equal(read_response(cl, &r, 0), 0);
+    assert_string_equal(header_of(&r, "Connection", v, sizeof v), "keep-alive");
+    response_free(&r);
+  }
+  client_free(cl);
+
+  /* HTTP/1.1 with Connection: close, and a handler that asks to close. */
+  cl = client_open(h);
+  send_str(cl, "GET /c HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  expect_response(cl, 200, "/c");
+  assert_true(server_closed(cl));
+  client_free(cl);
+  cl = client_open(h);
+  send_str(cl, GET("/close"));
+  expect_response(cl, 200, "bye");
+  assert_true(server_closed(cl));
+  client_free(cl);
+  harness_stop(h);
+}
+
+static void test_stop_accepting(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *idle = client_open(h);
+  send_str(idle, GET("/idle"));
+  expect_response(idle, 200, "/idle");
+  client *busy = client_open(h);
+  send_str(busy, GET("/hold"));
+  assert_true(wait_held(h));
+  client *partial = client_open(h);
+  send_str(partial, "GET /partial HTTP/1.1\r\n");
+  sleep_ms(20);
+  int port = h->port;
+
+  run_on_loop(h, cmd_stop_accepting, NULL);
+  assert_true(server_closed(idle));
+  int fd = tcp_connect(port);
+  assert_true(fd < 0);
+  assert_int_equal(stats(h).held_keep_alive, 0);
+
+  assert_int_equal(respond_held(h, 200, "done"), 0);
+  response r;
+  assert_int_equal(read_response(busy, &r, 0), 0);
+  char v[32];
+  assert_string_equal(header_of(&r, "Connection", v, sizeof v), "close");
+  response_free(&r);
+  assert_true(server_closed(busy));
+
+  send_str(partial, "Host: t\r\n\r\n");
+  assert_int_equal(read_response(partial, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(header_of(&r, "Connection", v, sizeof v), "close");
+  response_free(&r);
+  assert_true(server_closed(partial));
+  assert_true(wait_connections(h, 0));
+  assert_int_equal(stats(h).in_flight, 0);
+  client_free(idle);
+  client_free(busy);
+  client_free(partial);
+  harness_stop(h);
+}
+
+static void test_helpers(void **state) {
+  (void)state;
+  assert_string_equal(http_status_text(200), "OK");
+  assert_string_equal(http_status_text(404), "Not Found");
+  assert_string_equal(http_status_text(431), "Request Header Fields Too Large");
+  assert_string_equal(http_status_text(799), "Unknown");
+  http_header hs[] = {{"Host", "a"}, {"X-Y", "b"}};
+  http_request req = {.headers = hs, .n_headers = 2};
+  assert_string_equal(http_request_header(&req, "host"), "a");
+  assert_string_equal(http_request_header(&req, "x-y"), "b");
+  assert_null(http_request_header(&req, "z"));
+
+  uv_loop_t loop;
+  http_server s;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  assert_int_equal(http_server_init(&s, &loop, NULL, NULL, NULL), UV_EINVAL);
+  assert_int_equal(http_server_init(&s, &loop, NULL, handler, NULL), 0);
+  assert_int_equal(s.config.max_header_bytes, 65536);
+  assert_int_equal(s.config.max_body_bytes, 10 * 1024 * 1024 + 65536);
+  assert_int_equal(http_server_port(&s), -1);
+  assert_int_equal(http_server_listen(&s, "not-an-address", 0), UV_EINVAL);
+  if (http_server_listen(&s, "[::1]", 0) == 0) assert_true(http_server_port(&s) > 0);
+  http_server_close(&s, NULL);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_null(s.conns);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_helpers),
+      cmocka_unit_test(test_simple_get),
+      cmocka_unit_test(test_keep_alive_1000),
+      cmocka_unit_test(test_pipelining),
+      cmocka_unit_test(test_pipelining_waits_for_handler),
+      cmocka_unit_test(test_pipelining_backpressure),
+      cmocka_unit_test(test_write_backpressure),
+      cmocka_unit_test(test_content_length_body),
+      cmocka_unit_test(test_chunked_body),
+      cmocka_unit_test(test_headers_in_pieces),
+      cmocka_unit_test(test_expect_continue),
+      cmocka_unit_test(test_413_content_length),
+      cmocka_unit_test(test_413_chunked),
+      cmocka_unit_test(test_431),
+      cmocka_unit_test(test_400_malformed),
+      cmocka_unit_test(test_408_header_timeout),
+      cmocka_unit_test(test_disconnect_while_held),
+      cmocka_unit_test(test_close_while_held),
+      cmocka_unit_test(test_half_close),
+      cmocka_unit_test(test_head),
+      cmocka_unit_test(test_204_and_errors),
+      cmocka_unit_test(test_http10),
+      cmocka_unit_test(test_stop_accepting),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
