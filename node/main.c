@@ -1,1 +1,190 @@
-int main(void) { return 0; }
+/*
+ * edgenode: the supervisor. Startup order matters for the "ready" line tests
+ * wait for: data directory, token, registry, ingress socket, control API,
+ * signals, then the worker processes; "ready" once all of them said HELLO.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "node.h"
+
+#define KILL_AFTER_GRACE_MS 2000
+
+static node self;
+
+static void log_ready(node *n) {
+  json_t *extra = json_pack("{s:s, s:s, s:i, s:i}", "listen", n->listen_addr, "control",
+                            n->control_addr, "workers", n->n_procs, "pid", (int)getpid());
+  char *text = json_dumps(extra, JSON_COMPACT);
+  log_write(LOG_INFO, NULL, NULL, text, "ready");
+  free(text);
+  json_decref(extra);
+}
+
+void node_on_procs_changed(node *n) {
+  if (n->ready_logged || !n->control_open || n->state != NODE_SERVING) return;
+  if (!node_procs_all_ready(n)) return;
+  n->ready_logged = 1;
+  log_ready(n);
+  if (n->cfg.dev) node_deploy_dev(n);
+}
+
+static void on_handle_closed(uv_handle_t *h) { (void)h; }
+
+static void on_control_closed(http_server *s) { (void)s; }
+
+void node_on_procs_stopped(node *n) {
+  static int done;
+  if (done) return;
+  done = 1;
+  if (n->kill_timer_open) uv_close((uv_handle_t *)&n->kill_timer, on_handle_closed);
+  n->kill_timer_open = 0;
+  uv_close((uv_handle_t *)&n->sigterm, on_handle_closed);
+  uv_close((uv_handle_t *)&n->sigint, on_handle_closed);
+  node_procs_close(n);
+  if (n->control_open) http_server_close(&n->control, on_control_closed);
+  n->control_open = 0;
+  log_info("stopped");
+}
+
+static void on_kill_timer(uv_timer_t *t) {
+  node *n = container_of(t, node, kill_timer);
+  log_warn("grace period over: killing the remaining worker processes");
+  node_procs_kill(n);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  node *n = h->data;
+  if (n->state == NODE_DRAINING) {
+    log_error("second signal (%s): killing worker processes and exiting", strsignal(signum));
+    node_procs_kill(n);
+    fflush(stderr);
+    _exit(1);
+  }
+  n->state = NODE_DRAINING;
+  char extra[96];
+  snprintf(extra, sizeof extra, "{\"signal\":\"%s\",\"grace_ms\":%lld}",
+           signum == SIGTERM ? "SIGTERM" : "SIGINT", (long long)n->cfg.grace_ms);
+  log_write(LOG_INFO, NULL, NULL, extra, "shutting down");
+  if (n->control_open) http_server_stop_accepting(&n->control);
+  if (n->listen_fd >= 0) close(n->listen_fd);
+  n->listen_fd = -1;
+  node_procs_drain(n);
+  uv_timer_init(n->loop, &n->kill_timer);
+  n->kill_timer_open = 1;
+  uv_timer_start(&n->kill_timer, on_kill_timer, (uint64_t)n->cfg.grace_ms + KILL_AFTER_GRACE_MS,
+                 0);
+  if (node_procs_live(n) == 0) node_on_procs_stopped(n);
+}
+
+static int start_signals(node *n) {
+  int rc = uv_signal_init(n->loop, &n->sigterm);
+  if (rc == 0) rc = uv_signal_init(n->loop, &n->sigint);
+  if (rc != 0) return rc;
+  n->sigterm.data = n->sigint.data = n;
+  rc = uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+  if (rc == 0) rc = uv_signal_start(&n->sigint, on_signal, SIGINT);
+  return rc;
+}
+
+static char *worker_exe_path(void) {
+  char exe[4096];
+  size_t len = sizeof exe;
+  if (uv_exepath(exe, &len) != 0) return xstrdup("edgenode-worker");
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = '\0';
+  return xasprintf("%s/edgenode-worker", slash ? exe : ".");
+}
+
+/* Everything before the loop runs; returns 0 or prints why not. */
+static int start(node *n) {
+  char *err = NULL;
+  int rc = node_datadir_prepare(n->cfg.data_dir, &n->data_dir, &err);
+  if (rc == 0) {
+    char *token_path = n->cfg.control_token_file
+                           ? xstrdup(n->cfg.control_token_file)
+                           : xasprintf("%s/control.token", n->data_dir);
+    rc = node_token_load(token_path, &n->token, &err);
+    free(token_path);
+  }
+  if (rc == 0) {
+    n->token_len = strlen(n->token);
+    char *db = xasprintf("%s/node.db", n->data_dir);
+    rc = node_registry_open(db, &n->registry, &err);
+    free(db);
+  }
+  if (rc == 0) rc = node_listen_socket(n, &err);
+  if (rc == 0) rc = node_control_start(n, &err);
+  if (rc == 0 && (rc = start_signals(n)) != 0) err = xasprintf("signals: %s", uv_strerror(rc));
+  if (rc == 0) {
+    n->worker_path = worker_exe_path();
+    rc = node_procs_start(n, &err);
+  }
+  if (rc != 0) {
+    log_error("%s", err ? err : "startup failed");
+    free(err);
+    return rc;
+  }
+  char extra[256];
+  snprintf(extra, sizeof extra, "{\"version\":\"%s\",\"workers\":%d,\"pid\":%d}",
+           EDGENODE_VERSION, n->cfg.workers, (int)getpid());
+  log_write(LOG_INFO, NULL, NULL, extra, "starting");
+  return 0;
+}
+
+static void cleanup(node *n) {
+  node_registry_close(n->registry);
+  if (n->listen_fd >= 0) close(n->listen_fd);
+  free(n->procs);
+  free(n->worker_path);
+  free(n->v8_version);
+  free(n->data_dir);
+  if (n->token) memset(n->token, 0, n->token_len);
+  free(n->token);
+  node_config_free(&n->cfg);
+}
+
+int main(int argc, char **argv) {
+  node *n = &self;
+  node_config_init(&n->cfg);
+  char *err = NULL;
+  switch (node_config_parse(&n->cfg, argc, argv, &err)) {
+    case NODE_CONFIG_HELP:
+      fputs(node_config_usage(), stdout);
+      node_config_free(&n->cfg);
+      return 0;
+    case NODE_CONFIG_VERSION:
+      printf("edgenode %s\n", EDGENODE_VERSION);
+      node_config_free(&n->cfg);
+      return 0;
+    case NODE_CONFIG_ERROR:
+      fprintf(stderr, "%s\n", err);
+      free(err);
+      node_config_free(&n->cfg);
+      return 2;
+    default:
+      break;
+  }
+  /* Writes to a worker that just died must fail with EPIPE, not kill us. */
+  signal(SIGPIPE, SIG_IGN);
+  log_init("supervisor", n->cfg.log_level);
+  n->loop = uv_default_loop();
+  n->listen_fd = -1;
+  n->started_at_ms = time_now_ms();
+  n->started_mono_ns = time_mono_ns();
+  n->state = NODE_SERVING;
+
+  if (start(n) != 0) {
+    node_procs_kill(n);
+    cleanup(n);
+    return 1;
+  }
+  uv_run(n->loop, UV_RUN_DEFAULT);
+  int rc = uv_loop_close(n->loop);
+  if (rc != 0) log_warn("event loop closed with open handles: %s", uv_strerror(rc));
+  cleanup(n);
+  return n->exit_code;
+}

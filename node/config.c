@@ -1,0 +1,333 @@
+/*
+ * Configuration: defaults, then the --config file, then the flags. Flags and
+ * file keys are the same options (hyphens in flags are underscores in keys),
+ * checked by the same code so both give the same message for a bad value.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+
+typedef enum opt_kind { OPT_ADDR, OPT_STRING, OPT_INT, OPT_BOOL, OPT_LEVEL } opt_kind;
+
+typedef struct option_def {
+  const char *key;  /* file key; the flag is "--" + key with '_' -> '-' */
+  opt_kind kind;
+  long long min, max; /* OPT_INT bounds */
+} option_def;
+
+static const option_def options[] = {
+    {"listen", OPT_ADDR, 0, 0},
+    {"control", OPT_ADDR, 0, 0},
+    {"data", OPT_STRING, 0, 0},
+    {"workers", OPT_INT, 1, NODE_CONFIG_MAX_WORKERS},
+    {"config", OPT_STRING, 0, 0},
+    {"dev", OPT_BOOL, 0, 0},
+    {"control_token_file", OPT_STRING, 0, 0},
+    {"grace_ms", OPT_INT, 0, 3600000},
+    {"max_body_mb", OPT_INT, 1, 1024},
+    {"log_level", OPT_LEVEL, 0, 0},
+};
+
+static const char usage_text[] =
+    "usage: edgenode [options]\n"
+    "\n"
+    "Runs an edgenode: worker processes serving tenants' JavaScript over HTTP,\n"
+    "and the control API to deploy them.\n"
+    "\n"
+    "  --listen ADDR:PORT          ingress address (default 127.0.0.1:8080)\n"
+    "  --control ADDR:PORT         control API address (default 127.0.0.1:8081)\n"
+    "  --data DIR                  data directory (default ./data)\n"
+    "  --workers N                 worker processes, 1..256 (default: number of cores)\n"
+    "  --config FILE               JSON file with the same keys as these flags,\n"
+    "                              hyphens written as underscores; flags override it\n"
+    "  --dev                       deploy the example worker \"hello\" on start\n"
+    "  --control-token-file F      bearer token for the control API\n"
+    "                              (default DATA/control.token, created if missing)\n"
+    "  --grace-ms G                drain grace period on SIGTERM (default 10000)\n"
+    "  --max-body-mb M             ingress request body limit, 1..1024 (default 10)\n"
+    "  --log-level L               debug, info, warn or error (default info)\n"
+    "  --help                      this text\n"
+    "  --version                   print the version\n"
+    "\n"
+    "ADDR is a numeric IPv4 or IPv6 address ([::1]:8080); port 0 picks a free port.\n"
+    "Exit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on bad configuration.\n";
+
+const char *node_config_usage(void) { return usage_text; }
+
+const char *node_log_level_name(log_level level) {
+  switch (level) {
+    case LOG_DEBUG: return "debug";
+    case LOG_INFO: return "info";
+    case LOG_WARN: return "warn";
+    case LOG_ERROR: return "error";
+  }
+  return "info";
+}
+
+void node_config_init(node_config *c) {
+  memset(c, 0, sizeof *c);
+  strcpy(c->listen_host, "127.0.0.1");
+  c->listen_port = 8080;
+  strcpy(c->control_host, "127.0.0.1");
+  c->control_port = 8081;
+  c->data_dir = xstrdup("./data");
+  unsigned cores = uv_available_parallelism();
+  if (cores < 1) cores = 1;
+  if (cores > NODE_CONFIG_MAX_WORKERS) cores = NODE_CONFIG_MAX_WORKERS;
+  c->workers = (int)cores;
+  c->grace_ms = 10000;
+  c->max_body_mb = 10;
+  c->log_level = LOG_INFO;
+}
+
+void node_config_free(node_config *c) {
+  free(c->data_dir);
+  free(c->config_file);
+  free(c->control_token_file);
+  c->data_dir = c->config_file = c->control_token_file = NULL;
+}
+
+/* A numeric address with a port; names are not resolved (no DNS at start). */
+static int parse_addr(const char *s, char host[64], int *port) {
+  if (parse_host_port(s, host, port) != 0) return -1;
+  unsigned char buf[16];
+  if (uv_inet_pton(AF_INET, host, buf) == 0 || uv_inet_pton(AF_INET6, host, buf) == 0) return 0;
+  return -1;
+}
+
+static int parse_level(const char *s, log_level *out) {
+  static const log_level levels[] = {LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR};
+  for (size_t i = 0; i < ARRAY_SIZE(levels); i++) {
+    if (strcmp(s, node_log_level_name(levels[i])) == 0) {
+      *out = levels[i];
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static int parse_ll(const char *s, long long *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end != '\0') return -1;
+  *out = v;
+  return 0;
+}
+
+static void set_string(char **slot, const char *value) {
+  free(*slot);
+  *slot = xstrdup(value);
+}
+
+/*
+ * Stores one option. Exactly one of `text` (from a flag) and `json` (from the
+ * file) is set. Returns NULL, or what is wrong with the value (a constant or
+ * a static buffer: valid until the next call).
+ */
+static const char *set_option(node_config *c, const option_def *o, const char *text,
+                              json_t *json) {
+  static char msg[128];
+  switch (o->kind) {
+    case OPT_ADDR: {
+      if (json && !json_is_string(json)) return "must be a string ADDR:PORT";
+      const char *s = text ? text : json_string_value(json);
+      char host[64];
+      int port;
+      if (parse_addr(s, host, &port) != 0)
+        return "must be ADDR:PORT with a numeric IP address and a port 0..65535";
+      int is_listen = strcmp(o->key, "listen") == 0;
+      strcpy(is_listen ? c->listen_host : c->control_host, host);
+      *(is_listen ? &c->listen_port : &c->control_port) = port;
+      return NULL;
+    }
+    case OPT_STRING: {
+      if (json && !json_is_string(json)) return "must be a string";
+      const char *s = text ? text : json_string_value(json);
+      if (s[0] == '\0') return "must not be empty";
+      if (strcmp(o->key, "data") == 0) set_string(&c->data_dir, s);
+      else if (strcmp(o->key, "config") == 0) set_string(&c->config_file, s);
+      else set_string(&c->control_token_file, s);
+      return NULL;
+    }
+    case OPT_INT: {
+      long long v = 0;
+      int ok = json ? json_is_integer(json) : parse_ll(text, &v) == 0;
+      if (json && ok) v = json_integer_value(json);
+      if (!ok || v < o->min || v > o->max) {
+        snprintf(msg, sizeof msg, "must be an integer between %lld and %lld", o->min, o->max);
+        return msg;
+      }
+      if (strcmp(o->key, "workers") == 0) c->workers = (int)v;
+      else if (strcmp(o->key, "grace_ms") == 0) c->grace_ms = v;
+      else c->max_body_mb = (int)v;
+      return NULL;
+    }
+    case OPT_BOOL:
+      if (json && !json_is_boolean(json)) return "must be true or false";
+      c->dev = json ? json_is_true(json) : 1;
+      return NULL;
+    case OPT_LEVEL: {
+      if (json && !json_is_string(json)) return "must be one of debug, info, warn, error";
+      if (parse_level(text ? text : json_string_value(json), &c->log_level) != 0)
+        return "must be one of debug, info, warn, error";
+      return NULL;
+    }
+  }
+  return "unsupported option";
+}
+
+static const option_def *find_key(const char *key) {
+  for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+    if (strcmp(options[i].key, key) == 0) return &options[i];
+  return NULL;
+}
+
+/* "--grace-ms" or "--grace-ms=5" -> the option; *value points after '=' or is NULL. */
+static const option_def *find_flag(const char *arg, const char **value) {
+  *value = NULL;
+  if (strncmp(arg, "--", 2) != 0) return NULL;
+  const char *name = arg + 2;
+  size_t len = strcspn(name, "=");
+  for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+    const char *key = options[i].key;
+    if (strlen(key) != len) continue;
+    size_t j = 0;
+    for (; j < len; j++) {
+      char k = key[j] == '_' ? '-' : key[j];
+      if (name[j] != k) break;
+    }
+    if (j == len) {
+      if (name[len] == '=') *value = name + len + 1;
+      return &options[i];
+    }
+  }
+  return NULL;
+}
+
+static char *flag_name(const option_def *o) {
+  char *s = xasprintf("--%s", o->key);
+  for (char *p = s; *p; p++)
+    if (*p == '_') *p = '-';
+  return s;
+}
+
+int node_config_apply_json(node_config *c, const char *text, size_t len, const char *origin,
+                           char **err) {
+  json_error_t jerr;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (root == NULL) {
+    *err = xasprintf("edgenode: config: %s:%d:%d: %s", origin, jerr.line, jerr.column, jerr.text);
+    return NODE_CONFIG_ERROR;
+  }
+  if (!json_is_object(root)) {
+    *err = xasprintf("edgenode: config: %s: must be a JSON object", origin);
+    json_decref(root);
+    return NODE_CONFIG_ERROR;
+  }
+  const char *key;
+  json_t *value;
+  json_object_foreach(root, key, value) {
+    const option_def *o = find_key(key);
+    if (o == NULL || strcmp(key, "config") == 0) {
+      *err = xasprintf("edgenode: config: \"%s\": unknown key", key);
+      json_decref(root);
+      return NODE_CONFIG_ERROR;
+    }
+    const char *why = set_option(c, o, NULL, value);
+    if (why) {
+      *err = xasprintf("edgenode: config: \"%s\": %s", key, why);
+      json_decref(root);
+      return NODE_CONFIG_ERROR;
+    }
+  }
+  json_decref(root);
+  return NODE_CONFIG_OK;
+}
+
+static int load_file(node_config *c, const char *path, char **err) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    *err = xasprintf("edgenode: config: %s: %s", path, strerror(errno));
+    return NODE_CONFIG_ERROR;
+  }
+  size_t cap = 4096, len = 0;
+  char *buf = xmalloc(cap);
+  size_t n;
+  while ((n = fread(buf + len, 1, cap - len, f)) > 0) {
+    len += n;
+    if (len == cap) {
+      if (cap >= 16u * 1024 * 1024) break; /* a config file is small */
+      cap *= 2;
+      buf = xrealloc(buf, cap);
+    }
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (failed) {
+    free(buf);
+    *err = xasprintf("edgenode: config: %s: read error", path);
+    return NODE_CONFIG_ERROR;
+  }
+  int rc = node_config_apply_json(c, buf, len, path, err);
+  free(buf);
+  return rc;
+}
+
+/*
+ * One pass over argv. With apply == 0 only --help, --version and --config are
+ * acted upon (and the syntax checked); with apply == 1 every flag is stored.
+ */
+static int scan_args(node_config *c, int argc, char **argv, int apply, char **err) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) return NODE_CONFIG_HELP;
+    if (strcmp(arg, "--version") == 0) return NODE_CONFIG_VERSION;
+    const char *value;
+    const option_def *o = find_flag(arg, &value);
+    if (o == NULL) {
+      *err = xasprintf("edgenode: %s: unknown option (see --help)", arg);
+      return NODE_CONFIG_ERROR;
+    }
+    char *flag = flag_name(o);
+    if (o->kind == OPT_BOOL) {
+      if (value) {
+        *err = xasprintf("edgenode: %s: takes no value", flag);
+        free(flag);
+        return NODE_CONFIG_ERROR;
+      }
+    } else if (value == NULL) {
+      if (i + 1 >= argc) {
+        *err = xasprintf("edgenode: %s: missing value", flag);
+        free(flag);
+        return NODE_CONFIG_ERROR;
+      }
+      value = argv[++i];
+    }
+    int is_config = strcmp(o->key, "config") == 0;
+    if (apply != is_config) { /* --config in the first pass, the rest in the second */
+      const char *why = set_option(c, o, value ? value : "", NULL);
+      if (why) {
+        *err = xasprintf("edgenode: %s: %s", flag, why);
+        free(flag);
+        return NODE_CONFIG_ERROR;
+      }
+    }
+    free(flag);
+  }
+  return NODE_CONFIG_OK;
+}
+
+int node_config_parse(node_config *c, int argc, char **argv, char **err) {
+  *err = NULL;
+  int rc = scan_args(c, argc, argv, 0, err);
+  if (rc != NODE_CONFIG_OK) return rc;
+  if (c->config_file) {
+    rc = load_file(c, c->config_file, err);
+    if (rc != NODE_CONFIG_OK) return rc;
+  }
+  return scan_args(c, argc, argv, 1, err);
+}

@@ -1,0 +1,272 @@
+/*
+ * The control API: HTTP + JSON on its own listener. Every route but the
+ * health checks needs the bearer token; errors are {"error": ...} objects.
+ */
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "node.h"
+
+/* JSON bodies escape sources, so allow some room over the script limit; the
+ * exact limit is enforced on the decoded sources (413 "script too large"). */
+#define CONTROL_MAX_BODY (3u * NODE_SCRIPT_MAX_BYTES + 64u * 1024u)
+
+static void respond_json(http_request *req, int status, json_t *body, const char *allow) {
+  char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+  if (text == NULL) {
+    status = 500;
+    text = xstrdup("{\"error\":\"internal error\"}");
+  }
+  http_header headers[3] = {
+      {"Content-Type", "application/json"},
+      {"Cache-Control", "no-store"},
+      {"Allow", (char *)allow},
+  };
+  if (status == 401) {
+    headers[2].name = "WWW-Authenticate";
+    headers[2].value = "Bearer";
+  }
+  size_t n = allow || status == 401 ? 3 : 2;
+  http_respond(req, status, headers, n, text, strlen(text));
+  free(text);
+}
+
+static void respond_error(http_request *req, int status, const char *message) {
+  json_t *body = json_pack("{s:s}", "error", message);
+  respond_json(req, status, body, NULL);
+  json_decref(body);
+}
+
+static void respond_method(http_request *req, const char *allow) {
+  json_t *body = json_pack("{s:s, s:s, s:s}", "error", "method not allowed", "method",
+                           req->method, "allow", allow);
+  respond_json(req, 405, body, allow);
+  json_decref(body);
+}
+
+static void respond_unknown_worker(http_request *req, const char *name) {
+  json_t *body = json_pack("{s:s, s:s}", "error", "unknown worker", "name", name);
+  respond_json(req, 404, body, NULL);
+  json_decref(body);
+}
+
+/* Compares in time that depends only on the expected token's length. */
+static int token_matches(const node *n, const char *given, size_t len) {
+  volatile unsigned char diff = len != n->token_len;
+  for (size_t i = 0; i < n->token_len; i++)
+    diff |= (unsigned char)n->token[i] ^ (unsigned char)(i < len ? given[i] : 0);
+  return diff == 0;
+}
+
+static int authorized(const node *n, const http_request *req) {
+  const char *h = http_request_header(req, "Authorization");
+  if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return 0;
+  h += 7;
+  while (*h == ' ') h++;
+  size_t len = strlen(h);
+  while (len > 0 && (h[len - 1] == ' ' || h[len - 1] == '\t')) len--;
+  return token_matches(n, h, len);
+}
+
+/* ---- routes ---------------------------------------------------------------------- */
+
+static void get_node(node *n, http_request *req) {
+  char started[32];
+  node_iso8601(n->started_at_ms, started);
+  json_t *procs = json_array();
+  for (int i = 0; i < n->n_procs; i++) {
+    const node_proc *p = &n->procs[i];
+    char at[32];
+    node_iso8601(p->started_at_ms, at);
+    json_array_append_new(procs, json_pack("{s:i, s:i, s:s, s:i, s:s}", "id", p->id, "pid",
+                                           p->pid, "state", node_proc_state_name(p->state),
+                                           "restarts", (int)p->restarts, "started_at", at));
+  }
+  json_t *body = json_pack(
+      "{s:s, s:s?, s:I, s:s, s:s, s:s, s:s, s:i, s:o}", "version", EDGENODE_VERSION, "v8",
+      n->v8_version, "uptime_s", (json_int_t)((time_mono_ns() - n->started_mono_ns) / 1000000000u),
+      "started_at", started, "state", n->state == NODE_SERVING ? "serving" : "draining", "listen",
+      n->listen_addr, "control", n->control_addr, "pid", (int)getpid(), "workers", procs);
+  respond_json(req, 200, body, NULL);
+  json_decref(body);
+}
+
+static void list_workers(node *n, http_request *req) {
+  json_t *rows;
+  if (node_registry_list(n->registry, &rows) != 0) {
+    log_error("registry read failed: %s", node_registry_errmsg(n->registry));
+    respond_error(req, 500, "registry read failed");
+    return;
+  }
+  json_t *list = json_array();
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) json_array_append_new(list, node_worker_metadata(row, 0));
+  json_decref(rows);
+  json_t *body = json_pack("{s:o}", "workers", list);
+  respond_json(req, 200, body, NULL);
+  json_decref(body);
+}
+
+static void get_worker(node *n, http_request *req, const char *name) {
+  json_t *row;
+  int rc = node_registry_get(n->registry, name, &row);
+  if (rc == -ENOENT) {
+    respond_unknown_worker(req, name);
+    return;
+  }
+  if (rc != 0) {
+    log_write(LOG_ERROR, name, NULL, NULL, "registry read failed: %s",
+              node_registry_errmsg(n->registry));
+    respond_error(req, 500, "registry read failed");
+    return;
+  }
+  json_t *meta = node_worker_metadata(row, 1);
+  json_decref(row);
+  respond_json(req, 200, meta, NULL);
+  json_decref(meta);
+}
+
+static void delete_worker(node *n, http_request *req, const char *name) {
+  int rc = node_registry_delete(n->registry, name);
+  if (rc == -ENOENT) {
+    respond_unknown_worker(req, name);
+    return;
+  }
+  if (rc != 0) {
+    log_write(LOG_ERROR, name, NULL, NULL, "registry write failed: %s",
+              node_registry_errmsg(n->registry));
+    respond_error(req, 500, "registry write failed");
+    return;
+  }
+  node_procs_broadcast_changed(n, name);
+  log_write(LOG_INFO, name, NULL, NULL, "deleted");
+  json_t *body = json_pack("{s:s}", "deleted", name);
+  respond_json(req, 200, body, NULL);
+  json_decref(body);
+}
+
+static void on_deployed(node *n, void *data, int status, json_t *body) {
+  (void)n;
+  respond_json(data, status, body, NULL);
+}
+
+static void put_worker(node *n, http_request *req, const char *name) {
+  json_t *spec, *error;
+  int status = node_spec_parse(http_request_header(req, "Content-Type"), req->body,
+                               req->body_len, &spec, &error);
+  if (status != 0) {
+    const char *msg = json_string_value(json_object_get(error, "error"));
+    log_write(LOG_INFO, name, req->id, NULL, "deploy rejected: %s", msg ? msg : "bad request");
+    respond_json(req, status, error, NULL);
+    json_decref(error);
+    return;
+  }
+  node_deploy(n, name, spec, on_deployed, req);
+}
+
+static void worker_route(node *n, http_request *req, const char *name) {
+  const char *m = req->method;
+  int get = strcmp(m, "GET") == 0, put = strcmp(m, "PUT") == 0, del = strcmp(m, "DELETE") == 0;
+  if (!get && !put && !del) {
+    respond_method(req, "GET, PUT, DELETE");
+    return;
+  }
+  if (!worker_name_valid(name, strlen(name))) {
+    json_t *body = json_pack("{s:s, s:s?}", "error",
+                             "invalid worker name: must match [a-z0-9][a-z0-9-]{0,62}", "name",
+                             name);
+    if (body == NULL) body = json_pack("{s:s}", "error", "invalid worker name");
+    respond_json(req, 400, body, NULL);
+    json_decref(body);
+    return;
+  }
+  if (get) get_worker(n, req, name);
+  else if (put) put_worker(n, req, name);
+  else delete_worker(n, req, name);
+}
+
+static int node_ready(const node *n) {
+  return n->state == NODE_SERVING && node_procs_all_ready(n);
+}
+
+static void health_route(node *n, http_request *req, int readyz) {
+  if (strcmp(req->method, "GET") != 0) {
+    respond_method(req, "GET");
+    return;
+  }
+  if (!readyz) {
+    json_t *body = json_pack("{s:b}", "ok", 1);
+    respond_json(req, 200, body, NULL);
+    json_decref(body);
+    return;
+  }
+  int ready = node_ready(n);
+  json_t *body = ready ? json_pack("{s:b}", "ready", 1)
+                       : json_pack("{s:b, s:s}", "ready", 0, "error",
+                                   n->state == NODE_SERVING ? "worker processes are starting"
+                                                            : "the node is shutting down");
+  respond_json(req, ready ? 200 : 503, body, NULL);
+  json_decref(body);
+}
+
+static void route(node *n, http_request *req, const char *path) {
+  if (strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0) {
+    health_route(n, req, path[1] == 'r');
+    return;
+  }
+  if (!authorized(n, req)) {
+    respond_error(req, 401, "missing or invalid bearer token");
+    return;
+  }
+  static const char prefix[] = "/v1/workers/";
+  if (strcmp(path, "/v1/node") == 0) {
+    if (strcmp(req->method, "GET") != 0) respond_method(req, "GET");
+    else get_node(n, req);
+  } else if (strcmp(path, "/v1/workers") == 0) {
+    if (strcmp(req->method, "GET") != 0) respond_method(req, "GET");
+    else list_workers(n, req);
+  } else if (strncmp(path, prefix, sizeof prefix - 1) == 0 &&
+             strchr(path + sizeof prefix - 1, '/') == NULL) {
+    worker_route(n, req, path + sizeof prefix - 1);
+  } else {
+    json_t *body = json_pack("{s:s, s:s?}", "error", "not found", "path", path);
+    if (body == NULL) body = json_pack("{s:s}", "error", "not found");
+    respond_json(req, 404, body, NULL);
+    json_decref(body);
+  }
+}
+
+static void on_request(http_server *s, http_request *req) {
+  node *n = s->data;
+  /* The query string plays no part in routing. */
+  char *path = xstrndup(req->target, strcspn(req->target, "?#"));
+  log_write(LOG_DEBUG, NULL, req->id, NULL, "control %s %s", req->method, path);
+  route(n, req, path);
+  free(path);
+}
+
+int node_control_start(node *n, char **err) {
+  http_server_config config = {
+      .max_body_bytes = CONTROL_MAX_BODY,
+      .server_name = "edgenode",
+  };
+  int rc = http_server_init(&n->control, n->loop, &config, on_request, n);
+  if (rc != 0) {
+    *err = xasprintf("control API: %s", uv_strerror(rc));
+    return rc;
+  }
+  rc = http_server_listen(&n->control, n->cfg.control_host, n->cfg.control_port);
+  const char *host = n->cfg.control_host;
+  if (rc != 0) {
+    *err = xasprintf(strchr(host, ':') ? "control API [%s]:%d: %s" : "control API %s:%d: %s",
+                     host, n->cfg.control_port, uv_strerror(rc));
+    return rc;
+  }
+  n->control_open = 1;
+  int port = http_server_port(&n->control);
+  snprintf(n->control_addr, sizeof n->control_addr, strchr(host, ':') ? "[%s]:%d" : "%s:%d",
+           host, port);
+  return 0;
+}

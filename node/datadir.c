@@ -1,0 +1,137 @@
+/*
+ * The data directory and the control API token in it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "node.h"
+
+#define TOKEN_BYTES 32 /* 64 hex characters */
+#define TOKEN_FILE_MAX 4096
+
+/* mkdir -p with mode 0700 for what it creates. */
+static int mkdir_p(const char *dir) {
+  char *path = xstrdup(dir);
+  int rc = 0;
+  for (char *p = path + 1; ; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char saved = *p;
+    *p = '\0';
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+      rc = -errno;
+      break;
+    }
+    *p = saved;
+    if (saved == '\0') break;
+  }
+  free(path);
+  if (rc == 0) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return -errno;
+    if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
+  }
+  return rc;
+}
+
+int node_datadir_prepare(const char *dir, char **abs_path, char **err) {
+  int rc = mkdir_p(dir);
+  if (rc != 0) {
+    *err = xasprintf("data directory %s: %s", dir, strerror(-rc));
+    return rc;
+  }
+  char *real = realpath(dir, NULL);
+  if (real == NULL) {
+    rc = -errno;
+    *err = xasprintf("data directory %s: %s", dir, strerror(errno));
+    return rc;
+  }
+  *abs_path = xstrdup(real);
+  free(real);
+  return 0;
+}
+
+static int write_new_token(const char *path, char **err) {
+  char hex[2 * TOKEN_BYTES + 2];
+  int rc = random_hex(hex, TOKEN_BYTES);
+  if (rc != 0) {
+    *err = xasprintf("control token: random: %s", strerror(-rc));
+    return rc;
+  }
+  strcat(hex, "\n");
+  /* O_EXCL: never overwrite a token someone else just wrote. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    rc = -errno;
+    if (errno == EEXIST) return 0;
+    *err = xasprintf("control token %s: %s", path, strerror(errno));
+    return rc;
+  }
+  size_t len = strlen(hex), off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, hex + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += (size_t)n;
+  }
+  rc = off == len && fsync(fd) == 0 ? 0 : -EIO;
+  if (close(fd) != 0) rc = -EIO;
+  if (rc != 0) *err = xasprintf("control token %s: write failed", path);
+  return rc;
+}
+
+static int read_token(const char *path, char **token, char **err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int rc = -errno;
+    *err = xasprintf("control token %s: %s", path, strerror(errno));
+    return rc;
+  }
+  char buf[TOKEN_FILE_MAX + 1];
+  size_t len = 0;
+  while (len < sizeof buf) {
+    ssize_t n = read(fd, buf + len, sizeof buf - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int rc = -errno;
+      *err = xasprintf("control token %s: %s", path, strerror(errno));
+      close(fd);
+      return rc;
+    }
+    if (n == 0) break;
+    len += (size_t)n;
+  }
+  close(fd);
+  if (len > TOKEN_FILE_MAX) {
+    *err = xasprintf("control token %s: file too large", path);
+    return -EINVAL;
+  }
+  /* Trailing newlines and spaces are editing artefacts, not part of the token. */
+  while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' ||
+                     buf[len - 1] == '\t'))
+    len--;
+  if (len == 0 || memchr(buf, '\0', len) != NULL) {
+    *err = xasprintf("control token %s: empty or not text", path);
+    return -EINVAL;
+  }
+  *token = xstrndup(buf, len);
+  return 0;
+}
+
+int node_token_load(const char *path, char **token, char **err) {
+  if (access(path, F_OK) != 0) {
+    if (errno != ENOENT) {
+      int rc = -errno;
+      *err = xasprintf("control token %s: %s", path, strerror(errno));
+      return rc;
+    }
+    int rc = write_new_token(path, err);
+    if (rc != 0) return rc;
+    log_write(LOG_INFO, NULL, NULL, NULL, "created control token file %s", path);
+  }
+  return read_token(path, token, err);
+}

@@ -1,0 +1,170 @@
+/*
+ * Deploying: a spec is compiled by a worker process in a throwaway isolate
+ * first; only code that passed is committed to the registry, and only then
+ * are the worker processes told to drop what they cached for the name.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+
+/* Generated at build time from examples/hello.js (see node/embed.cmake). */
+extern const unsigned char node_hello_js[];
+extern const size_t node_hello_js_len;
+
+typedef struct deploy_job {
+  char *name;
+  json_t *spec;
+  node_deploy_cb cb;
+  void *data;
+} deploy_job;
+
+json_t *node_worker_metadata(json_t *row, int with_sizes) {
+  char created[32], updated[32];
+  node_iso8601(json_integer_value(json_object_get(row, "created_at")), created);
+  node_iso8601(json_integer_value(json_object_get(row, "updated_at")), updated);
+  json_t *names = json_array();
+  json_t *sizes = json_object();
+  const char *key;
+  json_t *src;
+  json_object_foreach(json_object_get(row, "modules"), key, src) {
+    json_array_append_new(names, json_string(key));
+    json_object_set_new(sizes, key, json_integer((json_int_t)json_string_length(src)));
+  }
+  json_t *meta = json_pack("{s:O, s:O, s:O, s:o, s:O, s:O, s:s, s:s}",
+                           "name", json_object_get(row, "name"),
+                           "version", json_object_get(row, "version"),
+                           "main_module", json_object_get(row, "main_module"),
+                           "modules", names,
+                           "limits", json_object_get(row, "limits"),
+                           "bindings", json_object_get(row, "bindings"),
+                           "created_at", created,
+                           "updated_at", updated);
+  if (with_sizes && meta) json_object_set(meta, "module_sizes", sizes);
+  json_decref(sizes);
+  return meta;
+}
+
+static void job_done(node *n, deploy_job *job, int status, json_t *body) {
+  job->cb(n, job->data, status, body);
+  json_decref(body);
+  json_decref(job->spec);
+  free(job->name);
+  free(job);
+}
+
+static json_t *error_json(const char *message) { return json_pack("{s:s}", "error", message); }
+
+/* The worker's verdict as the client sees it: message, kind and position. */
+static json_t *rejection(json_t *result) {
+  const char *msg = json_string_value(json_object_get(result, "error"));
+  json_t *body = error_json(msg ? msg : "the code was rejected");
+  static const char *const details[] = {"kind", "module", "line", "column"};
+  for (size_t i = 0; i < ARRAY_SIZE(details); i++) {
+    json_t *v = json_object_get(result, details[i]);
+    if (v) json_object_set(body, details[i], v);
+  }
+  return body;
+}
+
+static void commit(node *n, deploy_job *job) {
+  json_t *spec = job->spec;
+  json_t *row = NULL;
+  int rc = node_registry_put(n->registry, job->name,
+                             json_string_value(json_object_get(spec, "main_module")),
+                             json_object_get(spec, "modules"), json_object_get(spec, "bindings"),
+                             json_object_get(spec, "limits"), time_now_ms(), &row);
+  if (rc < 0) {
+    log_write(LOG_ERROR, job->name, NULL, NULL, "registry write failed: %s",
+              node_registry_errmsg(n->registry));
+    job_done(n, job, 500, error_json("registry write failed"));
+    return;
+  }
+  node_procs_broadcast_changed(n, job->name);
+  char extra[64];
+  snprintf(extra, sizeof extra, "{\"version\":%lld}",
+           (long long)json_integer_value(json_object_get(row, "version")));
+  log_write(LOG_INFO, job->name, NULL, extra, "deployed");
+  json_t *meta = node_worker_metadata(row, 0);
+  json_decref(row);
+  job_done(n, job, rc == 1 ? 201 : 200, meta);
+}
+
+static void on_validated(node *n, void *data, int status, json_t *result) {
+  deploy_job *job = data;
+  if (status == UV_EAGAIN) {
+    job_done(n, job, 503, error_json("no worker process is ready to validate the code"));
+    return;
+  }
+  if (status == UV_ETIMEDOUT) {
+    job_done(n, job, 503, error_json("validating the code timed out"));
+    return;
+  }
+  if (status != 0) {
+    job_done(n, job, 503,
+             error_json("the worker process validating the code went away; try again"));
+    return;
+  }
+  if (!json_is_true(json_object_get(result, "ok"))) {
+    const char *kind = json_string_value(json_object_get(result, "kind"));
+    int internal = kind && strcmp(kind, "internal") == 0;
+    const char *msg = json_string_value(json_object_get(result, "error"));
+    log_write(LOG_INFO, job->name, NULL, NULL, "deploy rejected: %s", msg ? msg : "invalid code");
+    job_done(n, job, internal ? 500 : 400, rejection(result));
+    return;
+  }
+  commit(n, job);
+}
+
+void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, void *data) {
+  if (n->state == NODE_DRAINING) {
+    json_t *body = error_json("the node is shutting down");
+    cb(n, data, 503, body);
+    json_decref(body);
+    json_decref(spec);
+    return;
+  }
+  deploy_job *job = xcalloc(1, sizeof *job);
+  job->name = xstrdup(name);
+  job->spec = spec;
+  job->cb = cb;
+  job->data = data;
+  /* PROTO_VALIDATE carries the same body as PROTO_WORKER_SPEC; no version yet. */
+  json_t *msg = json_deep_copy(spec);
+  json_object_set_new(msg, "name", json_string(name));
+  json_object_set_new(msg, "version", json_integer(0));
+  node_procs_validate(n, msg, on_validated, job);
+  json_decref(msg);
+}
+
+/* ---- --dev --------------------------------------------------------------------- */
+
+static void on_dev_deployed(node *n, void *data, int status, json_t *body) {
+  (void)n;
+  (void)data;
+  if (status == 200 || status == 201) return; /* "deployed" is logged already */
+  char *text = json_dumps(body, JSON_COMPACT);
+  log_write(LOG_ERROR, "hello", NULL, text, "--dev: deploying examples/hello.js failed");
+  free(text);
+}
+
+void node_deploy_dev(node *n) {
+  json_t *spec = node_spec_single((const char *)node_hello_js, node_hello_js_len);
+  if (spec == NULL) {
+    log_error("--dev: the embedded examples/hello.js is not UTF-8");
+    return;
+  }
+  json_t *row = NULL;
+  if (node_registry_get(n->registry, "hello", &row) == 0) {
+    int same = json_equal(json_object_get(row, "modules"), json_object_get(spec, "modules")) &&
+               json_equal(json_object_get(row, "main_module"),
+                          json_object_get(spec, "main_module"));
+    json_decref(row);
+    if (same) {
+      log_write(LOG_INFO, "hello", NULL, NULL, "--dev: hello is already deployed");
+      json_decref(spec);
+      return;
+    }
+  }
+  node_deploy(n, "hello", spec, on_dev_deployed, NULL);
+}

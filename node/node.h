@@ -1,0 +1,262 @@
+/*
+ * node: the edgenode supervisor. It reads the configuration, owns the data
+ * directory and the registry of deployed workers, spawns and restarts the
+ * worker processes and serves the control API. It never loads V8.
+ *
+ * This header is internal to node/: config.c, registry.c and spec.c form the
+ * `node_core` library (also linked by the unit tests); procs.c, control.c,
+ * deploy.c, datadir.c and main.c make up the edgenode executable.
+ */
+#ifndef EDGENODE_NODE_H
+#define EDGENODE_NODE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base.h"
+#include "http.h"
+#include "proto.h"
+
+/* ---- configuration (config.c) ------------------------------------------ */
+
+typedef struct node_config {
+  char listen_host[64];      /* numeric address of the ingress socket */
+  int listen_port;
+  char control_host[64];     /* numeric address of the control API */
+  int control_port;
+  char *data_dir;            /* owned */
+  char *config_file;         /* owned; NULL without --config */
+  char *control_token_file;  /* owned; NULL means DATA/control.token */
+  int workers;               /* 1..256 */
+  int dev;                   /* deploy examples/hello.js as "hello" on start */
+  int64_t grace_ms;          /* drain grace period */
+  int max_body_mb;           /* ingress request body limit */
+  log_level log_level;
+} node_config;
+
+enum {
+  NODE_CONFIG_OK = 0,
+  NODE_CONFIG_HELP = 1,    /* --help: print node_config_usage(), exit 0 */
+  NODE_CONFIG_VERSION = 2, /* --version: print the version, exit 0 */
+  NODE_CONFIG_ERROR = -1,  /* *err is set: print it, exit 2 */
+};
+
+#define NODE_CONFIG_MAX_WORKERS 256
+
+/* Fills in the defaults (workers = available parallelism, capped). */
+void node_config_init(node_config *c);
+void node_config_free(node_config *c);
+
+/*
+ * Parses the command line over the defaults: first finds --config and applies
+ * that file, then applies every flag, so flags override the file. Returns a
+ * NODE_CONFIG_* value; on NODE_CONFIG_ERROR, *err is a heap string naming the
+ * offending flag or key ("edgenode: config: \"workers\": must be an integer
+ * between 1 and 256") that the caller frees.
+ */
+int node_config_parse(node_config *c, int argc, char **argv, char **err);
+
+/*
+ * Applies a config file's text (a JSON object whose keys are the flag names
+ * with hyphens as underscores). `origin` names the source in messages
+ * (usually the file name). Returns NODE_CONFIG_OK or NODE_CONFIG_ERROR.
+ */
+int node_config_apply_json(node_config *c, const char *text, size_t len, const char *origin,
+                           char **err);
+
+const char *node_config_usage(void);
+const char *node_log_level_name(log_level level);
+
+/* ---- registry of deployed workers (registry.c) --------------------------- */
+
+typedef struct node_registry node_registry;
+
+/*
+ * Opens (creating if needed) the SQLite registry at `path`: WAL journal,
+ * synchronous=FULL. Returns 0, or -EIO with *err set to a heap message.
+ */
+int node_registry_open(const char *path, node_registry **out, char **err);
+void node_registry_close(node_registry *r);
+
+/*
+ * A row is a JSON object {"name", "version", "main_module", "modules": {name:
+ * source}, "bindings": {}, "limits": {}, "created_at", "updated_at"} with the
+ * times in milliseconds since the epoch.
+ *
+ * node_registry_put() inserts or atomically replaces a worker in one
+ * transaction. Versions never repeat for a name, not even across a delete.
+ * Returns 1 when the name was new, 0 when it replaced a row, -EIO on failure;
+ * on success *row (may be NULL) receives the stored row (caller decrefs).
+ */
+int node_registry_put(node_registry *r, const char *name, const char *main_module,
+                      json_t *modules, json_t *bindings, json_t *limits, int64_t now_ms,
+                      json_t **row);
+
+/* 0 and *row set (caller decrefs), -ENOENT, or -EIO. */
+int node_registry_get(node_registry *r, const char *name, json_t **row);
+
+/* 0, -ENOENT or -EIO. */
+int node_registry_delete(node_registry *r, const char *name);
+
+/* 0 and *rows = array of rows sorted by name (caller decrefs), or -EIO. */
+int node_registry_list(node_registry *r, json_t **rows);
+
+/* The last SQLite error message (for logs). */
+const char *node_registry_errmsg(node_registry *r);
+
+/* ---- deploy bodies (spec.c) ----------------------------------------------- */
+
+#define NODE_SCRIPT_MAX_BYTES (10u * 1024u * 1024u)
+#define NODE_DEFAULT_CPU_MS 50
+#define NODE_DEFAULT_MEMORY_MB 128
+
+/*
+ * Turns the body of PUT /v1/workers/{name} into a spec object
+ * {"main_module", "modules", "bindings", "limits"} (limits filled with the
+ * defaults). `content_type` may be NULL. Returns 0 with *spec set, or an HTTP
+ * status (400, 413, 415) with *error set to the JSON body to send
+ * ({"error": "...", ...details}). Either way the caller decrefs.
+ */
+int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, json_t **spec,
+                    json_t **error);
+
+/* The spec for a single module "index.js" holding `source`; NULL if not UTF-8. */
+json_t *node_spec_single(const char *source, size_t len);
+
+/* Milliseconds since the epoch as "2026-01-01T00:00:00.000Z". */
+void node_iso8601(int64_t ms, char out[32]);
+
+/* ---- the running node ------------------------------------------------------ */
+
+typedef struct node node;
+
+typedef enum node_proc_state {
+  NODE_PROC_STARTING,   /* spawned, no HELLO yet */
+  NODE_PROC_READY,      /* HELLO received */
+  NODE_PROC_RESTARTING, /* exited, waiting for the backoff timer */
+  NODE_PROC_STOPPED,    /* exited during shutdown; not restarted */
+} node_proc_state;
+
+/* One worker process slot; the slot survives restarts of its process. */
+typedef struct node_proc {
+  node *owner;
+  int id;                  /* 1..N, stable across restarts */
+  node_proc_state state;
+  uv_process_t process;
+  proto_channel channel;
+  int process_open;        /* process handle not yet closed */
+  int channel_open;        /* pipe handle not yet closed */
+  int channel_started;     /* proto_channel_start() succeeded; closing goes through it */
+  int alive;               /* process not yet reaped */
+  int pid;
+  unsigned restarts;
+  int64_t started_at_ms;
+  uint64_t started_mono_ns;
+  uint64_t backoff_ms;     /* next restart delay */
+  uv_timer_t restart_timer;
+  int ever_ready;          /* for the one-time "ready" line */
+} node_proc;
+
+typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
+
+/*
+ * A validation sent to a worker process. cb runs exactly once: status 0 with
+ * the PROTO_VALIDATE_RESULT payload, or a negative libuv error
+ * (UV_ETIMEDOUT, UV_ECANCELED when the process went away, UV_EAGAIN when no
+ * process is ready).
+ */
+typedef void (*node_validate_cb)(node *n, void *data, int status, json_t *result);
+
+typedef struct node_validation {
+  struct node_validation *next;
+  node *owner;
+  node_proc *proc;
+  uint32_t id;
+  uv_timer_t timer;
+  node_validate_cb cb;
+  void *data;
+} node_validation;
+
+struct node {
+  uv_loop_t *loop;
+  node_config cfg;
+  char *data_dir;          /* absolute */
+  node_registry *registry;
+  char *token;             /* the control API bearer token; never logged */
+  size_t token_len;
+  int listen_fd;           /* the ingress socket, handed to the workers */
+  char listen_addr[96];    /* "127.0.0.1:8080" with the bound port */
+  char control_addr[96];
+  http_server control;
+  int control_open;
+  char *worker_path;       /* edgenode-worker next to this executable */
+  node_proc *procs;
+  int n_procs;
+  int next_proc;           /* round robin for validations */
+  node_validation *validations;
+  char *v8_version;
+  int64_t started_at_ms;
+  uint64_t started_mono_ns;
+  node_state state;
+  int ready_logged;
+  int exit_code;
+  uv_signal_t sigterm;
+  uv_signal_t sigint;
+  uv_timer_t kill_timer;
+  int kill_timer_open;
+};
+
+/* datadir.c */
+/* Creates the data directory (0700, with parents) and returns its absolute path. */
+int node_datadir_prepare(const char *dir, char **abs_path, char **err);
+/* Reads the token from `path`, creating the file (0600, 64 hex chars) if missing. */
+int node_token_load(const char *path, char **token, char **err);
+
+/* procs.c */
+/* Creates the ingress socket, bound and listening. */
+int node_listen_socket(node *n, char **err);
+/* Spawns every worker process. */
+int node_procs_start(node *n, char **err);
+/* Sends PROTO_DRAIN to every live process; exits are no longer restarted. */
+void node_procs_drain(node *n);
+/* SIGKILLs every live process. */
+void node_procs_kill(node *n);
+/* Closes the slots' own handles (restart timers) once every process is gone. */
+void node_procs_close(node *n);
+/* Live processes (not yet reaped or with open handles). */
+int node_procs_live(const node *n);
+/* 1 when every process has sent HELLO. */
+int node_procs_all_ready(const node *n);
+/* Sends PROTO_WORKER_CHANGED {"name"} to every process with an open channel. */
+void node_procs_broadcast_changed(node *n, const char *name);
+/* Sends PROTO_VALIDATE with `spec` to a ready process (round robin). */
+void node_procs_validate(node *n, json_t *spec, node_validate_cb cb, void *data);
+const char *node_proc_state_name(node_proc_state s);
+
+/* deploy.c: validate through a worker process, then commit. */
+/*
+ * Deploys `spec` (from node_spec_parse; reference taken) as `name`. cb runs
+ * once with the HTTP status and the JSON body to answer with (metadata on
+ * 200/201, {"error": ...} otherwise); cb must not keep `body` without a
+ * reference.
+ */
+typedef void (*node_deploy_cb)(node *n, void *data, int status, json_t *body);
+void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, void *data);
+/* The metadata of a registry row as shown by the control API. */
+json_t *node_worker_metadata(json_t *row, int with_sizes);
+/* --dev: deploys the embedded examples/hello.js as "hello" unless identical. */
+void node_deploy_dev(node *n);
+
+/* control.c */
+/* Starts the control API listener; fills n->control_addr. */
+int node_control_start(node *n, char **err);
+
+/* main.c */
+/* Called by procs.c whenever a process became ready or exited. */
+void node_on_procs_changed(node *n);
+/* Called by procs.c when, during shutdown, the last process and its handles are gone. */
+void node_on_procs_stopped(node *n);
+
+#endif

@@ -1,0 +1,500 @@
+/*
+ * Worker processes: the ingress socket they share, spawning, the proto
+ * channel to each, restarts with backoff, and validation requests.
+ *
+ * A slot (node_proc) lives as long as the node; its process and channel
+ * handles are re-initialised for every restart, only after both were closed.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "node.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 10000
+#define STABLE_AFTER_MS 30000  /* a process that lived this long resets the backoff */
+#define VALIDATE_TIMEOUT_MS 30000
+#define LISTEN_BACKLOG 1024
+
+static int spawn_proc(node_proc *p);
+
+const char *node_proc_state_name(node_proc_state s) {
+  switch (s) {
+    case NODE_PROC_STARTING: return "starting";
+    case NODE_PROC_READY: return "ready";
+    case NODE_PROC_RESTARTING: return "restarting";
+    case NODE_PROC_STOPPED: return "stopped";
+  }
+  return "unknown";
+}
+
+static void format_addr(const char *host, int port, char out[96]) {
+  if (strchr(host, ':')) snprintf(out, 96, "[%s]:%d", host, port);
+  else snprintf(out, 96, "%s:%d", host, port);
+}
+
+int node_listen_socket(node *n, char **err) {
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof ss);
+  const char *host = n->cfg.listen_host;
+  int port = n->cfg.listen_port;
+  if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
+      uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0) {
+    *err = xasprintf("listen %s: not a numeric address", host);
+    return -EINVAL;
+  }
+  socklen_t len =
+      ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    int rc = -errno;
+    *err = xasprintf("listen: socket: %s", strerror(errno));
+    return rc;
+  }
+  int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, LISTEN_BACKLOG) != 0 ||
+      getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
+    int rc = -errno;
+    char addr[96];
+    format_addr(host, port, addr);
+    *err = xasprintf("listen %s: %s", addr, strerror(errno));
+    close(fd);
+    return rc;
+  }
+  int bound = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  format_addr(host, bound, n->listen_addr);
+  n->listen_fd = fd;
+  return 0;
+}
+
+/* ---- sending ------------------------------------------------------------------ */
+
+static int channel_usable(const node_proc *p) {
+  return p->channel_started && !p->channel.closing;
+}
+
+static int send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body) {
+  if (!channel_usable(p)) return UV_EPIPE;
+  char *text = json_dumps(body, JSON_COMPACT);
+  if (text == NULL) return UV_EINVAL;
+  int rc = proto_channel_send(&p->channel, type, id, text, strlen(text));
+  free(text);
+  if (rc != 0)
+    log_write(LOG_WARN, NULL, NULL, NULL, "worker-%d: sending %s failed: %s", p->id,
+              proto_type_name(type), rc <= PROTO_EMAGIC ? proto_strerror(rc) : uv_strerror(rc));
+  return rc;
+}
+
+static void send_error(node_proc *p, uint32_t id, int status, const char *message) {
+  json_t *body = json_pack("{s:i, s:s}", "status", status, "error", message);
+  send_json(p, PROTO_ERROR, id, body);
+  json_decref(body);
+}
+
+/* ---- validations ------------------------------------------------------------- */
+
+static void free_validation(uv_handle_t *h) { free(container_of(h, node_validation, timer)); }
+
+static void finish_validation(node_validation *v, int status, json_t *result) {
+  node *n = v->owner;
+  for (node_validation **pp = &n->validations; *pp; pp = &(*pp)->next) {
+    if (*pp == v) {
+      *pp = v->next;
+      break;
+    }
+  }
+  uv_timer_stop(&v->timer);
+  node_validate_cb cb = v->cb;
+  void *data = v->data;
+  uv_close((uv_handle_t *)&v->timer, free_validation);
+  cb(n, data, status, result);
+}
+
+static void fail_validations(node_proc *p, int status) {
+  node *n = p->owner;
+  node_validation *v = n->validations;
+  while (v) {
+    node_validation *next = v->next;
+    if (v->proc == p) finish_validation(v, status, NULL);
+    v = next;
+  }
+}
+
+static void on_validate_timeout(uv_timer_t *t) {
+  node_validation *v = container_of(t, node_validation, timer);
+  log_write(LOG_WARN, NULL, NULL, NULL, "worker-%d: validation timed out", v->proc->id);
+  finish_validation(v, UV_ETIMEDOUT, NULL);
+}
+
+static node_validation *find_validation(node_proc *p, uint32_t id) {
+  for (node_validation *v = p->owner->validations; v; v = v->next)
+    if (v->proc == p && v->id == id) return v;
+  return NULL;
+}
+
+static node_proc *pick_ready(node *n) {
+  for (int i = 0; i < n->n_procs; i++) {
+    node_proc *p = &n->procs[(n->next_proc + i) % n->n_procs];
+    if (p->state == NODE_PROC_READY && channel_usable(p)) {
+      n->next_proc = (int)(p - n->procs + 1) % n->n_procs;
+      return p;
+    }
+  }
+  return NULL;
+}
+
+void node_procs_validate(node *n, json_t *spec, node_validate_cb cb, void *data) {
+  node_proc *p = pick_ready(n);
+  if (p == NULL) {
+    cb(n, data, UV_EAGAIN, NULL);
+    return;
+  }
+  uint32_t id = proto_channel_request_id(&p->channel);
+  int rc = send_json(p, PROTO_VALIDATE, id, spec);
+  if (rc != 0) {
+    cb(n, data, rc, NULL);
+    return;
+  }
+  node_validation *v = xcalloc(1, sizeof *v);
+  v->owner = n;
+  v->proc = p;
+  v->id = id;
+  v->cb = cb;
+  v->data = data;
+  uv_timer_init(n->loop, &v->timer);
+  uv_timer_start(&v->timer, on_validate_timeout, VALIDATE_TIMEOUT_MS, 0);
+  v->next = n->validations;
+  n->validations = v;
+}
+
+/* ---- frames from a worker ------------------------------------------------------ */
+
+static json_t *frame_json(const proto_frame *f) {
+  json_t *v = json_loadb((const char *)f->payload, f->length, 0, NULL);
+  if (v && !json_is_object(v)) {
+    json_decref(v);
+    v = NULL;
+  }
+  return v;
+}
+
+static void on_hello(node_proc *p, json_t *body) {
+  node *n = p->owner;
+  const char *v8 = json_string_value(json_object_get(body, "v8"));
+  if (v8 && (n->v8_version == NULL || strcmp(n->v8_version, v8) != 0)) {
+    free(n->v8_version);
+    n->v8_version = xstrdup(v8);
+  }
+  if (p->state != NODE_PROC_STARTING) return;
+  p->state = NODE_PROC_READY;
+  char extra[128];
+  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+  log_write(LOG_INFO, NULL, NULL, extra, "worker ready");
+  node_on_procs_changed(n);
+}
+
+/* The registry row as a PROTO_WORKER_SPEC payload: no timestamps, limits filled. */
+static void on_worker_get(node_proc *p, uint32_t id, json_t *body) {
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if (name == NULL) {
+    send_error(p, id, 400, "\"name\" must be a string");
+    return;
+  }
+  json_t *row = NULL;
+  int rc = node_registry_get(p->owner->registry, name, &row);
+  if (rc == -ENOENT) {
+    send_error(p, id, 404, "unknown worker");
+    return;
+  }
+  if (rc != 0) {
+    log_write(LOG_ERROR, name, NULL, NULL, "registry read failed: %s",
+              node_registry_errmsg(p->owner->registry));
+    send_error(p, id, 500, "registry read failed");
+    return;
+  }
+  json_object_del(row, "created_at");
+  json_object_del(row, "updated_at");
+  json_t *limits = json_object_get(row, "limits");
+  if (json_object_get(limits, "cpu_ms") == NULL)
+    json_object_set_new(limits, "cpu_ms", json_integer(NODE_DEFAULT_CPU_MS));
+  if (json_object_get(limits, "memory_mb") == NULL)
+    json_object_set_new(limits, "memory_mb", json_integer(NODE_DEFAULT_MEMORY_MB));
+  send_json(p, PROTO_WORKER_SPEC, id, row);
+  json_decref(row);
+}
+
+static void on_validate_reply(node_proc *p, const proto_frame *f, json_t *body) {
+  node_validation *v = find_validation(p, f->id);
+  if (v == NULL) return; /* timed out already */
+  if (body == NULL) {
+    body = json_pack("{s:b, s:s, s:s}", "ok", 0, "kind", "internal", "error",
+                     "malformed validation reply from the worker process");
+    finish_validation(v, 0, body);
+    json_decref(body);
+    return;
+  }
+  if (f->type == PROTO_ERROR) {
+    const char *msg = json_string_value(json_object_get(body, "error"));
+    json_t *r = json_pack("{s:b, s:s, s:s}", "ok", 0, "kind", "internal", "error",
+                          msg ? msg : "validation failed in the worker process");
+    finish_validation(v, 0, r);
+    json_decref(r);
+    return;
+  }
+  finish_validation(v, 0, body);
+}
+
+static void on_frame(proto_channel *ch, const proto_frame *f) {
+  node_proc *p = ch->data;
+  json_t *body = f->length ? frame_json(f) : NULL;
+  switch (f->type) {
+    case PROTO_HELLO:
+      on_hello(p, body);
+      break;
+    case PROTO_WORKER_GET:
+      on_worker_get(p, f->id, body);
+      break;
+    case PROTO_VALIDATE_RESULT:
+    case PROTO_ERROR:
+      on_validate_reply(p, f, body);
+      break;
+    case PROTO_PING:
+      proto_channel_send(ch, PROTO_PONG, f->id, NULL, 0);
+      break;
+    case PROTO_PONG:
+    case PROTO_STATS:
+    case PROTO_EVENT:
+      break;
+    default:
+      log_write(LOG_DEBUG, NULL, NULL, NULL, "worker-%d: unexpected %s frame", p->id,
+                proto_type_name(f->type));
+  }
+  json_decref(body);
+}
+
+/* ---- process lifecycle ----------------------------------------------------------- */
+
+static void check_stopped(node *n) {
+  if (n->state == NODE_DRAINING && node_procs_live(n) == 0) node_on_procs_stopped(n);
+}
+
+static void on_channel_close(proto_channel *ch, int reason) {
+  node_proc *p = ch->data;
+  p->channel_open = 0;
+  p->channel_started = 0;
+  if (reason != 0 && reason != UV_EOF && p->alive) {
+    /* A worker that speaks garbage cannot be trusted with requests: kill it
+     * and let the restart path bring a fresh one. */
+    char extra[96];
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+    log_write(LOG_WARN, NULL, NULL, extra, "channel to worker failed (%s): killing it",
+              reason <= PROTO_EMAGIC ? proto_strerror(reason) : uv_strerror(reason));
+    uv_process_kill(&p->process, SIGKILL);
+  }
+  fail_validations(p, UV_ECANCELED);
+  check_stopped(p->owner);
+}
+
+static void on_process_closed(uv_handle_t *h) {
+  node_proc *p = container_of((uv_process_t *)h, node_proc, process);
+  p->process_open = 0;
+  check_stopped(p->owner);
+}
+
+static void on_restart_timer(uv_timer_t *t) {
+  node_proc *p = container_of(t, node_proc, restart_timer);
+  if (p->owner->state == NODE_DRAINING) return;
+  if (p->process_open || p->channel_open) {
+    /* The old process's handles are still closing; they never take long. */
+    uv_timer_start(&p->restart_timer, on_restart_timer, 10, 0);
+    return;
+  }
+  spawn_proc(p);
+}
+
+/* Returns the delay chosen. */
+static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms) {
+  if (lived_ms >= STABLE_AFTER_MS) p->backoff_ms = BACKOFF_MIN_MS;
+  uint64_t delay = p->backoff_ms;
+  p->backoff_ms = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
+  p->restarts++;
+  p->state = NODE_PROC_RESTARTING;
+  uv_timer_start(&p->restart_timer, on_restart_timer, delay, 0);
+  return delay;
+}
+
+static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
+  node_proc *p = container_of(h, node_proc, process);
+  node *n = p->owner;
+  p->alive = 0;
+  uv_close((uv_handle_t *)h, on_process_closed);
+  if (p->channel_started) proto_channel_close(&p->channel);
+  fail_validations(p, UV_ECANCELED);
+  uint64_t lived_ms = (time_mono_ns() - p->started_mono_ns) / 1000000u;
+  char extra[256];
+  if (n->state == NODE_DRAINING) {
+    p->state = NODE_PROC_STOPPED;
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d}",
+             p->id, p->pid, (long long)status, sig);
+    log_write(status == 0 && sig == 0 ? LOG_INFO : LOG_WARN, NULL, NULL, extra, "worker exited");
+    check_stopped(n);
+    return;
+  }
+  uint64_t delay = schedule_restart(p, lived_ms);
+  snprintf(extra, sizeof extra,
+           "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d,\"restarts\":%u,"
+           "\"delay_ms\":%llu,\"uptime_ms\":%llu}",
+           p->id, p->pid, (long long)status, sig, p->restarts, (unsigned long long)delay,
+           (unsigned long long)lived_ms);
+  log_write(LOG_WARN, NULL, NULL, extra, "worker exited: restarting");
+  node_on_procs_changed(n);
+}
+
+/* The pipe was closed by us, not through the channel (it never started). */
+static void on_pipe_closed(uv_handle_t *h) {
+  node_proc *p = container_of((uv_pipe_t *)h, node_proc, channel.pipe);
+  p->channel_open = 0;
+  check_stopped(p->owner);
+}
+
+static int spawn_proc(node_proc *p) {
+  node *n = p->owner;
+  char id[16], max_body[32];
+  snprintf(id, sizeof id, "%d", p->id);
+  snprintf(max_body, sizeof max_body, "%lld", (long long)n->cfg.max_body_mb * 1024 * 1024);
+  char *args[] = {"edgenode-worker", "--id", id, "--ipc-fd", "3", "--listen-fd", "4",
+                  "--data", n->data_dir, "--max-body-bytes", max_body, "--log-level",
+                  (char *)node_log_level_name(n->cfg.log_level), NULL};
+
+  memset(&p->channel, 0, sizeof p->channel);
+  int rc = uv_pipe_init(n->loop, &p->channel.pipe, 0);
+  if (rc != 0) return rc;
+  uv_stdio_container_t stdio[5];
+  stdio[0].flags = UV_IGNORE;
+  stdio[1].flags = UV_INHERIT_FD;
+  stdio[1].data.fd = 1;
+  stdio[2].flags = UV_INHERIT_FD;
+  stdio[2].data.fd = 2;
+  stdio[3].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
+  stdio[3].data.stream = (uv_stream_t *)&p->channel.pipe;
+  stdio[4].flags = UV_INHERIT_FD;
+  stdio[4].data.fd = n->listen_fd;
+
+  uv_process_options_t opts;
+  memset(&opts, 0, sizeof opts);
+  opts.exit_cb = on_proc_exit;
+  opts.file = n->worker_path;
+  opts.args = args;
+  opts.stdio_count = 5;
+  opts.stdio = stdio;
+
+  p->started_mono_ns = time_mono_ns();
+  p->started_at_ms = time_now_ms();
+  p->state = NODE_PROC_STARTING;
+  rc = uv_spawn(n->loop, &p->process, &opts);
+  if (rc != 0) {
+    log_write(LOG_ERROR, NULL, NULL, NULL, "worker-%d: spawn %s failed: %s", p->id,
+              n->worker_path, uv_strerror(rc));
+    p->process_open = 1;
+    p->channel_open = 1;
+    uv_close((uv_handle_t *)&p->process, on_process_closed);
+    uv_close((uv_handle_t *)&p->channel.pipe, on_pipe_closed);
+    schedule_restart(p, 0);
+    return rc;
+  }
+  p->process_open = 1;
+  p->channel_open = 1;
+  p->alive = 1;
+  p->pid = p->process.pid;
+  rc = proto_channel_start(&p->channel, on_frame, on_channel_close, p);
+  if (rc != 0) {
+    log_write(LOG_ERROR, NULL, NULL, NULL, "worker-%d: channel start failed: %s", p->id,
+              uv_strerror(rc));
+    uv_close((uv_handle_t *)&p->channel.pipe, on_pipe_closed);
+    uv_process_kill(&p->process, SIGKILL);
+    return rc;
+  }
+  p->channel_started = 1;
+  char extra[96];
+  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+  log_write(LOG_INFO, NULL, NULL, extra, "worker spawned");
+  return 0;
+}
+
+int node_procs_start(node *n, char **err) {
+  if (access(n->worker_path, X_OK) != 0) {
+    int rc = -errno;
+    *err = xasprintf("worker executable %s: %s", n->worker_path, strerror(errno));
+    return rc;
+  }
+  n->n_procs = n->cfg.workers;
+  n->procs = xcalloc((size_t)n->n_procs, sizeof *n->procs);
+  for (int i = 0; i < n->n_procs; i++) {
+    node_proc *p = &n->procs[i];
+    p->owner = n;
+    p->id = i + 1;
+    p->backoff_ms = BACKOFF_MIN_MS;
+    uv_timer_init(n->loop, &p->restart_timer);
+    spawn_proc(p);
+  }
+  return 0;
+}
+
+void node_procs_drain(node *n) {
+  json_t *body = json_pack("{s:I}", "grace_ms", (json_int_t)n->cfg.grace_ms);
+  for (int i = 0; i < n->n_procs; i++) {
+    node_proc *p = &n->procs[i];
+    if (p->state == NODE_PROC_RESTARTING) {
+      uv_timer_stop(&p->restart_timer);
+      p->state = NODE_PROC_STOPPED;
+    }
+    if (!p->alive) continue;
+    /* Without a channel the drain cannot be asked for; SIGTERM means the same. */
+    if (send_json(p, PROTO_DRAIN, 0, body) != 0) uv_process_kill(&p->process, SIGTERM);
+  }
+  json_decref(body);
+}
+
+void node_procs_kill(node *n) {
+  for (int i = 0; i < n->n_procs; i++) {
+    node_proc *p = &n->procs[i];
+    if (!p->alive) continue;
+    char extra[96];
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+    log_write(LOG_WARN, NULL, NULL, extra, "killing worker");
+    uv_process_kill(&p->process, SIGKILL);
+  }
+}
+
+void node_procs_close(node *n) {
+  for (int i = 0; i < n->n_procs; i++)
+    if (!uv_is_closing((uv_handle_t *)&n->procs[i].restart_timer))
+      uv_close((uv_handle_t *)&n->procs[i].restart_timer, NULL);
+}
+
+int node_procs_live(const node *n) {
+  int live = 0;
+  for (int i = 0; i < n->n_procs; i++) {
+    const node_proc *p = &n->procs[i];
+    if (p->alive || p->process_open || p->channel_open) live++;
+  }
+  return live;
+}
+
+int node_procs_all_ready(const node *n) {
+  for (int i = 0; i < n->n_procs; i++)
+    if (n->procs[i].state != NODE_PROC_READY) return 0;
+  return n->n_procs > 0;
+}
+
+void node_procs_broadcast_changed(node *n, const char *name) {
+  json_t *body = json_pack("{s:s}", "name", name);
+  for (int i = 0; i < n->n_procs; i++) send_json(&n->procs[i], PROTO_WORKER_CHANGED, 0, body);
+  json_decref(body);
+}
