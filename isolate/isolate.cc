@@ -1,0 +1,682 @@
+/*
+ * iso_worker: one isolate, one context, one tenant's modules, and the
+ * bookkeeping of the requests running in it.
+ *
+ * Every entry into JavaScript goes through run(): it arms the CPU watchdog,
+ * calls into the runtime, runs the microtask checkpoint, and afterwards turns
+ * a termination (CPU or heap limit) into failures of the requests concerned.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+namespace iso {
+
+/* ---- ArrayBuffer contents, capped per isolate ---- */
+
+bool allocator::reserve(size_t length) {
+  size_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (length > cap_ - used)
+      return false;
+  } while (!used_.compare_exchange_weak(used, used + length, std::memory_order_relaxed));
+  return true;
+}
+
+void *allocator::Allocate(size_t length) {
+  if (!reserve(length))
+    return nullptr;
+  void *p = calloc(1, length ? length : 1);
+  if (p == nullptr)
+    used_.fetch_sub(length, std::memory_order_relaxed);
+  return p;
+}
+
+void *allocator::AllocateUninitialized(size_t length) {
+  if (!reserve(length))
+    return nullptr;
+  void *p = malloc(length ? length : 1);
+  if (p == nullptr)
+    used_.fetch_sub(length, std::memory_order_relaxed);
+  return p;
+}
+
+void allocator::Free(void *data, size_t length) {
+  if (data == nullptr)
+    return;
+  free(data);
+  used_.fetch_sub(length, std::memory_order_relaxed);
+}
+
+char *scratch::reserve(size_t more) {
+  if (cap - len < more) {
+    size_t want = cap ? cap : 1024;
+    while (want - len < more)
+      want *= 2;
+    data = (char *)xrealloc(data, want);
+    cap = want;
+  }
+  return data + len;
+}
+
+namespace {
+
+void free_bytes(void *data, size_t length, void *deleter_data) {
+  static_cast<allocator *>(deleter_data)->Free(data, length);
+}
+
+}  // namespace
+
+v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **data) {
+  v8::Isolate *isolate = w->isolate;
+  *data = nullptr;
+  if (len == 0)
+    return v8::Uint8Array::New(v8::ArrayBuffer::New(isolate, 0), 0, 0);
+  /* ArrayBuffer::New(isolate, len) aborts the process when the allocator
+   * refuses; owning the memory keeps a refusal a RangeError. */
+  void *p = w->array_buffers->AllocateUninitialized(len);
+  if (p == nullptr) {
+    isolate->ThrowException(
+        v8::Exception::RangeError(str(isolate, "Array buffer allocation failed")));
+    return {};
+  }
+  std::unique_ptr<v8::BackingStore> store =
+      v8::ArrayBuffer::NewBackingStore(p, len, free_bytes, w->array_buffers);
+  *data = (uint8_t *)p;
+  return v8::Uint8Array::New(v8::ArrayBuffer::New(isolate, std::move(store)), 0, len);
+}
+
+iso_worker *worker_of(v8::Local<v8::Context> context) {
+  return static_cast<iso_worker *>(context->GetAlignedPointerFromEmbedderData(kWorkerSlot));
+}
+
+/* ---- requests in flight ---- */
+
+namespace {
+
+pending_request *pending_find(iso_worker *w, uint64_t token) {
+  for (pending_request &p : w->pending)
+    if (p.token == token)
+      return &p;
+  return nullptr;
+}
+
+void pending_remove(iso_worker *w, uint64_t token) {
+  for (size_t i = 0; i < w->pending.size(); i++) {
+    if (w->pending[i].token == token) {
+      w->pending[i] = w->pending.back();
+      w->pending.pop_back();
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void request_respond(iso_worker *w, uint64_t token, const iso_response *res,
+                     const iso_error *err) {
+  if (w->free_requested)
+    return;
+  pending_request *p = pending_find(w, token);
+  if (p == nullptr || p->responded)
+    return;
+  p->responded = true;
+  w->host.respond(w->host.data, token, res, err);
+}
+
+void request_done(iso_worker *w, uint64_t token) {
+  if (w->free_requested)
+    return;
+  pending_request *p = pending_find(w, token);
+  if (p == nullptr)
+    return;
+  if (!p->responded) {
+    iso_error err = {};
+    error_set(&err, ISO_ERR_INTERNAL, "the request ended without a response");
+    request_respond(w, token, nullptr, &err);
+    iso_error_clear(&err);
+    if (w->free_requested)
+      return;
+  }
+  pending_remove(w, token);
+  w->host.done(w->host.data, token);
+}
+
+/* The request whose code ran last: promise reactions carry the token that
+ * was current when they were registered (V8's continuation-preserved
+ * embedder data), so a continuation of request A run while the host entered
+ * for request B is still A's. */
+uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context) {
+  v8::Local<v8::Value> v = context->GetContinuationPreservedEmbedderData();
+  if (v->IsNumber()) {
+    double d = v.As<v8::Number>()->Value();
+    if (d >= 0 && d < 9007199254740992.0)
+      return (uint64_t)d;
+  }
+  return w->token;
+}
+
+namespace {
+
+/* Ends a request the runtime can no longer finish. */
+void request_fail(iso_worker *w, uint64_t token, iso_error_kind kind, const char *message) {
+  iso_error err = {};
+  error_set(&err, kind, message);
+  request_respond(w, token, nullptr, &err);
+  iso_error_clear(&err);
+  request_done(w, token);
+}
+
+void fail_all(iso_worker *w, iso_error_kind kind, const char *message) {
+  while (!w->pending.empty() && !w->free_requested)
+    request_fail(w, w->pending.back().token, kind, message);
+}
+
+/* ---- entering JavaScript ---- */
+
+struct entry {
+  uint64_t saved_token;
+  bool outer;
+};
+
+/* A host callback may call back into this worker: nested entries share the
+ * outer one's CPU budget and checkpoint. */
+void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns) {
+  e->saved_token = w->token;
+  e->outer = w->depth++ == 0;
+  w->token = token;
+  if (e->outer) {
+    w->heap_hit = false;
+    watchdog_arm(&w->watch, cpu_limit_ns);
+  }
+}
+
+/* Returns why JavaScript was cut short: ISO_OK, ISO_ERR_CPU or ISO_ERR_MEMORY. */
+iso_error_kind entry_end(iso_worker *w, entry *e) {
+  iso_error_kind why = ISO_OK;
+  if (e->outer) {
+    bool fired = watchdog_disarm(&w->watch);
+    /* A termination that arrived after JavaScript returned would hit the
+     * next entry instead: always clear it. */
+    w->isolate->CancelTerminateExecution();
+    if (w->heap_hit)
+      why = ISO_ERR_MEMORY;
+    else if (fired)
+      why = ISO_ERR_CPU;
+  }
+  w->depth--;
+  w->token = e->saved_token;
+  return why;
+}
+
+/* Calls a runtime function on behalf of `token`, then the microtasks. */
+void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
+         const v8::Global<v8::Function> &fn, int argc, v8::Local<v8::Value> argv[]) {
+  v8::Isolate *isolate = w->isolate;
+  entry e;
+  entry_begin(w, &e, token, w->cpu_limit_ns);
+  context->SetContinuationPreservedEmbedderData(v8::Number::New(isolate, (double)token));
+  uint64_t blamed;
+  bool queue_lost = false;
+  {
+    v8::TryCatch tc(isolate);
+    if (fn.Get(isolate)->Call(context, v8::Undefined(isolate), argc, argv).IsEmpty() &&
+        tc.HasCaught() && !tc.HasTerminated()) {
+      /* The runtime reports the tenant's errors itself: this is its own. */
+      iso_error err = {};
+      error_from_try_catch(w, context, ISO_ERR_EXCEPTION, tc, &err);
+      request_respond(w, token, nullptr, &err);
+      iso_error_clear(&err);
+      request_done(w, token);
+    }
+    /* After a termination in the call the queued microtasks stay for the
+     * next entry; a termination inside the checkpoint discards them all. */
+    if (e.outer && !tc.HasTerminated()) {
+      isolate->PerformMicrotaskCheckpoint();
+      queue_lost = tc.HasTerminated();
+    }
+    blamed = running_token(w, context);
+  }
+  if (e.outer)
+    context->SetContinuationPreservedEmbedderData(v8::Undefined(isolate));
+  switch (entry_end(w, &e)) {
+  case ISO_ERR_CPU:
+    request_fail(w, blamed, ISO_ERR_CPU, "exceeded CPU limit");
+    /* Any other request may have lost its continuation: none could finish. */
+    if (queue_lost)
+      fail_all(w, ISO_ERR_CPU, "another request on this worker exceeded the CPU limit");
+    break;
+  case ISO_ERR_MEMORY:
+    fail_all(w, ISO_ERR_MEMORY, "exceeded memory limit");
+    break;
+  default:
+    break;
+  }
+}
+
+/* ---- isolate set-up ---- */
+
+size_t near_heap_limit(void *data, size_t current_limit, size_t) {
+  iso_worker *w = static_cast<iso_worker *>(data);
+  w->broken = true;
+  w->heap_hit = true;
+  w->isolate->TerminateExecution();
+  /* Returning the same limit makes V8 abort the process: give it room to
+   * unwind; the worker is discarded afterwards. */
+  return current_limit + (32u << 20);
+}
+
+bool no_wasm(v8::Local<v8::Context>, v8::Local<v8::String>) {
+  return false;
+}
+
+/* The runtime's text, shared by every isolate without a copy: its bytes
+ * when they are ASCII, else a UTF-16 copy decoded once (decoding per
+ * isolate would cost as much as compiling). */
+class runtime_latin1 final : public v8::String::ExternalOneByteStringResource {
+ public:
+  const char *data() const override { return (const char *)iso_runtime_js; }
+  size_t length() const override { return iso_runtime_js_len; }
+  void Dispose() override {}  /* static storage */
+};
+
+class runtime_utf16 final : public v8::String::ExternalStringResource {
+ public:
+  const uint16_t *data() const override { return text_; }
+  size_t length() const override { return len_; }
+  void Dispose() override {}  /* kept for the life of the process */
+  void set(uint16_t *text, size_t len) {
+    text_ = text;
+    len_ = len;
+  }
+
+ private:
+  uint16_t *text_ = nullptr;
+  size_t len_ = 0;
+};
+
+pthread_mutex_t runtime_lock = PTHREAD_MUTEX_INITIALIZER;
+
+v8::MaybeLocal<v8::String> runtime_source(v8::Isolate *isolate) {
+  static runtime_latin1 latin1;
+  static runtime_utf16 utf16;
+  static int kind;  /* 0 unknown, 1 ASCII, 2 UTF-16 ready */
+  pthread_mutex_lock(&runtime_lock);
+  if (kind == 0) {
+    kind = 1;
+    for (size_t i = 0; i < iso_runtime_js_len && kind == 1; i++)
+      if (iso_runtime_js[i] >= 0x80)
+        kind = 2;
+    v8::Local<v8::String> s;
+    if (kind == 2 && v8::String::NewFromUtf8(isolate, (const char *)iso_runtime_js,
+                                             v8::NewStringType::kNormal, (int)iso_runtime_js_len)
+                         .ToLocal(&s)) {
+      uint16_t *text = (uint16_t *)xmalloc(sizeof(uint16_t) * ((size_t)s->Length() + 1));
+      s->Write(isolate, text, 0, s->Length(), v8::String::NO_NULL_TERMINATION);
+      utf16.set(text, (size_t)s->Length());
+    }
+  }
+  pthread_mutex_unlock(&runtime_lock);
+  if (kind == 1)
+    return v8::String::NewExternalOneByte(isolate, &latin1);
+  return v8::String::NewExternalTwoByte(isolate, &utf16);
+}
+
+/* V8's code cache for the runtime, made by the first isolate of the process
+ * and read by the others; immutable once published. */
+const uint8_t *code_cache;
+int code_cache_len;
+
+v8::MaybeLocal<v8::Script> runtime_compile(v8::Local<v8::Context> context) {
+  v8::Isolate *isolate = context->GetIsolate();
+  v8::Local<v8::String> text;
+  if (!runtime_source(isolate).ToLocal(&text))
+    return {};
+  pthread_mutex_lock(&runtime_lock);
+  const uint8_t *cache = code_cache;
+  int cache_len = code_cache_len;
+  pthread_mutex_unlock(&runtime_lock);
+
+  v8::ScriptOrigin origin(isolate, str(isolate, kRuntimeName));
+  v8::ScriptCompiler::CachedData *data = nullptr;
+  if (cache != nullptr)
+    data = new v8::ScriptCompiler::CachedData(cache, cache_len,
+                                              v8::ScriptCompiler::CachedData::BufferNotOwned);
+  v8::ScriptCompiler::Source source(text, origin, data);  /* owns `data` */
+  return v8::ScriptCompiler::Compile(context, &source,
+                                     cache ? v8::ScriptCompiler::kConsumeCodeCache
+                                           : v8::ScriptCompiler::kNoCompileOptions);
+}
+
+/* After the runtime's set-up ran, so that the functions it compiled are in. */
+void runtime_cache_publish(v8::Local<v8::Script> script) {
+  pthread_mutex_lock(&runtime_lock);
+  bool wanted = code_cache == nullptr;
+  pthread_mutex_unlock(&runtime_lock);
+  if (!wanted)
+    return;
+  v8::ScriptCompiler::CachedData *data = v8::ScriptCompiler::CreateCodeCache(script->GetUnboundScript());
+  if (data == nullptr)
+    return;
+  uint8_t *copy = (uint8_t *)xmalloc((size_t)data->length);
+  memcpy(copy, data->data, (size_t)data->length);
+  pthread_mutex_lock(&runtime_lock);
+  if (code_cache == nullptr) {
+    code_cache = copy;
+    code_cache_len = data->length;
+    copy = nullptr;
+  }
+  pthread_mutex_unlock(&runtime_lock);
+  free(copy);
+  delete data;
+}
+
+/* Evaluates the runtime script and calls it with `native`. */
+bool runtime_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err) {
+  v8::Isolate *isolate = w->isolate;
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Script> script;
+  v8::Local<v8::Value> fn, api;
+  v8::Local<v8::Value> native = native_new(w, context);
+  if (native.IsEmpty() || !runtime_compile(context).ToLocal(&script) ||
+      !script->Run(context).ToLocal(&fn) || !fn->IsFunction() ||
+      !fn.As<v8::Function>()->Call(context, v8::Undefined(isolate), 1, &native).ToLocal(&api)) {
+    error_from_try_catch(w, context, ISO_ERR_INTERNAL, tc, err);
+    return false;
+  }
+  struct {
+    const char *name;
+    v8::Global<v8::Function> *slot;
+  } entries[] = {{"setHandler", &w->set_handler},
+                 {"dispatch", &w->dispatch},
+                 {"fireTimer", &w->fire_timer}};
+  for (const auto &ep : entries) {
+    v8::Local<v8::Value> v;
+    if (!api->IsObject() || !api.As<v8::Object>()->Get(context, str(isolate, ep.name)).ToLocal(&v) ||
+        !v->IsFunction()) {
+      error_set(err, ISO_ERR_INTERNAL, "runtime missing");
+      return false;
+    }
+    ep.slot->Reset(isolate, v.As<v8::Function>());
+  }
+  runtime_cache_publish(script);
+  return true;
+}
+
+/* Loads the tenant's modules and hands the default export to the runtime. */
+bool handler_install(iso_worker *w, v8::Local<v8::Context> context, const iso_module *modules,
+                     size_t n_modules, const char *main_module, const char *env_json,
+                     iso_error *err) {
+  v8::Isolate *isolate = w->isolate;
+  v8::Local<v8::Value> def;
+  if (!modules_load(w, context, modules, n_modules, main_module, err).ToLocal(&def))
+    return false;
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Value> env;
+  if (!v8::JSON::Parse(context, str(isolate, env_json ? env_json : "{}")).ToLocal(&env)) {
+    error_from_try_catch(w, context, ISO_ERR_INTERNAL, tc, err);
+    return false;
+  }
+  v8::Local<v8::Value> argv[2] = {def, env};
+  if (w->set_handler.Get(isolate)->Call(context, v8::Undefined(isolate), 2, argv).IsEmpty()) {
+    error_from_try_catch(w, context, ISO_ERR_NO_HANDLER, tc, err);
+    if (err->module == nullptr)
+      err->module = xstrdup(main_module);
+    return false;
+  }
+  return true;
+}
+
+/* The runtime is our code, not the tenant's: its own generous budget. */
+constexpr uint64_t kRuntimeCpuNs = 2000000000u;
+
+bool worker_load(iso_worker *w, const iso_module *modules, size_t n_modules,
+                 const char *main_module, const char *env_json, iso_error *err) {
+  v8::Isolate *isolate = w->isolate;
+  v8::Isolate::Scope isolate_scope(isolate);
+  v8::HandleScope handles(isolate);
+  v8::Local<v8::Context> context = v8::Context::New(isolate);
+  /* eval() and new Function() throw EvalError, as on Workers. */
+  context->AllowCodeGenerationFromStrings(false);
+  context->SetAlignedPointerInEmbedderData(kWorkerSlot, w);
+  w->context.Reset(isolate, context);
+  v8::Context::Scope context_scope(context);
+  /* With wasm compilation off, all WebAssembly still offers is Memory, whose
+   * pages count against neither the heap limit nor the ArrayBuffer cap. */
+  if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing())
+    return false;
+
+  entry e;
+  bool ok;
+  entry_begin(w, &e, 0, kRuntimeCpuNs);
+  ok = runtime_start(w, context, err);
+  iso_error_kind why = entry_end(w, &e);
+  if (ok && why == ISO_OK) {
+    entry_begin(w, &e, 0, w->cpu_limit_ns);
+    ok = handler_install(w, context, modules, n_modules, main_module, env_json, err);
+    why = entry_end(w, &e);
+  }
+  if (why == ISO_ERR_CPU)
+    error_set(err, ISO_ERR_CPU, "exceeded CPU limit");
+  else if (why == ISO_ERR_MEMORY)
+    error_set(err, ISO_ERR_MEMORY, "exceeded memory limit");
+  return ok && why == ISO_OK;
+}
+
+void worker_destroy(iso_worker *w) {
+  if (w->isolate != nullptr) {
+    w->modules.clear();
+    w->set_handler.Reset();
+    w->dispatch.Reset();
+    w->fire_timer.Reset();
+    w->context.Reset();
+    w->isolate->Dispose();
+  }
+  delete w->array_buffers;  /* after Dispose: the isolate frees its buffers through it */
+  free(w->out.data);
+  delete w;
+}
+
+/* Keeps the worker alive while a public call is on the stack, so that a host
+ * callback may call iso_worker_free() safely. */
+struct call_guard {
+  iso_worker *w;
+  explicit call_guard(iso_worker *worker) : w(worker) { w->calls++; }
+  ~call_guard() {
+    if (--w->calls == 0 && w->free_requested)
+      worker_destroy(w);
+  }
+};
+
+/* The runtime's dispatch() arguments. Empty when they cannot be built (the
+ * body is over the worker's ArrayBuffer cap). */
+bool request_args(iso_worker *w, uint64_t token, const iso_request *req,
+                  v8::Local<v8::Value> argv[5]) {
+  v8::Isolate *isolate = w->isolate;
+  v8::TryCatch tc(isolate);
+  if (req->n_headers > (size_t)INT32_MAX / 2)
+    return false;
+  v8::Local<v8::Value> few[64];
+  std::vector<v8::Local<v8::Value>> many;
+  v8::Local<v8::Value> *flat = few;
+  if (req->n_headers * 2 > ARRAY_SIZE(few)) {
+    many.resize(req->n_headers * 2);
+    flat = many.data();
+  }
+  for (size_t i = 0; i < req->n_headers; i++) {
+    const iso_header *h = &req->headers[i];
+    v8::Local<v8::String> name, value;
+    /* HTTP header bytes are Latin-1 to JavaScript (ByteString). */
+    if (!v8::String::NewFromOneByte(isolate, (const uint8_t *)h->name, v8::NewStringType::kNormal,
+                                    (int)h->name_len).ToLocal(&name) ||
+        !v8::String::NewFromOneByte(isolate, (const uint8_t *)h->value,
+                                    v8::NewStringType::kNormal, (int)h->value_len).ToLocal(&value))
+      return false;
+    flat[2 * i] = name;
+    flat[2 * i + 1] = value;
+  }
+  v8::Local<v8::String> method, url;
+  if (!v8::String::NewFromUtf8(isolate, req->method, v8::NewStringType::kNormal,
+                               (int)req->method_len).ToLocal(&method) ||
+      !v8::String::NewFromUtf8(isolate, req->url, v8::NewStringType::kNormal, (int)req->url_len)
+           .ToLocal(&url))
+    return false;
+  argv[0] = v8::Number::New(isolate, (double)token);
+  argv[1] = method;
+  argv[2] = url;
+  argv[3] = v8::Array::New(isolate, flat, req->n_headers * 2);
+  argv[4] = v8::Null(isolate);
+  if (req->body_len > 0) {
+    uint8_t *data;
+    v8::Local<v8::Uint8Array> body;
+    if (!new_bytes(w, req->body_len, &data).ToLocal(&body))
+      return false;
+    memcpy(data, req->body, req->body_len);
+    argv[4] = body;
+  }
+  return true;
+}
+
+int worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req) {
+  v8::Isolate *isolate = w->isolate;
+  v8::Isolate::Scope isolate_scope(isolate);
+  v8::HandleScope handles(isolate);
+  v8::Local<v8::Context> context = w->context.Get(isolate);
+  v8::Context::Scope context_scope(context);
+  v8::Local<v8::Value> argv[5];
+  if (!request_args(w, token, req, argv) || w->broken) {
+    /* The heap limit may have been hit right here, outside any entry. */
+    isolate->CancelTerminateExecution();
+    if (w->broken)
+      fail_all(w, ISO_ERR_MEMORY, "exceeded memory limit");
+    return -1;
+  }
+  w->pending.push_back(pending_request{token, false});
+  run(w, context, token, w->dispatch, 5, argv);
+  return 0;
+}
+
+void worker_fire_timer(iso_worker *w, uint64_t token, uint32_t timer_id) {
+  v8::Isolate *isolate = w->isolate;
+  v8::Isolate::Scope isolate_scope(isolate);
+  v8::HandleScope handles(isolate);
+  v8::Local<v8::Context> context = w->context.Get(isolate);
+  v8::Context::Scope context_scope(context);
+  v8::Local<v8::Value> argv[1] = {v8::Integer::NewFromUnsigned(isolate, timer_id)};
+  run(w, context, token, w->fire_timer, 1, argv);
+}
+
+void host_log(void *, uint64_t, iso_log_level, const char *, size_t) {}
+int host_timer_start(void *, uint64_t, uint32_t, double) { return 0; }
+void host_timer_cancel(void *, uint32_t) {}
+void host_respond(void *, uint64_t, const iso_response *, const iso_error *) {}
+void host_done(void *, uint64_t) {}
+
+}  // namespace
+}  // namespace iso
+
+using namespace iso;
+
+iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
+                           const iso_module *modules, size_t n_modules, const char *main_module,
+                           const char *env_json, iso_error *err) {
+  iso_error local = {};
+  if (err == nullptr)
+    err = &local;
+  memset(err, 0, sizeof(*err));
+  if (!platform_ready()) {
+    error_set(err, ISO_ERR_INTERNAL, "iso_platform_init() was not called");
+    return nullptr;
+  }
+  if (host == nullptr || host->respond == nullptr || host->done == nullptr) {
+    error_set(err, ISO_ERR_INTERNAL, "the host has no respond or done callback");
+    return nullptr;
+  }
+  uint32_t memory_mb = limits != nullptr && limits->memory_mb ? limits->memory_mb : 128;
+  uint32_t cpu_ms = limits != nullptr && limits->cpu_ms ? limits->cpu_ms : 50;
+
+  iso_worker *w = new iso_worker();
+  w->host = *host;
+  w->cpu_limit_ns = (uint64_t)cpu_ms * 1000000u;
+  w->memory_cap = (size_t)memory_mb << 20;
+  w->array_buffers = new allocator(w->memory_cap);
+
+  v8::Isolate::CreateParams params;
+  params.array_buffer_allocator = w->array_buffers;
+  params.constraints.ConfigureDefaultsFromHeapSize(0, w->memory_cap);
+  w->isolate = v8::Isolate::New(params);
+  w->watch.isolate = w->isolate;
+  w->isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
+  w->isolate->AddNearHeapLimitCallback(near_heap_limit, w);
+  w->isolate->SetAllowWasmCodeGenerationCallback(no_wasm);
+  w->isolate->SetHostImportModuleDynamicallyCallback(module_import_dynamic);
+  /* A blocked futex uses no CPU: the watchdog would never stop it. */
+  w->isolate->SetAllowAtomicsWait(false);
+  /* Errors remember where they were created: the tenant's line, not the runtime's. */
+  w->isolate->SetCaptureStackTraceForUncaughtExceptions(true, 16, v8::StackTrace::kOverview);
+
+  if (!worker_load(w, modules, n_modules, main_module, env_json, err)) {
+    worker_destroy(w);
+    iso_error_clear(&local);
+    return nullptr;
+  }
+  return w;
+}
+
+void iso_worker_free(iso_worker *w) {
+  if (w == nullptr)
+    return;
+  if (w->calls > 0) {
+    w->free_requested = true;
+    return;
+  }
+  worker_destroy(w);
+}
+
+int iso_worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req) {
+  if (w == nullptr || req == nullptr || w->broken || w->free_requested ||
+      token >= (1ull << 53) || pending_find(w, token) != nullptr)
+    return -1;
+  call_guard guard(w);
+  return worker_dispatch(w, token, req);
+}
+
+void iso_worker_fire_timer(iso_worker *w, uint64_t token, uint32_t timer_id) {
+  if (w == nullptr || w->broken || w->free_requested)
+    return;
+  call_guard guard(w);
+  worker_fire_timer(w, token, timer_id);
+}
+
+size_t iso_worker_pending(const iso_worker *w) {
+  return w->pending.size();
+}
+
+int iso_worker_broken(const iso_worker *w) {
+  return w->broken ? 1 : 0;
+}
+
+void iso_worker_heap_stats(iso_worker *w, iso_heap_stats *out) {
+  memset(out, 0, sizeof(*out));
+  if (w == nullptr)
+    return;
+  v8::HeapStatistics hs;
+  w->isolate->GetHeapStatistics(&hs);
+  out->used_bytes = hs.used_heap_size();
+  out->total_bytes = hs.total_heap_size();
+  out->limit_bytes = hs.heap_size_limit();
+  out->external_bytes = hs.external_memory();
+}
+
+int iso_validate(const iso_limits *limits, const iso_module *modules, size_t n_modules,
+                 const char *main_module, iso_error *err) {
+  static const iso_host quiet = {nullptr, host_log, host_timer_start, host_timer_cancel,
+                                 host_respond, host_done};
+  iso_worker *w = iso_worker_new(&quiet, limits, modules, n_modules, main_module, nullptr, err);
+  if (w == nullptr)
+    return -1;
+  iso_worker_free(w);
+  return 0;
+}

@@ -1,0 +1,169 @@
+/*
+ * What the isolate/ sources share. Nothing here is visible outside the folder.
+ */
+#ifndef EDGENODE_ISOLATE_INTERNAL_H
+#define EDGENODE_ISOLATE_INTERNAL_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <v8.h>
+
+extern "C" {
+#include "base.h"
+}
+#include "isolate.h"
+
+extern const unsigned char iso_runtime_js[];
+extern const size_t iso_runtime_js_len;
+
+namespace iso {
+
+/* Resource name of the runtime script in stack traces. */
+constexpr const char *kRuntimeName = "edgenode:runtime";
+/* Context embedder data slot holding the iso_worker*. */
+constexpr int kWorkerSlot = 1;
+
+/* ---- watchdog.cc: the CPU limit ---- */
+
+/*
+ * One entry into JavaScript under a CPU limit. Embedded in its worker; linked
+ * into the watchdog's list only while armed.
+ */
+struct watch {
+  v8::Isolate *isolate;
+  clockid_t clock;        /* CPU clock of the thread that armed it */
+  uint64_t cpu_start_ns;  /* that clock when armed */
+  uint64_t cpu_limit_ns;
+  uint64_t wake_ns;       /* monotonic time at which to look again */
+  uint64_t generation;    /* of the current arming */
+  uint64_t fired;         /* generation that was terminated, 0 = none */
+  watch *prev, *next;
+};
+
+void watchdog_arm(watch *wt, uint64_t cpu_limit_ns);
+/* Returns true if this arming ran out of CPU and its isolate was terminated. */
+bool watchdog_disarm(watch *wt);
+
+/* ---- platform.cc ---- */
+
+bool platform_ready();
+
+/* ---- isolate.cc: the worker ---- */
+
+/* ArrayBuffer contents live outside V8's heap: this caps them per isolate. */
+class allocator final : public v8::ArrayBuffer::Allocator {
+ public:
+  explicit allocator(size_t cap) : cap_(cap) {}
+  void *Allocate(size_t length) override;
+  void *AllocateUninitialized(size_t length) override;
+  void Free(void *data, size_t length) override;
+
+ private:
+  bool reserve(size_t length);
+  size_t cap_;
+  std::atomic<size_t> used_{0};  /* backing stores may be freed on V8's threads */
+};
+
+struct module_entry {
+  std::string name;
+  v8::Global<v8::Module> module;
+};
+
+struct pending_request {
+  uint64_t token;
+  bool responded;
+};
+
+/* A growable byte buffer reused across requests. */
+struct scratch {
+  char *data = nullptr;
+  size_t len = 0;
+  size_t cap = 0;
+  char *reserve(size_t more);
+};
+
+}  // namespace iso
+
+struct iso_worker {
+  iso_host host;
+  uint64_t cpu_limit_ns;
+  size_t memory_cap;  /* bytes: V8's heap, and separately ArrayBuffer contents */
+  v8::Isolate *isolate = nullptr;
+  iso::allocator *array_buffers = nullptr;
+  v8::Global<v8::Context> context;
+  v8::Global<v8::Function> set_handler;  /* the runtime's entry points */
+  v8::Global<v8::Function> dispatch;
+  v8::Global<v8::Function> fire_timer;
+  std::vector<iso::module_entry> modules;
+  std::vector<iso::pending_request> pending;
+  std::string link_error;  /* set by the resolve callback */
+  std::string link_module;
+  iso::watch watch{};
+  iso::scratch out;           /* response bytes */
+  std::vector<iso_header> out_headers;
+  uint64_t token = 0;         /* request JavaScript currently runs for */
+  int depth = 0;              /* nested entries into JavaScript */
+  int calls = 0;              /* public calls on the stack */
+  bool broken = false;        /* the heap limit was hit */
+  bool heap_hit = false;      /* ... during the current entry */
+  bool free_requested = false;
+};
+
+namespace iso {
+
+/* ---- isolate.cc ---- */
+
+iso_worker *worker_of(v8::Local<v8::Context> context);
+/* The request on whose behalf JavaScript runs right now. */
+uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context);
+/* The host's respond/done for `token`, once each, only while it is pending. */
+void request_respond(iso_worker *w, uint64_t token, const iso_response *res,
+                     const iso_error *err);
+void request_done(iso_worker *w, uint64_t token);
+/* An ArrayBuffer whose contents count against the worker's cap; empty (with a
+ * RangeError thrown) past it. *data points at its uninitialised contents. */
+v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **data);
+
+/* ---- errors.cc ---- */
+
+void error_set(iso_error *err, iso_error_kind kind, const char *message);
+/* Fills *err from a thrown value. `message` may be empty: it is then derived
+ * from the exception. Runs JavaScript (toString, stack getters): call it
+ * inside an armed entry. */
+void error_from_exception(iso_worker *w, v8::Local<v8::Context> context, iso_error_kind kind,
+                          v8::Local<v8::Value> exception, v8::Local<v8::Message> message,
+                          iso_error *err);
+/* Same from a TryCatch that caught something; termination gives ISO_ERR_INTERNAL. */
+void error_from_try_catch(iso_worker *w, v8::Local<v8::Context> context, iso_error_kind kind,
+                          v8::TryCatch &tc, iso_error *err);
+char *dup_value(v8::Isolate *isolate, v8::Local<v8::Value> value);
+v8::Local<v8::String> str(v8::Isolate *isolate, const char *s);
+v8::Local<v8::String> str(v8::Isolate *isolate, const char *s, size_t len);
+
+/* ---- modules.cc ---- */
+
+/* Compiles, links and evaluates; returns the main module's default export. */
+v8::MaybeLocal<v8::Value> modules_load(iso_worker *w, v8::Local<v8::Context> context,
+                                       const iso_module *modules, size_t n_modules,
+                                       const char *main_module, iso_error *err);
+v8::MaybeLocal<v8::Promise> module_import_dynamic(v8::Local<v8::Context> context,
+                                                  v8::Local<v8::Data> options,
+                                                  v8::Local<v8::Value> resource_name,
+                                                  v8::Local<v8::String> specifier,
+                                                  v8::Local<v8::FixedArray> assertions);
+/* "./b.js" imported by "lib/a.js" is "lib/b.js"; "" when it climbs above the root. */
+std::string module_resolve_name(const std::string &referrer, const std::string &specifier);
+
+/* ---- native.cc ---- */
+
+/* The `native` object the runtime is called with. */
+v8::Local<v8::Object> native_new(iso_worker *w, v8::Local<v8::Context> context);
+
+}  // namespace iso
+
+#endif

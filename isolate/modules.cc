@@ -1,0 +1,252 @@
+/*
+ * ES modules: compile every module, link imports by name, evaluate the main
+ * one. Module names are paths ("index.js", "lib/util.js"); an import
+ * specifier is resolved against the importing module's directory, as
+ * workerd does.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+namespace iso {
+
+std::string module_resolve_name(const std::string &referrer, const std::string &specifier) {
+  std::vector<std::string> parts;
+  auto push_segments = [&parts](const std::string &path, bool keep_last) {
+    size_t start = 0;
+    while (start <= path.size()) {
+      size_t end = path.find('/', start);
+      if (end == std::string::npos)
+        end = path.size();
+      bool last = end == path.size();
+      if (!last || keep_last) {
+        std::string seg = path.substr(start, end - start);
+        if (seg == "..") {
+          if (parts.empty())
+            return false;
+          parts.pop_back();
+        } else if (!seg.empty() && seg != ".") {
+          parts.push_back(std::move(seg));
+        }
+      }
+      start = end + 1;
+    }
+    return true;
+  };
+  if (specifier.empty() || specifier[0] != '/')
+    if (!push_segments(referrer, false))  /* the referrer's directory */
+      return "";
+  if (!push_segments(specifier, true))
+    return "";
+  std::string out;
+  for (const std::string &p : parts) {
+    if (!out.empty())
+      out += '/';
+    out += p;
+  }
+  return out;
+}
+
+namespace {
+
+module_entry *find_module(iso_worker *w, const std::string &name) {
+  for (module_entry &m : w->modules)
+    if (m.name == name)
+      return &m;
+  return nullptr;
+}
+
+v8::MaybeLocal<v8::Module> resolve(v8::Local<v8::Context> context, v8::Local<v8::String> specifier,
+                                   v8::Local<v8::FixedArray>, v8::Local<v8::Module> referrer) {
+  iso_worker *w = worker_of(context);
+  v8::Isolate *isolate = context->GetIsolate();
+  const module_entry *from = nullptr;
+  for (const module_entry &m : w->modules)
+    if (m.module == referrer)
+      from = &m;
+  v8::String::Utf8Value spec(isolate, specifier);
+  std::string wanted(*spec ? *spec : "", *spec ? spec.length() : 0);
+  std::string from_name = from ? from->name : "";
+
+  module_entry *found = find_module(w, module_resolve_name(from_name, wanted));
+  if (found == nullptr)
+    found = find_module(w, wanted);  /* a bare name of a top-level module */
+  if (found != nullptr)
+    return found->module.Get(isolate);
+
+  w->link_error = "cannot resolve \"" + wanted + "\" imported from \"" + from_name + "\"";
+  w->link_module = from_name;
+  isolate->ThrowException(v8::Exception::Error(str(isolate, w->link_error.c_str())));
+  return v8::MaybeLocal<v8::Module>();
+}
+
+bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module *m,
+                 iso_error *err) {
+  v8::Isolate *isolate = context->GetIsolate();
+  if (m->name == nullptr || m->name[0] == '\0' || (m->source == nullptr && m->source_len > 0)) {
+    error_set(err, ISO_ERR_INTERNAL, "a module has no name or no source");
+    return false;
+  }
+  if (find_module(w, m->name) != nullptr) {
+    error_set(err, ISO_ERR_LINK, "two modules have the same name");
+    err->module = xstrdup(m->name);
+    return false;
+  }
+  w->modules.push_back(module_entry{m->name, {}});
+
+  v8::Local<v8::String> source;
+  if (m->source_len > (size_t)v8::String::kMaxLength ||
+      !v8::String::NewFromUtf8(isolate, m->source ? m->source : "", v8::NewStringType::kNormal,
+                               (int)m->source_len).ToLocal(&source)) {
+    error_set(err, ISO_ERR_SYNTAX, "module source is too long");
+    err->module = xstrdup(m->name);
+    return false;
+  }
+  v8::ScriptOrigin origin(isolate, str(isolate, m->name), 0, 0, false, -1, v8::Local<v8::Value>(),
+                          false, false, true);
+  v8::ScriptCompiler::Source src(source, origin);
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Module> module;
+  if (!v8::ScriptCompiler::CompileModule(isolate, &src).ToLocal(&module)) {
+    error_from_try_catch(w, context, ISO_ERR_SYNTAX, tc, err);
+    if (err->module == nullptr)
+      err->module = xstrdup(m->name);
+    return false;
+  }
+  w->modules.back().module.Reset(isolate, module);
+  return true;
+}
+
+bool instantiate(iso_worker *w, v8::Local<v8::Context> context, v8::Local<v8::Module> main,
+                 iso_error *err) {
+  v8::TryCatch tc(context->GetIsolate());
+  w->link_error.clear();
+  if (main->InstantiateModule(context, resolve).FromMaybe(false))
+    return true;
+  if (!w->link_error.empty()) {
+    error_set(err, ISO_ERR_LINK, w->link_error.c_str());
+    if (!w->link_module.empty())
+      err->module = xstrdup(w->link_module.c_str());
+    return false;
+  }
+  /* A missing export is a SyntaxError thrown while linking. */
+  error_from_try_catch(w, context, ISO_ERR_LINK, tc, err);
+  return false;
+}
+
+bool evaluate(iso_worker *w, v8::Local<v8::Context> context, v8::Local<v8::Module> main,
+              const char *main_name, iso_error *err) {
+  v8::Isolate *isolate = context->GetIsolate();
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Value> result;
+  if (!main->Evaluate(context).ToLocal(&result)) {
+    error_from_try_catch(w, context, ISO_ERR_EXCEPTION, tc, err);
+    return false;
+  }
+  /* With top-level await, Evaluate returns a promise that microtasks settle. */
+  isolate->PerformMicrotaskCheckpoint();
+  if (tc.HasTerminated() || isolate->IsExecutionTerminating()) {
+    error_set(err, ISO_ERR_INTERNAL, "execution terminated");
+    return false;
+  }
+  if (!result->IsPromise())
+    return true;
+  v8::Local<v8::Promise> promise = result.As<v8::Promise>();
+  switch (promise->State()) {
+  case v8::Promise::kFulfilled:
+    return true;
+  case v8::Promise::kRejected:
+    error_from_exception(w, context, ISO_ERR_EXCEPTION, promise->Result(),
+                         v8::Local<v8::Message>(), err);
+    return false;
+  case v8::Promise::kPending:
+    break;
+  }
+  /* Nothing but a timer or a request could settle it, and neither exists yet. */
+  error_set(err, ISO_ERR_EXCEPTION, "top-level await did not settle");
+  err->module = xstrdup(main_name);
+  return false;
+}
+
+/* Settles the import() promise with the namespace once evaluation is over. */
+void import_fulfilled(const v8::FunctionCallbackInfo<v8::Value> &info) {
+  info.GetReturnValue().Set(info.Data());
+}
+
+v8::MaybeLocal<v8::Promise> import_rejected(v8::Local<v8::Context> context,
+                                            v8::Local<v8::Value> reason) {
+  v8::Local<v8::Promise::Resolver> resolver;
+  if (!v8::Promise::Resolver::New(context).ToLocal(&resolver) ||
+      resolver->Reject(context, reason).IsNothing())
+    return {};
+  return resolver->GetPromise();
+}
+
+}  // namespace
+
+/* import(): only modules deployed with the worker, already compiled. */
+v8::MaybeLocal<v8::Promise> module_import_dynamic(v8::Local<v8::Context> context,
+                                                  v8::Local<v8::Data>,
+                                                  v8::Local<v8::Value> resource_name,
+                                                  v8::Local<v8::String> specifier,
+                                                  v8::Local<v8::FixedArray>) {
+  v8::Isolate *isolate = context->GetIsolate();
+  iso_worker *w = worker_of(context);
+  v8::String::Utf8Value from(isolate, resource_name), spec(isolate, specifier);
+  std::string wanted(*spec ? *spec : "", *spec ? spec.length() : 0);
+  module_entry *found = find_module(w, module_resolve_name(*from ? *from : "", wanted));
+  if (found == nullptr)
+    found = find_module(w, wanted);
+  if (found == nullptr || found->module.IsEmpty()) {
+    std::string msg = "cannot resolve \"" + wanted + "\" imported from \"" +
+                      std::string(*from ? *from : "") + "\"";
+    return import_rejected(context, v8::Exception::TypeError(str(isolate, msg.c_str())));
+  }
+  v8::Local<v8::Module> module = found->module.Get(isolate);
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Value> evaluated;
+  if (module->GetStatus() == v8::Module::kUninstantiated &&
+      !module->InstantiateModule(context, resolve).FromMaybe(false))
+    return tc.HasTerminated() ? v8::MaybeLocal<v8::Promise>() : import_rejected(context, tc.Exception());
+  if (!module->Evaluate(context).ToLocal(&evaluated))
+    return tc.HasTerminated() ? v8::MaybeLocal<v8::Promise>() : import_rejected(context, tc.Exception());
+  v8::Local<v8::Function> fulfilled;
+  if (!evaluated->IsPromise() ||
+      !v8::Function::New(context, import_fulfilled, module->GetModuleNamespace())
+           .ToLocal(&fulfilled))
+    return {};
+  return evaluated.As<v8::Promise>()->Then(context, fulfilled);
+}
+
+v8::MaybeLocal<v8::Value> modules_load(iso_worker *w, v8::Local<v8::Context> context,
+                                       const iso_module *modules, size_t n_modules,
+                                       const char *main_module, iso_error *err) {
+  v8::Isolate *isolate = context->GetIsolate();
+  if (n_modules == 0 || modules == nullptr || main_module == nullptr) {
+    error_set(err, ISO_ERR_INTERNAL, "no modules");
+    return {};
+  }
+  for (size_t i = 0; i < n_modules; i++)
+    if (!compile_one(w, context, &modules[i], err))
+      return {};
+  module_entry *main = find_module(w, main_module);
+  if (main == nullptr) {
+    error_set(err, ISO_ERR_LINK, "the main module is not among the modules");
+    err->module = xstrdup(main_module);
+    return {};
+  }
+  v8::Local<v8::Module> module = main->module.Get(isolate);
+  if (!instantiate(w, context, module, err) || !evaluate(w, context, module, main_module, err))
+    return {};
+
+  v8::Local<v8::Object> ns = module->GetModuleNamespace().As<v8::Object>();
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Value> def;
+  if (!ns->Get(context, str(isolate, "default")).ToLocal(&def)) {
+    error_from_try_catch(w, context, ISO_ERR_NO_HANDLER, tc, err);
+    return {};
+  }
+  return def;
+}
+
+}  // namespace iso

@@ -1,0 +1,427 @@
+/*
+ * The `native` object: what the runtime (the files in runtime/) may ask of the host.
+ * See runtime/README.md for the contract. Every function finds its worker in
+ * the External it was created with.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "internal.h"
+
+namespace iso {
+namespace {
+
+using Info = v8::FunctionCallbackInfo<v8::Value>;
+
+inline iso_worker *worker(const Info &info) {
+  return static_cast<iso_worker *>(info.Data().As<v8::External>()->Value());
+}
+
+void throw_type_error(v8::Isolate *isolate, const char *msg) {
+  isolate->ThrowException(v8::Exception::TypeError(str(isolate, msg)));
+}
+
+void throw_range_error(v8::Isolate *isolate, const char *msg) {
+  isolate->ThrowException(v8::Exception::RangeError(str(isolate, msg)));
+}
+
+/* Tokens and timer ids are plain numbers: below 2^53, they are exact. */
+bool to_token(v8::Isolate *isolate, v8::Local<v8::Value> v, uint64_t *out) {
+  if (v->IsNumber()) {
+    double d = v.As<v8::Number>()->Value();
+    if (d >= 0 && d < 9007199254740992.0) {
+      *out = (uint64_t)d;
+      return true;
+    }
+  }
+  throw_type_error(isolate, "expected a request token");
+  return false;
+}
+
+/* The bytes of a view, without copying. */
+bool view_bytes(v8::Local<v8::Value> v, uint8_t **data, size_t *len) {
+  if (v->IsArrayBufferView()) {
+    v8::Local<v8::ArrayBufferView> view = v.As<v8::ArrayBufferView>();
+    *len = view->ByteLength();
+    *data = *len ? (uint8_t *)view->Buffer()->Data() + view->ByteOffset() : nullptr;
+    return true;
+  }
+  if (v->IsArrayBuffer()) {
+    v8::Local<v8::ArrayBuffer> ab = v.As<v8::ArrayBuffer>();
+    *len = ab->ByteLength();
+    *data = *len ? (uint8_t *)ab->Data() : nullptr;
+    return true;
+  }
+  return false;
+}
+
+/* Appends a string to `out`: Latin-1 when every character fits in a byte (the
+ * ByteString convention of HTTP headers), UTF-8 otherwise. Returns its length. */
+size_t append_bytes(v8::Isolate *isolate, scratch *out, v8::Local<v8::String> s) {
+  int n = s->Length();
+  if (n == 0)
+    return 0;
+  if (s->IsOneByte() || s->ContainsOnlyOneByte()) {
+    char *dst = out->reserve((size_t)n);
+    s->WriteOneByte(isolate, (uint8_t *)dst, 0, n, v8::String::NO_NULL_TERMINATION);
+    out->len += (size_t)n;
+    return (size_t)n;
+  }
+  size_t len = (size_t)s->Utf8Length(isolate);
+  char *dst = out->reserve(len);
+  s->WriteUtf8(isolate, dst, (int)len, nullptr,
+               v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+  out->len += len;
+  return len;
+}
+
+size_t append_utf8(v8::Isolate *isolate, scratch *out, v8::Local<v8::String> s) {
+  size_t len = (size_t)s->Utf8Length(isolate);
+  if (len == 0)
+    return 0;
+  char *dst = out->reserve(len);
+  s->WriteUtf8(isolate, dst, (int)len, nullptr,
+               v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+  out->len += len;
+  return len;
+}
+
+/* log(level, message) */
+void native_log(const Info &info) {
+  iso_worker *w = worker(info);
+  v8::Isolate *isolate = info.GetIsolate();
+  if (w->host.log == nullptr || info.Length() < 2 || !info[1]->IsString())
+    return;
+  int level = info[0]->IsInt32() ? info[0].As<v8::Int32>()->Value() : ISO_LOG_INFO;
+  if (level < ISO_LOG_DEBUG || level > ISO_LOG_ERROR)
+    level = ISO_LOG_INFO;
+  scratch buf;
+  size_t len = append_utf8(isolate, &buf, info[1].As<v8::String>());
+  uint64_t token = running_token(w, isolate->GetCurrentContext());
+  w->host.log(w->host.data, token, (iso_log_level)level, buf.data ? buf.data : "", len);
+  free(buf.data);
+}
+
+/* timerStart(timerId, delayMs) */
+void native_timer_start(const Info &info) {
+  iso_worker *w = worker(info);
+  v8::Isolate *isolate = info.GetIsolate();
+  if (!info[0]->IsUint32()) {
+    throw_type_error(isolate, "expected a timer id");
+    return;
+  }
+  uint32_t id = info[0].As<v8::Uint32>()->Value();
+  double delay = info[1]->IsNumber() ? info[1].As<v8::Number>()->Value() : 0;
+  if (!(delay >= 0))
+    delay = 0;
+  if (w->host.timer_start == nullptr ||
+      w->host.timer_start(w->host.data, running_token(w, isolate->GetCurrentContext()), id,
+                          delay) != 0)
+    isolate->ThrowException(v8::Exception::Error(str(isolate, "the host refused to start a timer")));
+}
+
+/* timerCancel(timerId) */
+void native_timer_cancel(const Info &info) {
+  iso_worker *w = worker(info);
+  if (info[0]->IsUint32() && w->host.timer_cancel != nullptr)
+    w->host.timer_cancel(w->host.data, info[0].As<v8::Uint32>()->Value());
+}
+
+/* randomFill(u8) */
+void native_random_fill(const Info &info) {
+  v8::Isolate *isolate = info.GetIsolate();
+  uint8_t *data;
+  size_t len;
+  if (!view_bytes(info[0], &data, &len) || info[0]->IsArrayBuffer()) {
+    throw_type_error(isolate, "expected a typed array");
+    return;
+  }
+  if (len > 65536) {
+    throw_range_error(isolate, "at most 65536 random bytes at once");
+    return;
+  }
+  while (len > 0) {
+    ssize_t n = getrandom(data, len, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      isolate->ThrowException(v8::Exception::Error(str(isolate, "no randomness available")));
+      return;
+    }
+    data += n;
+    len -= (size_t)n;
+  }
+}
+
+/* utf8Encode(string) */
+void native_utf8_encode(const Info &info) {
+  iso_worker *w = worker(info);
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::String> s;
+  if (!info[0]->ToString(isolate->GetCurrentContext()).ToLocal(&s))
+    return;
+  size_t len = (size_t)s->Utf8Length(isolate);
+  uint8_t *data;
+  v8::Local<v8::Uint8Array> out;
+  if (!new_bytes(w, len, &data).ToLocal(&out))
+    return;
+  if (len > 0)
+    s->WriteUtf8(isolate, (char *)data, (int)len, nullptr,
+                 v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+  info.GetReturnValue().Set(out);
+}
+
+/* Strict UTF-8 (no overlongs, surrogates or values past U+10FFFF). */
+bool utf8_valid(const uint8_t *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint8_t c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t need;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      need = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      need = 2;
+      if (c == 0xE0)
+        lo = 0xA0;
+      if (c == 0xED)
+        hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      need = 3;
+      if (c == 0xF0)
+        lo = 0x90;
+      if (c == 0xF4)
+        hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (n - i - 1 < need || s[i + 1] < lo || s[i + 1] > hi)
+      return false;
+    for (size_t k = 2; k <= need; k++)
+      if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+        return false;
+    i += need + 1;
+  }
+  return true;
+}
+
+/* utf8Decode(u8, fatal, ignoreBOM) */
+void native_utf8_decode(const Info &info) {
+  v8::Isolate *isolate = info.GetIsolate();
+  uint8_t *data;
+  size_t len;
+  if (!view_bytes(info[0], &data, &len)) {
+    throw_type_error(isolate, "expected an ArrayBuffer or a view");
+    return;
+  }
+  bool fatal = info[1]->BooleanValue(isolate);
+  bool ignore_bom = info[2]->BooleanValue(isolate);
+  if (!ignore_bom && len >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF) {
+    data += 3;
+    len -= 3;
+  }
+  if (fatal && !utf8_valid(data, len)) {
+    throw_type_error(isolate, "The encoded data was not valid for encoding utf-8");
+    return;
+  }
+  v8::Local<v8::String> s;
+  if (len > (size_t)v8::String::kMaxLength ||
+      !v8::String::NewFromUtf8(isolate, (const char *)data, v8::NewStringType::kNormal, (int)len)
+           .ToLocal(&s)) {
+    throw_range_error(isolate, "Invalid string length");
+    return;
+  }
+  info.GetReturnValue().Set(s);
+}
+
+class clone_delegate final : public v8::ValueSerializer::Delegate {
+ public:
+  clone_delegate(v8::Isolate *isolate, size_t cap) : isolate_(isolate), cap_(cap) {}
+  void ThrowDataCloneError(v8::Local<v8::String> message) override {
+    v8::Local<v8::Value> e = v8::Exception::Error(message);
+    v8::Local<v8::Context> context = isolate_->GetCurrentContext();
+    if (e.As<v8::Object>()->Set(context, str(isolate_, "name"), str(isolate_, "DataCloneError"))
+            .IsNothing())
+      return;
+    isolate_->ThrowException(e);
+  }
+  /* The serialised copy lives outside V8's heap: bound it like ArrayBuffers. */
+  void *ReallocateBufferMemory(void *old, size_t size, size_t *actual) override {
+    if (size > cap_)
+      return nullptr;
+    void *p = realloc(old, size);
+    if (p != nullptr)
+      *actual = size;
+    return p;
+  }
+  void FreeBufferMemory(void *buffer) override { free(buffer); }
+
+ private:
+  v8::Isolate *isolate_;
+  size_t cap_;
+};
+
+/* structuredClone(value) */
+void native_structured_clone(const Info &info) {
+  iso_worker *w = worker(info);
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  clone_delegate delegate(isolate, w->memory_cap);
+  std::pair<uint8_t *, size_t> bytes;
+  {
+    v8::ValueSerializer ser(isolate, &delegate);
+    ser.WriteHeader();
+    if (!ser.WriteValue(context, info[0]).FromMaybe(false))
+      return;
+    bytes = ser.Release();
+  }
+  v8::ValueDeserializer des(isolate, bytes.first, bytes.second);
+  v8::Local<v8::Value> out;
+  if (des.ReadHeader(context).FromMaybe(false) && des.ReadValue(context).ToLocal(&out))
+    info.GetReturnValue().Set(out);
+  delegate.FreeBufferMemory(bytes.first);
+}
+
+/* Appends the flat [name, value, ...] array to `buf` and `headers`; the
+ * header pointers are set by headers_fix() once the buffer stops moving. */
+bool headers_collect(v8::Isolate *isolate, v8::Local<v8::Context> context, v8::Local<v8::Array> flat,
+                     scratch *buf, std::vector<iso_header> *headers) {
+  uint32_t n = flat->Length();
+  for (uint32_t i = 0; i + 1 < n; i += 2) {
+    v8::Local<v8::Value> name, value;
+    if (!flat->Get(context, i).ToLocal(&name) || !flat->Get(context, i + 1).ToLocal(&value))
+      return false;
+    if (!name->IsString() || !value->IsString()) {
+      throw_type_error(isolate, "header names and values must be strings");
+      return false;
+    }
+    iso_header h = {nullptr, 0, nullptr, 0};
+    h.name_len = append_bytes(isolate, buf, name.As<v8::String>());
+    h.value_len = append_bytes(isolate, buf, value.As<v8::String>());
+    headers->push_back(h);
+  }
+  return true;
+}
+
+void headers_fix(char *base, std::vector<iso_header> *headers) {
+  for (iso_header &h : *headers) {
+    h.name = base;
+    h.value = base + h.name_len;
+    base += h.name_len + h.value_len;
+  }
+}
+
+/* respond(token, status, headers, body) */
+void native_respond(const Info &info) {
+  iso_worker *w = worker(info);
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  uint64_t token;
+  if (!to_token(isolate, info[0], &token))
+    return;
+  if (!info[1]->IsInt32() || !info[2]->IsArray()) {
+    throw_type_error(isolate, "respond(token, status, headers, body)");
+    return;
+  }
+  /* Taken, not borrowed: a host callback may re-enter and respond meanwhile. */
+  scratch buf = w->out;
+  std::vector<iso_header> headers = std::move(w->out_headers);
+  w->out = scratch{};
+  buf.len = 0;
+  headers.clear();
+
+  iso_response res = {info[1].As<v8::Int32>()->Value(), nullptr, 0, nullptr, 0};
+  uint8_t *body = nullptr;
+  bool ok = headers_collect(isolate, context, info[2].As<v8::Array>(), &buf, &headers);
+  size_t body_at = buf.len;
+  if (ok && info[3]->IsString()) {
+    res.body_len = append_utf8(isolate, &buf, info[3].As<v8::String>());
+    body = res.body_len ? (uint8_t *)buf.data + body_at : nullptr;
+  } else if (ok && !info[3]->IsNullOrUndefined() && !view_bytes(info[3], &body, &res.body_len)) {
+    throw_type_error(isolate, "the body must be a Uint8Array, a string or null");
+    ok = false;
+  }
+  if (ok) {
+    headers_fix(buf.data, &headers);
+    res.headers = headers.data();
+    res.n_headers = headers.size();
+    res.body = res.body_len ? body : nullptr;
+    request_respond(w, token, &res, nullptr);
+  }
+  free(w->out.data);
+  w->out = buf;
+  w->out_headers = std::move(headers);
+}
+
+/* fail(token, kind, error) */
+void native_fail(const Info &info) {
+  iso_worker *w = worker(info);
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  uint64_t token;
+  if (!to_token(isolate, info[0], &token))
+    return;
+  v8::String::Utf8Value kind(isolate, info[1]);
+  iso_error err = {};
+  if (*kind != nullptr && strcmp(*kind, "exception") == 0) {
+    error_from_exception(w, context, ISO_ERR_EXCEPTION, info[2], v8::Local<v8::Message>(), &err);
+  } else if (*kind != nullptr && strcmp(*kind, "bad_return") == 0) {
+    v8::String::Utf8Value type(isolate, info[2]);
+    char *msg = xasprintf("fetch() returned %s, not a Response", *type ? *type : "something");
+    error_set(&err, ISO_ERR_BAD_RETURN, msg);
+    free(msg);
+  } else {
+    error_set(&err, ISO_ERR_INTERNAL, "the runtime failed a request for an unknown reason");
+  }
+  request_respond(w, token, nullptr, &err);
+  iso_error_clear(&err);
+}
+
+/* done(token) */
+void native_done(const Info &info) {
+  uint64_t token;
+  if (to_token(info.GetIsolate(), info[0], &token))
+    request_done(worker(info), token);
+}
+
+}  // namespace
+
+v8::Local<v8::Object> native_new(iso_worker *w, v8::Local<v8::Context> context) {
+  static const struct {
+    const char *name;
+    v8::FunctionCallback fn;
+  } table[] = {
+      {"log", native_log},
+      {"timerStart", native_timer_start},
+      {"timerCancel", native_timer_cancel},
+      {"randomFill", native_random_fill},
+      {"utf8Encode", native_utf8_encode},
+      {"utf8Decode", native_utf8_decode},
+      {"structuredClone", native_structured_clone},
+      {"respond", native_respond},
+      {"fail", native_fail},
+      {"done", native_done},
+  };
+  v8::Isolate *isolate = context->GetIsolate();
+  v8::Local<v8::External> data = v8::External::New(isolate, w);
+  v8::Local<v8::Object> native = v8::Object::New(isolate);
+  for (const auto &entry : table) {
+    v8::Local<v8::FunctionTemplate> t = v8::FunctionTemplate::New(
+        isolate, entry.fn, data, v8::Local<v8::Signature>(), 0, v8::ConstructorBehavior::kThrow);
+    v8::Local<v8::Function> fn;
+    v8::Local<v8::String> name = str(isolate, entry.name);
+    if (!t->GetFunction(context).ToLocal(&fn) ||
+        native->Set(context, name, fn).IsNothing())
+      return v8::Local<v8::Object>();
+    fn->SetName(name);
+  }
+  return native;
+}
+
+}  // namespace iso

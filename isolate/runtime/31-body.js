@@ -1,0 +1,146 @@
+// The Body mixin's machinery, shared by Request and Response.
+//
+// A body's source is one of: null; a string (kept as is, encoded only when
+// bytes are asked for, so a string response goes to native.respond
+// untouched); a Uint8Array nobody else can write to; a Blob; a ReadableStream.
+// FormData and URLSearchParams are serialised when the body is made.
+
+const bodyUsedMessage =
+  'Body has already been used. It can only be used once. Use tee() first if you need to read it twice.';
+
+// extractBody() leaves the content type it implies here (null for none), to
+// spare an allocation per body.
+let extractedContentType = null;
+
+function extractBody(init) {
+  if (typeof init === 'string') {
+    extractedContentType = 'text/plain;charset=UTF-8';
+    return loneSurrogateRe.test(init) ? toUSVString(init) : init;
+  }
+  extractedContentType = null;
+  if (isObjectLike(init)) {
+    const bytes = copyBufferSource(init);
+    if (bytes !== null) return bytes;
+    if (isBlob(init)) {
+      const type = init.type;
+      if (type !== '') extractedContentType = type;
+      return init;
+    }
+    if (isReadableStream(init)) {
+      if (readableStreamDisturbed(init) || init.locked) {
+        throw new TypeError('This ReadableStream is disturbed (has already been read from), and cannot be used as a body.');
+      }
+      return init;
+    }
+    if (isFormData(init)) {
+      const [bytes, type] = encodeMultipart(init);
+      extractedContentType = type;
+      return bytes;
+    }
+    if (init instanceof URLSearchParams) {
+      extractedContentType = 'application/x-www-form-urlencoded;charset=UTF-8';
+      return `${init}`;
+    }
+  }
+  extractedContentType = 'text/plain;charset=UTF-8';
+  return toUSVString(init);
+}
+
+// Whether a body source is known to hold no bytes (a stream is not).
+function bodySourceIsEmpty(src) {
+  if (src === null) return true;
+  if (typeof src === 'string' || src instanceof Uint8Array) return src.length === 0;
+  return isBlob(src) && src.size === 0;
+}
+
+// The bytes of a source that is not a stream (never mutated by the caller).
+function bodySourceBytesSync(src) {
+  if (src === null) return emptyBytes;
+  if (typeof src === 'string') return native.utf8Encode(src);
+  if (src instanceof Uint8Array) return src;
+  return blobBytesOf(src);
+}
+
+function isStreamSource(src) {
+  return src !== null && typeof src === 'object' && !(src instanceof Uint8Array) && !isBlob(src);
+}
+
+function bodyToBytes(src) {
+  if (isStreamSource(src)) return readableStreamReadAll(src);
+  return Promise.resolve(bodySourceBytesSync(src));
+}
+
+function bodyToText(src) {
+  if (src === null) return Promise.resolve('');
+  if (typeof src === 'string') return Promise.resolve(src);
+  if (isStreamSource(src)) return readableStreamReadAll(src).then(utf8Decode);
+  return Promise.resolve(utf8Decode(bodySourceBytesSync(src)));
+}
+
+function bodyToJSON(src) {
+  if (typeof src === 'string') {
+    try {
+      return Promise.resolve(JSON.parse(src));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+  return bodyToText(src).then(JSON.parse);
+}
+
+function bodyToArrayBuffer(src) {
+  if (isStreamSource(src)) return readableStreamReadAll(src).then((u8) => toArrayBuffer(u8));
+  return Promise.resolve(toArrayBuffer(bodySourceBytesSync(src)));
+}
+
+function bodyToUint8Array(src) {
+  if (isStreamSource(src)) return readableStreamReadAll(src).then((u8) => u8.slice());
+  const bytes = bodySourceBytesSync(src);
+  return Promise.resolve(typeof src === 'string' ? bytes : bytes.slice());
+}
+
+function bodyToBlob(src, contentType) {
+  const type = contentType === null ? '' : normalizeBlobType(contentType);
+  if (isStreamSource(src)) return readableStreamReadAll(src).then((u8) => blobFromBytes(u8, type));
+  return Promise.resolve(blobFromBytes(bodySourceBytesSync(src).slice(), type));
+}
+
+function bodyToFormData(src, contentType) {
+  if (contentType === null) {
+    return Promise.reject(new TypeError('Parsing a Body as FormData requires a Content-Type header.'));
+  }
+  const essence = mimeEssence(contentType);
+  if (essence === 'multipart/form-data') {
+    const boundary = parseHeaderParams(contentType).get('boundary');
+    return bodyToBytes(src).then((bytes) => parseMultipart(bytes, boundary));
+  }
+  if (essence === 'application/x-www-form-urlencoded') {
+    return bodyToText(src).then(parseUrlEncodedForm);
+  }
+  return Promise.reject(new TypeError(
+    'Unrecognized Content-Type header value. FormData can only parse the following MIME types: multipart/form-data, application/x-www-form-urlencoded'));
+}
+
+// The body getter's value: streams are made on demand from other sources.
+function bodySourceToStream(src) {
+  if (isStreamSource(src)) return src;
+  return readableStreamFromBytes(bodySourceBytesSync(src));
+}
+
+// For clone(): a source both bodies can read. Streams are teed.
+function bodySourceClone(src, assign) {
+  if (!isStreamSource(src)) return src;
+  const [a, b] = readableStreamTee(src);
+  assign(a);
+  return b;
+}
+
+// Runs `fn(src)`, turning a synchronous throw into a rejected promise, as
+// WebIDL does for promise-returning operations.
+function bodyConsume(fn, src, arg) {
+  try {
+    return fn(src, arg);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}

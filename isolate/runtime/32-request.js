@@ -1,0 +1,262 @@
+// Request (Fetch standard, as the Workers runtime shapes it: no mode,
+// credentials or referrer; cf, fetcher and the "follow"/"manual" redirects).
+//
+// An incoming request is built without parsing or copying anything: its URL
+// is the absolute one the host gave, and its header list is the host's flat
+// array, whose names are lowercased the first time anything reads them.
+
+const normalizedMethods = new Set(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT']);
+
+function normalizeMethod(m) {
+  const s = typeof m === 'string' ? m : `${m}`;
+  if (!headerNameRe.test(s)) throw new TypeError(`Invalid HTTP method string: ${s}`);
+  const upper = s.toUpperCase();
+  return normalizedMethods.has(upper) ? upper : s;
+}
+
+function parseRequestURL(input) {
+  const s = toUSVString(input);
+  try {
+    return new URL(s).href;
+  } catch {
+    throw new TypeError(`Invalid URL: ${s}`);
+  }
+}
+
+let isRequest;          // (v) -> boolean
+let newIncomingRequest; // (method, url, flatHeaders, body) -> Request
+
+class Request {
+  #method = 'GET';
+  #url = '';
+  #list = null;        // flat header list
+  #rawNames = false;   // #list came from the wire: names not yet lowercased
+  #headers = null;     // the Headers object, made on first access
+  #guard = GUARD_NONE;
+  #body = null;
+  #bodyUsed = false;
+  #redirect = 'follow';
+  #signal = null;      // made on first access when null
+  #cf = undefined;
+
+  constructor(input, init = undefined) {
+    if (input === kPrivate) return;
+    requireArgs(arguments.length, 1, 'constructor', 'Request');
+    let src = null;
+    let list;
+    if (typeof input === 'object' && input !== null && #method in input) {
+      src = input;
+      this.#url = src.#url;
+      this.#method = src.#method;
+      list = src.#headerList().slice();
+      this.#redirect = src.#redirect;
+      this.#signal = src.#signal;
+      this.#cf = src.#cf;
+    } else {
+      this.#url = parseRequestURL(input);
+      list = [];
+    }
+    const opts = toDictionary(init, "Failed to construct 'Request': The 'init' argument");
+    let initBody;
+    let bodyType = null;
+    let methodChanged = false;
+    if (opts !== null) {
+      initBody = opts.body;
+      if (opts.cf !== undefined) this.#cf = opts.cf;
+      if (opts.headers !== undefined) {
+        list = [];
+        headerListFill(list, opts.headers);
+      }
+      if (opts.integrity !== undefined && `${opts.integrity}` !== '') {
+        throw new TypeError('Subrequest integrity checking is not implemented. The integrity option must be either undefined or an empty string.');
+      }
+      if (opts.method !== undefined) {
+        this.#method = normalizeMethod(opts.method);
+        methodChanged = true;
+      }
+      if (opts.redirect !== undefined) {
+        const r = `${opts.redirect}`;
+        if (r !== 'follow' && r !== 'manual' && r !== 'error') {
+          throw new TypeError('Invalid redirect value, must be one of "follow" or "manual" ("error" won\'t be implemented since it does not make sense at the edge; use "manual" and check the response status code).');
+        }
+        this.#redirect = r;
+      }
+      if (opts.signal !== undefined) {
+        const signal = opts.signal;
+        if (signal !== null && !(signal instanceof AbortSignal)) {
+          throw new TypeError("Failed to construct 'Request': member signal is not of type AbortSignal.");
+        }
+        this.#signal = signal;
+      }
+      if (initBody !== undefined && initBody !== null) {
+        this.#body = extractBody(initBody);
+        bodyType = extractedContentType;
+      }
+    }
+    if (initBody === undefined && src !== null && src.#body !== null) {
+      if (src.bodyUsed) throw new TypeError('Cannot reconstruct a Request with a used body.');
+      this.#body = src.#body;
+      src.#bodyUsed = true;
+    }
+    const m = this.#method;
+    if ((methodChanged || initBody !== undefined) && this.#body !== null && (m === 'GET' || m === 'HEAD')) {
+      throw new TypeError('Request with a GET or HEAD method cannot have a body.');
+    }
+    if (bodyType !== null && !headerListHas(list, 'content-type')) list.push('content-type', bodyType);
+    this.#list = list;
+  }
+
+  #headerList() {
+    if (this.#rawNames) {
+      headerListLowercase(this.#list);
+      this.#rawNames = false;
+    }
+    return this.#list;
+  }
+
+  #takeBody() {
+    const src = this.#body;
+    if (this.#bodyUsed) throw new TypeError(bodyUsedMessage);
+    if (src === null) return null;
+    if (isStreamSource(src) && (readableStreamDisturbed(src) || src.locked)) {
+      throw new TypeError(bodyUsedMessage);
+    }
+    this.#bodyUsed = true;
+    return src;
+  }
+
+  get method() {
+    return this.#method;
+  }
+
+  get url() {
+    return this.#url;
+  }
+
+  get headers() {
+    if (this.#headers === null) this.#headers = headersFromList(this.#headerList(), this.#guard);
+    return this.#headers;
+  }
+
+  get redirect() {
+    return this.#redirect;
+  }
+
+  get signal() {
+    if (this.#signal === null) this.#signal = abortSignalNew();
+    return this.#signal;
+  }
+
+  get fetcher() {
+    return null;
+  }
+
+  get cf() {
+    return this.#cf;
+  }
+
+  get integrity() {
+    return '';
+  }
+
+  get keepalive() {
+    return false;
+  }
+
+  get cache() {
+    return undefined;
+  }
+
+  get body() {
+    const src = this.#body;
+    if (src === null) return null;
+    if (isStreamSource(src)) return src;
+    const stream = this.#bodyUsed ? readableStreamUsed() : bodySourceToStream(src);
+    this.#body = stream;
+    return stream;
+  }
+
+  get bodyUsed() {
+    if (this.#bodyUsed) return true;
+    const src = this.#body;
+    return isStreamSource(src) && readableStreamDisturbed(src);
+  }
+
+  text() {
+    return bodyConsume(bodyToText, this.#takeBody());
+  }
+
+  json() {
+    return bodyConsume(bodyToJSON, this.#takeBody());
+  }
+
+  arrayBuffer() {
+    return bodyConsume(bodyToArrayBuffer, this.#takeBody());
+  }
+
+  bytes() {
+    return bodyConsume(bodyToUint8Array, this.#takeBody());
+  }
+
+  blob() {
+    const type = headerListGet(this.#headerList(), 'content-type');
+    return bodyConsume(bodyToBlob, this.#takeBody(), type);
+  }
+
+  formData() {
+    const type = headerListGet(this.#headerList(), 'content-type');
+    return bodyConsume(bodyToFormData, this.#takeBody(), type);
+  }
+
+  clone() {
+    if (this.bodyUsed) throw new TypeError(bodyUsedMessage);
+    const r = new Request(kPrivate);
+    r.#method = this.#method;
+    r.#url = this.#url;
+    r.#list = this.#headerList().slice();
+    r.#guard = this.#guard;
+    r.#redirect = this.#redirect;
+    r.#signal = this.#signal;
+    r.#cf = this.#cf;
+    r.#body = bodySourceClone(this.#body, (mine) => {
+      this.#body = mine;
+    });
+    return r;
+  }
+
+  static {
+    isRequest = (v) => #method in v;
+    newIncomingRequest = (method, url, flatHeaders, body) => {
+      const r = new Request(kPrivate);
+      r.#method = method;
+      r.#url = url;
+      r.#list = flatHeaders;
+      r.#rawNames = true;
+      r.#guard = GUARD_IMMUTABLE;
+      r.#body = body;
+      return r;
+    };
+  }
+}
+// The Body mixin's methods throw synchronously only for a wrong `this`.
+for (const name of ['text', 'json', 'arrayBuffer', 'bytes', 'blob', 'formData']) {
+  const method = Request.prototype[name];
+  Object.defineProperty(Request.prototype, name, {
+    value: {
+      [name]() {
+        try {
+          return method.call(this);
+        } catch (err) {
+          return Promise.reject(err);
+        }
+      },
+    }[name],
+    writable: true, configurable: true,
+  });
+}
+defineInterface(Request, 'Request');
+registerInspect(Request, (r) => ({
+  method: r.method, url: r.url, headers: r.headers, redirect: r.redirect, bodyUsed: r.bodyUsed,
+}));
+
+defineGlobal('Request', Request);

@@ -1,0 +1,291 @@
+// Response (Fetch standard, as the Workers runtime shapes it: statusText
+// defaults to the standard reason phrase; a zero-length body is accepted, and
+// dropped, with a null body status).
+
+const statusReasons = {
+  0: '', 100: 'Continue', 101: 'Switching Protocols', 102: 'Processing', 103: 'Early Hints',
+  200: 'OK', 201: 'Created', 202: 'Accepted', 203: 'Non-Authoritative Information',
+  204: 'No Content', 205: 'Reset Content', 206: 'Partial Content', 207: 'Multi-Status',
+  208: 'Already Reported', 226: 'IM Used', 300: 'Multiple Choices', 301: 'Moved Permanently',
+  302: 'Found', 303: 'See Other', 304: 'Not Modified', 305: 'Use Proxy',
+  307: 'Temporary Redirect', 308: 'Permanent Redirect', 400: 'Bad Request',
+  401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
+  405: 'Method Not Allowed', 406: 'Not Acceptable', 407: 'Proxy Authentication Required',
+  408: 'Request Timeout', 409: 'Conflict', 410: 'Gone', 411: 'Length Required',
+  412: 'Precondition Failed', 413: 'Payload Too Large', 414: 'URI Too Long',
+  415: 'Unsupported Media Type', 416: 'Range Not Satisfiable', 417: 'Expectation Failed',
+  418: "I'm a teapot", 421: 'Misdirected Request', 422: 'Unprocessable Entity', 423: 'Locked',
+  424: 'Failed Dependency', 426: 'Upgrade Required', 428: 'Precondition Required',
+  429: 'Too Many Requests', 431: 'Request Header Fields Too Large',
+  451: 'Unavailable For Legal Reasons', 500: 'Internal Server Error', 501: 'Not Implemented',
+  502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout',
+  505: 'HTTP Version Not Supported', 506: 'Variant Also Negotiates',
+  507: 'Insufficient Storage', 508: 'Loop Detected', 510: 'Not Extended',
+  511: 'Network Authentication Required',
+};
+
+function defaultStatusText(status) {
+  const text = statusReasons[status];
+  if (text !== undefined) return text;
+  if (status >= 200 && status < 300) return 'Successful';
+  if (status >= 300 && status < 400) return 'Redirection';
+  if (status >= 400 && status < 500) return 'Client Error';
+  if (status >= 500 && status < 600) return 'Server Error';
+  return '';
+}
+
+function isNullBodyStatus(status) {
+  return status === 101 || status === 204 || status === 205 || status === 304;
+}
+
+function isRedirectStatus(status) {
+  return status === 301 || status === 302 || status === 303 || status === 307 || status === 308;
+}
+
+const statusTextBadRe = /[\0-\x1f]/;
+
+let isResponse;          // (v) -> boolean
+let responseStatus;      // (r) -> number
+let responseType;        // (r) -> 'default' | 'error'
+let responseHeaderList;  // (r) -> flat list, to send
+let responseTakeBody;    // (r) -> body source; marks the body used
+
+class Response {
+  #status = 200;
+  #statusText = null; // null: the standard reason phrase of #status
+  #list = null;
+  #headers = null;
+  #guard = GUARD_NONE;
+  #body = null;
+  #bodyUsed = false;
+  #type = 'default';
+  #cf = undefined;
+
+  constructor(body = null, init = undefined) {
+    if (body === kPrivate) return;
+    if (init === undefined && typeof body === 'string') {
+      // The common `new Response('text')`: nothing to validate.
+      this.#body = loneSurrogateRe.test(body) ? toUSVString(body) : body;
+      this.#list = ['content-type', 'text/plain;charset=UTF-8'];
+      return;
+    }
+    this.#setup(body, init, null);
+  }
+
+  #setup(body, init, contentType) {
+    const opts = toDictionary(init, "Failed to construct 'Response': The 'init' argument");
+    const list = [];
+    let status = 200;
+    let statusText = null;
+    if (opts !== null && #status in opts) {
+      // A Response as init (Workers accepts one): take its status and headers.
+      status = opts.#status;
+      statusText = opts.#statusText;
+      const src = opts.#list;
+      for (let i = 0; i < src.length; i++) list.push(src[i]);
+      this.#cf = opts.#cf;
+    } else if (opts !== null) {
+      if (opts.cf !== undefined) this.#cf = opts.cf;
+      if (opts.encodeBody !== undefined) {
+        const e = `${opts.encodeBody}`;
+        if (e !== 'automatic' && e !== 'manual') throw new TypeError(`encodeBody: unexpected value: ${e}`);
+      }
+      if (opts.headers !== undefined) headerListFill(list, opts.headers);
+      if (opts.status !== undefined) status = toUnsignedShort(opts.status);
+      if (opts.statusText !== undefined) statusText = `${opts.statusText}`;
+      if (opts.webSocket !== undefined && opts.webSocket !== null) {
+        throw new TypeError('WebSocket responses are not supported.');
+      }
+    }
+    if (status < 200 || status > 599) {
+      throw new RangeError('Responses may only be constructed with status codes in the range 200 to 599, inclusive.');
+    }
+    if (statusText !== null && statusTextBadRe.test(statusText)) throw new TypeError('Invalid statusText');
+    this.#status = status;
+    this.#statusText = statusText;
+    if (body !== null && body !== undefined) {
+      let src = extractBody(body);
+      const type = contentType === null ? extractedContentType : contentType;
+      if (isNullBodyStatus(status)) {
+        if (!bodySourceIsEmpty(src)) {
+          throw new TypeError('Response with null body status (101, 204, 205, or 304) cannot have a body.');
+        }
+        src = null;
+      } else if (type !== null && !headerListHas(list, 'content-type')) {
+        list.push('content-type', type);
+      }
+      this.#body = src;
+    }
+    this.#list = list;
+  }
+
+  static json(data, init = undefined) {
+    const text = JSON.stringify(data);
+    if (text === undefined) throw new TypeError('The value is not JSON serializable.');
+    const r = new Response(kPrivate);
+    r.#setup(text, init, 'application/json');
+    return r;
+  }
+
+  static redirect(url, status = 302) {
+    requireArgs(arguments.length, 1, 'redirect', 'Response');
+    const code = toUnsignedShort(status);
+    if (!isRedirectStatus(code)) {
+      throw new RangeError(`${code} is not a redirect status code. It must be one of: 301, 302, 303, 307, or 308.`);
+    }
+    const s = toUSVString(url);
+    let href;
+    try {
+      href = new URL(s).href;
+    } catch {
+      throw new TypeError(`Unable to parse URL: ${s}`);
+    }
+    const r = new Response(kPrivate);
+    r.#status = code;
+    r.#list = ['location', href];
+    r.#guard = GUARD_IMMUTABLE;
+    return r;
+  }
+
+  static error() {
+    const r = new Response(kPrivate);
+    r.#status = 0;
+    r.#type = 'error';
+    r.#list = [];
+    r.#guard = GUARD_IMMUTABLE;
+    return r;
+  }
+
+  #takeBody() {
+    const src = this.#body;
+    if (this.#bodyUsed) throw new TypeError(bodyUsedMessage);
+    if (src === null) return null;
+    if (isStreamSource(src) && (readableStreamDisturbed(src) || src.locked)) {
+      throw new TypeError(bodyUsedMessage);
+    }
+    this.#bodyUsed = true;
+    return src;
+  }
+
+  get type() {
+    return this.#type;
+  }
+
+  get url() {
+    return '';
+  }
+
+  get redirected() {
+    return false;
+  }
+
+  get status() {
+    return this.#status;
+  }
+
+  get ok() {
+    return this.#status >= 200 && this.#status <= 299;
+  }
+
+  get statusText() {
+    const t = this.#statusText;
+    return t === null ? defaultStatusText(this.#status) : t;
+  }
+
+  get headers() {
+    if (this.#headers === null) this.#headers = headersFromList(this.#list, this.#guard);
+    return this.#headers;
+  }
+
+  get cf() {
+    return this.#cf;
+  }
+
+  get webSocket() {
+    return null;
+  }
+
+  get body() {
+    const src = this.#body;
+    if (src === null) return null;
+    if (isStreamSource(src)) return src;
+    const stream = this.#bodyUsed ? readableStreamUsed() : bodySourceToStream(src);
+    this.#body = stream;
+    return stream;
+  }
+
+  get bodyUsed() {
+    if (this.#bodyUsed) return true;
+    const src = this.#body;
+    return isStreamSource(src) && readableStreamDisturbed(src);
+  }
+
+  text() {
+    return bodyConsume(bodyToText, this.#takeBody());
+  }
+
+  json() {
+    return bodyConsume(bodyToJSON, this.#takeBody());
+  }
+
+  arrayBuffer() {
+    return bodyConsume(bodyToArrayBuffer, this.#takeBody());
+  }
+
+  bytes() {
+    return bodyConsume(bodyToUint8Array, this.#takeBody());
+  }
+
+  blob() {
+    return bodyConsume(bodyToBlob, this.#takeBody(), headerListGet(this.#list, 'content-type'));
+  }
+
+  formData() {
+    return bodyConsume(bodyToFormData, this.#takeBody(), headerListGet(this.#list, 'content-type'));
+  }
+
+  clone() {
+    if (this.bodyUsed) throw new TypeError(bodyUsedMessage);
+    const r = new Response(kPrivate);
+    r.#status = this.#status;
+    r.#statusText = this.#statusText;
+    r.#list = this.#list.slice();
+    r.#guard = this.#guard;
+    r.#type = this.#type;
+    r.#cf = this.#cf;
+    r.#body = bodySourceClone(this.#body, (mine) => {
+      this.#body = mine;
+    });
+    return r;
+  }
+
+  static {
+    isResponse = (v) => #status in v;
+    responseStatus = (r) => r.#status;
+    responseType = (r) => r.#type;
+    responseHeaderList = (r) => r.#list;
+    responseTakeBody = (r) => r.#takeBody();
+  }
+}
+for (const name of ['text', 'json', 'arrayBuffer', 'bytes', 'blob', 'formData']) {
+  const method = Response.prototype[name];
+  Object.defineProperty(Response.prototype, name, {
+    value: {
+      [name]() {
+        try {
+          return method.call(this);
+        } catch (err) {
+          return Promise.reject(err);
+        }
+      },
+    }[name],
+    writable: true, configurable: true,
+  });
+}
+defineInterface(Response, 'Response');
+registerInspect(Response, (r) => ({
+  status: r.status, statusText: r.statusText, headers: r.headers, ok: r.ok,
+  redirected: r.redirected, type: r.type, url: r.url, bodyUsed: r.bodyUsed,
+}));
+
+defineGlobal('Response', Response);

@@ -1,0 +1,112 @@
+// queueMicrotask, reportError, structuredClone, performance, navigator, self.
+
+const resolvedPromise = Promise.resolve();
+
+function queueMicrotask(callback) {
+  requireArgs(arguments.length, 1, 'queueMicrotask', 'ServiceWorkerGlobalScope');
+  if (typeof callback !== 'function') {
+    throw new TypeError("Failed to execute 'queueMicrotask' on 'ServiceWorkerGlobalScope': parameter 1 is not of type 'Function'.");
+  }
+  resolvedPromise.then(() => {
+    try {
+      callback();
+    } catch (err) {
+      reportError(err);
+    }
+  });
+}
+
+// An uncaught error: logged, as the platform does, never rethrown.
+function reportError(error) {
+  requireArgs(arguments.length, 1, 'reportError', 'ServiceWorkerGlobalScope');
+  consoleWrite(3, `Uncaught ${inspectValue(error)}`);
+}
+
+function structuredClone(value, options = undefined) {
+  requireArgs(arguments.length, 1, 'structuredClone', 'ServiceWorkerGlobalScope');
+  toDictionary(options, "The 'options' argument");
+  try {
+    return native.structuredClone(value);
+  } catch (err) {
+    if (isObjectLike(err) && err.name === 'DataCloneError') {
+      throw new DOMException(err.message, 'DataCloneError');
+    }
+    throw err;
+  }
+}
+
+// performance.now(): milliseconds since the runtime's time origin, never
+// going backwards even if the wall clock does.
+let performanceOrigin = 0;
+let performanceLast = 0;
+
+function performanceNow() {
+  if (performanceOrigin === 0) performanceOrigin = Date.now();
+  let t = Date.now() - performanceOrigin;
+  if (t < performanceLast) t = performanceLast;
+  performanceLast = t;
+  return t;
+}
+
+class Performance {
+  constructor(key) {
+    if (key !== kPrivate) throw new TypeError('Illegal constructor');
+  }
+
+  get timeOrigin() {
+    if (performanceOrigin === 0) performanceOrigin = Date.now();
+    return performanceOrigin;
+  }
+
+  now() {
+    return performanceNow();
+  }
+
+  toJSON() {
+    return { timeOrigin: this.timeOrigin };
+  }
+}
+defineInterface(Performance, 'Performance');
+
+class Navigator {
+  constructor(key) {
+    if (key !== kPrivate) throw new TypeError('Illegal constructor');
+  }
+
+  get userAgent() {
+    return 'edgenode';
+  }
+
+  get hardwareConcurrency() {
+    return 1;
+  }
+}
+defineInterface(Navigator, 'Navigator');
+
+// The global scope is an event target too (addEventListener('unhandledrejection', ...)
+// is common in portable code); nothing but the runtime dispatches on it.
+const globalEventTarget = new EventTarget();
+
+defineGlobal('queueMicrotask', queueMicrotask);
+defineGlobal('reportError', reportError);
+defineGlobal('structuredClone', structuredClone);
+defineGlobal('Performance', Performance);
+defineGlobal('performance', new Performance(kPrivate));
+defineGlobal('Navigator', Navigator);
+defineGlobal('navigator', new Navigator(kPrivate));
+defineGlobal('self', globalThis);
+defineGlobal('addEventListener', function addEventListener(type, listener, options = undefined) {
+  requireArgs(arguments.length, 2, 'addEventListener', 'ServiceWorkerGlobalScope');
+  if (`${type}` === 'fetch') {
+    consoleWrite(2, "addEventListener('fetch') has no effect here: export a default object with a fetch() method instead.");
+  }
+  return globalEventTarget.addEventListener(type, listener, options);
+});
+defineGlobal('removeEventListener', function removeEventListener(type, listener, options = undefined) {
+  requireArgs(arguments.length, 2, 'removeEventListener', 'ServiceWorkerGlobalScope');
+  return globalEventTarget.removeEventListener(type, listener, options);
+});
+defineGlobal('dispatchEvent', function dispatchEvent(event) {
+  requireArgs(arguments.length, 1, 'dispatchEvent', 'ServiceWorkerGlobalScope');
+  return globalEventTarget.dispatchEvent(event);
+});

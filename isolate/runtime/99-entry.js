@@ -1,0 +1,178 @@
+// The entry points the shim calls: setHandler, dispatch and fireTimer.
+//
+// For every dispatched request exactly one of native.respond / native.fail is
+// called, then native.done once every ctx.waitUntil() promise has settled.
+
+class RequestState {
+  constructor(token) {
+    this.token = token;
+    this.pending = 0;     // waitUntil() promises not yet settled
+    this.settled = false; // respond or fail has been called
+    this.done = false;    // done has been called
+    this.timers = null;   // Set of ids of timers still pending
+  }
+
+  addTimer(id) {
+    if (this.timers === null) this.timers = new Set();
+    this.timers.add(id);
+  }
+
+  removeTimer(id) {
+    if (this.timers !== null) this.timers.delete(id);
+  }
+}
+
+class ExecutionContext {
+  #state;
+  #props = null;
+
+  constructor(key, state) {
+    if (key !== kPrivate) throw new TypeError('Illegal constructor');
+    this.#state = state;
+  }
+
+  waitUntil(promise) {
+    requireArgs(arguments.length, 1, 'waitUntil', 'ExecutionContext');
+    const state = this.#state;
+    if (state.done) return; // the request is over: nothing waits any more
+    state.pending++;
+    trackWaitUntil(state, promise);
+  }
+
+  passThroughOnException() {}
+
+  get props() {
+    if (this.#props === null) this.#props = {};
+    return this.#props;
+  }
+}
+defineInterface(ExecutionContext, 'ExecutionContext');
+
+let handler = null;
+let handlerEnv = {};
+
+async function trackWaitUntil(state, promise) {
+  try {
+    await promise;
+  } catch (err) {
+    reportError(err);
+  }
+  state.pending--;
+  if (state.pending === 0 && state.settled) finishRequest(state);
+}
+
+function finishRequest(state) {
+  if (state.done) return;
+  state.done = true;
+  const ids = state.timers;
+  state.timers = null;
+  if (ids !== null) cancelTimers(ids);
+  native.done(state.token);
+}
+
+function failRequest(state, kind, error) {
+  if (state.settled) return;
+  state.settled = true;
+  try {
+    native.fail(state.token, kind, error);
+  } catch {
+    // The host could not take it either; the request still ends below.
+  }
+  if (state.pending === 0) finishRequest(state);
+}
+
+function respondRequest(state, status, headerList, body) {
+  if (state.settled) return;
+  state.settled = true;
+  try {
+    native.respond(state.token, status, headerList, body);
+  } catch (err) {
+    state.settled = false;
+    failRequest(state, 'exception', err);
+    return;
+  }
+  if (state.pending === 0) finishRequest(state);
+}
+
+function sendResponse(state, response) {
+  let body;
+  try {
+    if (responseType(response) === 'error') {
+      throw new TypeError('Return value from serve handler must not be an error response (like Response.error())');
+    }
+    body = responseTakeBody(response);
+  } catch (err) {
+    failRequest(state, 'exception', err);
+    return;
+  }
+  if (isStreamSource(body)) {
+    sendStreamedResponse(state, response, body);
+    return;
+  }
+  const bytes = body === null || typeof body === 'string' || body instanceof Uint8Array
+    ? body : blobBytesOf(body);
+  respondRequest(state, responseStatus(response), responseHeaderList(response), bytes);
+}
+
+// Streams are buffered for now: the response goes out once the stream ends.
+async function sendStreamedResponse(state, response, stream) {
+  let bytes;
+  try {
+    bytes = await readableStreamReadAll(stream);
+  } catch (err) {
+    failRequest(state, 'exception', err);
+    return;
+  }
+  respondRequest(state, responseStatus(response), responseHeaderList(response), bytes);
+}
+
+async function awaitResponse(state, result) {
+  let response;
+  try {
+    response = await result;
+  } catch (err) {
+    failRequest(state, 'exception', err);
+    return;
+  }
+  if (typeof response === 'object' && response !== null && isResponse(response)) {
+    sendResponse(state, response);
+  } else {
+    failRequest(state, 'bad_return', describeValueType(response));
+  }
+}
+
+function setHandler(defaultExport, env) {
+  if (!isObjectLike(defaultExport) || typeof defaultExport.fetch !== 'function') {
+    throw new TypeError('The worker has no default export with a fetch() method');
+  }
+  handler = defaultExport;
+  handlerEnv = env === undefined ? {} : env;
+  activeRequest = null;
+}
+
+function dispatch(token, method, url, headers, body) {
+  const state = new RequestState(token);
+  activeRequest = state;
+  if (handler === null) {
+    failRequest(state, 'exception', new TypeError('The worker has no default export with a fetch() method'));
+    return;
+  }
+  if (body === undefined || method === 'GET' || method === 'HEAD') body = null;
+  const request = newIncomingRequest(method, url, headers, body);
+  const ctx = new ExecutionContext(kPrivate, state);
+  let result;
+  try {
+    // As a method call: a fetch() using `this` sees the default export.
+    result = handler.fetch(request, handlerEnv, ctx);
+  } catch (err) {
+    failRequest(state, 'exception', err);
+    return;
+  }
+  if (typeof result === 'object' && result !== null && isResponse(result)) {
+    sendResponse(state, result);
+  } else {
+    awaitResponse(state, result);
+  }
+}
+
+return { setHandler, dispatch, fireTimer };

@@ -1,0 +1,216 @@
+// Every way a control API call can be wrong gets a clear JSON error with a
+// fitting status, and changes no state. The token is never logged.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { hasFlag, rawRequest, startNode } from './lib/node.mjs';
+
+let node;
+
+before(async () => {
+  // debug logging (when available) gives a leaked token the most chances to show
+  const extraArgs = hasFlag('--log-level') ? ['--log-level', 'debug'] : [];
+  node = await startNode({ workers: 2, extraArgs });
+});
+
+after(async () => {
+  if (node) await node.stop();
+});
+
+const GOOD = `export default { fetch() { return new Response("good v1"); } };\n`;
+
+function assertJsonError(r, status, what) {
+  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.text}`);
+  assert.match(r.headers['content-type'] ?? '', /application\/json/, `${what}: JSON content type`);
+  assert.ok(r.json && typeof r.json.error === 'string' && r.json.error.length > 0,
+    `${what}: body {"error": "..."}: ${r.text}`);
+  return r.json;
+}
+
+test('missing token -> 401', async () => {
+  for (const [method, p] of [['GET', '/v1/workers'], ['GET', '/v1/node'], ['PUT', '/v1/workers/x'], ['DELETE', '/v1/workers/x']]) {
+    const r = await node.control(method, p, { token: null, body: method === 'PUT' ? GOOD : undefined,
+      headers: method === 'PUT' ? { 'content-type': 'application/javascript' } : {} });
+    assertJsonError(r, 401, `${method} ${p} without token`);
+  }
+  // nothing was deployed by the refused PUT
+  const list = await node.control('GET', '/v1/workers/x');
+  assert.equal(list.status, 404);
+});
+
+test('wrong token -> 401', async () => {
+  const wrong = [
+    'not-the-token',
+    `${node.token}x`,
+    node.token.slice(0, -1),
+    node.token.toUpperCase() === node.token ? node.token.toLowerCase() : node.token.toUpperCase(),
+  ];
+  for (const tok of wrong) {
+    const r = await node.control('GET', '/v1/workers', { token: tok });
+    assertJsonError(r, 401, `token ${JSON.stringify(tok)}`);
+  }
+  // other schemes and malformed headers
+  for (const auth of [`Basic ${node.token}`, `Bearer`, `Bearer  ${node.token}x`, node.token]) {
+    const r = await node.control('GET', '/v1/workers', { token: null, headers: { authorization: auth } });
+    assertJsonError(r, 401, `Authorization: ${auth.replace(node.token, '<token>')}`);
+  }
+});
+
+test('bad worker name -> 400', async () => {
+  for (const name of ['Upper', '-leading-dash', 'under_score', 'dot.name', 'a'.repeat(64), '%20space']) {
+    const r = await node.deploy(name, GOOD);
+    assertJsonError(r, 400, `name ${JSON.stringify(name)}`);
+  }
+  const ok = await node.deploy('a'.repeat(63), GOOD);
+  assert.ok(ok.status === 200 || ok.status === 201, `63-char name accepted: ${ok.status} ${ok.text}`);
+  const ok2 = await node.deploy('0-digit-first', GOOD);
+  assert.ok(ok2.status === 200 || ok2.status === 201, `digit-first name accepted: ${ok2.status} ${ok2.text}`);
+});
+
+test('syntax error -> 400 with message, module, line and column', async () => {
+  // line 3, the stray ')' is at column 29 (1-based, as editors and V8 stack traces count)
+  const src = [
+    'export default {',
+    '  fetch() {',
+    '    return new Response("x"));',
+    '  }',
+    '};',
+    '',
+  ].join('\n');
+  const r = await node.deploy('syntax', { 'index.js': src }, { main: 'index.js' });
+  const err = assertJsonError(r, 400, 'syntax error');
+  assert.match(err.error, /SyntaxError/, `message: ${r.text}`);
+  assert.match(err.error, /Unexpected token '\)'/, `message: ${r.text}`);
+  assert.equal(err.module, 'index.js', `module: ${r.text}`);
+  assert.equal(err.line, 3, `line: ${r.text}`);
+  assert.equal(err.column, 29, `column (1-based): ${r.text}`);
+
+  // the same for a module that is not the main one
+  const lib = ['export const a = 1;', 'export const b = [1, 2;', ''].join('\n');
+  const r2 = await node.deploy('syntax', {
+    'index.js': `import { a } from './lib.js';\nexport default { fetch() { return new Response(String(a)); } };\n`,
+    'lib.js': lib,
+  }, { main: 'index.js' });
+  const err2 = assertJsonError(r2, 400, 'syntax error in an imported module');
+  assert.match(err2.error, /SyntaxError/);
+  assert.equal(err2.module, 'lib.js', `module: ${r2.text}`);
+  assert.equal(err2.line, 2, `line: ${r2.text}`);
+  assert.equal(err2.column, 23, `column (1-based): ${r2.text}`);
+
+  // and for a single application/javascript module
+  const r3 = await node.deploy('syntax', src);
+  const err3 = assertJsonError(r3, 400, 'syntax error (application/javascript)');
+  assert.equal(err3.line, 3, `line: ${r3.text}`);
+  assert.equal(err3.column, 29, `column: ${r3.text}`);
+  assert.equal(typeof err3.module, 'string');
+
+  const show = await node.control('GET', '/v1/workers/syntax');
+  assert.equal(show.status, 404, 'nothing deployed');
+});
+
+test('no default export, or one without fetch -> 400', async () => {
+  const cases = {
+    'no default export': 'export const fetch = () => new Response("x");\n',
+    'default export without fetch': 'export default { hello() { return 1; } };\n',
+    'fetch is not a function': 'export default { fetch: 42 };\n',
+    'default export is a number': 'export default 42;\n',
+  };
+  for (const [what, src] of Object.entries(cases)) {
+    const r = await node.deploy('nofetch', src);
+    assertJsonError(r, 400, what);
+  }
+  assert.equal((await node.control('GET', '/v1/workers/nofetch')).status, 404);
+});
+
+test('link error and top-level exception -> 400', async () => {
+  const link = await node.deploy('linkerr', {
+    'index.js': `import { x } from './missing.js';\nexport default { fetch() { return new Response(x); } };\n`,
+  });
+  const e1 = assertJsonError(link, 400, 'import of a missing module');
+  assert.match(JSON.stringify(e1), /missing\.js/, `names the missing module: ${link.text}`);
+
+  const thrown = await node.deploy('toplevel', `throw new Error("top-level boom");\nexport default { fetch() {} };\n`);
+  const e2 = assertJsonError(thrown, 400, 'exception at module evaluation');
+  assert.match(e2.error, /top-level boom/);
+});
+
+test('bad JSON deploys -> 400', async () => {
+  const bad = await node.control('PUT', '/v1/workers/badjson', {
+    body: '{"main_module": "index.js", "modules": {',
+    headers: { 'content-type': 'application/json' },
+  });
+  assertJsonError(bad, 400, 'invalid JSON');
+
+  const unknownKey = await node.control('PUT', '/v1/workers/badjson', {
+    body: { main_module: 'index.js', modules: { 'index.js': GOOD }, colour: 'blue' },
+  });
+  const e = assertJsonError(unknownKey, 400, 'unknown top-level key');
+  assert.match(JSON.stringify(e), /colour/, `names the key: ${unknownKey.text}`);
+
+  const cases = {
+    'main_module not among modules': { main_module: 'main.js', modules: { 'index.js': GOOD } },
+    'no modules': { main_module: 'index.js', modules: {} },
+    'module source not a string': { main_module: 'index.js', modules: { 'index.js': 42 } },
+    'body is an array': [1, 2],
+    'negative cpu limit': { main_module: 'index.js', modules: { 'index.js': GOOD }, limits: { cpu_ms: -5 } },
+  };
+  for (const [what, body] of Object.entries(cases)) {
+    const r = await node.control('PUT', '/v1/workers/badjson', { body });
+    assertJsonError(r, 400, what);
+  }
+  assert.equal((await node.control('GET', '/v1/workers/badjson')).status, 404);
+});
+
+test('script over 10 MiB -> 413', async () => {
+  const big = `export default { fetch() { return new Response("big"); } };\n//${'x'.repeat(10 * 1024 * 1024)}\n`;
+  const r = await node.deploy('big', big);
+  assertJsonError(r, 413, 'script of 10 MiB + 64 bytes');
+
+  // JSON deploy whose modules add up to more than 10 MiB
+  const half = `//${'y'.repeat(5 * 1024 * 1024 + 100)}\n`; // total > 10 MiB, body < the HTTP cap
+  const r2 = await node.deploy('big', { 'index.js': `import './a.js';\nimport './b.js';\n${GOOD}`, 'a.js': half, 'b.js': half });
+  assert.equal(r2.status, 413, `JSON modules over 10 MiB: ${r2.status} ${r2.text.slice(0, 200)}`);
+
+  // a declared length far beyond the limit is refused without reading the body
+  const raw = await rawRequest(node.controlPort,
+    `PUT /v1/workers/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${node.token}\r\n` +
+    `Content-Type: application/javascript\r\nContent-Length: 1000000000\r\n\r\n${'z'.repeat(1000)}`,
+    { timeout: 5000 });
+  assert.match(raw.text, /^HTTP\/1\.1 413 /, `huge declared length: ${raw.text.slice(0, 200)}`);
+  assert.equal((await node.control('GET', '/v1/workers/big')).status, 404);
+});
+
+test('unknown route -> 404, wrong method -> 405', async () => {
+  for (const p of ['/v1/nope', '/nope', '/v1/workers/a/b/c', '/v2/workers']) {
+    assertJsonError(await node.control('GET', p), 404, `GET ${p}`);
+  }
+  for (const [method, p] of [['POST', '/v1/workers/x'], ['PATCH', '/v1/workers/x'], ['POST', '/v1/node'],
+    ['DELETE', '/v1/workers'], ['PUT', '/v1/workers'], ['DELETE', '/v1/node']]) {
+    assertJsonError(await node.control(method, p, { body: method === 'GET' ? undefined : '{}' }), 405, `${method} ${p}`);
+  }
+});
+
+test('DELETE of an unknown worker -> 404', async () => {
+  const r = await node.control('DELETE', '/v1/workers/never-deployed');
+  const e = assertJsonError(r, 404, 'DELETE unknown');
+  assert.match(JSON.stringify(e), /never-deployed|unknown/);
+  assertJsonError(await node.control('GET', '/v1/workers/never-deployed'), 404, 'GET unknown');
+});
+
+test('a refused redeploy changes nothing', async () => {
+  const first = await node.deployOk('keep', GOOD);
+  const bad = await node.deploy('keep', 'export default { fetch() { return new Response("v2") } ;\n');
+  assertJsonError(bad, 400, 'broken redeploy');
+  const show = await node.control('GET', '/v1/workers/keep');
+  assert.equal(show.json.version, first.json.version, 'version unchanged');
+  const res = await node.ingress('keep', '/');
+  assert.equal(res.text, 'good v1');
+});
+
+test('the token never appears in the logs', async () => {
+  // give late log lines a moment to arrive
+  await new Promise((r) => setTimeout(r, 200));
+  assert.ok(node.logs.length > 0, 'the node logged something');
+  const leaks = node.logs.filter((l) => l.raw.includes(node.token) ||
+    l.raw.includes(node.token.slice(0, 16)) || l.raw.includes('not-the-token'));
+  assert.deepEqual(leaks.map((l) => l.raw), [], 'log lines containing a token');
+});

@@ -1,0 +1,153 @@
+// edgectl against a running node: every command, --json, failures, README tour.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { EDGECTL, SOURCE_DIR, runProcess, startNode, tempDir, workerList, writeFile } from './lib/node.mjs';
+
+let node;
+let work;
+
+before(async () => {
+  node = await startNode({ workers: 2 });
+  work = tempDir('edgectl-e2e-');
+  writeFile(work, 'hello.js', `export default { fetch() { return new Response('hello via edgectl'); } };\n`);
+  writeFile(work, 'index.js', `import { word } from './lib/util.js';\nexport default { fetch() { return new Response(word); } };\n`);
+  mkdirSync(path.join(work, 'lib'));
+  writeFile(work, 'lib/util.js', `export const word = 'two modules';\n`);
+  writeFile(work, 'broken.js', `export default {\n  fetch() {\n    return new Response("x"));\n  }\n};\n`);
+});
+
+after(async () => {
+  if (node) await node.stop();
+});
+
+function ctl(args, { json = false, token, nodeUrl, cwd = work } = {}) {
+  const base = ['--node', nodeUrl ?? `http://127.0.0.1:${node.controlPort}`,
+    '--token-file', token ?? path.join(node.dataDir, 'control.token')];
+  if (json) base.push('--json');
+  return runProcess(EDGECTL, [...base, ...args], { cwd, timeout: 15000 });
+}
+
+function ok(r, what) {
+  assert.equal(r.code, 0, `${what}: exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+  return r;
+}
+
+function parseJson(r, what) {
+  try {
+    return JSON.parse(r.stdout);
+  } catch {
+    assert.fail(`${what}: --json output is not JSON: ${r.stdout}`);
+  }
+}
+
+test('deploy, then the worker answers', async () => {
+  const r = ok(await ctl(['deploy', 'hello', 'hello.js']), 'deploy');
+  assert.match(r.stdout, /hello/, `human output names the worker: ${r.stdout}`);
+  const res = await node.ingress('hello', '/');
+  assert.equal(res.text, 'hello via edgectl');
+});
+
+test('deploy several files with --main and limits', async () => {
+  ok(await ctl(['deploy', 'multi', 'index.js', 'lib/util.js', '--main', 'index.js',
+    '--cpu-ms', '70', '--memory-mb', '96']), 'deploy multi');
+  const res = await node.ingress('multi', '/');
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.text, 'two modules');
+  const show = await node.control('GET', '/v1/workers/multi');
+  assert.deepEqual(show.json.limits, { cpu_ms: 70, memory_mb: 96 });
+  assert.equal(show.json.main_module, 'index.js');
+});
+
+test('deploy --json', async () => {
+  const r = ok(await ctl(['deploy', 'hello', 'hello.js'], { json: true }), 'deploy --json');
+  const j = parseJson(r, 'deploy');
+  assert.equal(j.name, 'hello');
+  assert.ok(j.version >= 2, `redeploy version: ${r.stdout}`);
+});
+
+test('list and list --json', async () => {
+  const r = ok(await ctl(['list']), 'list');
+  assert.match(r.stdout, /\bhello\b/);
+  assert.match(r.stdout, /\bmulti\b/);
+  const j = parseJson(ok(await ctl(['list'], { json: true }), 'list --json'), 'list');
+  const list = Array.isArray(j) ? j : j.workers;
+  assert.deepEqual(list.map((w) => w.name).sort(), ['hello', 'multi']);
+});
+
+test('show and show --json', async () => {
+  const r = ok(await ctl(['show', 'multi']), 'show');
+  assert.match(r.stdout, /multi/);
+  assert.match(r.stdout, /index\.js/);
+  const j = parseJson(ok(await ctl(['show', 'multi'], { json: true }), 'show --json'), 'show');
+  assert.equal(j.name, 'multi');
+  assert.equal(j.main_module, 'index.js');
+  assert.ok(Number.isInteger(j.version));
+});
+
+test('node and node --json', async () => {
+  const info = await node.nodeInfo();
+  const r = ok(await ctl(['node']), 'node');
+  assert.ok(r.stdout.includes(info.version), `version in: ${r.stdout}`);
+  const j = parseJson(ok(await ctl(['node'], { json: true }), 'node --json'), 'node');
+  assert.equal(j.version, info.version);
+  assert.equal(workerList(j).length, 2);
+});
+
+test('delete, then show fails with the server message', async () => {
+  ok(await ctl(['delete', 'hello']), 'delete');
+  assert.equal((await node.ingress('hello', '/')).status, 404);
+  const server = await node.control('GET', '/v1/workers/hello');
+  assert.equal(server.status, 404);
+  const r = await ctl(['show', 'hello']);
+  assert.notEqual(r.code, 0, 'show of a deleted worker fails');
+  assert.ok(`${r.stderr}${r.stdout}`.includes(server.json.error),
+    `prints the server's message ${JSON.stringify(server.json.error)}: ${r.stderr}`);
+  const again = await ctl(['delete', 'hello']);
+  assert.notEqual(again.code, 0, 'delete of an unknown worker fails');
+});
+
+test('a deploy the server refuses: non-zero exit with its message', async () => {
+  const r = await ctl(['deploy', 'broken', 'broken.js']);
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /SyntaxError/, r.stderr);
+  assert.match(r.stderr, /3/, `line number shown: ${r.stderr}`);
+  const bad = await ctl(['deploy', 'Bad_Name', 'hello.js']);
+  assert.notEqual(bad.code, 0);
+  const server = await node.deploy('Bad_Name', 'export default { fetch() {} }');
+  assert.ok(bad.stderr.includes(server.json.error), `server message ${JSON.stringify(server.json.error)} in ${bad.stderr}`);
+});
+
+test('wrong token, unreachable node, missing file, usage errors: non-zero exit', async () => {
+  const tokenFile = writeFile(work, 'wrong.token', 'wrong-token\n');
+  const r = await ctl(['list'], { token: tokenFile });
+  assert.notEqual(r.code, 0);
+  const server = await node.control('GET', '/v1/workers', { token: 'wrong-token' });
+  assert.equal(server.status, 401);
+  assert.ok(r.stderr.includes(server.json.error), `server message ${JSON.stringify(server.json.error)} in ${r.stderr}`);
+
+  const down = await ctl(['list'], { nodeUrl: 'http://127.0.0.1:1' });
+  assert.notEqual(down.code, 0);
+  assert.ok(down.stderr.length > 0, 'says why');
+
+  const nofile = await ctl(['deploy', 'x', 'does-not-exist.js']);
+  assert.notEqual(nofile.code, 0);
+  assert.match(nofile.stderr, /does-not-exist\.js/);
+
+  for (const args of [[], ['frobnicate'], ['deploy'], ['deploy', 'x'], ['show']]) {
+    const u = await ctl(args);
+    assert.notEqual(u.code, 0, `edgectl ${args.join(' ')}`);
+    assert.ok(u.stderr.length > 0, `edgectl ${args.join(' ')} says why`);
+  }
+});
+
+test('README tour: edgectl deploy api ./examples/api.js, then /items?id=3', async () => {
+  ok(await ctl(['deploy', 'api', './examples/api.js'], { cwd: SOURCE_DIR }), 'deploy api');
+  const res = await node.ingress('api', '/items?id=3');
+  assert.equal(res.status, 200, res.text);
+  assert.ok(res.json, `JSON: ${res.text}`);
+  ok(await ctl(['deploy', 'hello', './examples/hello.js'], { cwd: SOURCE_DIR }), 'deploy hello');
+  const hello = await node.ingress('hello', '/');
+  assert.equal(hello.status, 200);
+});
