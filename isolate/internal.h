@@ -101,17 +101,17 @@ struct iso_worker {
   v8::Global<v8::Function> fire_timer;
   std::vector<iso::module_entry> modules;
   std::vector<iso::pending_request> pending;
-  std::string link_error;  /* set by the resolve callback */
-  std::string link_module;
+  std::string link_error;  /* set by the resolve callback ... */
+  std::string link_module; /* ... naming the importing module */
   iso::watch watch{};
   iso::scratch out;           /* response bytes */
   std::vector<iso_header> out_headers;
-  uint64_t token = 0;         /* request JavaScript currently runs for */
+  uint64_t token = 0;         /* the token the current entry was made for */
   int depth = 0;              /* nested entries into JavaScript */
   int calls = 0;              /* public calls on the stack */
   bool broken = false;        /* the heap limit was hit */
   bool heap_hit = false;      /* ... during the current entry */
-  bool free_requested = false;
+  bool free_requested = false; /* iso_worker_free() came from a callback */
 };
 
 namespace iso {
@@ -132,8 +132,8 @@ v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **da
 /* ---- errors.cc ---- */
 
 void error_set(iso_error *err, iso_error_kind kind, const char *message);
-/* Fills *err from a thrown value. `message` may be empty: it is then derived
- * from the exception. Runs JavaScript (toString, stack getters): call it
+/* Fills *err from a thrown value. `message` (V8's record of where it was
+ * thrown) may be empty. Runs JavaScript (toString, a stack getter): call it
  * inside an armed entry. */
 void error_from_exception(iso_worker *w, v8::Local<v8::Context> context, iso_error_kind kind,
                           v8::Local<v8::Value> exception, v8::Local<v8::Message> message,

@@ -445,8 +445,10 @@ bool worker_load(iso_worker *w, const iso_module *modules, size_t n_modules,
   v8::Context::Scope context_scope(context);
   /* With wasm compilation off, all WebAssembly still offers is Memory, whose
    * pages count against neither the heap limit nor the ArrayBuffer cap. */
-  if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing())
+  if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing()) {
+    error_set(err, ISO_ERR_INTERNAL, "could not set up the context");
     return false;
+  }
 
   entry e;
   bool ok;

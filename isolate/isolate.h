@@ -165,6 +165,125 @@ void iso_worker_heap_stats(iso_worker *w, iso_heap_stats *out);
 int iso_validate(const iso_limits *limits, const iso_module *modules, size_t n_modules,
                  const char *main_module, iso_error *err);
 
+/* ---- Values crossing between JavaScript and the host: the wire format ----
+ *
+ * Bindings (facets, the loader, outbound fetch) pass arguments and results
+ * as a compact tagged encoding instead of JSON, so 64-bit integers, binary
+ * data and undefined survive the trip. One value is:
+ *   0x00 undefined | 0x01 null | 0x02 false | 0x03 true
+ *   0x04 number: 8-byte little-endian IEEE double
+ *   0x05 bigint: 8-byte little-endian int64 (JavaScript BigInt in int64 range)
+ *   0x06 string: u32 LE byte length, UTF-8 bytes
+ *   0x07 bytes:  u32 LE length, bytes (an ArrayBuffer in JavaScript)
+ *   0x08 array:  u32 LE count, then count values
+ *   0x09 object: u32 LE count, then count pairs of (string value, value)
+ * Nesting is limited to 64 levels.
+ */
+enum {
+  ISO_WIRE_UNDEFINED = 0x00,
+  ISO_WIRE_NULL = 0x01,
+  ISO_WIRE_FALSE = 0x02,
+  ISO_WIRE_TRUE = 0x03,
+  ISO_WIRE_NUMBER = 0x04,
+  ISO_WIRE_BIGINT = 0x05,
+  ISO_WIRE_STRING = 0x06,
+  ISO_WIRE_BYTES = 0x07,
+  ISO_WIRE_ARRAY = 0x08,
+  ISO_WIRE_OBJECT = 0x09,
+};
+
+/* A growable output buffer of wire values; the writer owns data. */
+typedef struct iso_wire {
+  uint8_t *data;
+  size_t len;
+  size_t cap;
+} iso_wire;
+
+void iso_wire_init(iso_wire *w);
+void iso_wire_free(iso_wire *w);
+void iso_wire_undefined(iso_wire *w);
+void iso_wire_null(iso_wire *w);
+void iso_wire_bool(iso_wire *w, int value);
+void iso_wire_number(iso_wire *w, double value);
+void iso_wire_bigint(iso_wire *w, int64_t value);
+void iso_wire_string(iso_wire *w, const char *s, size_t len);
+void iso_wire_bytes(iso_wire *w, const void *data, size_t len);
+/* Starts an array or object of `count` entries; the entries follow. */
+void iso_wire_array(iso_wire *w, uint32_t count);
+void iso_wire_object(iso_wire *w, uint32_t count);
+
+/* One decoded value; strings and bytes point into the input. */
+typedef struct iso_wire_value {
+  uint8_t type;
+  double number;
+  int64_t bigint;
+  const char *ptr;  /* string / bytes */
+  size_t len;       /* string / bytes length */
+  uint32_t count;   /* array / object entries that follow */
+} iso_wire_value;
+
+typedef struct iso_wire_reader {
+  const uint8_t *pos;
+  const uint8_t *end;
+} iso_wire_reader;
+
+void iso_wire_reader_init(iso_wire_reader *r, const uint8_t *data, size_t len);
+/* Reads the next value header (containers: only their count). Returns 1, 0 at
+ * the end of input, or -1 when the input is malformed. */
+int iso_wire_next(iso_wire_reader *r, iso_wire_value *v);
+
+/* ---- Host calls: how bindings reach C ----
+ *
+ * The runtime's binding objects call native.callSync(binding, op, args) or
+ * native.callAsync(binding, op, args), where args is an array. The shim
+ * encodes args as one wire array and hands it to the host callbacks below.
+ * See isolate/runtime/README.md for the JavaScript side.
+ */
+typedef struct iso_call {
+  uint64_t token;       /* the request on whose behalf JavaScript called */
+  uint32_t call_id;     /* async calls: pass back to iso_worker_complete() */
+  const char *binding;  /* "DB", "LOADER", "" for global fetch ... */
+  const char *op;       /* "exec", "load", "fetch" ... */
+  const uint8_t *args;  /* wire array */
+  size_t args_len;
+} iso_call;
+
+/* Extra host callbacks; any may be NULL (JavaScript then gets an Error). */
+typedef struct iso_host_calls {
+  /* Synchronous: write one result value to *result and return 0, or return
+   * -1 and write one error value (a string message, or an object with
+   * "name" and "message") to *result: JavaScript gets it thrown. */
+  int (*call_sync)(void *data, const iso_call *call, iso_wire *result);
+  /* Asynchronous: return 0 and later call iso_worker_complete() exactly
+   * once for call->call_id (unless the worker is freed first); or return -1
+   * having written an error value to *result: the promise rejects with it. */
+  int (*call_async)(void *data, const iso_call *call, iso_wire *result);
+} iso_host_calls;
+
+/* Everything a worker is created from (iso_worker_new takes the common subset). */
+typedef struct iso_worker_options {
+  const iso_host *host;
+  const iso_host_calls *calls;  /* may be NULL: no host calls */
+  iso_limits limits;
+  const iso_module *modules;
+  size_t n_modules;
+  const char *main_module;
+  const char *env_json;         /* plain env values, a JSON object text, or NULL */
+  /* Binding objects the runtime builds into env, a JSON object text or NULL:
+   * {"DB": {"type": "facet"}, "LOADER": {"type": "loader"}}. Kept apart from
+   * env_json so that no plain value can pose as a binding. */
+  const char *bindings_json;
+} iso_worker_options;
+
+/* As iso_worker_new, from options. Returns NULL and fills *err on failure. */
+iso_worker *iso_worker_create(const iso_worker_options *options, iso_error *err);
+
+/* Settles async call `call_id`: ok = 1 resolves its promise with the wire
+ * value, ok = 0 rejects with it (as for call_sync errors). Runs microtasks;
+ * counts as an entry into JavaScript for `token` (CPU limit applies). */
+void iso_worker_complete(iso_worker *w, uint64_t token, uint32_t call_id, int ok,
+                         const uint8_t *value, size_t value_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
  * the External it was created with.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -14,6 +15,8 @@ namespace iso {
 namespace {
 
 using Info = v8::FunctionCallbackInfo<v8::Value>;
+
+constexpr size_t kMaxLogBytes = 16384;
 
 inline iso_worker *worker(const Info &info) {
   return static_cast<iso_worker *>(info.Data().As<v8::External>()->Value());
@@ -97,11 +100,13 @@ void native_log(const Info &info) {
   int level = info[0]->IsInt32() ? info[0].As<v8::Int32>()->Value() : ISO_LOG_INFO;
   if (level < ISO_LOG_DEBUG || level > ISO_LOG_ERROR)
     level = ISO_LOG_INFO;
-  scratch buf;
-  size_t len = append_utf8(isolate, &buf, info[1].As<v8::String>());
+  /* One log line is not the place for megabytes: keep its head. */
+  char buf[kMaxLogBytes];
+  int len = info[1].As<v8::String>()->WriteUtf8(
+      isolate, buf, sizeof(buf), nullptr,
+      v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
   uint64_t token = running_token(w, isolate->GetCurrentContext());
-  w->host.log(w->host.data, token, (iso_log_level)level, buf.data ? buf.data : "", len);
-  free(buf.data);
+  w->host.log(w->host.data, token, (iso_log_level)level, buf, (size_t)len);
 }
 
 /* timerStart(timerId, delayMs) */
@@ -231,7 +236,7 @@ void native_utf8_decode(const Info &info) {
     return;
   }
   v8::Local<v8::String> s;
-  if (len > (size_t)v8::String::kMaxLength ||
+  if (len > (size_t)INT_MAX ||
       !v8::String::NewFromUtf8(isolate, (const char *)data, v8::NewStringType::kNormal, (int)len)
            .ToLocal(&s)) {
     throw_range_error(isolate, "Invalid string length");

@@ -62,8 +62,13 @@ function isObjectLike(v) {
   return (typeof v === 'object' && v !== null) || typeof v === 'function';
 }
 
+// Brand checks that throw are slow (the error captures a stack): a cheap
+// filter first, the exact check only for likely candidates.
+const objectToStringTag = Object.prototype.toString;
+
 function isArrayBuffer(v) {
   if (typeof v !== 'object' || v === null) return false;
+  if (!(v instanceof ArrayBuffer) && objectToStringTag.call(v) !== '[object ArrayBuffer]') return false;
   try {
     arrayBufferByteLength.call(v);
     return true;
@@ -74,6 +79,10 @@ function isArrayBuffer(v) {
 
 function isSharedArrayBuffer(v) {
   if (sharedArrayBufferByteLength === null || typeof v !== 'object' || v === null) return false;
+  if (!(v instanceof SharedArrayBufferCtor) &&
+      objectToStringTag.call(v) !== '[object SharedArrayBuffer]') {
+    return false;
+  }
   try {
     sharedArrayBufferByteLength.call(v);
     return true;

@@ -13,7 +13,6 @@ const classSourceRe = /^class\b/;
 
 const errorToString = Error.prototype.toString;
 const functionToString = Function.prototype.toString;
-const objectToString = Object.prototype.toString;
 const mapSize = Object.getOwnPropertyDescriptor(Map.prototype, 'size').get;
 const setSize = Object.getOwnPropertyDescriptor(Set.prototype, 'size').get;
 const mapEntries = Map.prototype.entries;
@@ -41,6 +40,12 @@ const builtinConstructorNames = new Set([
   'Uint32Array', 'Float32Array', 'Float64Array', 'BigInt64Array', 'BigUint64Array',
   'Function', 'Boolean', 'Number', 'String', 'Symbol', 'BigInt',
 ]);
+
+// `v instanceof C` first: a failing brand check throws, and a throw costs
+// a stack capture; most objects logged are none of these.
+function isBuiltin(C, fn, v, arg) {
+  return v instanceof C && brandCheck(fn, v, arg);
+}
 
 function brandCheck(fn, v, arg) {
   try {
@@ -321,7 +326,7 @@ function formatObject(ctx, v, level) {
     return `[${name === '' ? 'Object: null prototype' : name}]`;
   }
 
-  if (brandCheck(mapSize, v)) {
+  if (isBuiltin(Map, mapSize, v)) {
     const parts = [];
     let i = 0;
     for (const [key, value] of mapEntries.call(v)) {
@@ -333,7 +338,7 @@ function formatObject(ctx, v, level) {
     }
     return braces(classPrefix(v, 'Map', mapSize.call(v)), parts.concat(ownEntries(ctx, v, level, null)));
   }
-  if (brandCheck(setSize, v)) {
+  if (isBuiltin(Set, setSize, v)) {
     const parts = [];
     let i = 0;
     for (const value of setValues.call(v)) {
@@ -345,7 +350,7 @@ function formatObject(ctx, v, level) {
     }
     return braces(classPrefix(v, 'Set', setSize.call(v)), parts.concat(ownEntries(ctx, v, level, null)));
   }
-  if (v instanceof Error || objectToString.call(v) === '[object Error]') {
+  if (v instanceof Error) {
     const head = formatErrorHead(v);
     const parts = ownEntries(ctx, v, level, (k) => k === 'stack' || k === 'message');
     const cause = Object.getOwnPropertyDescriptor(v, 'cause');
@@ -354,13 +359,13 @@ function formatObject(ctx, v, level) {
     }
     return parts.length === 0 ? head : braces(head, parts);
   }
-  if (brandCheck(dateGetTime, v)) {
+  if (isBuiltin(Date, dateGetTime, v)) {
     const t = dateGetTime.call(v);
     const head = Number.isNaN(t) ? 'Invalid Date' : dateToISOString.call(v);
     const parts = ownEntries(ctx, v, level, null);
     return parts.length === 0 ? head : braces(head, parts);
   }
-  if (brandCheck(regExpSource, v) && v !== RegExp.prototype) {
+  if (isBuiltin(RegExp, regExpSource, v)) {
     const head = regExpToString.call(v);
     const parts = ownEntries(ctx, v, level, (k) => k === 'lastIndex');
     return parts.length === 0 ? head : braces(head, parts);
@@ -372,14 +377,14 @@ function formatObject(ctx, v, level) {
     return braces(prefix, [`[Uint8Contents]: ${formatBytes(bytes)}`, `byteLength: ${bytes.length}`]
       .concat(ownEntries(ctx, v, level, null)));
   }
-  if (brandCheck(dataViewByteLength, v)) {
+  if (isBuiltin(DataView, dataViewByteLength, v)) {
     return braces(classPrefix(v, 'DataView'), [
       `byteLength: ${v.byteLength}`, `byteOffset: ${v.byteOffset}`,
       `buffer: ${formatValue(ctx, v.buffer, level + 1)}`,
     ].concat(ownEntries(ctx, v, level, null)));
   }
-  if (brandCheck(weakMapHas, v, {})) return braces(classPrefix(v, 'WeakMap'), ['<items unknown>']);
-  if (brandCheck(weakSetHas, v, {})) return braces(classPrefix(v, 'WeakSet'), ['<items unknown>']);
+  if (isBuiltin(WeakMap, weakMapHas, v, {})) return braces(classPrefix(v, 'WeakMap'), ['<items unknown>']);
+  if (isBuiltin(WeakSet, weakSetHas, v, {})) return braces(classPrefix(v, 'WeakSet'), ['<items unknown>']);
   const boxed = formatBoxed(v);
   if (boxed !== null) {
     const parts = ownEntries(ctx, v, level, boxed.startsWith('[String') ? isIndexKey : null);
@@ -405,11 +410,11 @@ function plainPrefix(v) {
 }
 
 function formatBoxed(v) {
-  if (brandCheck(numberValueOf, v)) return `[Number: ${formatNumber(numberValueOf.call(v))}]`;
-  if (brandCheck(stringValueOf, v)) return `[String: ${quoteString(stringValueOf.call(v))}]`;
-  if (brandCheck(booleanValueOf, v)) return `[Boolean: ${booleanValueOf.call(v)}]`;
-  if (brandCheck(symbolValueOf, v)) return `[Symbol: ${symbolToString.call(symbolValueOf.call(v))}]`;
-  if (brandCheck(bigIntValueOf, v)) return `[BigInt: ${bigIntValueOf.call(v)}n]`;
+  if (isBuiltin(Number, numberValueOf, v)) return `[Number: ${formatNumber(numberValueOf.call(v))}]`;
+  if (isBuiltin(String, stringValueOf, v)) return `[String: ${quoteString(stringValueOf.call(v))}]`;
+  if (isBuiltin(Boolean, booleanValueOf, v)) return `[Boolean: ${booleanValueOf.call(v)}]`;
+  if (isBuiltin(Symbol, symbolValueOf, v)) return `[Symbol: ${symbolToString.call(symbolValueOf.call(v))}]`;
+  if (isBuiltin(BigInt, bigIntValueOf, v)) return `[BigInt: ${bigIntValueOf.call(v)}n]`;
   return null;
 }
 
@@ -587,8 +592,8 @@ function renderTable(data, columns) {
   const rows = [];
   const cols = [];
   let hasValues = false;
-  const entries = brandCheck(mapSize, data) ? [...mapEntries.call(data)]
-    : brandCheck(setSize, data) ? [...setValues.call(data)].map((v, i) => [i, v])
+  const entries = isBuiltin(Map, mapSize, data) ? [...mapEntries.call(data)]
+    : isBuiltin(Set, setSize, data) ? [...setValues.call(data)].map((v, i) => [i, v])
     : Object.keys(data).map((k) => [k, data[k]]);
   for (const [key, row] of entries) {
     rowKeys.push(typeof key === 'string' ? key : inspectValue(key, 0));

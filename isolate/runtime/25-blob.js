@@ -136,7 +136,7 @@ class File extends Blob {
   #name;
   #lastModified;
 
-  constructor(fileBits, fileName = undefined, options = undefined) {
+  constructor(fileBits, fileName, options = undefined) {
     if (fileBits === kPrivate) {
       super(kPrivate);
       return;

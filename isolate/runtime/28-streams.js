@@ -363,6 +363,7 @@ function setUpRSController(stream, c, start, pull, cancel) {
 }
 
 let rsStateOf;        // (ReadableStream) -> RSState
+let isReadableStreamObject; // (object) -> boolean
 let newReadableStream; // (start, pull, cancel, hwm, size) -> ReadableStream
 
 class ReadableStream {
@@ -484,6 +485,7 @@ class ReadableStream {
 
   static {
     rsStateOf = (s) => s.#s;
+    isReadableStreamObject = (v) => #s in v;
   }
 }
 Object.defineProperty(ReadableStream.prototype, Symbol.asyncIterator, {
@@ -501,13 +503,7 @@ newReadableStream = (start, pull, cancel, hwm, size) => {
 };
 
 function isReadableStream(v) {
-  if (!isObjectLike(v)) return false;
-  try {
-    rsStateOf(v);
-    return true;
-  } catch {
-    return false;
-  }
+  return isObjectLike(v) && isReadableStreamObject(v);
 }
 
 class ReadableStreamDefaultController {
@@ -1147,6 +1143,7 @@ function writerRelease(writer) {
 }
 
 let wsStateOf; // (WritableStream) -> WSState
+let isWritableStreamObject; // (object) -> boolean
 
 class WritableStream {
   #s;
@@ -1199,19 +1196,14 @@ class WritableStream {
 
   static {
     wsStateOf = (w) => w.#s;
+    isWritableStreamObject = (v) => #s in v;
   }
 }
 defineInterface(WritableStream, 'WritableStream');
 registerInspect(WritableStream, (w) => ({ locked: w.locked, state: wsStateOf(w).state }));
 
 function isWritableStream(v) {
-  if (!isObjectLike(v)) return false;
-  try {
-    wsStateOf(v);
-    return true;
-  } catch {
-    return false;
-  }
+  return isObjectLike(v) && isWritableStreamObject(v);
 }
 
 function setUpWSController(s, c, start, write, close, abort) {
@@ -1655,6 +1647,57 @@ class TransformStreamDefaultController {
 }
 defineInterface(TransformStreamDefaultController, 'TransformStreamDefaultController');
 
+// Workers' byte-only identity streams. A FixedLengthStream must carry exactly
+// the announced number of bytes.
+function identityByteChunk(chunk) {
+  if (typeof chunk === 'string') {
+    throw new TypeError('This TransformStream is being used as a byte stream, but received a string on its writable side. If you wish to write a string, you\'ll probably want to explicitly UTF-8-encode it with TextEncoder.');
+  }
+  const bytes = bufferSourceBytes(chunk);
+  if (bytes === null) {
+    throw new TypeError('This TransformStream is being used as a byte stream, but received an object of non-ArrayBuffer/ArrayBufferView type on its writable side.');
+  }
+  return bytes.slice();
+}
+
+class IdentityTransformStream extends TransformStream {
+  constructor(strategy = undefined) {
+    const o = toDictionary(strategy, 'The queuing strategy');
+    const hwm = o === null || o.highWaterMark === undefined ? 0 : o.highWaterMark;
+    super({
+      transform(chunk, controller) {
+        controller.enqueue(identityByteChunk(chunk));
+      },
+    }, undefined, { highWaterMark: hwm, size: byteLengthSize });
+  }
+}
+defineInterface(IdentityTransformStream, 'IdentityTransformStream');
+
+class FixedLengthStream extends TransformStream {
+  constructor(expectedLength, strategy = undefined) {
+    requireArgs(arguments.length, 1, 'constructor', 'FixedLengthStream');
+    const expected = Number(expectedLength);
+    if (!Number.isInteger(expected) || expected < 0 || expected > Number.MAX_SAFE_INTEGER) {
+      throw new TypeError('FixedLengthStream requires an integer expected length less than 2^53.');
+    }
+    const o = toDictionary(strategy, 'The queuing strategy');
+    const hwm = o === null || o.highWaterMark === undefined ? 0 : Math.min(expected, Number(o.highWaterMark));
+    let seen = 0;
+    super({
+      transform(chunk, controller) {
+        const bytes = identityByteChunk(chunk);
+        seen += bytes.length;
+        if (seen > expected) throw new TypeError('Attempt to write too many bytes through a FixedLengthStream.');
+        controller.enqueue(bytes);
+      },
+      flush() {
+        if (seen < expected) throw new TypeError('FixedLengthStream did not see all expected bytes before close().');
+      },
+    }, undefined, { highWaterMark: hwm, size: byteLengthSize });
+  }
+}
+defineInterface(FixedLengthStream, 'FixedLengthStream');
+
 // Queuing strategies -------------------------------------------------------------
 
 const byteLengthSize = { size(chunk) { return chunk.byteLength; } }.size;
@@ -1796,6 +1839,8 @@ defineGlobal('WritableStreamDefaultWriter', WritableStreamDefaultWriter);
 defineGlobal('WritableStreamDefaultController', WritableStreamDefaultController);
 defineGlobal('TransformStream', TransformStream);
 defineGlobal('TransformStreamDefaultController', TransformStreamDefaultController);
+defineGlobal('IdentityTransformStream', IdentityTransformStream);
+defineGlobal('FixedLengthStream', FixedLengthStream);
 defineGlobal('ByteLengthQueuingStrategy', ByteLengthQueuingStrategy);
 defineGlobal('CountQueuingStrategy', CountQueuingStrategy);
 defineGlobal('TextEncoderStream', TextEncoderStream);

@@ -83,6 +83,36 @@ class Navigator {
 }
 defineInterface(Navigator, 'Navigator');
 
+// scheduler.wait(ms): an awaitable setTimeout, as the Workers runtime has.
+class Scheduler {
+  constructor(key) {
+    if (key !== kPrivate) throw new TypeError('Illegal constructor');
+  }
+
+  wait(delay, options = undefined) {
+    try {
+      const opts = toDictionary(options, "The 'options' argument");
+      const signal = opts === null ? undefined : opts.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        throw new TypeError("Failed to execute 'wait' on 'Scheduler': member signal is not of type AbortSignal.");
+      }
+      if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason);
+      return new Promise((resolve, reject) => {
+        const id = setTimeout(resolve, delay);
+        if (signal !== undefined) {
+          abortSignalAddAlgorithm(signal, () => {
+            clearTimeout(id);
+            reject(signal.reason);
+          });
+        }
+      });
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+}
+defineInterface(Scheduler, 'Scheduler');
+
 // The global scope is an event target too (addEventListener('unhandledrejection', ...)
 // is common in portable code); nothing but the runtime dispatches on it.
 const globalEventTarget = new EventTarget();
@@ -95,6 +125,7 @@ defineGlobal('performance', new Performance(kPrivate));
 defineGlobal('Navigator', Navigator);
 defineGlobal('navigator', new Navigator(kPrivate));
 defineGlobal('self', globalThis);
+defineGlobal('scheduler', new Scheduler(kPrivate));
 defineGlobal('addEventListener', function addEventListener(type, listener, options = undefined) {
   requireArgs(arguments.length, 2, 'addEventListener', 'ServiceWorkerGlobalScope');
   if (`${type}` === 'fetch') {

@@ -112,6 +112,19 @@ test('delete: the worker is gone (404 JSON naming it)', async () => {
   assert.ok(!workersOf(list.json).some((w) => w.name === 'doomed'));
 });
 
+test('delete while a request is in flight: that request still finishes', async () => {
+  await node.deployOk('leaving', SLOW_V1);
+  const inflight = node.ingress('leaving', '/');
+  await sleep(150);
+  const del = await node.control('DELETE', '/v1/workers/leaving');
+  assert.equal(del.status, 200, del.text);
+  const r = await inflight;
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.text, 'v1');
+  await waitFor(async () => (await node.ingress('leaving', '/')).status === 404,
+    { timeout: 1000, interval: 20, what: 'the deleted worker to be gone' });
+});
+
 test('multi-module worker with relative imports', async () => {
   const modules = {
     'index.js': `

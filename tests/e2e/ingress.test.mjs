@@ -53,6 +53,7 @@ export default {
       }
       case '/no-content': return new Response(null, { status: 204 });
       case '/empty': return new Response();
+      case '/big': return new Response('x'.repeat(2 * 1024 * 1024));
       case '/custom-type': return new Response('<p>hi</p>', { headers: { 'content-type': 'text/html; charset=utf-8' } });
       default: return new Response('not here', { status: 404 });
     }
@@ -110,6 +111,52 @@ export default {
 };
 `;
 
+const LOGGER = `
+export default {
+  async fetch(request, env, ctx) {
+    console.log('console-marker-111', { a: 1 });
+    console.error('console-error-222');
+    ctx.waitUntil(new Promise((resolve) => setTimeout(() => {
+      console.log('waituntil-marker-333');
+      resolve();
+    }, 100)));
+    return new Response('logged');
+  }
+};
+`;
+
+const GLOBALS = `
+export default {
+  async fetch() {
+    const checks = {
+      URL: () => new URL('/p?q=1', 'http://x.test').searchParams.get('q') === '1',
+      URLSearchParams: () => new URLSearchParams('a=1&b=2').get('b') === '2',
+      Headers: () => new Headers({ 'X-A': '1' }).get('x-a') === '1',
+      Request: () => new Request('http://x.test/a', { method: 'POST' }).method === 'POST',
+      TextEncoder: () => new TextEncoder().encode('\u00e9').length === 2,
+      TextDecoder: () => new TextDecoder().decode(new Uint8Array([0xc3, 0xa9])) === '\u00e9',
+      atob: () => atob('aGk=') === 'hi',
+      btoa: () => btoa('hi') === 'aGk=',
+      getRandomValues: () => crypto.getRandomValues(new Uint8Array(8)).length === 8,
+      randomUUID: () => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(crypto.randomUUID()),
+      structuredClone: () => structuredClone({ a: [1, { b: 2 }] }).a[1].b === 2,
+      queueMicrotask: () => new Promise((r) => queueMicrotask(() => r(true))),
+      clearTimeout: () => new Promise((r) => {
+        const t = setTimeout(() => r(false), 10);
+        clearTimeout(t);
+        setTimeout(() => r(true), 30);
+      }),
+      console: () => typeof console.log === 'function',
+    };
+    const out = {};
+    for (const [k, f] of Object.entries(checks)) {
+      try { out[k] = await f(); } catch (e) { out[k] = String(e); }
+    }
+    return Response.json(out);
+  }
+};
+`;
+
 let node;
 let slowClient; // started in before() so its wait overlaps the other tests
 
@@ -131,6 +178,8 @@ before(async () => {
   await node.deployOk('crash', CRASH);
   await node.deployOk('crashsync', CRASH_SYNC);
   await node.deployOk('evil', EVAL);
+  await node.deployOk('logger', LOGGER);
+  await node.deployOk('globals', GLOBALS);
   slowClient = startSlowClient();
 });
 
@@ -415,6 +464,35 @@ test('Response bodies: string, ArrayBuffer, Uint8Array, Response.json', async ()
   assert.equal(empty.body.length, 0);
   const html = await node.ingress('shapes', '/custom-type');
   assert.equal(html.headers['content-type'], 'text/html; charset=utf-8');
+});
+
+test('a 2 MiB response body', async () => {
+  const r = await node.ingress('shapes', '/big');
+  assert.equal(r.status, 200);
+  assert.equal(r.body.length, 2 * 1024 * 1024);
+  assert.ok(r.body.every((b) => b === 0x78));
+});
+
+test('console output and ctx.waitUntil reach the log, tagged with tenant and request', async () => {
+  const from = node.logs.length;
+  const r = await node.ingress('logger', '/');
+  assert.equal(r.text, 'logged');
+  const log = await node.waitForLog((l) => l.raw.includes('console-marker-111'), { from, what: 'console.log line' });
+  assert.equal(log.json?.tenant, 'logger', log.raw);
+  assert.ok(typeof log.json?.request_id === 'string' && log.json.request_id.length > 0, `request id: ${log.raw}`);
+  assert.match(log.raw, /"a"|a: 1/, `the logged object: ${log.raw}`);
+  const err = await node.waitForLog((l) => l.raw.includes('console-error-222'), { from, what: 'console.error line' });
+  assert.ok(['error', 'warn'].includes(err.json?.level), `console.error level: ${err.raw}`);
+  assert.equal(err.json?.tenant, 'logger');
+  const later = await node.waitForLog((l) => l.raw.includes('waituntil-marker-333'),
+    { from, timeout: 3000, what: 'the ctx.waitUntil task to run after the response' });
+  assert.equal(later.json?.tenant, 'logger', later.raw);
+});
+
+test('the globals of the Workers API are there', async () => {
+  const r = await node.ingress('globals', '/');
+  assert.equal(r.status, 200, r.text);
+  for (const [k, v] of Object.entries(r.json)) assert.equal(v, true, `${k}: ${v}`);
 });
 
 test('status and headers pass through', async () => {

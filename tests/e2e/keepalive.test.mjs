@@ -99,6 +99,21 @@ test('200 concurrent connections, one request each', async () => {
   }
 });
 
+test('200 concurrent first requests to a worker just deployed', async () => {
+  await node.deployOk('fresh', `export default { fetch(r) { return new Response('fresh ' + new URL(r.url).pathname); } };\n`);
+  const conns = [];
+  try {
+    for (let i = 0; i < 200; i++) conns.push(new RawConn(node.listenPort));
+    await Promise.all(conns.map((c) => c.connect()));
+    const results = await Promise.all(conns.map((c, i) =>
+      c.request(`GET /${i} HTTP/1.1\r\nHost: fresh.localhost\r\n\r\n`)));
+    const bad = results.map((r, i) => [i, r.status, r.text]).filter(([i, s, t]) => s !== 200 || t !== `fresh /${i}`);
+    assert.deepEqual(bad, [], 'every one answered by the new worker');
+  } finally {
+    for (const c of conns) c.close();
+  }
+});
+
 test('Connection: close and HTTP/1.0 close after the response', async () => {
   const r = await rawRequest(node.listenPort,
     'GET /close HTTP/1.1\r\nHost: count.localhost\r\nConnection: close\r\n\r\n', { timeout: 3000 });

@@ -669,6 +669,20 @@ static void test_web_apis(void **state) {
       "1.234,5");
 }
 
+static void test_utf8_decode(void **state) {
+  (void)state;
+  /* Invalid sequences become U+FFFD per maximal subpart, as the Encoding
+   * Standard says; each case prints its code points. */
+  expect_body("const cases = [[0x61, 0xF0, 0x90, 0x80, 0x62], [0xE0, 0x80], [0xED, 0xA0, 0x80],\n"
+              "  [0xC0, 0xAF], [0xF4, 0x90, 0x80, 0x80], [0xEF, 0xBB, 0xBF, 0xEF, 0xBB, 0xBF]];\n"
+              "export default { fetch() {\n"
+              "  const out = cases.map(c => [...new TextDecoder().decode(new Uint8Array(c))]\n"
+              "    .map(ch => ch.codePointAt(0).toString(16)).join(','));\n"
+              "  return new Response(out.join(' '));\n"
+              "} };",
+              "/", "61,fffd,62 fffd,fffd fffd,fffd,fffd fffd,fffd fffd,fffd,fffd,fffd feff");
+}
+
 static void test_cpu_limit(void **state) {
   (void)state;
   rec r = {0};
@@ -870,6 +884,16 @@ static void test_deep_recursion(void **state) {
               "  try { f(0); } catch (e) { return new Response(`${e.name}: ${e.message}`); }\n"
               "} };",
               "/", "RangeError: Maximum call stack size exceeded");
+  /* Native recursion (the serialiser, JSON) hits the same limit. */
+  expect_body("export default { fetch() {\n"
+              "  let deep = [];\n"
+              "  for (let i = 0; i < 100000; i++) deep = [deep];\n"
+              "  const out = [];\n"
+              "  try { structuredClone(deep); } catch (e) { out.push(e.name); }\n"
+              "  try { JSON.stringify(deep); } catch (e) { out.push(e.name); }\n"
+              "  return new Response(out.join(' '));\n"
+              "} };",
+              "/", "RangeError RangeError");
 }
 
 static void test_free_in_callback(void **state) {
@@ -1007,6 +1031,7 @@ int main(void) {
       cmocka_unit_test(test_console),
       cmocka_unit_test(test_console_in_continuation),
       cmocka_unit_test(test_web_apis),
+      cmocka_unit_test(test_utf8_decode),
       cmocka_unit_test(test_cpu_limit),
       cmocka_unit_test(test_cpu_limit_async_and_timer),
       cmocka_unit_test(test_cpu_limit_in_checkpoint),

@@ -152,10 +152,11 @@ class Node {
     return this.logs.filter(pred);
   }
 
-  // Sends `signal` to the supervisor and waits for it to exit; returns the exit code
-  // (or the signal name when it died from one). SIGKILLs the group after timeout ms.
+  // Sends `signal` to the supervisor (null: it was sent already) and waits for it
+  // to exit; returns the exit code (or the signal name when it died from one).
+  // SIGKILLs the group after timeout ms.
   async stop({ signal = 'SIGTERM', timeout = 15000 } = {}) {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) {
+    if (signal && this.proc.exitCode === null && this.proc.signalCode === null) {
       try { this.proc.kill(signal); } catch { /* gone */ }
     }
     let timer;
