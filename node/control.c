@@ -2,6 +2,8 @@
  * The control API: HTTP + JSON on its own listener. Every route but the
  * health checks needs the bearer token; errors are {"error": ...} objects.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>

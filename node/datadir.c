@@ -133,5 +133,10 @@ int node_token_load(const char *path, char **token, char **err) {
     if (rc != 0) return rc;
     log_write(LOG_INFO, NULL, NULL, NULL, "created control token file %s", path);
   }
+  struct stat st;
+  if (stat(path, &st) == 0 && (st.st_mode & 077) != 0)
+    log_write(LOG_WARN, NULL, NULL, NULL,
+              "control token file %s is readable by other users (mode %03o); chmod 600 it",
+              path, (unsigned)(st.st_mode & 0777));
   return read_token(path, token, err);
 }

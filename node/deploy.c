@@ -3,6 +3,7 @@
  * first; only code that passed is committed to the registry, and only then
  * are the worker processes told to drop what they cached for the name.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -120,6 +120,10 @@ static int start(node *n) {
   if (rc == 0) rc = node_control_start(n, &err);
   if (rc == 0 && (rc = start_signals(n)) != 0) err = xasprintf("signals: %s", uv_strerror(rc));
   if (rc == 0) {
+    char extra[256];
+    snprintf(extra, sizeof extra, "{\"version\":\"%s\",\"workers\":%d,\"pid\":%d}",
+             EDGENODE_VERSION, n->cfg.workers, (int)getpid());
+    log_write(LOG_INFO, NULL, NULL, extra, "starting");
     n->worker_path = worker_exe_path();
     rc = node_procs_start(n, &err);
   }
@@ -128,10 +132,6 @@ static int start(node *n) {
     free(err);
     return rc;
   }
-  char extra[256];
-  snprintf(extra, sizeof extra, "{\"version\":\"%s\",\"workers\":%d,\"pid\":%d}",
-           EDGENODE_VERSION, n->cfg.workers, (int)getpid());
-  log_write(LOG_INFO, NULL, NULL, extra, "starting");
   return 0;
 }
 
@@ -186,5 +186,5 @@ int main(int argc, char **argv) {
   int rc = uv_loop_close(n->loop);
   if (rc != 0) log_warn("event loop closed with open handles: %s", uv_strerror(rc));
   cleanup(n);
-  return n->exit_code;
+  return 0;
 }

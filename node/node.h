@@ -201,7 +201,6 @@ struct node {
   uint64_t started_mono_ns;
   node_state state;
   int ready_logged;
-  int exit_code;
   uv_signal_t sigterm;
   uv_signal_t sigint;
   uv_timer_t kill_timer;
