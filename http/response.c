@@ -74,7 +74,7 @@ const char *http_status_text(int status) {
  */
 static const char *http_date(void) {
   static _Thread_local time_t cached_sec = (time_t)-1;
-  static _Thread_local char cached[32];
+  static _Thread_local char cached[64]; /* room for any int the compiler imagines */
   static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
   static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
