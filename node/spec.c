@@ -151,6 +151,11 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
   return status;
 }
 
+/* Capability bindings carry no value: the runtime builds their objects. */
+static int binding_is_capability(const char *type) {
+  return strcmp(type, "facet") == 0 || strcmp(type, "loader") == 0;
+}
+
 static const char *binding_problem(json_t *b) {
   if (!json_is_object(b)) return "must be an object {\"type\": ..., \"value\": ...}";
   const char *key;
@@ -164,7 +169,8 @@ static const char *binding_problem(json_t *b) {
   if (type == NULL) return "\"type\" must be a string";
   if (strcmp(type, "text") == 0) return json_is_string(value) ? NULL : "\"value\" must be a string";
   if (strcmp(type, "json") == 0) return value ? NULL : "\"value\" is missing";
-  return "unsupported type (supported: text, json)";
+  if (binding_is_capability(type)) return value ? "takes no \"value\"" : NULL;
+  return "unsupported type (supported: text, json, facet, loader)";
 }
 
 static int parse_bindings(json_t *bindings, json_t **error) {

@@ -169,6 +169,7 @@ static loaded *loaded_new(tenant *t, char **error) {
   }
   loaded *l = xcalloc(1, sizeof *l);
   l->tenant = t;
+  l->spec = json_incref(t->spec);
   l->version = json_integer_value(json_object_get(t->spec, "version"));
   spec_limits(t->spec, &l->limits);
   iso_host host = loaded_host_template;
@@ -182,6 +183,7 @@ static loaded *loaded_new(tenant *t, char **error) {
     *error = xasprintf("%s", err.message ? err.message : "unknown error");
     log_write(LOG_ERROR, t->name, NULL, NULL, "worker failed to load: %s", *error);
     iso_error_clear(&err);
+    json_decref(l->spec);
     free(l);
     return NULL;
   }
@@ -191,6 +193,7 @@ static loaded *loaded_new(tenant *t, char **error) {
 static void loaded_free(loaded *l) {
   while (l->timers) timer_unlink(l, l->timers);
   iso_worker_free(l->iso);
+  json_decref(l->spec);
   free(l);
 }
 

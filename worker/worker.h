@@ -25,6 +25,7 @@ typedef struct inflight inflight;
 /* One loaded version of a tenant's code: an isolate plus what it waits for. */
 struct loaded {
   tenant *tenant;
+  json_t *spec;        /* the spec this version was loaded from (a reference) */
   int64_t version;
   iso_worker *iso;
   iso_limits limits;
@@ -124,6 +125,17 @@ void token_map_free(token_map *m);
 void token_map_put(token_map *m, uint64_t token, inflight *f);
 inflight *token_map_get(const token_map *m, uint64_t token);
 void token_map_del(token_map *m, uint64_t token);
+
+/* bindings.c: host calls from JavaScript, by binding kind. */
+const iso_host_calls *bindings_host_calls(void);
+/* The spec's capability bindings (not plain values) as {"NAME": {"type": ...}}. */
+char *bindings_capabilities_json(json_t *spec);
+/* Writes an error value {name, message} for JavaScript. */
+void bindings_error(iso_wire *out, const char *name, const char *message);
+/* One file per binding kind; each returns as iso_host_calls does. */
+int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+int egress_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
 
 /* main.c */
 worker *worker_self(void);

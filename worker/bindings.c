@@ -1,0 +1,67 @@
+/*
+ * Host calls from JavaScript, routed by the kind of binding that made them:
+ * the binding's name is looked up in the tenant's spec ("DB" -> facet); the
+ * global fetch() has the empty binding name and goes to the egress.
+ */
+#include <string.h>
+
+#include "base.h"
+#include "worker.h"
+
+static const char *binding_type(const loaded *l, const char *binding) {
+  if (binding[0] == '\0') return "fetch";
+  json_t *b = json_object_get(json_object_get(l->spec, "bindings"), binding);
+  return json_string_value(json_object_get(b, "type"));
+}
+
+static void wire_error(iso_wire *out, const char *name, const char *message) {
+  iso_wire_object(out, 2);
+  iso_wire_string(out, "name", 4);
+  iso_wire_string(out, name, strlen(name));
+  iso_wire_string(out, "message", 7);
+  iso_wire_string(out, message, strlen(message));
+}
+
+static int bindings_call_sync(void *data, const iso_call *call, iso_wire *result) {
+  loaded *l = data;
+  const char *type = binding_type(l, call->binding);
+  if (type && strcmp(type, "facet") == 0) return facet_link_call(worker_self(), l, call, result);
+  wire_error(result, "TypeError", "this binding has no synchronous operations");
+  return -1;
+}
+
+static int bindings_call_async(void *data, const iso_call *call, iso_wire *result) {
+  loaded *l = data;
+  const char *type = binding_type(l, call->binding);
+  if (type && strcmp(type, "fetch") == 0) return egress_link_call(worker_self(), l, call, result);
+  if (type && strcmp(type, "loader") == 0) return loader_link_call(worker_self(), l, call, result);
+  wire_error(result, "TypeError", "this binding has no asynchronous operations");
+  return -1;
+}
+
+const iso_host_calls *bindings_host_calls(void) {
+  static const iso_host_calls calls = {
+      .call_sync = bindings_call_sync,
+      .call_async = bindings_call_async,
+  };
+  return &calls;
+}
+
+char *bindings_capabilities_json(json_t *spec) {
+  json_t *caps = json_object();
+  const char *name;
+  json_t *b;
+  json_object_foreach(json_object_get(spec, "bindings"), name, b) {
+    const char *type = json_string_value(json_object_get(b, "type"));
+    if (type && strcmp(type, "text") != 0 && strcmp(type, "json") != 0)
+      json_object_set_new(caps, name, json_pack("{s:s}", "type", type));
+  }
+  char *text = json_dumps(caps, JSON_COMPACT);
+  json_decref(caps);
+  if (text == NULL) abort();
+  return text;
+}
+
+void bindings_error(iso_wire *out, const char *name, const char *message) {
+  wire_error(out, name, message);
+}
