@@ -47,8 +47,16 @@ static char *request_url(const http_request *req, const char *host) {
   return xasprintf("http://%s%s", host, req->target[0] == '/' ? req->target : "/");
 }
 
-void ingress_dispatch(worker *w, inflight *f) {
+void ingress_run(sched_unit *unit) {
+  inflight *f = container_of(unit, inflight, unit);
+  worker *w = worker_self();
   http_request *req = f->req;
+  if (req == NULL || req->conn == NULL) {
+    /* The client left while the request waited for its turn: skip the work. */
+    f->loaded->requests--;
+    inflight_finish(w, f);
+    return;
+  }
   const char *host = http_request_header(req, "host");
   char *url = request_url(req, host);
   iso_header stack_headers[32];

@@ -217,12 +217,17 @@ static int start(worker *w) {
     log_error("cannot listen on fd %d: %s", w->config.listen_fd, uv_strerror(rc));
     return -1;
   }
+  if ((rc = sched_init(&w->sched, w->loop)) != 0) {
+    log_error("cannot start the scheduler: %s", uv_strerror(rc));
+    return -1;
+  }
   uv_timer_init(w->loop, &w->drain_timer);
   uv_signal_init(w->loop, &w->sigterm);
   uv_signal_init(w->loop, &w->sigint);
   w->sigterm.data = w->sigint.data = w;
   uv_signal_start(&w->sigterm, on_signal, SIGTERM);
   uv_signal_start(&w->sigint, on_signal, SIGINT);
+  log_info("serving: V8 %s", iso_v8_version());
   return say_hello(w);
 }
 
@@ -248,6 +253,7 @@ int main(int argc, char **argv) {
   if (start(&self) != 0) return 1;
   uv_run(self.loop, UV_RUN_DEFAULT);
   tenant_free_all(&self);
+  sched_close(&self.sched);
   token_map_free(&self.tokens);
   uv_walk(self.loop, close_handle, NULL);
   uv_run(self.loop, UV_RUN_DEFAULT);

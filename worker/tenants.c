@@ -106,14 +106,51 @@ static void timer_unlink(loaded *l, struct vtimer *t) {
   uv_close((uv_handle_t *)&t->handle, timer_closed);
 }
 
+/* A fired timer waiting for its isolate's turn. */
+typedef struct timer_fire {
+  sched_unit unit;
+  loaded *owner;
+  uint32_t id;
+  uint64_t token;
+} timer_fire;
+
+static void timer_fire_run(sched_unit *u) {
+  timer_fire *tf = container_of(u, timer_fire, unit);
+  loaded *l = tf->owner;
+  uint32_t id = tf->id;
+  uint64_t token = tf->token;
+  free(tf);
+  l->units--;
+  iso_worker_fire_timer(l->iso, token, id);
+  tenant_collect_retired(worker_self());
+}
+
 static void timer_fired(uv_timer_t *h) {
   struct vtimer *t = container_of(h, struct vtimer, handle);
   loaded *l = t->owner;
-  uint32_t id = t->id;
-  uint64_t token = t->token;
+  timer_fire *tf = xmalloc(sizeof *tf);
+  tf->unit.run = timer_fire_run;
+  tf->owner = l;
+  tf->id = t->id;
+  tf->token = t->token;
   timer_unlink(l, t);
-  iso_worker_fire_timer(l->iso, token, id);
-  tenant_collect_retired(worker_self());
+  l->units++;
+  sched_submit(&worker_self()->sched, &l->queue, &tf->unit);
+}
+
+/* Units dropped with their isolate: timers vanish, requests get an error. */
+static void unit_dropped(sched_unit *u) {
+  if (u->run == timer_fire_run) {
+    timer_fire *tf = container_of(u, timer_fire, unit);
+    tf->owner->units--;
+    free(tf);
+    return;
+  }
+  inflight *f = container_of(u, inflight, unit);
+  worker *w = worker_self();
+  f->loaded->requests--;
+  ingress_fail(w, f, 503, "worker discarded before the request ran", NULL);
+  inflight_finish(w, f);
 }
 
 static int loaded_timer_start(void *data, uint64_t token, uint32_t timer_id, double delay_ms) {
@@ -191,6 +228,7 @@ static loaded *loaded_new(tenant *t, char **error) {
 }
 
 static void loaded_free(loaded *l) {
+  sched_queue_clear(&worker_self()->sched, &l->queue, unit_dropped);
   while (l->timers) timer_unlink(l, l->timers);
   iso_worker_free(l->iso);
   json_decref(l->spec);
@@ -207,7 +245,7 @@ static void loaded_retire(worker *w, loaded *l) {
 void tenant_collect_retired(worker *w) {
   for (loaded **p = &w->retired; *p;) {
     loaded *l = *p;
-    if (l->requests == 0) {
+    if (l->requests == 0 && l->units == 0) {
       *p = l->next_retired;
       loaded_free(l);
     } else {
@@ -314,7 +352,8 @@ static void tenant_run(worker *w, tenant *t, inflight *f) {
   }
   f->loaded = t->current;
   t->current->requests++;
-  ingress_dispatch(w, f);
+  f->unit.run = ingress_run;
+  sched_submit(&w->sched, &t->current->queue, &f->unit);
 }
 
 static void send_get(worker *w, tenant *t) {

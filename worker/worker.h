@@ -17,6 +17,7 @@
 #include "http.h"
 #include "isolate.h"
 #include "proto.h"
+#include "scheduler.h"
 
 typedef struct tenant tenant;
 typedef struct loaded loaded;
@@ -29,7 +30,9 @@ struct loaded {
   int64_t version;
   iso_worker *iso;
   iso_limits limits;
+  sched_queue queue;   /* work waiting for this isolate's turn */
   size_t requests;     /* dispatched and not yet done */
+  size_t units;        /* timer firings queued */
   struct vtimer *timers;
   int retired;         /* replaced or deleted: free once idle */
   loaded *next_retired;
@@ -50,6 +53,7 @@ struct tenant {
 
 /* One ingress request on its way through a tenant's isolate. */
 struct inflight {
+  sched_unit unit;       /* the dispatch, queued on its isolate */
   uint64_t token;
   http_request *req;     /* NULL once responded */
   tenant *tenant;
@@ -83,6 +87,7 @@ typedef struct worker {
   worker_config config;
   http_server ingress;
   proto_channel supervisor;
+  sched sched;
   tenant *tenants;
   loaded *retired;
   uint64_t next_token;
@@ -113,7 +118,8 @@ char *spec_env_json(json_t *spec);
 
 /* ingress.c */
 void ingress_on_request(http_server *server, http_request *req);
-void ingress_dispatch(worker *w, inflight *f);
+/* The sched_unit of an inflight: dispatches it into its isolate. */
+void ingress_run(sched_unit *unit);
 void ingress_fail(worker *w, inflight *f, int status, const char *message, const char *extra_json);
 const iso_host *ingress_host(void);
 void inflight_finish(worker *w, inflight *f);

@@ -1,0 +1,128 @@
+#include "scheduler.h"
+
+#include <stddef.h>
+#include <time.h>
+
+#include "base.h"
+
+static void ready_push(sched *s, sched_queue *q) {
+  q->ready = 1;
+  q->next_ready = NULL;
+  if (s->ready_tail)
+    s->ready_tail->next_ready = q;
+  else
+    s->ready_head = q;
+  s->ready_tail = q;
+}
+
+static sched_queue *ready_pop(sched *s) {
+  sched_queue *q = s->ready_head;
+  if (q == NULL) return NULL;
+  s->ready_head = q->next_ready;
+  if (s->ready_head == NULL) s->ready_tail = NULL;
+  q->next_ready = NULL;
+  q->ready = 0;
+  return q;
+}
+
+static void ready_remove(sched *s, sched_queue *q) {
+  sched_queue *prev = NULL;
+  for (sched_queue *it = s->ready_head; it; prev = it, it = it->next_ready) {
+    if (it != q) continue;
+    if (prev)
+      prev->next_ready = q->next_ready;
+    else
+      s->ready_head = q->next_ready;
+    if (s->ready_tail == q) s->ready_tail = prev;
+    break;
+  }
+  q->next_ready = NULL;
+  q->ready = 0;
+}
+
+static sched_unit *queue_pop(sched_queue *q) {
+  sched_unit *u = q->head;
+  if (u == NULL) return NULL;
+  q->head = u->next;
+  if (q->head == NULL) q->tail = NULL;
+  q->length--;
+  u->next = NULL;
+  return u;
+}
+
+static void on_idle(uv_idle_t *h) { (void)h; }
+
+static void update_idle(sched *s) {
+  if (s->ready_head && !uv_is_active((uv_handle_t *)&s->idle))
+    uv_idle_start(&s->idle, on_idle);
+  else if (s->ready_head == NULL && uv_is_active((uv_handle_t *)&s->idle))
+    uv_idle_stop(&s->idle);
+}
+
+void sched_run(sched *s) {
+  uint64_t deadline = time_mono_ns() + s->round_budget_ns;
+  /* One pass over the queues ready at the start; work they add goes to the back. */
+  sched_queue *last = s->ready_tail;
+  while (s->ready_head) {
+    sched_queue *q = ready_pop(s);
+    sched_unit *u = queue_pop(q);
+    if (q->head) ready_push(s, q);
+    if (u) {
+      s->units_run++;
+      u->run(u);
+    }
+    if (q == last) {
+      if (time_mono_ns() >= deadline) break;
+      last = s->ready_tail;
+    }
+  }
+  update_idle(s);
+}
+
+static void on_check(uv_check_t *h) { sched_run(container_of(h, sched, check)); }
+
+int sched_init(sched *s, uv_loop_t *loop) {
+  s->ready_head = s->ready_tail = NULL;
+  s->units_run = 0;
+  if (s->round_budget_ns == 0) s->round_budget_ns = 5000000;
+  int rc = uv_check_init(loop, &s->check);
+  if (rc) return rc;
+  if ((rc = uv_idle_init(loop, &s->idle)) != 0) {
+    uv_close((uv_handle_t *)&s->check, NULL);
+    return rc;
+  }
+  if ((rc = uv_check_start(&s->check, on_check)) != 0) {
+    uv_close((uv_handle_t *)&s->check, NULL);
+    uv_close((uv_handle_t *)&s->idle, NULL);
+    return rc;
+  }
+  /* The check handle alone must not keep the loop alive. */
+  uv_unref((uv_handle_t *)&s->check);
+  return 0;
+}
+
+void sched_close(sched *s) {
+  while (s->ready_head) ready_pop(s);
+  if (!uv_is_closing((uv_handle_t *)&s->check)) uv_close((uv_handle_t *)&s->check, NULL);
+  if (!uv_is_closing((uv_handle_t *)&s->idle)) uv_close((uv_handle_t *)&s->idle, NULL);
+}
+
+void sched_submit(sched *s, sched_queue *q, sched_unit *unit) {
+  unit->next = NULL;
+  if (q->tail)
+    q->tail->next = unit;
+  else
+    q->head = unit;
+  q->tail = unit;
+  q->length++;
+  if (!q->ready) ready_push(s, q);
+  update_idle(s);
+}
+
+void sched_queue_clear(sched *s, sched_queue *q, void (*drop)(sched_unit *unit)) {
+  if (q->ready) ready_remove(s, q);
+  sched_unit *u;
+  while ((u = queue_pop(q)) != NULL)
+    if (drop) drop(u);
+  update_idle(s);
+}
