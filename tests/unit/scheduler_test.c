@@ -1,0 +1,99 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base.h"
+#include "scheduler.h"
+
+typedef struct job {
+  sched_unit unit;
+  int tenant;
+  int *log;
+  int *logged;
+} job;
+
+static void job_run(sched_unit *u) {
+  job *j = container_of(u, job, unit);
+  j->log[(*j->logged)++] = j->tenant;
+}
+
+/* A tenant with many queued units delays another's single unit by one turn only. */
+static void test_turns_alternate(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  sched s = {0};
+  assert_int_equal(sched_init(&s, &loop), 0);
+  sched_queue busy = {0}, quiet = {0};
+  int log[200], logged = 0;
+  job jobs[101];
+  for (int i = 0; i < 100; i++) {
+    jobs[i] = (job){.unit.run = job_run, .tenant = 1, .log = log, .logged = &logged};
+    sched_submit(&s, &busy, &jobs[i].unit);
+  }
+  jobs[100] = (job){.unit.run = job_run, .tenant = 2, .log = log, .logged = &logged};
+  sched_submit(&s, &quiet, &jobs[100].unit);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(logged, 101);
+  assert_int_equal(log[0], 1);
+  assert_int_equal(log[1], 2);
+  assert_int_equal(busy.length, 0);
+  sched_close(&s);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static int dropped;
+static void count_drop(sched_unit *u) {
+  (void)u;
+  dropped++;
+}
+
+static void test_clear_drops_units(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  sched s = {0};
+  assert_int_equal(sched_init(&s, &loop), 0);
+  sched_queue a = {0}, b = {0};
+  int log[10], logged = 0;
+  job ja[3], jb = {.unit.run = job_run, .tenant = 2, .log = log, .logged = &logged};
+  for (int i = 0; i < 3; i++) {
+    ja[i] = (job){.unit.run = job_run, .tenant = 1, .log = log, .logged = &logged};
+    sched_submit(&s, &a, &ja[i].unit);
+  }
+  sched_submit(&s, &b, &jb.unit);
+  dropped = 0;
+  sched_queue_clear(&s, &a, count_drop);
+  assert_int_equal(dropped, 3);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(logged, 1);
+  assert_int_equal(log[0], 2);
+  sched_close(&s);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* An empty scheduler does not keep the loop alive. */
+static void test_idle_loop_exits(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  sched s = {0};
+  assert_int_equal(sched_init(&s, &loop), 0);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  sched_close(&s);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_turns_alternate),
+      cmocka_unit_test(test_clear_drops_units),
+      cmocka_unit_test(test_idle_loop_exits),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
