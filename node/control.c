@@ -14,7 +14,7 @@
  * exact limit is enforced on the decoded sources (413 "script too large"). */
 #define CONTROL_MAX_BODY (3u * NODE_SCRIPT_MAX_BYTES + 64u * 1024u)
 
-static void respond_json(http_request *req, int status, json_t *body, const char *allow) {
+void node_respond_json(http_request *req, int status, json_t *body, const char *allow) {
   char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
   if (text == NULL) {
     status = 500;
@@ -34,22 +34,22 @@ static void respond_json(http_request *req, int status, json_t *body, const char
   free(text);
 }
 
-static void respond_error(http_request *req, int status, const char *message) {
+void node_respond_error(http_request *req, int status, const char *message) {
   json_t *body = json_pack("{s:s}", "error", message);
-  respond_json(req, status, body, NULL);
+  node_respond_json(req, status, body, NULL);
   json_decref(body);
 }
 
-static void respond_method(http_request *req, const char *allow) {
+void node_respond_method(http_request *req, const char *allow) {
   json_t *body = json_pack("{s:s, s:s, s:s}", "error", "method not allowed", "method",
                            req->method, "allow", allow);
-  respond_json(req, 405, body, allow);
+  node_respond_json(req, 405, body, allow);
   json_decref(body);
 }
 
 static void respond_unknown_worker(http_request *req, const char *name) {
   json_t *body = json_pack("{s:s, s:s}", "error", "unknown worker", "name", name);
-  respond_json(req, 404, body, NULL);
+  node_respond_json(req, 404, body, NULL);
   json_decref(body);
 }
 
@@ -90,7 +90,7 @@ static void get_node(node *n, http_request *req) {
       n->v8_version, "uptime_s", (json_int_t)((time_mono_ns() - n->started_mono_ns) / 1000000000u),
       "started_at", started, "state", n->state == NODE_SERVING ? "serving" : "draining", "listen",
       n->listen_addr, "control", n->control_addr, "pid", (int)getpid(), "workers", procs);
-  respond_json(req, 200, body, NULL);
+  node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }
 
@@ -98,7 +98,7 @@ static void list_workers(node *n, http_request *req) {
   json_t *rows;
   if (node_registry_list(n->registry, &rows) != 0) {
     log_error("registry read failed: %s", node_registry_errmsg(n->registry));
-    respond_error(req, 500, "registry read failed");
+    node_respond_error(req, 500, "registry read failed");
     return;
   }
   json_t *list = json_array();
@@ -107,7 +107,7 @@ static void list_workers(node *n, http_request *req) {
   json_array_foreach(rows, i, row) json_array_append_new(list, node_worker_metadata(row, 0));
   json_decref(rows);
   json_t *body = json_pack("{s:o}", "workers", list);
-  respond_json(req, 200, body, NULL);
+  node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }
 
@@ -121,12 +121,12 @@ static void get_worker(node *n, http_request *req, const char *name) {
   if (rc != 0) {
     log_write(LOG_ERROR, name, NULL, NULL, "registry read failed: %s",
               node_registry_errmsg(n->registry));
-    respond_error(req, 500, "registry read failed");
+    node_respond_error(req, 500, "registry read failed");
     return;
   }
   json_t *meta = node_worker_metadata(row, 1);
   json_decref(row);
-  respond_json(req, 200, meta, NULL);
+  node_respond_json(req, 200, meta, NULL);
   json_decref(meta);
 }
 
@@ -139,19 +139,19 @@ static void delete_worker(node *n, http_request *req, const char *name) {
   if (rc != 0) {
     log_write(LOG_ERROR, name, NULL, NULL, "registry write failed: %s",
               node_registry_errmsg(n->registry));
-    respond_error(req, 500, "registry write failed");
+    node_respond_error(req, 500, "registry write failed");
     return;
   }
   node_procs_broadcast_changed(n, name);
   log_write(LOG_INFO, name, NULL, NULL, "deleted");
   json_t *body = json_pack("{s:s}", "deleted", name);
-  respond_json(req, 200, body, NULL);
+  node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }
 
 static void on_deployed(node *n, void *data, int status, json_t *body) {
   (void)n;
-  respond_json(data, status, body, NULL);
+  node_respond_json(data, status, body, NULL);
 }
 
 static void put_worker(node *n, http_request *req, const char *name) {
@@ -161,7 +161,7 @@ static void put_worker(node *n, http_request *req, const char *name) {
   if (status != 0) {
     const char *msg = json_string_value(json_object_get(error, "error"));
     log_write(LOG_INFO, name, req->id, NULL, "deploy rejected: %s", msg ? msg : "bad request");
-    respond_json(req, status, error, NULL);
+    node_respond_json(req, status, error, NULL);
     json_decref(error);
     return;
   }
@@ -172,7 +172,7 @@ static void worker_route(node *n, http_request *req, const char *name) {
   const char *m = req->method;
   int get = strcmp(m, "GET") == 0, put = strcmp(m, "PUT") == 0, del = strcmp(m, "DELETE") == 0;
   if (!get && !put && !del) {
-    respond_method(req, "GET, PUT, DELETE");
+    node_respond_method(req, "GET, PUT, DELETE");
     return;
   }
   if (!worker_name_valid(name, strlen(name))) {
@@ -180,7 +180,7 @@ static void worker_route(node *n, http_request *req, const char *name) {
                              "invalid worker name: must match [a-z0-9][a-z0-9-]{0,62}", "name",
                              name);
     if (body == NULL) body = json_pack("{s:s}", "error", "invalid worker name");
-    respond_json(req, 400, body, NULL);
+    node_respond_json(req, 400, body, NULL);
     json_decref(body);
     return;
   }
@@ -195,12 +195,12 @@ static int node_ready(const node *n) {
 
 static void health_route(node *n, http_request *req, int readyz) {
   if (strcmp(req->method, "GET") != 0) {
-    respond_method(req, "GET");
+    node_respond_method(req, "GET");
     return;
   }
   if (!readyz) {
     json_t *body = json_pack("{s:b}", "ok", 1);
-    respond_json(req, 200, body, NULL);
+    node_respond_json(req, 200, body, NULL);
     json_decref(body);
     return;
   }
@@ -209,7 +209,7 @@ static void health_route(node *n, http_request *req, int readyz) {
                        : json_pack("{s:b, s:s}", "ready", 0, "error",
                                    n->state == NODE_SERVING ? "worker processes are starting"
                                                             : "the node is shutting down");
-  respond_json(req, ready ? 200 : 503, body, NULL);
+  node_respond_json(req, ready ? 200 : 503, body, NULL);
   json_decref(body);
 }
 
@@ -219,23 +219,25 @@ static void route(node *n, http_request *req, const char *path) {
     return;
   }
   if (!authorized(n, req)) {
-    respond_error(req, 401, "missing or invalid bearer token");
+    node_respond_error(req, 401, "missing or invalid bearer token");
     return;
   }
   static const char prefix[] = "/v1/workers/";
   if (strcmp(path, "/v1/node") == 0) {
-    if (strcmp(req->method, "GET") != 0) respond_method(req, "GET");
+    if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
     else get_node(n, req);
   } else if (strcmp(path, "/v1/workers") == 0) {
-    if (strcmp(req->method, "GET") != 0) respond_method(req, "GET");
+    if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
     else list_workers(n, req);
   } else if (strncmp(path, prefix, sizeof prefix - 1) == 0 &&
              strchr(path + sizeof prefix - 1, '/') == NULL) {
     worker_route(n, req, path + sizeof prefix - 1);
+  } else if (node_tenants_route(n, req, path)) {
+    /* answered */
   } else {
     json_t *body = json_pack("{s:s, s:s?}", "error", "not found", "path", path);
     if (body == NULL) body = json_pack("{s:s}", "error", "not found");
-    respond_json(req, 404, body, NULL);
+    node_respond_json(req, 404, body, NULL);
     json_decref(body);
   }
 }

@@ -141,6 +141,7 @@ static void cleanup(node *n) {
   free(n->procs);
   free(n->worker_path);
   free(n->v8_version);
+  node_tenants_free(n);
   free(n->data_dir);
   if (n->token) memset(n->token, 0, n->token_len);
   free(n->token);

@@ -111,6 +111,7 @@ const char *node_registry_errmsg(node_registry *r);
 #define NODE_SCRIPT_MAX_BYTES (10u * 1024u * 1024u)
 #define NODE_DEFAULT_CPU_MS 50
 #define NODE_DEFAULT_MEMORY_MB 128
+#define NODE_DEFAULT_WALL_MS 30000
 
 /*
  * Turns the body of PUT /v1/workers/{name} into a spec object
@@ -197,6 +198,7 @@ struct node {
   int next_proc;           /* round robin for validations */
   node_validation *validations;
   char *v8_version;
+  json_t *tenants;         /* name -> statistics (tenants.c) */
   int64_t started_at_ms;
   uint64_t started_mono_ns;
   node_state state;
@@ -251,6 +253,19 @@ void node_deploy_dev(node *n);
 /* control.c */
 /* Starts the control API listener; fills n->control_addr. */
 int node_control_start(node *n, char **err);
+/* Responses of the control API: JSON bodies, `allow` for 405 (else NULL). */
+void node_respond_json(http_request *req, int status, json_t *body, const char *allow);
+void node_respond_error(http_request *req, int status, const char *message);
+void node_respond_method(http_request *req, const char *allow);
+
+/* tenants.c: per-tenant statistics gathered from the worker processes. */
+/* Adds a PROTO_STATS report from worker process slot `proc_id`. */
+void node_tenants_on_stats(node *n, int proc_id, json_t *body);
+/* Forgets the gauges (heap) a process slot reported, when its process exits. */
+void node_tenants_proc_gone(node *n, int proc_id);
+/* GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
+int node_tenants_route(node *n, http_request *req, const char *path);
+void node_tenants_free(node *n);
 
 /* main.c */
 /* Called by procs.c whenever a process became ready or exited. */

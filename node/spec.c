@@ -135,8 +135,10 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
   const char *key;
   json_t *v;
   json_object_foreach(limits, key, v) {
-    if (strcmp(key, "cpu_ms") != 0 && strcmp(key, "memory_mb") != 0) {
-      *error = error_body("limit", key, "limits: \"%s\": unknown limit (cpu_ms, memory_mb)", key);
+    if (strcmp(key, "cpu_ms") != 0 && strcmp(key, "memory_mb") != 0 &&
+        strcmp(key, "wall_ms") != 0) {
+      *error = error_body("limit", key,
+                          "limits: \"%s\": unknown limit (cpu_ms, memory_mb, wall_ms)", key);
       return 400;
     }
   }
@@ -144,6 +146,8 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
   int status = parse_limit(limits, "cpu_ms", 1, 30000, NODE_DEFAULT_CPU_MS, *out, error);
   if (status == 0)
     status = parse_limit(limits, "memory_mb", 8, 4096, NODE_DEFAULT_MEMORY_MB, *out, error);
+  if (status == 0)
+    status = parse_limit(limits, "wall_ms", 10, 300000, NODE_DEFAULT_WALL_MS, *out, error);
   if (status != 0) {
     json_decref(*out);
     *out = NULL;
@@ -263,9 +267,9 @@ done:
 json_t *node_spec_single(const char *source, size_t len) {
   json_t *src = json_stringn(source, len);
   if (src == NULL) return NULL;
-  return json_pack("{s:s, s:{s:o}, s:{}, s:{s:i, s:i}}", "main_module", "index.js", "modules",
+  return json_pack("{s:s, s:{s:o}, s:{}, s:{s:i, s:i, s:i}}", "main_module", "index.js", "modules",
                    "index.js", src, "bindings", "limits", "cpu_ms", NODE_DEFAULT_CPU_MS,
-                   "memory_mb", NODE_DEFAULT_MEMORY_MB);
+                   "memory_mb", NODE_DEFAULT_MEMORY_MB, "wall_ms", NODE_DEFAULT_WALL_MS);
 }
 
 /* The media type without parameters, compared case-insensitively. */

@@ -26,6 +26,7 @@ void ingress_fail(worker *w, inflight *f, int status, const char *message, const
     extra = json_object();
   }
   json_object_set_new(extra, "request_id", json_string(req->id));
+  f->status = status;
   char *text = json_dumps(extra, JSON_COMPACT);
   json_decref(extra);
   http_respond_error(req, status, message, text);
@@ -34,6 +35,8 @@ void ingress_fail(worker *w, inflight *f, int status, const char *message, const
 
 void inflight_finish(worker *w, inflight *f) {
   if (f->req) ingress_fail(w, f, 500, "request dropped", NULL);
+  wall_untrack(w, f);
+  stats_request_done(w, f);
   token_map_del(&w->tokens, f->token);
   free(f);
   tenant_collect_retired(w);
@@ -84,6 +87,9 @@ void ingress_run(sched_unit *unit) {
   int rc = iso_worker_dispatch(l->iso, token, &ir);
   if (headers != stack_headers) free(headers);
   free(url);
+  /* Most requests are over by now; the rest wait on timers or host calls. */
+  inflight *pending = token_map_get(&w->tokens, token);
+  if (rc == 0 && pending && pending->req) wall_track(w, pending);
   if (rc != 0) {
     /* respond/done are never called for a request that did not start. */
     inflight *still = token_map_get(&w->tokens, token);
@@ -107,6 +113,7 @@ void ingress_on_request(http_server *server, http_request *req) {
   inflight *f = xcalloc(1, sizeof *f);
   f->token = ++w->next_token;
   f->req = req;
+  f->start_ns = req->start_ns;
   f->tenant = tenant_get_or_add(w, name, len);
   token_map_put(&w->tokens, f->token, f);
   tenant_submit(w, f);

@@ -221,6 +221,8 @@ static int start(worker *w) {
     log_error("cannot start the scheduler: %s", uv_strerror(rc));
     return -1;
   }
+  stats_start(w);
+  wall_start(w);
   uv_timer_init(w->loop, &w->drain_timer);
   uv_signal_init(w->loop, &w->sigterm);
   uv_signal_init(w->loop, &w->sigint);

@@ -66,6 +66,11 @@ void spec_limits(json_t *spec, iso_limits *out) {
   out->memory_mb = mem > 0 ? (uint32_t)mem : 128;
 }
 
+uint64_t spec_wall_ms(json_t *spec) {
+  json_int_t wall = json_integer_value(json_object_get(json_object_get(spec, "limits"), "wall_ms"));
+  return wall > 0 ? (uint64_t)wall : 30000;
+}
+
 /* Plain-value bindings become env members; other kinds arrive with later features. */
 char *spec_env_json(json_t *spec) {
   json_t *env = json_object();
@@ -280,6 +285,7 @@ static void loaded_respond(void *data, uint64_t token, const iso_response *res,
     }
     http_request *req = f->req;
     f->req = NULL;
+    f->status = res->status;
     http_respond(req, res->status, hs, n, res->body, res->body_len);
     for (size_t i = 0; i < n; i++) {
       free(hs[i].name);
@@ -294,6 +300,7 @@ static void loaded_respond(void *data, uint64_t token, const iso_response *res,
       char extra[64];
       snprintf(extra, sizeof extra, "{\"limit_ms\":%u}", l->limits.cpu_ms);
       log_write(LOG_WARN, f->tenant->name, f->req->id, NULL, "exceeded CPU limit");
+      f->tenant->stats.cpu_limit_hits++;
       ingress_fail(w, f, 503, "exceeded CPU limit", extra);
       break;
     }
@@ -301,6 +308,7 @@ static void loaded_respond(void *data, uint64_t token, const iso_response *res,
       char extra[64];
       snprintf(extra, sizeof extra, "{\"limit_mb\":%u}", l->limits.memory_mb);
       log_write(LOG_WARN, f->tenant->name, f->req->id, NULL, "exceeded memory limit");
+      f->tenant->stats.memory_limit_hits++;
       ingress_fail(w, f, 503, "exceeded memory limit", extra);
       break;
     }
@@ -328,6 +336,7 @@ static void loaded_done(void *data, uint64_t token) {
   if (f == NULL) return;
   if (f->req) ingress_fail(w, f, 500, "worker finished without a response", NULL);
   if (l->requests > 0) l->requests--;
+  stats_heap(l->tenant, l->iso);
   inflight_finish(w, f);
 }
 
@@ -342,6 +351,7 @@ static void tenant_run(worker *w, tenant *t, inflight *f) {
     char *error = NULL;
     t->current = loaded_new(t, &error);
     if (t->current == NULL) t->load_error = error;
+    else t->stats.cold_starts++;
   }
   if (t->current == NULL) {
     char *msg = xasprintf("worker failed to load: %s", t->load_error);

@@ -38,6 +38,22 @@ struct loaded {
   loaded *next_retired;
 };
 
+/* Per-tenant counters since the last report to the supervisor (deltas),
+ * plus heap gauges of this process's isolates for the tenant. */
+typedef struct tenant_stats {
+  uint64_t requests;
+  uint64_t errors;           /* responses with status >= 500 */
+  uint64_t cpu_ns;
+  uint64_t wall_ns;
+  uint64_t cpu_limit_hits;
+  uint64_t memory_limit_hits;
+  uint64_t wall_limit_hits;
+  uint64_t cold_starts;
+  size_t heap_used;          /* gauge: the current isolate's heap */
+  size_t heap_peak;          /* high-water mark since the last report */
+  int dirty;
+} tenant_stats;
+
 /* What this process knows of one deployed worker. */
 struct tenant {
   char *name;
@@ -48,6 +64,7 @@ struct tenant {
   inflight **waiting_tail;
   loaded *current;       /* the version new requests go to */
   char *load_error;      /* set when current failed to load; cleared on change */
+  tenant_stats stats;
   tenant *next;
 };
 
@@ -56,6 +73,11 @@ struct inflight {
   sched_unit unit;       /* the dispatch, queued on its isolate */
   uint64_t token;
   http_request *req;     /* NULL once responded */
+  uint64_t start_ns;     /* when the request was complete */
+  inflight *run_prev;    /* in worker.running while dispatched and not done */
+  inflight *run_next;
+  int running;
+  int status;            /* what the client was sent */
   tenant *tenant;
   loaded *loaded;
   inflight *next;        /* in tenant->waiting */
@@ -95,6 +117,9 @@ typedef struct worker {
   int draining;
   uint64_t drain_deadline_ns;
   uv_timer_t drain_timer;
+  uv_timer_t stats_timer;
+  uv_timer_t wall_timer;
+  inflight *running;     /* requests dispatched and not done (for the wall-time limit) */
   uv_signal_t sigterm;
   uv_signal_t sigint;
 } worker;
@@ -114,6 +139,8 @@ size_t tenant_pending_work(worker *w);
  * count, or -1 with *why set when the spec is malformed. */
 int spec_modules(json_t *spec, iso_module **out, const char **main_module, const char **why);
 void spec_limits(json_t *spec, iso_limits *out);
+/* limits.wall_ms of a spec, or the default of 30 s. */
+uint64_t spec_wall_ms(json_t *spec);
 char *spec_env_json(json_t *spec);
 
 /* ingress.c */
@@ -142,6 +169,15 @@ void bindings_error(iso_wire *out, const char *name, const char *message);
 int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
 int egress_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
 int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+
+/* stats.c: per-tenant accounting, reported to the supervisor every second. */
+void stats_start(worker *w);
+void stats_request_done(worker *w, inflight *f);
+void stats_heap(tenant *t, iso_worker *iso);
+/* Requests past their wall-time limit get 504 (their JavaScript may go on). */
+void wall_start(worker *w);
+void wall_track(worker *w, inflight *f);
+void wall_untrack(worker *w, inflight *f);
 
 /* main.c */
 worker *worker_self(void);

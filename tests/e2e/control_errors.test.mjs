@@ -2,7 +2,9 @@
 // fitting status, and changes no state. The token is never logged.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { hasFlag, rawRequest, startNode } from './lib/node.mjs';
+import { statSync } from 'node:fs';
+import path from 'node:path';
+import { hasFlag, rawRequest, startNode, tempDir, writeFile } from './lib/node.mjs';
 
 let node;
 
@@ -13,7 +15,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (node) await node.stop();
+  if (node) await node.stop({ clean: true });
 });
 
 const GOOD = `export default { fetch() { return new Response("good v1"); } };\n`;
@@ -204,6 +206,22 @@ test('a refused redeploy changes nothing', async () => {
   assert.equal(show.json.version, first.json.version, 'version unchanged');
   const res = await node.ingress('keep', '/');
   assert.equal(res.text, 'good v1');
+});
+
+test('the token file: created 0600 with a random value; --control-token-file is used', async (t) => {
+  const st = statSync(path.join(node.dataDir, 'control.token'));
+  assert.equal(st.mode & 0o777, 0o600, `mode ${(st.mode & 0o777).toString(8)}`);
+  assert.ok(node.token.length >= 32, `token of ${node.token.length} chars`);
+
+  const dir = tempDir();
+  const tokenFile = writeFile(dir, 'my.token', 'my-own-secret-token-0123456789abcdef\n');
+  const other = await startNode({ workers: 1, extraArgs: ['--control-token-file', tokenFile] });
+  t.after(() => other.stop({ clean: true }));
+  assert.notEqual(other.token, node.token);
+  const ok = await other.control('GET', '/v1/workers', { token: 'my-own-secret-token-0123456789abcdef' });
+  assert.equal(ok.status, 200, ok.text);
+  const no = await other.control('GET', '/v1/workers', { token: node.token });
+  assert.equal(no.status, 401);
 });
 
 test('the token never appears in the logs', async () => {

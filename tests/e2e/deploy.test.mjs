@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { SOURCE_DIR, sleep, startNode, waitFor, workerList } from './lib/node.mjs';
+import { SOURCE_DIR, startNode, waitFor, workerList } from './lib/node.mjs';
 
 const HELLO = (greeting) => `
 export default {
@@ -18,6 +18,7 @@ export default {
 const SLOW_V1 = `
 export default {
   async fetch(request) {
+    console.log('slow v1 started');
     await new Promise((resolve) => setTimeout(resolve, 500));
     return new Response("v1");
   }
@@ -41,7 +42,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (node) await node.stop();
+  if (node) await node.stop({ clean: true });
 });
 
 function workersOf(json) {
@@ -62,9 +63,11 @@ test('deploy then request', async () => {
 test('redeploy: in-flight request finishes on the old version, new ones get the new', async () => {
   const first = await node.deployOk('slow', SLOW_V1);
   const t0 = Date.now();
+  const from = node.logs.length;
   const inflight = node.ingress('slow', '/');
-  // let the request reach the isolate and start its timer
-  await sleep(150);
+  // the request is inside the isolate, waiting on its timer
+  await node.waitForLog((l) => l.json?.tenant === 'slow' && l.raw.includes('slow v1 started'),
+    { from, what: 'the request to start on v1' });
   const second = await node.deployOk('slow', FAST_V2);
   assert.ok(second.json.version > first.json.version,
     `version goes up on redeploy: ${first.json.version} -> ${second.json.version}`);
@@ -114,8 +117,10 @@ test('delete: the worker is gone (404 JSON naming it)', async () => {
 
 test('delete while a request is in flight: that request still finishes', async () => {
   await node.deployOk('leaving', SLOW_V1);
+  const from = node.logs.length;
   const inflight = node.ingress('leaving', '/');
-  await sleep(150);
+  await node.waitForLog((l) => l.json?.tenant === 'leaving' && l.raw.includes('slow v1 started'),
+    { from, what: 'the request to start' });
   const del = await node.control('DELETE', '/v1/workers/leaving');
   assert.equal(del.status, 200, del.text);
   const r = await inflight;
@@ -154,11 +159,11 @@ test('JSON deploy with limits; defaults filled when omitted', async () => {
   assert.equal(show.status, 200, show.text);
   assert.equal(show.json.name, 'limited');
   assert.equal(show.json.main_module, 'main.js');
-  assert.deepEqual(show.json.limits, { cpu_ms: 100, memory_mb: 64 });
+  assert.deepEqual(show.json.limits, { cpu_ms: 100, memory_mb: 64, wall_ms: 30000 });
 
   const dflt = await node.control('GET', '/v1/workers/hello');
   assert.equal(dflt.status, 200, dflt.text);
-  assert.deepEqual(dflt.json.limits, { cpu_ms: 50, memory_mb: 128 });
+  assert.deepEqual(dflt.json.limits, { cpu_ms: 50, memory_mb: 128, wall_ms: 30000 });
 });
 
 test('application/javascript deploy', async () => {
@@ -229,7 +234,12 @@ test('restart on the same data dir: still deployed', async () => {
   }
   const show = await node.control('GET', '/v1/workers/limited');
   assert.equal(show.status, 200, show.text);
-  assert.deepEqual(show.json.limits, { cpu_ms: 100, memory_mb: 64 });
+  assert.deepEqual(show.json.limits, { cpu_ms: 100, memory_mb: 64, wall_ms: 30000 });
   const gone = await node.ingress('doomed', '/');
   assert.equal(gone.status, 404);
+});
+
+test('every log line is a JSON object with time, level, process and msg', () => {
+  assert.ok(node.logs.length > 5);
+  assert.deepEqual(node.malformedLogs().map((l) => l.raw), []);
 });

@@ -23,7 +23,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (node) await node.stop();
+  if (node) await node.stop({ clean: true });
 });
 
 function ctl(args, { json = false, token, nodeUrl, cwd = work } = {}) {
@@ -60,7 +60,7 @@ test('deploy several files with --main and limits', async () => {
   assert.equal(res.status, 200, res.text);
   assert.equal(res.text, 'two modules');
   const show = await node.control('GET', '/v1/workers/multi');
-  assert.deepEqual(show.json.limits, { cpu_ms: 70, memory_mb: 96 });
+  assert.deepEqual(show.json.limits, { cpu_ms: 70, memory_mb: 96, wall_ms: 30000 });
   assert.equal(show.json.main_module, 'index.js');
 });
 

@@ -39,7 +39,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (node) await node.stop();
+  if (node) await node.stop({ clean: true });
 });
 
 test('the examples hello.js and api.js exist', () => {
@@ -86,7 +86,7 @@ test('api.js: /items?id=3 returns JSON, an unknown id 404', async () => {
 
 test('--dev serves hello at once', async (t) => {
   const dev = await startNode({ workers: 1, dev: true });
-  t.after(() => dev.stop());
+  t.after(() => dev.stop({ clean: true }));
   const res = await dev.ingress('hello', '/');
   assert.equal(res.status, 200, res.text);
   if (greeting !== undefined) assert.equal(res.text, greeting);

@@ -184,7 +184,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (node) await node.stop();
+  if (node) await node.stop({ clean: true });
 });
 
 function expectJson500(res, what) {
@@ -542,4 +542,11 @@ test('a client that never finishes its header block is cut off', { timeout: HEAD
   assert.ok(r.ms >= HEADER_TIMEOUT_MS - 200, `not before the timeout (${r.ms} ms)`);
   assert.ok(r.ms <= HEADER_TIMEOUT_MS + 2500, `soon after the timeout (${r.ms} ms)`);
   if (r.data.length) assert.match(r.text, /^HTTP\/1\.1 408 /, r.text.slice(0, 120));
+});
+
+test('every log line is a JSON object with time, level, process and msg', () => {
+  assert.deepEqual(node.malformedLogs().map((l) => l.raw), []);
+  const procs = new Set(node.logs.map((l) => l.json.process));
+  assert.ok(procs.has('supervisor'), [...procs].join(','));
+  assert.ok([...procs].some((p) => /^worker-[12]$/.test(p)), `worker processes log as worker-K: ${[...procs]}`);
 });

@@ -22,7 +22,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (node) await node.stop();
+  if (node) await node.stop({ clean: true });
 });
 
 test('1000 sequential requests on one keep-alive connection', async () => {

@@ -11,6 +11,7 @@ const HELLO = `export default { fetch() { return new Response('alive'); } };\n`;
 const SLOW = `
 export default {
   async fetch(request) {
+    console.log('started ' + new URL(request.url).searchParams.get('i'));
     const ms = Number(new URL(request.url).searchParams.get('ms') ?? 1000);
     await new Promise((r) => setTimeout(r, ms));
     return new Response('done ' + new URL(request.url).searchParams.get('i'));
@@ -28,13 +29,14 @@ function connectOutcome(port) {
 
 test('a worker process killed with SIGKILL is restarted and requests keep succeeding', async (t) => {
   const node = await startNode({ workers: 2 });
-  t.after(() => node.stop());
+  t.after(() => node.stop({ clean: true }));
   await node.deployOk('hello', HELLO);
 
   const before = await node.workerPids();
   assert.equal(before.length, 2);
   const victim = before[0];
   const from = node.logs.length;
+  node.allowCrashes = true; // the exit we cause is logged as one
   process.kill(victim, 'SIGKILL');
 
   // the other process keeps serving meanwhile
@@ -50,6 +52,9 @@ test('a worker process killed with SIGKILL is restarted and requests keep succee
   assert.equal(restart.json.level, 'warn', restart.raw);
   assert.match(restart.raw, /SIGKILL|"signal":\s*9|signal 9|"signal":\s*"KILL"/i, `names the signal: ${restart.raw}`);
 
+  assert.match(restart.raw, /"restarts":\s*1\b/, `restart count: ${restart.raw}`);
+  assert.match(restart.raw, /"delay_ms":\s*100\b/, `first restart after 100 ms: ${restart.raw}`);
+
   const after = await waitFor(async () => {
     const pids = await node.workerPids();
     return pids.length === 2 && !pids.includes(victim) ? pids : null;
@@ -62,6 +67,19 @@ test('a worker process killed with SIGKILL is restarted and requests keep succee
   const slot = workerList(info).find((w) => w.pid === fresh);
   assert.ok(slot, 'the new process is listed');
   if (slot.restarts !== undefined) assert.ok(slot.restarts >= 1, `restart count: ${JSON.stringify(slot)}`);
+
+  // a second quick death of the same slot waits twice as long
+  const from2 = node.logs.length;
+  process.kill(fresh, 'SIGKILL');
+  const again = await node.waitForLog(
+    (l) => /restart/i.test(l.json?.msg ?? '') && l.raw.includes(String(fresh)),
+    { from: from2, timeout: 5000, what: 'the second restart line' });
+  assert.match(again.raw, /"restarts":\s*2\b/, again.raw);
+  assert.match(again.raw, /"delay_ms":\s*200\b/, `backoff doubles: ${again.raw}`);
+  await waitFor(async () => {
+    const pids = await node.workerPids();
+    return pids.length === 2 && !pids.includes(fresh);
+  }, { timeout: 5000, what: 'the slot to be refilled again' });
 
   // the restarted process serves too: enough connections that both processes take some
   const results = await Promise.all(Array.from({ length: 40 }, () => node.ingress('hello', '/')));
@@ -83,7 +101,9 @@ test('SIGTERM with requests in flight: none dropped, exit 0, then refused', asyn
     node.ingress('slow', `/?ms=1000&i=${i}`, { timeout: 10000 }).then(
       (r) => ({ status: r.status, text: r.text }),
       (e) => ({ error: e.message })));
-  await sleep(300); // all 20 are inside the isolates' timers by now
+  // wait until all 20 are inside the isolates, waiting on their timers
+  await waitFor(() => node.logs.filter((l) => l.json?.tenant === 'slow' && /^started \d+$/.test(l.json.msg)).length === 20,
+    { timeout: 5000, what: '20 requests in flight' });
   const t0 = Date.now();
   node.proc.kill('SIGTERM');
   await sleep(150);
@@ -110,7 +130,7 @@ test('SIGINT drains and exits 0 too', async () => {
   const node = await startNode({ workers: 1 });
   await node.deployOk('slow', SLOW);
   const r = node.ingress('slow', '/?ms=300&i=x');
-  await sleep(100);
+  await node.waitForLog((l) => l.json?.msg === 'started x', { what: 'the request in flight' });
   node.proc.kill('SIGINT');
   assert.equal((await r).text, 'done x');
   assert.equal(await node.stop({ signal: null, timeout: 10000 }), 0);
@@ -123,7 +143,7 @@ test('the grace period bounds the drain', { skip: GRACE_FLAG ? false : 'no grace
   await node.deployOk('slow', SLOW);
   const r = node.ingress('slow', '/?ms=5000&i=x', { timeout: 8000 }).then(
     (res) => ({ status: res.status }), (e) => ({ error: e.message }));
-  await sleep(100);
+  await node.waitForLog((l) => l.json?.msg === 'started x', { what: 'the request in flight' });
   const t0 = Date.now();
   node.proc.kill('SIGTERM');
   const code = await node.stop({ signal: null, timeout: 8000 });
@@ -173,7 +193,7 @@ test('config file values are applied; flags override them', async (t) => {
   const node = await startNode({
     configFile: cfg, listen: null, control: null, workers: null, dataDir: null, expectDataDir: data,
   });
-  t.after(() => node.stop());
+  t.after(() => node.stop({ clean: true }));
   assert.equal(node.readyLine.workers, 1, 'workers from the config file');
   assert.equal((await node.workerPids()).length, 1);
   await node.deployOk('hello', HELLO);
@@ -181,7 +201,7 @@ test('config file values are applied; flags override them', async (t) => {
   await node.stop();
 
   const node2 = await startNode({ configFile: cfg, workers: 2, dataDir: data });
-  t.after(() => node2.stop());
+  t.after(() => node2.stop({ clean: true }));
   assert.equal(node2.readyLine.workers, 2, 'the --workers flag wins over the config file');
   assert.equal((await node2.ingress('hello', '/')).text, 'alive', 'data dir from the config file');
 });

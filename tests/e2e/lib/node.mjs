@@ -117,6 +117,7 @@ class Node {
     this.controlPort = 0;
     this.token = '';
     this.readyLine = null;
+    this.allowCrashes = false;
   }
 
   onLine(raw) {
@@ -155,7 +156,8 @@ class Node {
   // Sends `signal` to the supervisor (null: it was sent already) and waits for it
   // to exit; returns the exit code (or the signal name when it died from one).
   // SIGKILLs the group after timeout ms.
-  async stop({ signal = 'SIGTERM', timeout = 15000 } = {}) {
+  // clean: also fail unless the exit code is 0.
+  async stop({ signal = 'SIGTERM', timeout = 15000, clean = false } = {}) {
     if (signal && this.proc.exitCode === null && this.proc.signalCode === null) {
       try { this.proc.kill(signal); } catch { /* gone */ }
     }
@@ -176,7 +178,34 @@ class Node {
     // Workers must go with the supervisor; make sure of it for the next tests.
     killGroup(this.proc, 'SIGKILL');
     this.forget();
-    return res.code ?? res.signal;
+    const code = res.code ?? res.signal;
+    // give the last stderr lines (a sanitizer report, say) time to be read
+    await new Promise((resolve) => setImmediate(resolve));
+    const problems = this.problems();
+    if (problems.length) {
+      throw new Error(`edgenode reported problems:\n${problems.map((l) => l.raw).join('\n')}`);
+    }
+    if (clean && code !== 0) {
+      throw new Error(`edgenode exited with ${code} after ${signal}\n${this.dumpLogs(30)}`);
+    }
+    return code;
+  }
+
+  // Log lines that are not JSON objects with the members every line must have.
+  malformedLogs() {
+    return this.logs.filter((l) => !l.json || typeof l.json !== 'object' ||
+      typeof l.json.time !== 'string' || Number.isNaN(Date.parse(l.json.time)) ||
+      !['debug', 'info', 'warn', 'error'].includes(l.json.level) ||
+      typeof l.json.process !== 'string' || typeof l.json.msg !== 'string');
+  }
+
+  // Sanitizer reports, and worker processes that died on their own (unless the
+  // test killed them and set allowCrashes).
+  problems() {
+    return this.logs.filter((l) =>
+      /AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:/.test(l.raw) ||
+      (!this.allowCrashes && /^worker exited/.test(l.json?.msg ?? '') &&
+        (l.json.signal || l.json.exit_status)));
   }
 
   kill() {
@@ -310,7 +339,9 @@ export async function startNode({
   node.readyLine = ready.json;
   node.listenPort = parsePort(ready.json.listen);
   node.controlPort = parsePort(ready.json.control);
-  node.token = readFileSync(path.join(node.dataDir, 'control.token'), 'utf8').trim();
+  const tf = args.indexOf('--control-token-file');
+  node.tokenFile = tf >= 0 ? path.resolve(SOURCE_DIR, args[tf + 1]) : path.join(node.dataDir, 'control.token');
+  node.token = readFileSync(node.tokenFile, 'utf8').trim();
   return node;
 }
 

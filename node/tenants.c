@@ -1,0 +1,155 @@
+/*
+ * Per-tenant statistics. Worker processes report deltas every second
+ * (PROTO_STATS); counters are summed here across processes and restarts,
+ * heap figures are gauges kept per process slot and summed when shown.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+
+static const char *const counters[] = {
+    "requests",       "errors",           "cpu_limit_hits", "memory_limit_hits",
+    "wall_limit_hits", "cold_starts",
+};
+static const char *const sums[] = {"cpu_ms", "wall_ms"};
+
+static json_t *tenant_entry(node *n, const char *name) {
+  if (n->tenants == NULL) n->tenants = json_object();
+  json_t *t = json_object_get(n->tenants, name);
+  if (t) return t;
+  t = json_pack("{s:{}, s:I}", "procs", "heap_peak", (json_int_t)0);
+  for (size_t i = 0; i < ARRAY_SIZE(counters); i++) json_object_set_new(t, counters[i], json_integer(0));
+  for (size_t i = 0; i < ARRAY_SIZE(sums); i++) json_object_set_new(t, sums[i], json_real(0));
+  json_object_set_new(n->tenants, name, t);
+  return t;
+}
+
+static void add_counter(json_t *t, const char *key, json_t *delta) {
+  json_int_t v = json_integer_value(json_object_get(t, key)) + json_integer_value(delta);
+  json_object_set_new(t, key, json_integer(v));
+}
+
+static void add_sum(json_t *t, const char *key, json_t *delta) {
+  double v = json_number_value(json_object_get(t, key)) + json_number_value(delta);
+  json_object_set_new(t, key, json_real(v));
+}
+
+void node_tenants_on_stats(node *n, int proc_id, json_t *body) {
+  const char *name;
+  json_t *delta;
+  char slot[16];
+  snprintf(slot, sizeof slot, "%d", proc_id);
+  json_object_foreach(json_object_get(body, "tenants"), name, delta) {
+    if (!worker_name_valid(name, strlen(name)) || !json_is_object(delta)) continue;
+    json_t *t = tenant_entry(n, name);
+    for (size_t i = 0; i < ARRAY_SIZE(counters); i++)
+      add_counter(t, counters[i], json_object_get(delta, counters[i]));
+    for (size_t i = 0; i < ARRAY_SIZE(sums); i++) add_sum(t, sums[i], json_object_get(delta, sums[i]));
+    json_int_t peak = json_integer_value(json_object_get(delta, "heap_peak"));
+    if (peak > json_integer_value(json_object_get(t, "heap_peak")))
+      json_object_set_new(t, "heap_peak", json_integer(peak));
+    json_object_set_new(json_object_get(t, "procs"), slot,
+                        json_pack("{s:O?, s:O?}", "heap_used", json_object_get(delta, "heap_used"),
+                                  "loaded", json_object_get(delta, "loaded")));
+    json_object_set_new(t, "last_request_at", json_integer(time_now_ms()));
+  }
+}
+
+void node_tenants_proc_gone(node *n, int proc_id) {
+  char slot[16];
+  snprintf(slot, sizeof slot, "%d", proc_id);
+  const char *name;
+  json_t *t;
+  json_object_foreach(n->tenants, name, t) json_object_del(json_object_get(t, "procs"), slot);
+}
+
+void node_tenants_free(node *n) {
+  json_decref(n->tenants);
+  n->tenants = NULL;
+}
+
+/* The shown form: totals, heap summed over processes, where it is loaded. */
+static json_t *tenant_view(const char *name, json_t *t) {
+  json_t *out = json_pack("{s:s, s:s}", "name", name, "state", "active");
+  json_int_t heap = 0;
+  json_t *loaded_in = json_array();
+  if (t) {
+    for (size_t i = 0; i < ARRAY_SIZE(counters); i++)
+      json_object_set(out, counters[i], json_object_get(t, counters[i]));
+    for (size_t i = 0; i < ARRAY_SIZE(sums); i++)
+      json_object_set(out, sums[i], json_object_get(t, sums[i]));
+    const char *slot;
+    json_t *g;
+    json_object_foreach(json_object_get(t, "procs"), slot, g) {
+      heap += json_integer_value(json_object_get(g, "heap_used"));
+      if (json_is_true(json_object_get(g, "loaded"))) json_array_append_new(loaded_in, json_integer(atoi(slot)));
+    }
+    json_object_set(out, "heap_peak", json_object_get(t, "heap_peak"));
+    json_int_t last = json_integer_value(json_object_get(t, "last_request_at"));
+    if (last) {
+      char when[32];
+      node_iso8601(last, when);
+      json_object_set_new(out, "last_report_at", json_string(when));
+    }
+  } else {
+    for (size_t i = 0; i < ARRAY_SIZE(counters); i++) json_object_set_new(out, counters[i], json_integer(0));
+    for (size_t i = 0; i < ARRAY_SIZE(sums); i++) json_object_set_new(out, sums[i], json_real(0));
+    json_object_set_new(out, "heap_peak", json_integer(0));
+  }
+  json_object_set_new(out, "heap_used", json_integer(heap));
+  json_object_set_new(out, "loaded_in", loaded_in);
+  return out;
+}
+
+static void list_tenants(node *n, http_request *req) {
+  json_t *rows = NULL;
+  if (node_registry_list(n->registry, &rows) != 0) {
+    node_respond_error(req, 500, "registry unavailable");
+    return;
+  }
+  json_t *list = json_array();
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    const char *name = json_string_value(json_object_get(row, "name"));
+    json_array_append_new(list, tenant_view(name, json_object_get(n->tenants, name)));
+  }
+  json_decref(rows);
+  json_t *body = json_pack("{s:o}", "tenants", list);
+  node_respond_json(req, 200, body, NULL);
+  json_decref(body);
+}
+
+static void show_tenant(node *n, http_request *req, const char *name) {
+  json_t *row = NULL;
+  json_t *stats = json_object_get(n->tenants, name);
+  if (node_registry_get(n->registry, name, &row) != 0 && stats == NULL) {
+    json_t *body = json_pack("{s:s, s:s}", "error", "unknown tenant", "name", name);
+    node_respond_json(req, 404, body, NULL);
+    json_decref(body);
+    return;
+  }
+  json_t *view = tenant_view(name, stats);
+  json_object_set_new(view, "deployed", json_boolean(row != NULL));
+  if (row) json_object_set(view, "limits", json_object_get(row, "limits"));
+  json_decref(row);
+  node_respond_json(req, 200, view, NULL);
+  json_decref(view);
+}
+
+int node_tenants_route(node *n, http_request *req, const char *path) {
+  static const char prefix[] = "/v1/tenants/";
+  if (strcmp(path, "/v1/tenants") == 0) {
+    if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
+    else list_tenants(n, req);
+    return 1;
+  }
+  if (strncmp(path, prefix, sizeof prefix - 1) != 0) return 0;
+  const char *name = path + sizeof prefix - 1;
+  if (strchr(name, '/') != NULL) return 0;
+  if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
+  else show_tenant(n, req, name);
+  return 1;
+}

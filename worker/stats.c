@@ -1,0 +1,116 @@
+/*
+ * Per-tenant accounting. Counters are deltas since the last report: the
+ * supervisor adds them up across processes and process restarts, so a
+ * worker process that dies loses at most one second of statistics.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "worker.h"
+
+#define STATS_INTERVAL_MS 1000
+
+void stats_request_done(worker *w, inflight *f) {
+  (void)w;
+  tenant_stats *s = &f->tenant->stats;
+  s->requests++;
+  if (f->status >= 500) s->errors++;
+  if (f->start_ns) s->wall_ns += time_mono_ns() - f->start_ns;
+  s->dirty = 1;
+}
+
+void stats_heap(tenant *t, iso_worker *iso) {
+  iso_heap_stats hs;
+  iso_worker_heap_stats(iso, &hs);
+  t->stats.heap_used = hs.used_bytes;
+  if (hs.used_bytes > t->stats.heap_peak) t->stats.heap_peak = hs.used_bytes;
+  t->stats.dirty = 1;
+}
+
+static json_t *stats_json(const tenant *t) {
+  const tenant_stats *s = &t->stats;
+  return json_pack("{s:I,s:I,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "requests",
+                   (json_int_t)s->requests, "errors", (json_int_t)s->errors, "cpu_ms",
+                   s->cpu_ns / 1e6, "wall_ms", s->wall_ns / 1e6, "cpu_limit_hits",
+                   (json_int_t)s->cpu_limit_hits, "memory_limit_hits",
+                   (json_int_t)s->memory_limit_hits, "wall_limit_hits",
+                   (json_int_t)s->wall_limit_hits, "cold_starts", (json_int_t)s->cold_starts,
+                   "heap_used", (json_int_t)s->heap_used, "heap_peak", (json_int_t)s->heap_peak,
+                   "loaded", t->current != NULL);
+}
+
+static void stats_report(uv_timer_t *timer) {
+  worker *w = container_of(timer, worker, stats_timer);
+  json_t *tenants = json_object();
+  for (tenant *t = w->tenants; t; t = t->next) {
+    if (!t->stats.dirty) continue;
+    json_object_set_new(tenants, t->name, stats_json(t));
+    size_t heap = t->stats.heap_used;
+    memset(&t->stats, 0, sizeof t->stats);
+    t->stats.heap_used = heap;
+    t->stats.heap_peak = heap;
+  }
+  if (json_object_size(tenants) == 0) {
+    json_decref(tenants);
+    return;
+  }
+  json_t *body = json_pack("{s:o}", "tenants", tenants);
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  if (text == NULL) abort();
+  if (proto_channel_send(&w->supervisor, PROTO_STATS, 0, text, strlen(text)) != 0)
+    log_debug("could not send statistics to the supervisor");
+  free(text);
+}
+
+void stats_start(worker *w) {
+  uv_timer_init(w->loop, &w->stats_timer);
+  uv_timer_start(&w->stats_timer, stats_report, STATS_INTERVAL_MS, STATS_INTERVAL_MS);
+  /* Statistics alone must not keep a draining process alive. */
+  uv_unref((uv_handle_t *)&w->stats_timer);
+}
+
+/* ---- the wall-time limit ---- */
+
+#define WALL_SWEEP_MS 100
+
+void wall_track(worker *w, inflight *f) {
+  if (f->running) return;
+  f->running = 1;
+  f->run_prev = NULL;
+  f->run_next = w->running;
+  if (w->running) w->running->run_prev = f;
+  w->running = f;
+}
+
+void wall_untrack(worker *w, inflight *f) {
+  if (!f->running) return;
+  if (f->run_prev) f->run_prev->run_next = f->run_next;
+  else w->running = f->run_next;
+  if (f->run_next) f->run_next->run_prev = f->run_prev;
+  f->running = 0;
+  f->run_prev = f->run_next = NULL;
+}
+
+static void wall_sweep(uv_timer_t *timer) {
+  worker *w = container_of(timer, worker, wall_timer);
+  uint64_t now = time_mono_ns();
+  for (inflight *f = w->running; f; f = f->run_next) {
+    if (f->req == NULL) continue;
+    uint64_t limit_ms = spec_wall_ms(f->loaded->spec);
+    if (now - f->start_ns < limit_ms * 1000000u) continue;
+    char extra[64];
+    snprintf(extra, sizeof extra, "{\"limit_ms\":%llu}", (unsigned long long)limit_ms);
+    log_write(LOG_WARN, f->tenant->name, f->req->id, NULL, "exceeded wall time limit");
+    f->tenant->stats.wall_limit_hits++;
+    ingress_fail(w, f, 504, "exceeded wall time limit", extra);
+  }
+}
+
+void wall_start(worker *w) {
+  uv_timer_init(w->loop, &w->wall_timer);
+  uv_timer_start(&w->wall_timer, wall_sweep, WALL_SWEEP_MS, WALL_SWEEP_MS);
+  uv_unref((uv_handle_t *)&w->wall_timer);
+}
