@@ -28,6 +28,10 @@ static const option_def options[] = {
     {"control_token_file", OPT_STRING, 0, 0},
     {"grace_ms", OPT_INT, 0, 3600000},
     {"max_body_mb", OPT_INT, 1, 1024},
+    {"header_timeout_ms", OPT_INT, 100, 600000},
+    {"worker_memory_mb", OPT_INT, 0, 1048576},
+    {"isolate_memory_mb", OPT_INT, 16, 1048576},
+    {"idle_timeout_s", OPT_INT, 1, 86400},
     {"log_level", OPT_LEVEL, 0, 0},
 };
 
@@ -48,6 +52,12 @@ static const char usage_text[] =
     "                              (default DATA/control.token, created if missing)\n"
     "  --grace-ms G                drain grace period on SIGTERM (default 10000)\n"
     "  --max-body-mb M             ingress request body limit, 1..1024 (default 10)\n"
+    "  --header-timeout-ms T       a request head must arrive within T ms (default 10000)\n"
+    "  --worker-memory-mb M        RSS budget of one worker process; over it the process\n"
+    "                              is restarted (default 0: 75% of RAM shared by the workers)\n"
+    "  --isolate-memory-mb M       heap budget of one process's isolates; over it idle\n"
+    "                              isolates are evicted, least recently used first (default 1024)\n"
+    "  --idle-timeout-s S          isolates idle this long are evicted (default 300)\n"
     "  --log-level L               debug, info, warn or error (default info)\n"
     "  --help                      this text\n"
     "  --version                   print the version\n"
@@ -80,6 +90,10 @@ void node_config_init(node_config *c) {
   c->workers = (int)cores;
   c->grace_ms = 10000;
   c->max_body_mb = 10;
+  c->header_timeout_ms = 10000;
+  c->worker_memory_mb = 0;
+  c->isolate_memory_mb = 1024;
+  c->idle_timeout_s = 300;
   c->log_level = LOG_INFO;
 }
 
@@ -163,6 +177,10 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       }
       if (strcmp(o->key, "workers") == 0) c->workers = (int)v;
       else if (strcmp(o->key, "grace_ms") == 0) c->grace_ms = v;
+      else if (strcmp(o->key, "header_timeout_ms") == 0) c->header_timeout_ms = v;
+      else if (strcmp(o->key, "worker_memory_mb") == 0) c->worker_memory_mb = v;
+      else if (strcmp(o->key, "isolate_memory_mb") == 0) c->isolate_memory_mb = v;
+      else if (strcmp(o->key, "idle_timeout_s") == 0) c->idle_timeout_s = v;
       else c->max_body_mb = (int)v;
       return NULL;
     }

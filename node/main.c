@@ -45,6 +45,7 @@ void node_on_procs_stopped(node *n) {
   uv_close((uv_handle_t *)&n->sigterm, on_handle_closed);
   uv_close((uv_handle_t *)&n->sigint, on_handle_closed);
   node_procs_close(n);
+  node_memwatch_stop(n);
   if (n->control_open) http_server_close(&n->control, on_control_closed);
   n->control_open = 0;
   log_info("stopped");
@@ -126,6 +127,8 @@ static int start(node *n) {
     log_write(LOG_INFO, NULL, NULL, extra, "starting");
     n->worker_path = worker_exe_path();
     rc = node_procs_start(n, &err);
+    if (rc == 0 && (rc = node_memwatch_start(n)) != 0)
+      err = xasprintf("memory watch: %s", uv_strerror(rc));
   }
   if (rc != 0) {
     log_error("%s", err ? err : "startup failed");

@@ -33,6 +33,10 @@ typedef struct node_config {
   int dev;                   /* deploy examples/hello.js as "hello" on start */
   int64_t grace_ms;          /* drain grace period */
   int max_body_mb;           /* ingress request body limit */
+  int64_t header_timeout_ms; /* ingress: a request head must arrive within this */
+  int64_t worker_memory_mb;  /* RSS budget per worker process; 0 = derived from RAM */
+  int64_t isolate_memory_mb; /* heap budget of one process's isolates (eviction) */
+  int64_t idle_timeout_s;    /* idle isolates are evicted after this */
   log_level log_level;
 } node_config;
 
@@ -199,6 +203,7 @@ struct node {
   node_validation *validations;
   char *v8_version;
   json_t *tenants;         /* name -> statistics (tenants.c) */
+  uv_timer_t memwatch_timer;
   int64_t started_at_ms;
   uint64_t started_mono_ns;
   node_state state;
@@ -257,6 +262,11 @@ int node_control_start(node *n, char **err);
 void node_respond_json(http_request *req, int status, json_t *body, const char *allow);
 void node_respond_error(http_request *req, int status, const char *message);
 void node_respond_method(http_request *req, const char *allow);
+
+/* memwatch.c: restarts worker processes whose RSS outgrows their budget. */
+int node_memwatch_start(node *n);
+void node_memwatch_stop(node *n);
+uint64_t node_worker_memory_budget(const node *n);
 
 /* tenants.c: per-tenant statistics gathered from the worker processes. */
 /* Adds a PROTO_STATS report from worker process slot `proc_id`. */

@@ -19,6 +19,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: edgenode-worker --id N --ipc-fd FD --listen-fd FD --data DIR\n"
           "                       [--max-body-bytes B] [--header-timeout-ms T]\n"
+          "                       [--isolate-memory-mb M] [--idle-timeout-s S]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "Started by edgenode; not meant to be run by hand.\n");
 }
@@ -41,6 +42,8 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"max-body-bytes", required_argument, NULL, 'b'},
       {"header-timeout-ms", required_argument, NULL, 't'},
       {"log-level", required_argument, NULL, 'v'},
+      {"isolate-memory-mb", required_argument, NULL, 'm'},
+      {"idle-timeout-s", required_argument, NULL, 'e'},
       {NULL, 0, NULL, 0},
   };
   c->id = 0;
@@ -48,6 +51,8 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
   c->data_dir = "./data";
   c->max_body_bytes = 10u * 1024 * 1024;
   c->header_timeout_ms = 10000;
+  c->isolate_memory_mb = 1024;
+  c->idle_timeout_s = 300;
   int opt;
   long v;
   while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -58,6 +63,8 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'd': c->data_dir = optarg; break;
       case 'b': if (parse_long(optarg, 0, 1L << 40, &v)) return -1; c->max_body_bytes = (size_t)v; break;
       case 't': if (parse_long(optarg, 1, 3600000, &v)) return -1; c->header_timeout_ms = (uint64_t)v; break;
+      case 'm': if (parse_long(optarg, 16, 1L << 20, &v)) return -1; c->isolate_memory_mb = (uint64_t)v; break;
+      case 'e': if (parse_long(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
       case 'v':
         if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
         else if (strcmp(optarg, "info") == 0) *level = LOG_INFO;

@@ -171,6 +171,8 @@ static int loaded_timer_start(void *data, uint64_t token, uint32_t timer_id, dou
   t->next = l->timers;
   l->timers = t;
   uint64_t delay = delay_ms > 0 ? (uint64_t)delay_ms : 0;
+  /* JavaScript may have run for a while since the loop last read its clock. */
+  uv_update_time(worker_self()->loop);
   if (uv_timer_start(&t->handle, timer_fired, delay, 0) != 0) {
     timer_unlink(l, t);
     return -1;

@@ -102,6 +102,8 @@ typedef struct worker_config {
   const char *data_dir;
   size_t max_body_bytes;
   uint64_t header_timeout_ms;
+  uint64_t isolate_memory_mb; /* heap budget of all isolates: evict idle ones past it */
+  uint64_t idle_timeout_s;    /* evict isolates idle this long */
 } worker_config;
 
 typedef struct worker {

@@ -1,0 +1,73 @@
+/*
+ * The process-level memory backstop. V8's heap limit is soft (one large
+ * builtin allocation can overshoot it), so the supervisor also watches each
+ * worker process's resident set and restarts a process that grows past its
+ * budget, before the machine starts to swap or the kernel's OOM killer picks
+ * a victim of its own (perhaps the supervisor).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "node.h"
+
+#define MEMWATCH_INTERVAL_MS 500
+
+/* Resident bytes of `pid` from /proc, or 0 when unknown. */
+static uint64_t rss_bytes(int pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/statm", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  unsigned long long size = 0, resident = 0;
+  int n = fscanf(f, "%llu %llu", &size, &resident);
+  fclose(f);
+  if (n != 2) return 0;
+  return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t node_worker_memory_budget(const node *n) {
+  if (n->cfg.worker_memory_mb > 0) return (uint64_t)n->cfg.worker_memory_mb << 20;
+  uint64_t total = uv_get_constrained_memory();
+  if (total == 0 || total > uv_get_total_memory()) total = uv_get_total_memory();
+  uint64_t share = total / 4 * 3 / (uint64_t)(n->n_procs > 0 ? n->n_procs : 1);
+  return share < (256u << 20) ? (256u << 20) : share;
+}
+
+static void memwatch_tick(uv_timer_t *t) {
+  node *n = container_of(t, node, memwatch_timer);
+  uint64_t budget = node_worker_memory_budget(n);
+  for (int i = 0; i < n->n_procs; i++) {
+    node_proc *p = &n->procs[i];
+    if (!p->alive || p->pid <= 0) continue;
+    uint64_t rss = rss_bytes(p->pid);
+    if (rss <= budget) continue;
+    char extra[160];
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"rss_mb\":%llu,\"budget_mb\":%llu}",
+             p->id, p->pid, (unsigned long long)(rss >> 20), (unsigned long long)(budget >> 20));
+    log_write(LOG_ERROR, NULL, NULL, extra, "worker process over its memory budget: restarting it");
+    /* Draining could take seconds while memory keeps growing: end it now. */
+    if (uv_process_kill(&p->process, SIGKILL) != 0) log_warn("could not kill worker-%d", p->id);
+  }
+}
+
+int node_memwatch_start(node *n) {
+  int rc = uv_timer_init(n->loop, &n->memwatch_timer);
+  if (rc == 0) rc = uv_timer_start(&n->memwatch_timer, memwatch_tick, MEMWATCH_INTERVAL_MS,
+                                   MEMWATCH_INTERVAL_MS);
+  if (rc == 0) {
+    uv_unref((uv_handle_t *)&n->memwatch_timer);
+    char extra[64];
+    snprintf(extra, sizeof extra, "{\"budget_mb\":%llu}",
+             (unsigned long long)(node_worker_memory_budget(n) >> 20));
+    log_write(LOG_INFO, NULL, NULL, extra, "watching worker process memory");
+  }
+  return rc;
+}
+
+void node_memwatch_stop(node *n) {
+  if (!uv_is_closing((uv_handle_t *)&n->memwatch_timer)) uv_close((uv_handle_t *)&n->memwatch_timer, NULL);
+}
