@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <v8.h>
@@ -79,6 +80,12 @@ struct pending_request {
   bool responded;
 };
 
+/* An async host call waiting for iso_worker_complete(). */
+struct async_call {
+  uint64_t token;
+  v8::Global<v8::Promise::Resolver> resolver;
+};
+
 /* A growable byte buffer reused across requests. */
 struct scratch {
   char *data = nullptr;
@@ -91,6 +98,7 @@ struct scratch {
 
 struct iso_worker {
   iso_host host;
+  iso_host_calls host_calls{};  /* all NULL when the host gave none */
   uint64_t cpu_limit_ns;
   size_t memory_cap;  /* bytes: V8's heap, and separately ArrayBuffer contents */
   v8::Isolate *isolate = nullptr;
@@ -101,6 +109,9 @@ struct iso_worker {
   v8::Global<v8::Function> fire_timer;
   std::vector<iso::module_entry> modules;
   std::vector<iso::pending_request> pending;
+  std::unordered_map<uint32_t, iso::async_call> async_calls;
+  uint32_t last_call_id = 0;
+  v8::Global<v8::Value> object_proto;  /* %Object.prototype%: what plain objects inherit */
   std::string link_error;  /* set by the resolve callback ... */
   std::string link_module; /* ... naming the importing module */
   iso::watch watch{};
@@ -127,6 +138,8 @@ void request_respond(iso_worker *w, uint64_t token, const iso_response *res,
 void request_done(iso_worker *w, uint64_t token);
 /* An ArrayBuffer whose contents count against the worker's cap; empty (with a
  * RangeError thrown) past it. *data points at its uninitialised contents. */
+v8::MaybeLocal<v8::ArrayBuffer> new_buffer(iso_worker *w, size_t len, uint8_t **data);
+/* The same as a Uint8Array over the whole buffer. */
 v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **data);
 
 /* ---- errors.cc ---- */
@@ -158,6 +171,20 @@ v8::MaybeLocal<v8::Promise> module_import_dynamic(v8::Local<v8::Context> context
                                                   v8::Local<v8::FixedArray> assertions);
 /* "./b.js" imported by "lib/a.js" is "lib/b.js"; "" when it climbs above the root. */
 std::string module_resolve_name(const std::string &referrer, const std::string &specifier);
+
+/* ---- wire.cc ---- */
+
+/* Grows the buffer by `more` bytes and returns where they start. */
+uint8_t *wire_append(iso_wire *w, size_t more);
+
+/* ---- hostcalls.cc ---- */
+
+void hostcall_sync(const v8::FunctionCallbackInfo<v8::Value> &info);
+void hostcall_async(const v8::FunctionCallbackInfo<v8::Value> &info);
+/* Resolves async call `call_id` (if still waiting) with [ok, value]. Returns
+ * false when JavaScript was terminated meanwhile. */
+bool hostcall_settle(iso_worker *w, v8::Local<v8::Context> context, uint32_t call_id, bool ok,
+                     const uint8_t *value, size_t value_len);
 
 /* ---- native.cc ---- */
 

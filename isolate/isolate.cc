@@ -69,11 +69,11 @@ void free_bytes(void *data, size_t length, void *deleter_data) {
 
 }  // namespace
 
-v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **data) {
+v8::MaybeLocal<v8::ArrayBuffer> new_buffer(iso_worker *w, size_t len, uint8_t **data) {
   v8::Isolate *isolate = w->isolate;
   *data = nullptr;
   if (len == 0)
-    return v8::Uint8Array::New(v8::ArrayBuffer::New(isolate, 0), 0, 0);
+    return v8::ArrayBuffer::New(isolate, 0);
   /* ArrayBuffer::New(isolate, len) aborts the process when the allocator
    * refuses; owning the memory keeps a refusal a RangeError. */
   void *p = w->array_buffers->AllocateUninitialized(len);
@@ -85,7 +85,14 @@ v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **da
   std::unique_ptr<v8::BackingStore> store =
       v8::ArrayBuffer::NewBackingStore(p, len, free_bytes, w->array_buffers);
   *data = (uint8_t *)p;
-  return v8::Uint8Array::New(v8::ArrayBuffer::New(isolate, std::move(store)), 0, len);
+  return v8::ArrayBuffer::New(isolate, std::move(store));
+}
+
+v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **data) {
+  v8::Local<v8::ArrayBuffer> ab;
+  if (!new_buffer(w, len, data).ToLocal(&ab))
+    return {};
+  return v8::Uint8Array::New(ab, 0, len);
 }
 
 iso_worker *worker_of(v8::Local<v8::Context> context) {
@@ -211,9 +218,10 @@ iso_error_kind entry_end(iso_worker *w, entry *e) {
   return why;
 }
 
-/* Calls a runtime function on behalf of `token`, then the microtasks. */
-void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
-         const v8::Global<v8::Function> &fn, int argc, v8::Local<v8::Value> argv[]) {
+/* Enters JavaScript on behalf of `token`: `call` (which returns false when
+ * it threw), then the microtasks. */
+template <typename F>
+void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call) {
   v8::Isolate *isolate = w->isolate;
   entry e;
   entry_begin(w, &e, token, w->cpu_limit_ns);
@@ -222,8 +230,7 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
   bool queue_lost = false;
   {
     v8::TryCatch tc(isolate);
-    if (fn.Get(isolate)->Call(context, v8::Undefined(isolate), argc, argv).IsEmpty() &&
-        tc.HasCaught() && !tc.HasTerminated()) {
+    if (!call() && tc.HasCaught() && !tc.HasTerminated()) {
       /* The runtime reports the tenant's errors itself: this is its own. */
       iso_error err = {};
       error_from_try_catch(w, context, ISO_ERR_EXCEPTION, tc, &err);
@@ -254,6 +261,15 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
   default:
     break;
   }
+}
+
+/* Calls a runtime function on behalf of `token`, then the microtasks. */
+void run_function(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
+                  const v8::Global<v8::Function> &fn, int argc, v8::Local<v8::Value> argv[]) {
+  v8::Isolate *isolate = w->isolate;
+  run(w, context, token, [&]() {
+    return !fn.Get(isolate)->Call(context, v8::Undefined(isolate), argc, argv).IsEmpty();
+  });
 }
 
 /* ---- isolate set-up ---- */
@@ -405,25 +421,56 @@ bool runtime_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err
   return true;
 }
 
-/* Loads the tenant's modules and hands the default export to the runtime. */
-bool handler_install(iso_worker *w, v8::Local<v8::Context> context, const iso_module *modules,
-                     size_t n_modules, const char *main_module, const char *env_json,
-                     iso_error *err) {
+/* A JSON object text (or NULL: undefined) as a value. */
+bool parse_object(iso_worker *w, v8::Local<v8::Context> context, const char *json,
+                  const char *what, v8::Local<v8::Value> *out, iso_error *err) {
   v8::Isolate *isolate = w->isolate;
-  v8::Local<v8::Value> def;
-  if (!modules_load(w, context, modules, n_modules, main_module, err).ToLocal(&def))
-    return false;
+  *out = v8::Undefined(isolate);
+  if (json == nullptr)
+    return true;
   v8::TryCatch tc(isolate);
-  v8::Local<v8::Value> env;
-  if (!v8::JSON::Parse(context, str(isolate, env_json ? env_json : "{}")).ToLocal(&env)) {
+  if (!v8::JSON::Parse(context, str(isolate, json)).ToLocal(out)) {
     error_from_try_catch(w, context, ISO_ERR_INTERNAL, tc, err);
     return false;
   }
-  v8::Local<v8::Value> argv[2] = {def, env};
-  if (w->set_handler.Get(isolate)->Call(context, v8::Undefined(isolate), 2, argv).IsEmpty()) {
-    error_from_try_catch(w, context, ISO_ERR_NO_HANDLER, tc, err);
+  if (!(*out)->IsObject() || (*out)->IsArray()) {
+    char *msg = xasprintf("%s is not a JSON object", what);
+    error_set(err, ISO_ERR_INTERNAL, msg);
+    free(msg);
+    return false;
+  }
+  return true;
+}
+
+/* Whether `def` has a fetch function: a failed setHandler() is then about
+ * the bindings, not the handler. */
+bool has_fetch(v8::Local<v8::Context> context, v8::Local<v8::Value> def) {
+  v8::TryCatch tc(context->GetIsolate());
+  v8::Local<v8::Value> fetch;
+  return def->IsObject() &&
+         def.As<v8::Object>()->Get(context, str(context->GetIsolate(), "fetch")).ToLocal(&fetch) &&
+         fetch->IsFunction();
+}
+
+/* Loads the tenant's modules and hands the default export to the runtime. */
+bool handler_install(iso_worker *w, v8::Local<v8::Context> context,
+                     const iso_worker_options *o, iso_error *err) {
+  v8::Isolate *isolate = w->isolate;
+  v8::Local<v8::Value> def, env, bindings;
+  if (!parse_object(w, context, o->env_json, "env", &env, err) ||
+      !parse_object(w, context, o->bindings_json, "bindings", &bindings, err))
+    return false;
+  if (env->IsUndefined())
+    env = v8::Object::New(isolate);
+  if (!modules_load(w, context, o->modules, o->n_modules, o->main_module, err).ToLocal(&def))
+    return false;
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Value> argv[3] = {def, env, bindings};
+  if (w->set_handler.Get(isolate)->Call(context, v8::Undefined(isolate), 3, argv).IsEmpty()) {
+    bool handler = !tc.HasTerminated() && has_fetch(context, def);
+    error_from_try_catch(w, context, handler ? ISO_ERR_EXCEPTION : ISO_ERR_NO_HANDLER, tc, err);
     if (err->module == nullptr)
-      err->module = xstrdup(main_module);
+      err->module = xstrdup(o->main_module);
     return false;
   }
   return true;
@@ -432,8 +479,7 @@ bool handler_install(iso_worker *w, v8::Local<v8::Context> context, const iso_mo
 /* The runtime is our code, not the tenant's: its own generous budget. */
 constexpr uint64_t kRuntimeCpuNs = 2000000000u;
 
-bool worker_load(iso_worker *w, const iso_module *modules, size_t n_modules,
-                 const char *main_module, const char *env_json, iso_error *err) {
+bool worker_load(iso_worker *w, const iso_worker_options *o, iso_error *err) {
   v8::Isolate *isolate = w->isolate;
   v8::Isolate::Scope isolate_scope(isolate);
   v8::HandleScope handles(isolate);
@@ -443,6 +489,7 @@ bool worker_load(iso_worker *w, const iso_module *modules, size_t n_modules,
   context->SetAlignedPointerInEmbedderData(kWorkerSlot, w);
   w->context.Reset(isolate, context);
   v8::Context::Scope context_scope(context);
+  w->object_proto.Reset(isolate, v8::Object::New(isolate)->GetPrototype());
   /* With wasm compilation off, all WebAssembly still offers is Memory, whose
    * pages count against neither the heap limit nor the ArrayBuffer cap. */
   if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing()) {
@@ -457,7 +504,7 @@ bool worker_load(iso_worker *w, const iso_module *modules, size_t n_modules,
   iso_error_kind why = entry_end(w, &e);
   if (ok && why == ISO_OK) {
     entry_begin(w, &e, 0, w->cpu_limit_ns);
-    ok = handler_install(w, context, modules, n_modules, main_module, env_json, err);
+    ok = handler_install(w, context, o, err);
     why = entry_end(w, &e);
   }
   if (why == ISO_ERR_CPU)
@@ -470,6 +517,8 @@ bool worker_load(iso_worker *w, const iso_module *modules, size_t n_modules,
 void worker_destroy(iso_worker *w) {
   if (w->isolate != nullptr) {
     w->modules.clear();
+    w->async_calls.clear();
+    w->object_proto.Reset();
     w->set_handler.Reset();
     w->dispatch.Reset();
     w->fire_timer.Reset();
@@ -556,7 +605,7 @@ int worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req) {
     return -1;
   }
   w->pending.push_back(pending_request{token, false});
-  run(w, context, token, w->dispatch, 5, argv);
+  run_function(w, context, token, w->dispatch, 5, argv);
   return 0;
 }
 
@@ -567,7 +616,18 @@ void worker_fire_timer(iso_worker *w, uint64_t token, uint32_t timer_id) {
   v8::Local<v8::Context> context = w->context.Get(isolate);
   v8::Context::Scope context_scope(context);
   v8::Local<v8::Value> argv[1] = {v8::Integer::NewFromUnsigned(isolate, timer_id)};
-  run(w, context, token, w->fire_timer, 1, argv);
+  run_function(w, context, token, w->fire_timer, 1, argv);
+}
+
+void worker_complete(iso_worker *w, uint64_t token, uint32_t call_id, int ok,
+                     const uint8_t *value, size_t value_len) {
+  v8::Isolate *isolate = w->isolate;
+  v8::Isolate::Scope isolate_scope(isolate);
+  v8::HandleScope handles(isolate);
+  v8::Local<v8::Context> context = w->context.Get(isolate);
+  v8::Context::Scope context_scope(context);
+  run(w, context, token,
+      [&]() { return hostcall_settle(w, context, call_id, ok != 0, value, value_len); });
 }
 
 void host_log(void *, uint64_t, iso_log_level, const char *, size_t) {}
@@ -581,9 +641,7 @@ void host_done(void *, uint64_t) {}
 
 using namespace iso;
 
-iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
-                           const iso_module *modules, size_t n_modules, const char *main_module,
-                           const char *env_json, iso_error *err) {
+iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
   iso_error local = {};
   if (err == nullptr)
     err = &local;
@@ -592,15 +650,18 @@ iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
     error_set(err, ISO_ERR_INTERNAL, "iso_platform_init() was not called");
     return nullptr;
   }
-  if (host == nullptr || host->respond == nullptr || host->done == nullptr) {
+  if (o == nullptr || o->host == nullptr || o->host->respond == nullptr ||
+      o->host->done == nullptr) {
     error_set(err, ISO_ERR_INTERNAL, "the host has no respond or done callback");
     return nullptr;
   }
-  uint32_t memory_mb = limits != nullptr && limits->memory_mb ? limits->memory_mb : 128;
-  uint32_t cpu_ms = limits != nullptr && limits->cpu_ms ? limits->cpu_ms : 50;
+  uint32_t memory_mb = o->limits.memory_mb ? o->limits.memory_mb : 128;
+  uint32_t cpu_ms = o->limits.cpu_ms ? o->limits.cpu_ms : 50;
 
   iso_worker *w = new iso_worker();
-  w->host = *host;
+  w->host = *o->host;
+  if (o->calls != nullptr)
+    w->host_calls = *o->calls;
   w->cpu_limit_ns = (uint64_t)cpu_ms * 1000000u;
   w->memory_cap = (size_t)memory_mb << 20;
   w->array_buffers = new allocator(w->memory_cap);
@@ -619,12 +680,26 @@ iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
   /* Errors remember where they were created: the tenant's line, not the runtime's. */
   w->isolate->SetCaptureStackTraceForUncaughtExceptions(true, 16, v8::StackTrace::kOverview);
 
-  if (!worker_load(w, modules, n_modules, main_module, env_json, err)) {
+  if (!worker_load(w, o, err)) {
     worker_destroy(w);
     iso_error_clear(&local);
     return nullptr;
   }
   return w;
+}
+
+iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
+                           const iso_module *modules, size_t n_modules, const char *main_module,
+                           const char *env_json, iso_error *err) {
+  iso_worker_options o = {};
+  o.host = host;
+  if (limits != nullptr)
+    o.limits = *limits;
+  o.modules = modules;
+  o.n_modules = n_modules;
+  o.main_module = main_module;
+  o.env_json = env_json;
+  return iso_worker_create(&o, err);
 }
 
 void iso_worker_free(iso_worker *w) {
@@ -652,8 +727,20 @@ void iso_worker_fire_timer(iso_worker *w, uint64_t token, uint32_t timer_id) {
   worker_fire_timer(w, token, timer_id);
 }
 
+void iso_worker_complete(iso_worker *w, uint64_t token, uint32_t call_id, int ok,
+                         const uint8_t *value, size_t value_len) {
+  if (w == nullptr || w->broken || w->free_requested || w->async_calls.count(call_id) == 0)
+    return;
+  call_guard guard(w);
+  worker_complete(w, token, call_id, ok, value, value_len);
+}
+
 size_t iso_worker_pending(const iso_worker *w) {
   return w->pending.size();
+}
+
+size_t iso_worker_pending_calls(const iso_worker *w) {
+  return w->async_calls.size();
 }
 
 int iso_worker_broken(const iso_worker *w) {

@@ -280,9 +280,22 @@ iso_worker *iso_worker_create(const iso_worker_options *options, iso_error *err)
 
 /* Settles async call `call_id`: ok = 1 resolves its promise with the wire
  * value, ok = 0 rejects with it (as for call_sync errors). Runs microtasks;
- * counts as an entry into JavaScript for `token` (CPU limit applies). */
+ * counts as an entry into JavaScript for `token` (CPU limit applies).
+ * `value` is only read during the call. An unknown or already settled
+ * call_id is ignored, and so is any call on a broken worker.
+ *
+ * Outstanding calls and iso_worker_free(): freeing a worker drops its
+ * outstanding async calls (their promises are never settled). The host must
+ * then cancel whatever it started for them and never call
+ * iso_worker_complete() for that worker again: the pointer is dead. */
 void iso_worker_complete(iso_worker *w, uint64_t token, uint32_t call_id, int ok,
                          const uint8_t *value, size_t value_len);
+
+/* Async host calls started and not yet completed. A request waiting on one
+ * is also counted by iso_worker_pending(); this also counts calls made by
+ * code that outlived its request. A host that evicts idle workers should
+ * wait until both are 0 (or cancel the calls itself). */
+size_t iso_worker_pending_calls(const iso_worker *w);
 
 #ifdef __cplusplus
 }

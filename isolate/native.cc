@@ -1,7 +1,7 @@
 /*
  * The `native` object: what the runtime (the files in runtime/) may ask of the host.
  * See runtime/README.md for the contract. Every function finds its worker in
- * the External it was created with.
+ * its context's embedder data.
  */
 #include <errno.h>
 #include <limits.h>
@@ -18,8 +18,10 @@ using Info = v8::FunctionCallbackInfo<v8::Value>;
 
 constexpr size_t kMaxLogBytes = 16384;
 
+/* The worker is found through the function's context, not the function: the
+ * functions are made once, in the startup snapshot, for every worker. */
 inline iso_worker *worker(const Info &info) {
-  return static_cast<iso_worker *>(info.Data().As<v8::External>()->Value());
+  return worker_of(info.GetIsolate()->GetCurrentContext());
 }
 
 void throw_type_error(v8::Isolate *isolate, const char *msg) {
@@ -412,13 +414,14 @@ v8::Local<v8::Object> native_new(iso_worker *w, v8::Local<v8::Context> context) 
       {"respond", native_respond},
       {"fail", native_fail},
       {"done", native_done},
+      {"callSync", hostcall_sync},
+      {"callAsync", hostcall_async},
   };
   v8::Isolate *isolate = context->GetIsolate();
-  v8::Local<v8::External> data = v8::External::New(isolate, w);
   v8::Local<v8::Object> native = v8::Object::New(isolate);
   for (const auto &entry : table) {
     v8::Local<v8::FunctionTemplate> t = v8::FunctionTemplate::New(
-        isolate, entry.fn, data, v8::Local<v8::Signature>(), 0, v8::ConstructorBehavior::kThrow);
+        isolate, entry.fn, v8::Local<v8::Value>(), v8::Local<v8::Signature>(), 0, v8::ConstructorBehavior::kThrow);
     v8::Local<v8::Function> fn;
     v8::Local<v8::String> name = str(isolate, entry.name);
     if (!t->GetFunction(context).ToLocal(&fn) ||

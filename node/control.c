@@ -81,15 +81,19 @@ static void get_node(node *n, http_request *req) {
     const node_proc *p = &n->procs[i];
     char at[32];
     node_iso8601(p->started_at_ms, at);
-    json_array_append_new(procs, json_pack("{s:i, s:i, s:s, s:i, s:s}", "id", p->id, "pid",
-                                           p->pid, "state", node_proc_state_name(p->state),
-                                           "restarts", (int)p->restarts, "started_at", at));
+    json_t *entry = json_pack("{s:i, s:i, s:s, s:i, s:s}", "id", p->id, "pid", p->pid, "state",
+                              node_proc_state_name(p->state), "restarts", (int)p->restarts,
+                              "started_at", at);
+    if (p->process_stats) json_object_update(entry, p->process_stats);
+    json_array_append_new(procs, entry);
   }
   json_t *body = json_pack(
       "{s:s, s:s?, s:I, s:s, s:s, s:s, s:s, s:i, s:o}", "version", EDGENODE_VERSION, "v8",
       n->v8_version, "uptime_s", (json_int_t)((time_mono_ns() - n->started_mono_ns) / 1000000000u),
       "started_at", started, "state", n->state == NODE_SERVING ? "serving" : "draining", "listen",
       n->listen_addr, "control", n->control_addr, "pid", (int)getpid(), "workers", procs);
+  json_object_set_new(body, "worker_memory_budget_mb",
+                      json_integer((json_int_t)(node_worker_memory_budget(n) >> 20)));
   node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }

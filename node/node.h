@@ -162,6 +162,7 @@ typedef struct node_proc {
   uint64_t backoff_ms;     /* next restart delay */
   uv_timer_t restart_timer;
   int ever_ready;          /* for the one-time "ready" line */
+  json_t *process_stats;   /* the last "process" member of PROTO_STATS (isolates, evictions) */
 } node_proc;
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
@@ -270,9 +271,9 @@ uint64_t node_worker_memory_budget(const node *n);
 
 /* tenants.c: per-tenant statistics gathered from the worker processes. */
 /* Adds a PROTO_STATS report from worker process slot `proc_id`. */
-void node_tenants_on_stats(node *n, int proc_id, json_t *body);
+void node_tenants_on_stats(node *n, node_proc *p, json_t *body);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
-void node_tenants_proc_gone(node *n, int proc_id);
+void node_tenants_proc_gone(node *n, node_proc *p);
 /* GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);
 void node_tenants_free(node *n);

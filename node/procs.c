@@ -275,7 +275,7 @@ static void on_frame(proto_channel *ch, const proto_frame *f) {
       proto_channel_send(ch, PROTO_PONG, f->id, NULL, 0);
       break;
     case PROTO_STATS:
-      node_tenants_on_stats(p->owner, p->id, body);
+      node_tenants_on_stats(p->owner, p, body);
       break;
     case PROTO_PONG:
     case PROTO_EVENT:
@@ -345,7 +345,7 @@ static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
   uv_close((uv_handle_t *)h, on_process_closed);
   if (p->channel_started) proto_channel_close(&p->channel);
   fail_validations(p, UV_ECANCELED);
-  node_tenants_proc_gone(n, p->id);
+  node_tenants_proc_gone(n, p);
   uint64_t lived_ms = (time_mono_ns() - p->started_mono_ns) / 1000000u;
   char extra[256];
   if (n->state == NODE_DRAINING) {

@@ -36,7 +36,13 @@ static void add_sum(json_t *t, const char *key, json_t *delta) {
   json_object_set_new(t, key, json_real(v));
 }
 
-void node_tenants_on_stats(node *n, int proc_id, json_t *body) {
+void node_tenants_on_stats(node *n, node_proc *p, json_t *body) {
+  json_t *process = json_object_get(body, "process");
+  if (json_is_object(process)) {
+    json_decref(p->process_stats);
+    p->process_stats = json_incref(process);
+  }
+  int proc_id = p->id;
   const char *name;
   json_t *delta;
   char slot[16];
@@ -57,7 +63,10 @@ void node_tenants_on_stats(node *n, int proc_id, json_t *body) {
   }
 }
 
-void node_tenants_proc_gone(node *n, int proc_id) {
+void node_tenants_proc_gone(node *n, node_proc *p) {
+  int proc_id = p->id;
+  json_decref(p->process_stats);
+  p->process_stats = NULL;
   char slot[16];
   snprintf(slot, sizeof slot, "%d", proc_id);
   const char *name;

@@ -168,6 +168,16 @@ const char *proto_type_name(uint8_t type) {
     case PROTO_PONG: return "pong";
     case PROTO_RUN: return "run";
     case PROTO_RUN_RESULT: return "run_result";
+    case PROTO_EGRESS_POLICY: return "egress_policy";
+    case PROTO_SECRET_PUT: return "secret_put";
+    case PROTO_SECRET_LIST: return "secret_list";
+    case PROTO_SECRET_DELETE: return "secret_delete";
+    case PROTO_EGRESS_REPLY: return "egress_reply";
+    case PROTO_FETCH: return "fetch";
+    case PROTO_FETCH_HEAD: return "fetch_head";
+    case PROTO_FETCH_READ: return "fetch_read";
+    case PROTO_FETCH_DATA: return "fetch_data";
+    case PROTO_FETCH_CANCEL: return "fetch_cancel";
     case PROTO_TYPE_MAX: break;
   }
   return "unknown";

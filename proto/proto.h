@@ -61,6 +61,43 @@ typedef enum proto_type {
   /* supervisor -> worker (id): one-shot run (POST /v1/run); reply PROTO_RUN_RESULT */
   PROTO_RUN = 13,
   PROTO_RUN_RESULT = 14,
+
+  /* ---- the egress process (egress/, docs/egress.md) ----
+   * The egress says PROTO_HELLO {"pid": N, "process": "egress"} to the
+   * supervisor once it started. Worker processes connect to its unix socket. */
+  /* supervisor -> egress (one-way): allow-lists, {"workers": {"name": [rules], ...},
+   * "replace": true|false}. With "replace" these are all the policies there are (and
+   * the egress starts serving workers); without, only the named workers' policies
+   * change (null or []: everything denied). Rules as in egress/egress.h. */
+  PROTO_EGRESS_POLICY = 20,
+  /* supervisor -> egress (id): {"name": "EXAMPLE_TOKEN", "value": "..."}. Reply
+   * PROTO_EGRESS_REPLY {"name", "updated_at", "created": bool} or PROTO_ERROR. */
+  PROTO_SECRET_PUT = 21,
+  /* supervisor -> egress (id): {}. Reply PROTO_EGRESS_REPLY
+   * {"secrets": [{"name", "updated_at"}, ...]}: names and times, never values. */
+  PROTO_SECRET_LIST = 22,
+  /* supervisor -> egress (id): {"name"}. Reply PROTO_EGRESS_REPLY {"deleted": name}
+   * or PROTO_ERROR {"status": 404, ...}. */
+  PROTO_SECRET_DELETE = 23,
+  PROTO_EGRESS_REPLY = 24,
+  /* worker -> egress: one fetch(); the frame id names this fetch in every later frame
+   * about it, both ways. Payload: a 4-byte big-endian length n, n bytes of JSON
+   * {"tenant", "request_id", "method", "url", "headers": [name, value, ...],
+   * "redirect": "follow"|"manual"|"error", "budget": N (subrequests it may use)},
+   * then the request body. Reply PROTO_FETCH_HEAD, or PROTO_ERROR
+   * {"error": "...", "name": "TypeError", "hops": N}. */
+  PROTO_FETCH = 25,
+  /* egress -> worker: a 4-byte big-endian length n, n bytes of JSON {"status",
+   * "status_text", "headers": [name, value, ...], "url", "redirected", "hops",
+   * "done"}, then the first body bytes. "done": false means more body follows:
+   * the worker asks for it with PROTO_FETCH_READ. */
+  PROTO_FETCH_HEAD = 26,
+  /* worker -> egress (fetch id): empty. Reply PROTO_FETCH_DATA or PROTO_ERROR {"error"}. */
+  PROTO_FETCH_READ = 27,
+  /* egress -> worker (fetch id): 1 flag byte (1 = the body ends here), then body bytes. */
+  PROTO_FETCH_DATA = 28,
+  /* worker -> egress (fetch id, one-way): the fetch is abandoned; no reply. */
+  PROTO_FETCH_CANCEL = 29,
   PROTO_TYPE_MAX = 64 /* types at or above this are rejected by the decoder */
 } proto_type;
 

@@ -230,6 +230,7 @@ static int start(worker *w) {
   }
   stats_start(w);
   wall_start(w);
+  evict_start(w);
   uv_timer_init(w->loop, &w->drain_timer);
   uv_signal_init(w->loop, &w->sigterm);
   uv_signal_init(w->loop, &w->sigint);

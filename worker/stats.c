@@ -52,11 +52,9 @@ static void stats_report(uv_timer_t *timer) {
     t->stats.heap_used = heap;
     t->stats.heap_peak = heap;
   }
-  if (json_object_size(tenants) == 0) {
-    json_decref(tenants);
-    return;
-  }
-  json_t *body = json_pack("{s:o}", "tenants", tenants);
+  json_t *body = json_pack("{s:o, s:{s:I, s:I, s:I}}", "tenants", tenants, "process", "isolates",
+                           (json_int_t)w->loaded_count, "evictions", (json_int_t)w->evictions,
+                           "units_run", (json_int_t)w->sched.units_run);
   char *text = json_dumps(body, JSON_COMPACT);
   json_decref(body);
   if (text == NULL) abort();

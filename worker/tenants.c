@@ -235,6 +235,7 @@ static loaded *loaded_new(tenant *t, char **error) {
 }
 
 static void loaded_free(loaded *l) {
+  worker_self()->loaded_count--;
   sched_queue_clear(&worker_self()->sched, &l->queue, unit_dropped);
   while (l->timers) timer_unlink(l, l->timers);
   iso_worker_free(l->iso);
@@ -342,6 +343,73 @@ static void loaded_done(void *data, uint64_t token) {
   inflight_finish(w, f);
 }
 
+/* ---- eviction ---- */
+
+static int loaded_idle(const loaded *l) { return l->requests == 0 && l->units == 0; }
+
+/*
+ * Evicts up to `max` idle isolates, least recently used first, and returns
+ * how many went. The next request for an evicted tenant cold-starts it.
+ */
+size_t evict_lru(worker *w, size_t max) {
+  size_t evicted = 0;
+  while (evicted < max) {
+    tenant *oldest = NULL;
+    for (tenant *t = w->tenants; t; t = t->next)
+      if (t->current && loaded_idle(t->current) &&
+          (oldest == NULL || t->current->last_used_ns < oldest->current->last_used_ns))
+        oldest = t;
+    if (oldest == NULL) break;
+    loaded *l = oldest->current;
+    oldest->current = NULL;
+    oldest->stats.heap_used = 0;
+    oldest->stats.dirty = 1;
+    loaded_free(l);
+    w->evictions++;
+    evicted++;
+  }
+  return evicted;
+}
+
+/* Idle past the timeout, or over the heap budget: evict, oldest first. */
+static void evict_sweep(uv_timer_t *timer) {
+  worker *w = container_of(timer, worker, evict_timer);
+  uint64_t now = time_mono_ns();
+  uint64_t idle_ns = w->config.idle_timeout_s * 1000000000u;
+  size_t heap = 0;
+  for (tenant *t = w->tenants; t; t = t->next) {
+    loaded *l = t->current;
+    if (l == NULL) continue;
+    if (loaded_idle(l) && now - l->last_used_ns > idle_ns) {
+      t->current = NULL;
+      t->stats.heap_used = 0;
+      t->stats.dirty = 1;
+      loaded_free(l);
+      w->evictions++;
+      continue;
+    }
+    heap += t->stats.heap_used;
+  }
+  uint64_t budget = w->config.isolate_memory_mb << 20;
+  while (heap > budget) {
+    tenant *before = NULL;
+    for (tenant *t = w->tenants; t; t = t->next)
+      if (t->current && loaded_idle(t->current) &&
+          (before == NULL || t->current->last_used_ns < before->current->last_used_ns))
+        before = t;
+    if (before == NULL) break;
+    size_t freed = before->stats.heap_used;
+    if (evict_lru(w, 1) == 0) break;
+    heap -= freed < heap ? freed : heap;
+  }
+}
+
+void evict_start(worker *w) {
+  uv_timer_init(w->loop, &w->evict_timer);
+  uv_timer_start(&w->evict_timer, evict_sweep, 1000, 1000);
+  uv_unref((uv_handle_t *)&w->evict_timer);
+}
+
 /* ---- routing requests to versions ---- */
 
 static void tenant_run(worker *w, tenant *t, inflight *f) {
@@ -351,10 +419,20 @@ static void tenant_run(worker *w, tenant *t, inflight *f) {
   }
   if (t->current == NULL && t->load_error == NULL) {
     char *error = NULL;
+    if (w->loaded_count >= WORKER_MAX_ISOLATES && evict_lru(w, 1) == 0) {
+      ingress_fail(w, f, 503, "too many isolates in this process; try again", NULL);
+      inflight_finish(w, f);
+      return;
+    }
     t->current = loaded_new(t, &error);
-    if (t->current == NULL) t->load_error = error;
-    else t->stats.cold_starts++;
+    if (t->current == NULL) {
+      t->load_error = error;
+    } else {
+      t->stats.cold_starts++;
+      w->loaded_count++;
+    }
   }
+  if (t->current) t->current->last_used_ns = time_mono_ns();
   if (t->current == NULL) {
     char *msg = xasprintf("worker failed to load: %s", t->load_error);
     ingress_fail(w, f, 500, msg, NULL);

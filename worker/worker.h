@@ -35,6 +35,7 @@ struct loaded {
   size_t units;        /* timer firings queued */
   struct vtimer *timers;
   int retired;         /* replaced or deleted: free once idle */
+  uint64_t last_used_ns; /* for least-recently-used eviction */
   loaded *next_retired;
 };
 
@@ -121,6 +122,9 @@ typedef struct worker {
   uv_timer_t drain_timer;
   uv_timer_t stats_timer;
   uv_timer_t wall_timer;
+  uv_timer_t evict_timer;
+  size_t loaded_count;   /* live isolates (current and retired) */
+  uint64_t evictions;
   inflight *running;     /* requests dispatched and not done (for the wall-time limit) */
   uv_signal_t sigterm;
   uv_signal_t sigint;
@@ -136,6 +140,11 @@ void tenant_free_all(worker *w);
 void tenant_submit(worker *w, inflight *f);
 /* Frees retired versions that have nothing left to do. */
 void tenant_collect_retired(worker *w);
+/* Isolates one process holds at most: each idle isolate takes ~12-16 memory
+ * mappings and vm.max_map_count (65530 by default) caps a process near 4-5k. */
+#define WORKER_MAX_ISOLATES 4000
+size_t evict_lru(worker *w, size_t max);
+void evict_start(worker *w);
 size_t tenant_pending_work(worker *w);
 /* The modules of a spec as iso_modules (pointers into the spec). Returns the
  * count, or -1 with *why set when the spec is malformed. */

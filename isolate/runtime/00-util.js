@@ -1,8 +1,8 @@
 // Internal helpers shared by every fragment after this one.
 //
 // Everything here is a name in the one function scope the fragments share, so
-// it is invisible to tenant code. Names are specific on purpose: a fragment
-// written elsewhere (20-url.js) lives in the same scope.
+// it is invisible to tenant code. Names are specific on purpose: every
+// fragment, 20-url.js included, declares its names in that same scope.
 
 // Passed to constructors that tenants must not call (AbortSignal, Crypto, ...)
 // and to internal fast paths of public constructors. Unreachable from outside.

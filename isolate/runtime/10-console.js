@@ -568,7 +568,6 @@ function formatLogArgs(args) {
   return out;
 }
 
-const consoleLevel = { debug: 0, info: 1, warn: 2, error: 3 };
 let consoleIndent = '';
 const consoleCounts = new Map();
 const consoleTimers = new Map();

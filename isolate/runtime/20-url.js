@@ -7,8 +7,8 @@
 // lastIndexOf. href is serialized on demand and cached until a setter runs.
 //
 // new URL() of a plain ASCII http(s) URL that needs no percent-encoding,
-// no IDNA and no dot-segment removal takes fastParse(), a single scan that
-// yields the same record the state machine would.
+// no IDNA and no dot-segment removal takes fastParse(), one regular
+// expression match that yields the record the state machine would.
 //
 // The file is pure ASCII on purpose: every non-ASCII code point below is
 // written as an escape, so the embedded runtime does not depend on how the
@@ -38,6 +38,13 @@ const { URL, URLSearchParams } = (() => {
       }
     }
     return s;
+  }
+
+  // The code unit at i, or -1 past either end. Reading past the end with
+  // charCodeAt yields NaN, and a single NaN turns the optimized code of
+  // every comparison that sees it from integer to floating point.
+  function codeAt(s, i) {
+    return i >= 0 && i < s.length ? s.charCodeAt(i) : -1;
   }
 
   // String.prototype.lastIndexOf is a runtime call in V8; a loop over
@@ -78,14 +85,15 @@ const { URL, URLSearchParams } = (() => {
     add(SET_FORM, "!'()~");
   })();
 
-  // Appends the UTF-8 percent-encoding of the code point starting at s[i]
-  // to out; returns [out, index of the last code unit used].
+  // The UTF-8 percent-encoding of the non-ASCII code point c at s[i] (with
+  // the low surrogate at s[i + 1] when c is a high one; lone surrogates
+  // encode as U+FFFD).
   function encodeCodePoint(s, i, c) {
     if (c < 0x800) {
       return HEX[0xc0 | (c >> 6)] + HEX[0x80 | (c & 0x3f)];
     }
     if (c >= 0xd800 && c <= 0xdfff) {
-      const d = s.charCodeAt(i + 1);
+      const d = codeAt(s, i + 1);
       if (c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff) {
         const cp = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
         return HEX[0xf0 | (cp >> 18)] + HEX[0x80 | ((cp >> 12) & 0x3f)] +
@@ -115,7 +123,7 @@ const { URL, URLSearchParams } = (() => {
       } else {
         out += s.slice(run, i) + encodeCodePoint(s, i, c);
         if (c >= 0xd800 && c <= 0xdbff) {
-          const d = s.charCodeAt(i + 1);
+          const d = codeAt(s, i + 1);
           if (d >= 0xdc00 && d <= 0xdfff) i++;
         }
       }
@@ -143,7 +151,7 @@ const { URL, URLSearchParams } = (() => {
       } else {
         out += s.slice(run, i) + encodeCodePoint(s, i, c);
         if (c >= 0xd800 && c <= 0xdbff) {
-          const d = s.charCodeAt(i + 1);
+          const d = codeAt(s, i + 1);
           if (d >= 0xdc00 && d <= 0xdfff) i++;
         }
       }
@@ -242,11 +250,14 @@ const { URL, URLSearchParams } = (() => {
       let end = input.indexOf('&', start);
       if (end === -1) end = len;
       if (end > start) {
-        const eq = input.indexOf('=', start);
-        if (eq !== -1 && eq < end) {
-          list.push(formDecode(input.slice(start, eq)), formDecode(input.slice(eq + 1, end)));
+        // Look for "=" inside this sequence only: searching the rest of
+        // the input would make "a&a&a..." quadratic.
+        const seq = input.slice(start, end);
+        const eq = seq.indexOf('=');
+        if (eq !== -1) {
+          list.push(formDecode(seq.slice(0, eq)), formDecode(seq.slice(eq + 1)));
         } else {
-          list.push(formDecode(input.slice(start, end)), '');
+          list.push(formDecode(seq), '');
         }
       }
       start = end + 1;
@@ -277,17 +288,13 @@ const { URL, URLSearchParams } = (() => {
     return k + Math.floor((36 * delta) / (delta + 38));
   }
 
-  function punyDigit(d) {
-    return String.fromCharCode(d < 26 ? 0x61 + d : 0x16 + d);
-  }
-
   // Code points (array) -> Punycode without the "xn--" prefix, or null.
   function punyEncode(cps) {
-    let out = '';
-    for (let j = 0; j < cps.length; j++) if (cps[j] < 0x80) out += String.fromCharCode(cps[j]);
+    const out = [];
+    for (let j = 0; j < cps.length; j++) if (cps[j] < 0x80) out.push(cps[j]);
     const b = out.length;
     let h = b;
-    if (b > 0) out += '-';
+    if (b > 0) out.push(0x2d);
     let n = 0x80, delta = 0, bias = 72;
     while (h < cps.length) {
       let m = 0x10ffff + 1;
@@ -303,10 +310,11 @@ const { URL, URLSearchParams } = (() => {
           for (let k = 36; ; k += 36) {
             const t = k <= bias ? 1 : k >= bias + 26 ? 26 : k - bias;
             if (q < t) break;
-            out += punyDigit(t + ((q - t) % (36 - t)));
+            const d = t + ((q - t) % (36 - t));
+            out.push(d < 26 ? 0x61 + d : 0x16 + d);
             q = Math.floor((q - t) / (36 - t));
           }
-          out += punyDigit(q);
+          out.push(q < 26 ? 0x61 + q : 0x16 + q);
           bias = punyAdapt(delta, h + 1, h === b);
           delta = 0;
           h++;
@@ -314,6 +322,16 @@ const { URL, URLSearchParams } = (() => {
       }
       delta++;
       n++;
+    }
+    return fromCodes(out);
+  }
+
+  // String.fromCharCode over an array of code units, in chunks small
+  // enough for the argument list.
+  function fromCodes(codes) {
+    let out = '';
+    for (let i = 0; i < codes.length; i += 4096) {
+      out += String.fromCharCode.apply(null, codes.slice(i, i + 4096));
     }
     return out;
   }
@@ -383,7 +401,8 @@ const { URL, URLSearchParams } = (() => {
   // Where full case folding differs from toLowerCase(): upper-then-lower
   // case gives the folded form.
   const IDNA_FOLD = /[\u0345\u1C80-\u1C88\u1F80-\u1FAF\u1FB2-\u1FB4\u1FB7\u1FBC\u1FC2-\u1FC4\u1FC7\u1FCC\u1FF2-\u1FF4\u1FF7\u1FFC]/g;
-  const CHEROKEE_SMALL = /[\uAB70-\uABBF\u13F8-\u13FD]/g;
+  const CHEROKEE_SMALL = /[\uAB70-\uABBF\u13F8-\u13FD]/;
+  const CHEROKEE_SMALL_G = /[\uAB70-\uABBF\u13F8-\u13FD]/g;
 
   function countDots(s) {
     const m = s.match(IDNA_DOTS);
@@ -402,7 +421,7 @@ const { URL, URLSearchParams } = (() => {
     s = s.toLowerCase().replace(IDNA_FOLD, (ch) => ch.toUpperCase().toLowerCase());
     // Cherokee case-folds to the capital letters.
     if (CHEROKEE_SMALL.test(s)) {
-      s = s.replace(CHEROKEE_SMALL, (ch) => {
+      s = s.replace(CHEROKEE_SMALL_G, (ch) => {
         const c = ch.charCodeAt(0);
         return String.fromCharCode(c >= 0xab70 ? c - 0xab70 + 0x13a0 : c - 8);
       });
@@ -418,7 +437,7 @@ const { URL, URLSearchParams } = (() => {
   // Code points with Canonical_Combining_Class Virama (ccc = 9).
   const VIRAMA = /[\u094D\u09CD\u0A4D\u0ACD\u0B4D\u0BCD\u0C4D\u0CCD\u0D3B\u0D3C\u0D4D\u0DCA\u0E3A\u0EBA\u0F84\u1039\u103A\u1714\u1715\u1734\u17D2\u1A60\u1B44\u1BAA\u1BAB\u1BF2\u1BF3\u2D7F\uA806\uA82C\uA8C4\uA953\uA9C0\uAAF6\uABED\u{10A3F}\u{11046}\u{11070}\u{1107F}\u{110B9}\u{11133}\u{11134}\u{111C0}\u{11235}\u{112EA}\u{1134D}\u{11442}\u{114C2}\u{115BF}\u{1163F}\u{116B6}\u{1172B}\u{11839}\u{1193D}\u{1193E}\u{119E0}\u{11A34}\u{11A47}\u{11A99}\u{11C3F}\u{11D44}\u{11D45}\u{11D97}\u{11F41}\u{11F42}]/u;
   // Joining_Type classes for the ZWNJ context rule (RFC 5892 A.1).
-  const JT_TRANSPARENT = /^[\p{Mn}\p{Me}\p{Cf}]$/u;
+  const JT_TRANSPARENT = /^(?![\u200C\u200D])[\p{Mn}\p{Me}\p{Cf}]$/u;
   const JT_RIGHT = /^[\u0622-\u0625\u0627\u0629\u062F-\u0632\u0648\u0671-\u0673\u0675-\u0677\u0688-\u0699\u06C0\u06C3-\u06CB\u06CD\u06CF\u06D2\u06D3\u06D5\u06EE\u06EF\u0710\u0715-\u0719\u071E\u0728\u072A\u072C\u072F\u074D\u0759-\u075B\u076B\u076C\u0771\u0773\u0774\u0778\u0779\u0840\u0846\u0847\u0849\u084E\u0854\u0856-\u0858\u0867\u0869-\u086A\u0870-\u0882\u088E\u08AA-\u08AC\u08AE\u08B1\u08B2\u08B9\u{10AC5}\u{10AC7}\u{10AC9}\u{10ACA}\u{10ACE}-\u{10AD2}\u{10ADD}\u{10AE1}\u{10AE4}\u{10B81}\u{10B83}-\u{10B85}\u{10B89}\u{10B8C}\u{10B8E}\u{10B8F}\u{10B91}\u{10F33}\u{10F54}]$/u;
   const JT_LEFT = /^[\uA872\u{10ACD}\u{10AD7}\u{10D00}]$/u;
   const JT_DUAL = /^[\u0620-\u064A\u066E-\u06FF\u0712-\u074F\u0750-\u077F\u07CA-\u07EA\u0841-\u0858\u0860-\u086A\u08A0-\u08C9\u1807\u1820-\u1878\u1887-\u18A8\u18AA\uA840-\uA871\u{10AC0}-\u{10AE4}\u{10B80}-\u{10BAF}\u{10D01}-\u{10D23}\u{10F30}-\u{10F54}\u{1E900}-\u{1E943}]$/u;
@@ -554,7 +573,12 @@ const { URL, URLSearchParams } = (() => {
       } else {
         if (!idnaLabelOk(label)) return null;
         if (NON_ASCII.test(label)) {
-          const cps = Array.from(label, (ch) => ch.codePointAt(0));
+          const cps = [];
+          for (let j = 0; j < label.length; j++) {
+            const cp = label.codePointAt(j);
+            cps.push(cp);
+            if (cp > 0xffff) j++;
+          }
           const enc = punyEncode(cps);
           if (enc === null) return null;
           labels[i] = 'xn--' + enc;
@@ -580,8 +604,8 @@ const { URL, URLSearchParams } = (() => {
     for (; i < len; i++) {
       const c = domain.charCodeAt(i);
       if (c >= 0x80) break;
-      if (i === label && (c | 0x20) === 0x78 && (domain.charCodeAt(i + 1) | 0x20) === 0x6e &&
-        domain.charCodeAt(i + 2) === 0x2d && domain.charCodeAt(i + 3) === 0x2d) break;
+      if (i === label && (c | 0x20) === 0x78 && (codeAt(domain, i + 1) | 0x20) === 0x6e &&
+        codeAt(domain, i + 2) === 0x2d && codeAt(domain, i + 3) === 0x2d) break;
       if (c >= 0x41 && c <= 0x5a) upper = true;
       else if (FORBIDDEN_DOMAIN_ASCII[c] === 1) bad = true;
       else if (c === 0x2e) label = i + 1;
@@ -628,7 +652,7 @@ const { URL, URLSearchParams } = (() => {
     if (end > 0 && s.charCodeAt(end - 1) === 0x2e) end--;
     const start = lastIndexOfCode(s, 0x2e, end - 1) + 1;
     // Both a decimal number and an IPv4 number start with a digit.
-    const c = s.charCodeAt(start);
+    const c = codeAt(s, start);
     if (start >= end || c < 0x30 || c > 0x39) return false;
     const last = s.slice(start, end);
     if (/^[0-9]+$/.test(last)) return true;
@@ -755,8 +779,8 @@ const { URL, URLSearchParams } = (() => {
 
   // Host parser; returns the serialized host or null.
   function parseHost(input, isOpaque) {
-    if (input.charCodeAt(0) === 0x5b) {
-      if (input.charCodeAt(input.length - 1) !== 0x5d) return null;
+    if (codeAt(input, 0) === 0x5b) {
+      if (codeAt(input, input.length - 1) !== 0x5d) return null;
       const a = parseIPv6(input.slice(1, -1));
       return a === null ? null : '[' + serializeIPv6(a) + ']';
     }
@@ -815,7 +839,7 @@ const { URL, URLSearchParams } = (() => {
     return new URLRecord('', '', '', null, null, '', false, null, null, false, null);
   }
 
-  function serializeURL(r, excludeFragment) {
+  function serializeURL(r) {
     let out = r.scheme + ':';
     if (r.host !== null) {
       out += '//';
@@ -826,18 +850,18 @@ const { URL, URLSearchParams } = (() => {
       }
       out += r.host;
       if (r.port !== null) out += ':' + r.port;
-    } else if (!r.opaque && r.path.charCodeAt(0) === 0x2f && r.path.charCodeAt(1) === 0x2f) {
+    } else if (!r.opaque && codeAt(r.path, 0) === 0x2f && codeAt(r.path, 1) === 0x2f) {
       out += '/.';
     }
     out += r.path;
     if (r.query !== null) out += '?' + r.query;
-    if (!excludeFragment && r.fragment !== null) out += '#' + r.fragment;
+    if (r.fragment !== null) out += '#' + r.fragment;
     return out;
   }
 
   function hrefOf(r) {
     const h = r.href;
-    return h !== null ? h : (r.href = serializeURL(r, false));
+    return h !== null ? h : (r.href = serializeURL(r));
   }
 
   function isAlpha(c) {
@@ -890,11 +914,12 @@ const { URL, URLSearchParams } = (() => {
   }
 
   const EOF = -1;
-  const ST_SCHEME_START = 1, ST_NO_SCHEME = 3, ST_SPECIAL_RELATIVE_OR_AUTHORITY = 4,
-    ST_PATH_OR_AUTHORITY = 5, ST_RELATIVE = 6, ST_RELATIVE_SLASH = 7, ST_SPECIAL_AUTHORITY_SLASHES = 8,
-    ST_SPECIAL_AUTHORITY_IGNORE_SLASHES = 9, ST_AUTHORITY = 10, ST_HOST = 11, ST_HOSTNAME = 12,
-    ST_PORT = 13, ST_FILE = 14, ST_FILE_SLASH = 15, ST_FILE_HOST = 16, ST_PATH_START = 17,
-    ST_PATH = 18, ST_OPAQUE_PATH = 19, ST_QUERY = 20, ST_FRAGMENT = 21;
+  // Parser states (the scheme state is folded into scheme start).
+  const ST_SCHEME_START = 1, ST_NO_SCHEME = 2, ST_SPECIAL_RELATIVE_OR_AUTHORITY = 3,
+    ST_PATH_OR_AUTHORITY = 4, ST_RELATIVE = 5, ST_RELATIVE_SLASH = 6, ST_SPECIAL_AUTHORITY_SLASHES = 7,
+    ST_SPECIAL_AUTHORITY_IGNORE_SLASHES = 8, ST_AUTHORITY = 9, ST_HOST = 10, ST_HOSTNAME = 11,
+    ST_PORT = 12, ST_FILE = 13, ST_FILE_SLASH = 14, ST_FILE_HOST = 15, ST_PATH_START = 16,
+    ST_PATH = 17, ST_OPAQUE_PATH = 18, ST_QUERY = 19, ST_FRAGMENT = 20;
 
   const TAB_NL_G = /[\t\n\r]/g;
 
@@ -905,19 +930,16 @@ const { URL, URLSearchParams } = (() => {
     return a === 0 && b === s.length ? s : s.slice(a, b);
   }
 
-  // Splits the userinfo buffer of the authority state into the record.
-  function appendUserinfo(r, buf, passwordSeen) {
-    if (!passwordSeen) {
-      const colon = buf.indexOf(':');
-      if (colon === -1) {
-        r.username += percentEncode(buf, SET_USERINFO);
-        return false;
-      }
-      r.username += percentEncode(buf.slice(0, colon), SET_USERINFO);
-      buf = buf.slice(colon + 1);
+  // Splits the userinfo of the authority state at its first ":" into the
+  // record's username and password.
+  function setUserinfo(r, userinfo) {
+    const colon = userinfo.indexOf(':');
+    if (colon === -1) {
+      r.username += percentEncode(userinfo, SET_USERINFO);
+    } else {
+      r.username += percentEncode(userinfo.slice(0, colon), SET_USERINFO);
+      r.password += percentEncode(userinfo.slice(colon + 1), SET_USERINFO);
     }
-    r.password += percentEncode(buf, SET_USERINFO);
-    return true;
   }
 
   // The basic URL parser. Without `url` it returns a new record or null;
@@ -937,8 +959,8 @@ const { URL, URLSearchParams } = (() => {
     }
     const len = input.length;
     let state = override || ST_SCHEME_START;
-    let buf = '';
-    let passwordSeen = false;
+    let buf = '';      // carries a Windows drive letter from file host to path
+    let segs = null;   // the path as segments while in the path state
     let p = 0;
     for (;;) {
       const c = p < len ? input.charCodeAt(p) : EOF;
@@ -984,7 +1006,7 @@ const { URL, URLSearchParams } = (() => {
             state = ST_SPECIAL_RELATIVE_OR_AUTHORITY;
           } else if (special) {
             state = ST_SPECIAL_AUTHORITY_SLASHES;
-          } else if (input.charCodeAt(p + 1) === 0x2f) {
+          } else if (codeAt(input, p + 1) === 0x2f) {
             state = ST_PATH_OR_AUTHORITY;
             p++;
           } else {
@@ -1015,7 +1037,7 @@ const { URL, URLSearchParams } = (() => {
           break;
 
         case ST_SPECIAL_RELATIVE_OR_AUTHORITY:
-          if (c === 0x2f && input.charCodeAt(p + 1) === 0x2f) {
+          if (c === 0x2f && codeAt(input, p + 1) === 0x2f) {
             state = ST_SPECIAL_AUTHORITY_IGNORE_SLASHES;
             p++;
           } else {
@@ -1077,7 +1099,7 @@ const { URL, URLSearchParams } = (() => {
 
         case ST_SPECIAL_AUTHORITY_SLASHES:
           state = ST_SPECIAL_AUTHORITY_IGNORE_SLASHES;
-          if (c === 0x2f && input.charCodeAt(p + 1) === 0x2f) p++;
+          if (c === 0x2f && codeAt(input, p + 1) === 0x2f) p++;
           else p--;
           break;
 
@@ -1101,7 +1123,7 @@ const { URL, URLSearchParams } = (() => {
           const at = lastIndexOfCode(auth, 0x40, auth.length - 1);
           if (at !== -1) {
             const userinfo = auth.slice(0, at).replace(/@/g, '%40');
-            passwordSeen = appendUserinfo(url, userinfo, passwordSeen);
+            setUserinfo(url, userinfo);
             if (at === auth.length - 1) return null;
             p += at + 1;
           }
@@ -1261,7 +1283,9 @@ const { URL, URLSearchParams } = (() => {
 
         case ST_PATH: {
           // One segment per run: scan to its end instead of appending code
-          // points one at a time.
+          // points one at a time. The segments live in an array while the
+          // state repeats, so ".." costs a pop, not a copy of the path.
+          if (segs === null) segs = url.path === '' ? [] : url.path.slice(1).split('/');
           let e = p;
           for (; e < len; e++) {
             const d = input.charCodeAt(e);
@@ -1273,15 +1297,19 @@ const { URL, URLSearchParams } = (() => {
           const t = e < len ? input.charCodeAt(e) : EOF;
           const slash = t === 0x2f || (url.special && t === 0x5c);
           if (isDoubleDot(seg)) {
-            shortenPath(url);
-            if (!slash) url.path += '/';
+            if (!(url.scheme === 'file' && segs.length === 1 && isNormalizedDriveLetter(segs[0]))) segs.pop();
+            if (!slash) segs.push('');
           } else if (isSingleDot(seg)) {
-            if (!slash) url.path += '/';
+            if (!slash) segs.push('');
           } else {
-            if (url.scheme === 'file' && url.path === '' && isWindowsDriveLetter(seg)) {
+            if (url.scheme === 'file' && segs.length === 0 && isWindowsDriveLetter(seg)) {
               seg = seg[0] + ':';
             }
-            url.path += '/' + seg;
+            segs.push(seg);
+          }
+          if (!slash) {
+            url.path = segs.length === 0 ? '' : '/' + segs.join('/');
+            segs = null;
           }
           if (t === 0x3f) {
             url.query = '';
@@ -1302,7 +1330,7 @@ const { URL, URLSearchParams } = (() => {
           let seg = percentEncode(input.slice(p, e), SET_C0);
           // A space right before the query or fragment is encoded so that
           // the path never ends in a space once those are removed.
-          if (e < len && seg.charCodeAt(seg.length - 1) === 0x20) seg = seg.slice(0, -1) + '%20';
+          if (e < len && codeAt(seg, seg.length - 1) === 0x20) seg = seg.slice(0, -1) + '%20';
           url.path += seg;
           p = e;
           if (e < len) {
@@ -1340,112 +1368,61 @@ const { URL, URLSearchParams } = (() => {
     return url;
   }
 
-  // Byte flags for the fast path: 1 = fine in a path, 2 = in a special
-  // query, 4 = in a fragment (printable ASCII outside the encode sets).
-  const FAST = new Uint8Array(128);
-  for (let c = 0x21; c < 0x7f; c++) {
-    FAST[c] = ((ENCODE[c] & SET_PATH) === 0 && c !== 0x5c ? 1 : 0) |
-      ((ENCODE[c] & SET_SPECIAL_QUERY) === 0 ? 2 : 0) |
-      ((ENCODE[c] & SET_FRAGMENT) === 0 ? 4 : 0);
-  }
+  // The fast path's grammar: an absolute http(s) URL whose host is lower-
+  // case LDH labels (no "xn--" label, last label not starting with a digit,
+  // so neither IDNA nor IPv4 applies), whose path segments need no percent-
+  // encoding and cannot be dot segments (none starts with "." or "%"), and
+  // whose query and fragment hold no code point of their encode sets.
+  // A regular expression keeps the scan in irregexp's code, which stays
+  // fast whatever mix of string representations (cons, sliced, two-byte)
+  // the program passes; charCodeAt loops slow down once they have seen
+  // many of them.
+  const FAST_URL = /^(https?):\/\/((?:(?!xn--)[a-z0-9-]+\.)*(?!xn--|[0-9])[a-z0-9-]+)(?::([0-9]{0,5}))?((?:\/(?![.%])[!$%&'()*+,\-.0-9:;=@A-Z[\]^_a-z|~]*)*)(?:\?([!$%&()*+,\-./0-9:;=?@A-Z[\\\]^_`a-z{|}~]*))?(?:#([!#$%&'()*+,\-./0-9:;=?@A-Z[\\\]^_a-z{|}~]*))?$/;
 
-  // Parses an absolute http(s) URL that is already in canonical form (up
-  // to letter case of the host, a default or empty port and a missing
-  // path). Returns null whenever the general parser could do anything else
-  // (userinfo, IDNA, IPv4, percent-encoding, dot segments, backslashes).
+  // Parses an absolute http(s) URL that matches FAST_URL into the record
+  // the basic URL parser would produce; null when it does not match.
   function fastParse(s) {
-    const len = s.length;
-    let p, scheme, dport;
-    if (s.charCodeAt(0) !== 0x68 || s.charCodeAt(1) !== 0x74 || s.charCodeAt(2) !== 0x74 ||
-      s.charCodeAt(3) !== 0x70) return null;
-    if (s.charCodeAt(4) === 0x73) { p = 5; scheme = 'https'; dport = 443; }
-    else { p = 4; scheme = 'http'; dport = 80; }
-    if (s.charCodeAt(p) !== 0x3a || s.charCodeAt(p + 1) !== 0x2f || s.charCodeAt(p + 2) !== 0x2f) return null;
-    p += 3;
+    const m = FAST_URL.exec(s);
+    if (m === null) return null;
+    const scheme = m[1];
     let canonical = true;
-    const hs = p;
-    let labelStart = p, upper = false, c = EOF;
-    for (; p < len; p++) {
-      c = s.charCodeAt(p);
-      if ((c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2d) {
-        // "xn--" labels need IDNA validation.
-        if (p === labelStart && (c === 0x78) && s.charCodeAt(p + 1) === 0x6e &&
-          s.charCodeAt(p + 2) === 0x2d && s.charCodeAt(p + 3) === 0x2d) return null;
-        continue;
-      }
-      if (c === 0x2e) { labelStart = p + 1; continue; }
-      if (c >= 0x41 && c <= 0x5a) { upper = true; continue; }
-      break;
-    }
-    if (p === len) c = EOF;
-    else if (c !== 0x2f && c !== 0x3f && c !== 0x23 && c !== 0x3a) return null;
-    // An empty last label or one that starts with a digit may make the
-    // host an IPv4 address.
-    if (labelStart >= p || p === hs) return null;
-    const first = s.charCodeAt(labelStart);
-    if (first >= 0x30 && first <= 0x39) return null;
-    let host = s.slice(hs, p);
-    if (upper) {
-      host = host.toLowerCase();
-      if (host.startsWith('xn--') || host.indexOf('.xn--') !== -1) return null;
-      canonical = false;
-    }
     let port = null;
-    if (c === 0x3a) {
-      const ps = ++p;
-      let v = 0;
-      for (; p < len; p++) {
-        c = s.charCodeAt(p);
-        if (c < 0x30 || c > 0x39) break;
-        v = v * 10 + (c - 0x30);
-      }
-      if (p === len) c = EOF;
-      else if (c !== 0x2f && c !== 0x3f && c !== 0x23) return null;
-      if (p - ps > 5 || v > 65535) return null;
-      if (p === ps || s.charCodeAt(ps) === 0x30 || v === dport) canonical = false;
-      if (p > ps && v !== dport) port = v;
-    }
-    let path = '/';
-    if (c === 0x2f) {
-      const ps = p;
-      for (; p < len; p++) {
-        c = s.charCodeAt(p);
-        if (c >= 0x80 || (FAST[c] & 1) === 0) break;
-        // A segment starting with "." or "%" may be a dot segment.
-        if (c === 0x2f) {
-          const n = s.charCodeAt(p + 1);
-          if (n === 0x2e || n === 0x25) return null;
+    const digits = m[3];
+    if (digits !== undefined) {
+      // ":" with no digits, leading zeros and the default port all
+      // serialize differently from the input.
+      canonical = false;
+      if (digits !== '') {
+        const v = +digits;
+        if (v > 65535) return null;
+        if (v !== (scheme === 'http' ? 80 : 443)) {
+          port = v;
+          canonical = digits.charCodeAt(0) !== 0x30;
         }
       }
-      if (p === len) c = EOF;
-      else if (c !== 0x3f && c !== 0x23) return null;
-      if (s.charCodeAt(ps + 1) === 0x2e || s.charCodeAt(ps + 1) === 0x25) return null;
-      path = s.slice(ps, p);
-    } else {
+    }
+    let path = m[4];
+    if (path === '') {
+      path = '/';
       canonical = false;
     }
-    let query = null;
-    if (c === 0x3f) {
-      const qs = ++p;
-      for (; p < len; p++) {
-        c = s.charCodeAt(p);
-        if (c === 0x23) break;
-        if (c >= 0x80 || (FAST[c] & 2) === 0) return null;
-      }
-      if (p === len) c = EOF;
-      query = s.slice(qs, p);
-    }
-    let fragment = null;
-    if (c === 0x23) {
-      const fs = ++p;
-      for (; p < len; p++) {
-        c = s.charCodeAt(p);
-        if (c >= 0x80 || (FAST[c] & 4) === 0) return null;
-      }
-      fragment = s.slice(fs);
-    }
-    return new URLRecord(scheme, '', '', host, port, path, false, query, fragment, true,
+    const query = m[5], fragment = m[6];
+    return new URLRecord(scheme, '', '', m[2], port, path, false,
+      query === undefined ? null : query, fragment === undefined ? null : fragment, true,
       canonical ? s : null);
+  }
+
+  // A path-absolute reference ("/a/b?q#f") in the same grammar, resolved
+  // against a special, non-file base (the common new URL(path, request.url)).
+  const FAST_PATH_ABSOLUTE = /^(?!\/\/)((?:\/(?![.%])[!$%&'()*+,\-.0-9:;=@A-Z[\]^_a-z|~]*)+)(?:\?([!$%&()*+,\-./0-9:;=?@A-Z[\\\]^_`a-z{|}~]*))?(?:#([!#$%&'()*+,\-./0-9:;=?@A-Z[\\\]^_a-z{|}~]*))?$/;
+
+  function fastParseRelative(s, base) {
+    if (!base.special || base.scheme === 'file' || codeAt(s, 0) !== 0x2f) return null;
+    const m = FAST_PATH_ABSOLUTE.exec(s);
+    if (m === null) return null;
+    const query = m[2], fragment = m[3];
+    return new URLRecord(base.scheme, base.username, base.password, base.host, base.port, m[1], false,
+      query === undefined ? null : query, fragment === undefined ? null : fragment, true, null);
   }
 
   function parseURL(input, base) {
@@ -1464,6 +1441,7 @@ const { URL, URLSearchParams } = (() => {
     }
     const input = typeof url === 'string' ? url : toUSV(url);
     let r = fastParse(input);
+    if (r === null && baseRecord !== null) r = fastParseRelative(input, baseRecord);
     if (r === null) r = basicParse(toUSV(input), baseRecord, null, 0);
     return r;
   }
@@ -1510,6 +1488,8 @@ const { URL, URLSearchParams } = (() => {
         r = parseWithBase(url, base);
       }
       if (r === null) {
+        const b = base === undefined ? '' : toUSV(base);
+        if (base !== undefined && parseURL(b, null) === null) throw new TypeError(`Invalid base URL: ${b}`);
         throw new TypeError(`Invalid URL: ${typeof url === 'string' ? url : toUSV(url)}`);
       }
       this.#r = r;
@@ -1768,7 +1748,7 @@ const { URL, URLSearchParams } = (() => {
         }
       } else {
         let s = toUSV(init);
-        if (s.charCodeAt(0) === 0x3f) s = s.slice(1);
+        if (codeAt(s, 0) === 0x3f) s = s.slice(1);
         this.#list = formParse(s);
       }
     }
@@ -1929,6 +1909,9 @@ const { URL, URLSearchParams } = (() => {
     }
   }
   Object.setPrototypeOf(URLSearchParamsIterator.prototype, IteratorPrototype);
+  // The iterator prototype has no constructor of its own in WebIDL; the
+  // class must not be reachable from tenant code.
+  delete URLSearchParamsIterator.prototype.constructor;
 
   // WebIDL shapes: operations and attributes are enumerable, the class
   // string tags are set, and @@iterator is entries().

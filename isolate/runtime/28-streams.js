@@ -26,10 +26,6 @@ function markHandled(promise) {
   return promise;
 }
 
-function rejectedHandled(reason) {
-  return markHandled(Promise.reject(reason));
-}
-
 // Calls method `name` of a tenant-supplied object (an underlying source,
 // sink or transformer) and returns a promise of its result.
 function promiseCall(obj, fn, args) {

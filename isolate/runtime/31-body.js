@@ -41,6 +41,8 @@ function extractBody(init) {
       extractedContentType = 'application/x-www-form-urlencoded;charset=UTF-8';
       return `${init}`;
     }
+    // Workers also takes an async iterable (an async generator) of chunks.
+    if (typeof init[Symbol.asyncIterator] === 'function') return ReadableStream.from(init);
   }
   extractedContentType = 'text/plain;charset=UTF-8';
   return toUSVString(init);
@@ -101,7 +103,7 @@ function bodyToUint8Array(src) {
 
 function bodyToBlob(src, contentType) {
   const type = contentType === null ? '' : normalizeBlobType(contentType);
-  if (isStreamSource(src)) return readableStreamReadAll(src).then((u8) => blobFromBytes(u8, type));
+  if (isStreamSource(src)) return readableStreamReadAll(src).then((u8) => blobFromBytes(u8.slice(), type));
   return Promise.resolve(blobFromBytes(bodySourceBytesSync(src).slice(), type));
 }
 

@@ -67,7 +67,11 @@ function finishRequest(state) {
   const ids = state.timers;
   state.timers = null;
   if (ids !== null) cancelTimers(ids);
-  native.done(state.token);
+  try {
+    native.done(state.token);
+  } catch {
+    // Nothing is left to tell the host about this request.
+  }
 }
 
 function failRequest(state, kind, error) {
@@ -141,12 +145,13 @@ async function awaitResponse(state, result) {
   }
 }
 
-function setHandler(defaultExport, env) {
+function setHandler(defaultExport, env, bindings) {
   if (!isObjectLike(defaultExport) || typeof defaultExport.fetch !== 'function') {
     throw new TypeError('The worker has no default export with a fetch() method');
   }
   handler = defaultExport;
   handlerEnv = env === undefined ? {} : env;
+  installBindings(handlerEnv, bindings);
   activeRequest = null;
 }
 

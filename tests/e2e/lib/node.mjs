@@ -112,6 +112,7 @@ class Node {
     this.exited = new Promise((resolve) => {
       proc.on('exit', (code, signal) => resolve({ code, signal }));
     });
+    this.stderrClosed = new Promise((resolve) => proc.stderr.on('close', resolve));
     this.waiters = new Set();
     this.listenPort = 0;
     this.controlPort = 0;
@@ -179,8 +180,11 @@ class Node {
     killGroup(this.proc, 'SIGKILL');
     this.forget();
     const code = res.code ?? res.signal;
-    // give the last stderr lines (a sanitizer report, say) time to be read
-    await new Promise((resolve) => setImmediate(resolve));
+    // read the last stderr lines (a sanitizer report, say); the pipe closes
+    // once the workers, which share it, are gone too
+    let t2;
+    await Promise.race([this.stderrClosed, new Promise((resolve) => { t2 = setTimeout(resolve, 2000); })]);
+    clearTimeout(t2);
     const problems = this.problems();
     if (problems.length) {
       throw new Error(`edgenode reported problems:\n${problems.map((l) => l.raw).join('\n')}`);
@@ -341,7 +345,17 @@ export async function startNode({
   node.controlPort = parsePort(ready.json.control);
   const tf = args.indexOf('--control-token-file');
   node.tokenFile = tf >= 0 ? path.resolve(SOURCE_DIR, args[tf + 1]) : path.join(node.dataDir, 'control.token');
-  node.token = readFileSync(node.tokenFile, 'utf8').trim();
+  try {
+    node.token = readFileSync(node.tokenFile, 'utf8').trim();
+  } catch (err) {
+    node.kill();
+    throw err;
+  }
+  // A node a failed test forgot must not keep this process alive: the exit
+  // hook above kills it.
+  proc.unref();
+  proc.stdout.unref?.();
+  proc.stderr.unref?.();
   return node;
 }
 

@@ -1,0 +1,2 @@
+/* being written */
+typedef int egress_placeholder_tls;

@@ -1,0 +1,642 @@
+/*
+ * facet_call: the operations of the facet binding. Arguments arrive and
+ * results leave in the isolate wire format; rows are encoded straight from
+ * the statement into the result buffer.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base.h"
+#include "internal.h"
+
+/* Largest encoded result: rows beyond this belong behind a LIMIT. */
+#define RESULT_MAX (64u << 20)
+
+/* JavaScript's Number.MAX_SAFE_INTEGER: larger integers leave as BigInt. */
+#define SAFE_INTEGER 9007199254740991LL
+
+#define PARAMS_ON_STACK 16
+
+typedef struct exec_ctx {
+  facet_conn *c;
+  const iso_call *call;
+  iso_wire *out;
+  size_t start;           /* out->len when the call began */
+  const char *tenant;
+  uint64_t cpu_deadline_ns;
+  iso_wire_value *params;
+  uint32_t n_params;
+  uint64_t rows_read;
+  int64_t changes_before;
+} exec_ctx;
+
+/* ---- Results ---- */
+
+static void put_error(iso_wire *out, size_t start, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Replaces whatever the call wrote so far with one error value. */
+static void put_error(iso_wire *out, size_t start, const char *name, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  out->len = start;
+  iso_wire_object(out, 2);
+  iso_wire_string(out, "name", 4);
+  iso_wire_string(out, name, strlen(name));
+  iso_wire_string(out, "message", 7);
+  iso_wire_string(out, msg, strlen(msg));
+}
+
+/* SQLite's primary result codes by name, as they end Durable Objects'
+ * error messages ("UNIQUE constraint failed: t.id: SQLITE_CONSTRAINT"). */
+static const char *code_name(int rc) {
+  static const char *const names[] = {
+      [SQLITE_ERROR] = "SQLITE_ERROR",       [SQLITE_INTERNAL] = "SQLITE_INTERNAL",
+      [SQLITE_PERM] = "SQLITE_PERM",         [SQLITE_ABORT] = "SQLITE_ABORT",
+      [SQLITE_BUSY] = "SQLITE_BUSY",         [SQLITE_LOCKED] = "SQLITE_LOCKED",
+      [SQLITE_NOMEM] = "SQLITE_NOMEM",       [SQLITE_READONLY] = "SQLITE_READONLY",
+      [SQLITE_INTERRUPT] = "SQLITE_INTERRUPT", [SQLITE_IOERR] = "SQLITE_IOERR",
+      [SQLITE_CORRUPT] = "SQLITE_CORRUPT",   [SQLITE_NOTFOUND] = "SQLITE_NOTFOUND",
+      [SQLITE_FULL] = "SQLITE_FULL",         [SQLITE_CANTOPEN] = "SQLITE_CANTOPEN",
+      [SQLITE_PROTOCOL] = "SQLITE_PROTOCOL", [SQLITE_EMPTY] = "SQLITE_EMPTY",
+      [SQLITE_SCHEMA] = "SQLITE_SCHEMA",     [SQLITE_TOOBIG] = "SQLITE_TOOBIG",
+      [SQLITE_CONSTRAINT] = "SQLITE_CONSTRAINT", [SQLITE_MISMATCH] = "SQLITE_MISMATCH",
+      [SQLITE_MISUSE] = "SQLITE_MISUSE",     [SQLITE_NOLFS] = "SQLITE_NOLFS",
+      [SQLITE_AUTH] = "SQLITE_AUTH",         [SQLITE_FORMAT] = "SQLITE_FORMAT",
+      [SQLITE_RANGE] = "SQLITE_RANGE",       [SQLITE_NOTADB] = "SQLITE_NOTADB",
+  };
+  int primary = rc & 0xff;
+  if (primary > 0 && (size_t)primary < ARRAY_SIZE(names) && names[primary] != NULL)
+    return names[primary];
+  return "SQLITE_ERROR";
+}
+
+/* Turns a failed SQLite call into the error JavaScript sees. `msg` is
+ * sqlite3_errmsg() taken right after the failure. */
+static void put_sqlite_error(exec_ctx *x, int rc, const char *msg) {
+  facet_conn *c = x->c;
+  int primary = rc & 0xff;
+  if (c->interrupted || primary == SQLITE_INTERRUPT) {
+    put_error(x->out, x->start, "Error", "exceeded CPU limit");
+  } else if (primary == SQLITE_FULL) {
+    int64_t pages = facet__conn_query_int(c, "PRAGMA page_count");
+    uint64_t limit_pages = c->limit_mb * 1024 * 1024 / (uint64_t)c->page_size;
+    if (pages >= 0 && (uint64_t)pages + 16 >= limit_pages)
+      put_error(x->out, x->start, "Error", "facet is full: its size limit is %llu MB",
+                (unsigned long long)c->limit_mb);
+    else
+      put_error(x->out, x->start, "Error", "facet is full: no space left on the device");
+  } else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+    put_error(x->out, x->start, "Error",
+              "facet is busy: another process held it for more than %u ms",
+              c->store->opt.busy_timeout_ms);
+  } else if (c->denied != NULL) {
+    /* Denied functions fail as SQLITE_ERROR, other denials as SQLITE_AUTH:
+     * either way the authorizer's reason says more than "not authorized". */
+    put_error(x->out, x->start, "Error", "%s", c->denied);
+  } else {
+    if (primary == SQLITE_CORRUPT || primary == SQLITE_IOERR || primary == SQLITE_NOTADB)
+      log_write(LOG_ERROR, x->tenant, NULL, NULL, "facet %s: %s (%d)", c->key, msg, rc);
+    put_error(x->out, x->start, "Error", "%s: %s", msg, code_name(rc));
+  }
+}
+
+/* A string array of the statement's column names. */
+static void put_columns(iso_wire *out, sqlite3_stmt *st) {
+  int n = sqlite3_column_count(st);
+  iso_wire_array(out, (uint32_t)n);
+  for (int i = 0; i < n; i++) {
+    const char *name = sqlite3_column_name(st, i);
+    if (name == NULL) abort(); /* only out of memory makes it NULL */
+    iso_wire_string(out, name, strlen(name));
+  }
+}
+
+static void put_row(iso_wire *out, sqlite3_stmt *st, int n) {
+  for (int i = 0; i < n; i++) {
+    switch (sqlite3_column_type(st, i)) {
+      case SQLITE_INTEGER: {
+        int64_t v = sqlite3_column_int64(st, i);
+        if (v >= -SAFE_INTEGER && v <= SAFE_INTEGER)
+          iso_wire_number(out, (double)v);
+        else
+          iso_wire_bigint(out, v);
+        break;
+      }
+      case SQLITE_FLOAT:
+        iso_wire_number(out, sqlite3_column_double(st, i));
+        break;
+      case SQLITE_TEXT: {
+        const char *s = (const char *)sqlite3_column_text(st, i);
+        iso_wire_string(out, s ? s : "", (size_t)sqlite3_column_bytes(st, i));
+        break;
+      }
+      case SQLITE_BLOB: {
+        const void *b = sqlite3_column_blob(st, i);
+        iso_wire_bytes(out, b ? b : "", (size_t)sqlite3_column_bytes(st, i));
+        break;
+      }
+      default:
+        iso_wire_null(out);
+        break;
+    }
+  }
+}
+
+/* Overwrites the u32 count of the array header that starts at `at`. */
+static void patch_count(iso_wire *out, size_t at, uint32_t count) {
+  uint8_t *p = out->data + at + 1;
+  p[0] = (uint8_t)count;
+  p[1] = (uint8_t)(count >> 8);
+  p[2] = (uint8_t)(count >> 16);
+  p[3] = (uint8_t)(count >> 24);
+}
+
+/* ---- Arguments ---- */
+
+static const char *wire_type_name(uint8_t type) {
+  switch (type) {
+    case ISO_WIRE_ARRAY: return "array";
+    case ISO_WIRE_OBJECT: return "object";
+    default: return "unknown";
+  }
+}
+
+static int bind_params(exec_ctx *x, sqlite3_stmt *st) {
+  for (uint32_t i = 0; i < x->n_params; i++) {
+    const iso_wire_value *v = &x->params[i];
+    int col = (int)i + 1, rc;
+    switch (v->type) {
+      case ISO_WIRE_UNDEFINED:
+      case ISO_WIRE_NULL:
+        rc = sqlite3_bind_null(st, col);
+        break;
+      case ISO_WIRE_FALSE:
+      case ISO_WIRE_TRUE:
+        rc = sqlite3_bind_int(st, col, v->type == ISO_WIRE_TRUE);
+        break;
+      case ISO_WIRE_NUMBER:
+        /* Whole numbers go in as INTEGER, so typeof() and rowid lookups
+         * see what the code meant. */
+        if (v->number == trunc(v->number) && fabs(v->number) <= (double)SAFE_INTEGER)
+          rc = sqlite3_bind_int64(st, col, (sqlite3_int64)v->number);
+        else
+          rc = sqlite3_bind_double(st, col, v->number);
+        break;
+      case ISO_WIRE_BIGINT:
+        rc = sqlite3_bind_int64(st, col, v->bigint);
+        break;
+      case ISO_WIRE_STRING:
+        rc = sqlite3_bind_text64(st, col, v->ptr, v->len, SQLITE_STATIC, SQLITE_UTF8);
+        break;
+      case ISO_WIRE_BYTES:
+        rc = sqlite3_bind_blob64(st, col, v->len ? v->ptr : "", v->len, SQLITE_STATIC);
+        break;
+      default:
+        put_error(x->out, x->start, "TypeError", "parameter %u has unsupported type %s",
+                  (unsigned)col, wire_type_name(v->type));
+        return -1;
+    }
+    if (rc != SQLITE_OK) {
+      put_sqlite_error(x, rc, sqlite3_errmsg(x->c->db));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Reads [sql, param...]. Returns 0, or -1 with an error written. */
+static int read_exec_args(exec_ctx *x, const char **sql, size_t *sql_len,
+                          iso_wire_value *stack, size_t stack_n) {
+  iso_wire_reader r;
+  iso_wire_value v;
+  iso_wire_reader_init(&r, x->call->args, x->call->args_len);
+  if (iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count < 1) goto malformed;
+  uint32_t n = v.count - 1;
+  if (iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_STRING) {
+    put_error(x->out, x->start, "TypeError", "exec() needs the SQL text as a string");
+    return -1;
+  }
+  *sql = v.ptr;
+  *sql_len = v.len;
+  x->params = n <= stack_n ? stack : xmalloc(n * sizeof *x->params);
+  x->n_params = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (iso_wire_next(&r, &x->params[i]) != 1) goto malformed;
+    x->n_params++;
+    uint8_t t = x->params[i].type;
+    if (t == ISO_WIRE_ARRAY || t == ISO_WIRE_OBJECT) {
+      /* Its entries follow in the input: there is no reading past it. */
+      put_error(x->out, x->start, "TypeError", "parameter %u has unsupported type %s",
+                (unsigned)i + 1, wire_type_name(t));
+      return -1;
+    }
+  }
+  return 0;
+malformed:
+  put_error(x->out, x->start, "TypeError", "malformed arguments to the facet binding");
+  return -1;
+}
+
+/* ---- Statements ---- */
+
+/* Whether only blanks, comments and semicolons remain: then the statement
+ * just prepared is the last one. */
+static int sql_rest_empty(const char *p, const char *end) {
+  while (p < end) {
+    char ch = *p;
+    if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v' ||
+        ch == ';') {
+      p++;
+    } else if (ch == '-' && p + 1 < end && p[1] == '-') {
+      while (p < end && *p != '\n') p++;
+    } else if (ch == '/' && p + 1 < end && p[1] == '*') {
+      const char *close = NULL;
+      for (const char *q = p + 2; q + 1 < end; q++) {
+        if (q[0] == '*' && q[1] == '/') {
+          close = q;
+          break;
+        }
+      }
+      if (close == NULL) return 1; /* an unterminated comment runs to the end */
+      p = close + 2;
+    } else {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/*
+ * Steps a statement to its end. When `last`, its column names and rows go
+ * to the result (after the outer array header). Returns an SQLite code:
+ * SQLITE_DONE on success, with the error message copied to msg otherwise.
+ */
+static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, size_t msg_size) {
+  facet_conn *c = x->c;
+  iso_wire *out = x->out;
+  int ncols = sqlite3_column_count(st);
+  size_t values_at = 0;
+  uint32_t cells = 0;
+  if (last) {
+    iso_wire_array(out, 4);
+    put_columns(out, st);
+    values_at = out->len;
+    iso_wire_array(out, 0);
+  }
+  sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
+  c->stepping = 1;
+  c->cpu_deadline_ns = x->cpu_deadline_ns;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    x->rows_read++;
+    if (!last) continue;
+    put_row(out, st, ncols);
+    cells += (uint32_t)ncols;
+    if (out->len - x->start > RESULT_MAX) {
+      rc = SQLITE_TOOBIG;
+      snprintf(msg, msg_size, "query result is larger than %u MB: select fewer rows",
+               RESULT_MAX >> 20);
+      break;
+    }
+  }
+  c->stepping = 0;
+  c->cpu_deadline_ns = 0;
+  if (rc != SQLITE_DONE && rc != SQLITE_TOOBIG)
+    snprintf(msg, msg_size, "%s", sqlite3_errmsg(c->db));
+  x->rows_read += (uint64_t)sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
+  if (last && rc == SQLITE_DONE) patch_count(out, values_at, cells);
+  return rc;
+}
+
+static void finish_exec(exec_ctx *x) {
+  int64_t written = sqlite3_total_changes64(x->c->db) - x->changes_before;
+  iso_wire_number(x->out, (double)x->rows_read);
+  iso_wire_number(x->out, (double)(written > 0 ? written : 0));
+}
+
+/* After a failure inside transactionSync: SQLite may have rolled the whole
+ * transaction back (SQLITE_FULL, an interrupt, ON CONFLICT ROLLBACK). */
+static void note_abort(facet_conn *c) {
+  if (c->depth > 0 && sqlite3_get_autocommit(c->db)) c->aborted = 1;
+}
+
+/* One statement with its parameters: the common case, and the only one
+ * whose prepared statement is cached. At depth 0 it commits by itself, so a
+ * busy facet can be retried from scratch. */
+static int exec_single(exec_ctx *x, sqlite3_stmt *st) {
+  facet_conn *c = x->c;
+  char msg[512];
+  if (sqlite3_bind_parameter_count(st) != (int)x->n_params) {
+    put_error(x->out, x->start, "Error", "Wrong number of parameter bindings for SQL query.");
+    return -1;
+  }
+  if (bind_params(x, st) != 0) {
+    sqlite3_clear_bindings(st);
+    return -1;
+  }
+  int rc;
+  for (;;) {
+    x->rows_read = 0;
+    x->out->len = x->start;
+    rc = run_statement(x, st, 1, msg, sizeof msg);
+    sqlite3_reset(st);
+    int primary = rc & 0xff;
+    if (c->depth > 0 || (primary != SQLITE_BUSY && primary != SQLITE_LOCKED)) break;
+    /* The busy handler is not consulted for every kind of contention (a
+     * stale WAL snapshot): nothing was committed, so run it again. */
+    if (time_mono_ns() >= c->busy_deadline_ns) break;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE) {
+    put_sqlite_error(x, rc, msg);
+    note_abort(c);
+    return -1;
+  }
+  finish_exec(x);
+  return 0;
+}
+
+/* Several statements in one text: run in order inside a transaction (or a
+ * savepoint within transactionSync), so that a failure anywhere undoes them
+ * all. Only the last may have parameters (as in Durable Objects). */
+static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const char *end) {
+  facet_conn *c = x->c;
+  char msg[512];
+  int rc = facet__conn_exec_trusted(c, c->depth > 0 ? "SAVEPOINT facet_exec" : "BEGIN IMMEDIATE");
+  if (rc != SQLITE_OK) {
+    put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+    sqlite3_finalize(first);
+    note_abort(c);
+    return -1;
+  }
+  sqlite3_stmt *st = first;
+  int failed = 0;
+  while (st != NULL) {
+    int last = sql_rest_empty(tail, end);
+    if (!last && sqlite3_bind_parameter_count(st) > 0) {
+      put_error(x->out, x->start, "Error",
+                "When executing multiple SQL statements in a single call, only the last "
+                "statement can have parameters.");
+      failed = 1;
+    } else if (last && sqlite3_bind_parameter_count(st) != (int)x->n_params) {
+      put_error(x->out, x->start, "Error", "Wrong number of parameter bindings for SQL query.");
+      failed = 1;
+    } else if (last && bind_params(x, st) != 0) {
+      failed = 1;
+    } else if ((rc = run_statement(x, st, last, msg, sizeof msg)) != SQLITE_DONE) {
+      put_sqlite_error(x, rc, msg);
+      failed = 1;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (failed || last) break;
+    const char *next_tail = NULL;
+    rc = sqlite3_prepare_v3(c->db, tail, (int)(end - tail), 0, &st, &next_tail);
+    if (rc != SQLITE_OK) {
+      put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+      failed = 1;
+      break;
+    }
+    tail = next_tail;
+  }
+  if (!failed) {
+    rc = facet__conn_exec_trusted(c, c->depth > 0 ? "RELEASE facet_exec" : "COMMIT");
+    if (rc == SQLITE_OK) {
+      finish_exec(x);
+      return 0;
+    }
+    put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+  }
+  if (c->depth > 0) {
+    if (!sqlite3_get_autocommit(c->db))
+      facet__conn_exec_trusted(c, "ROLLBACK TO facet_exec; RELEASE facet_exec");
+    note_abort(c);
+  } else if (!sqlite3_get_autocommit(c->db)) {
+    facet__conn_exec_trusted(c, "ROLLBACK");
+  }
+  return -1;
+}
+
+static int op_exec(exec_ctx *x) {
+  facet_conn *c = x->c;
+  iso_wire_value stack[PARAMS_ON_STACK];
+  const char *sql;
+  size_t len;
+  int result = -1;
+  if (read_exec_args(x, &sql, &len, stack, PARAMS_ON_STACK) != 0) goto done;
+  if (c->aborted) {
+    put_error(x->out, x->start, "Error",
+              "the transaction was rolled back by an earlier error; return from "
+              "transactionSync() to end it");
+    goto done;
+  }
+  if (len > INT32_MAX) {
+    put_error(x->out, x->start, "Error", "SQL text is too long");
+    goto done;
+  }
+  if (c->depth == 0 && !sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
+  x->changes_before = sqlite3_total_changes64(c->db);
+  c->denied = NULL;
+  sqlite3_stmt *st = facet__cache_get(c, sql, len);
+  if (st != NULL) {
+    result = exec_single(x, st);
+    goto done;
+  }
+  const char *p = sql, *end = sql + len, *tail = NULL;
+  int rc;
+  /* Skip leading empty statements (";", comments) to the first real one. */
+  for (;;) {
+    rc = sqlite3_prepare_v3(c->db, p, (int)(end - p), SQLITE_PREPARE_PERSISTENT, &st, &tail);
+    if (rc != SQLITE_OK) {
+      put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+      goto done;
+    }
+    if (st != NULL || tail == NULL || tail >= end || tail == p) break;
+    p = tail;
+  }
+  if (st == NULL) {
+    /* Nothing but blanks and comments: an empty cursor. */
+    if (x->n_params != 0) {
+      put_error(x->out, x->start, "Error", "Wrong number of parameter bindings for SQL query.");
+      goto done;
+    }
+    iso_wire_array(x->out, 4);
+    iso_wire_array(x->out, 0);
+    iso_wire_array(x->out, 0);
+    finish_exec(x);
+    result = 0;
+    goto done;
+  }
+  if (sql_rest_empty(tail, end)) {
+    facet__cache_put(c, sql, len, st);
+    result = exec_single(x, st);
+  } else {
+    result = exec_multi(x, st, tail, end);
+  }
+done:
+  if (x->params != stack) free(x->params);
+  x->params = NULL;
+  return result;
+}
+
+/* ---- Transactions ---- */
+
+static int run_trusted(exec_ctx *x, const char *sql) {
+  int rc = facet__conn_exec_trusted(x->c, sql);
+  if (rc != SQLITE_OK) put_sqlite_error(x, rc, sqlite3_errmsg(x->c->db));
+  return rc;
+}
+
+static int op_begin(exec_ctx *x) {
+  facet_conn *c = x->c;
+  if (c->aborted) {
+    put_error(x->out, x->start, "Error",
+              "the transaction was rolled back by an earlier error; return from "
+              "transactionSync() to end it");
+    return -1;
+  }
+  if (c->depth == 0) {
+    if (!sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
+    if (run_trusted(x, "BEGIN IMMEDIATE") != SQLITE_OK) return -1;
+    c->txn_token = x->call->token;
+  } else {
+    char sql[48];
+    snprintf(sql, sizeof sql, "SAVEPOINT facet_sp%d", c->depth);
+    if (run_trusted(x, sql) != SQLITE_OK) {
+      note_abort(c);
+      return -1;
+    }
+  }
+  c->depth++;
+  iso_wire_undefined(x->out);
+  return 0;
+}
+
+/* Leaves the innermost level after SQLite dropped the transaction itself. */
+static int leave_aborted(exec_ctx *x, int committing) {
+  facet_conn *c = x->c;
+  if (--c->depth == 0) {
+    c->aborted = 0;
+    c->txn_token = 0;
+  }
+  if (!committing) {
+    iso_wire_undefined(x->out);
+    return 0;
+  }
+  put_error(x->out, x->start, "Error",
+            "the transaction was rolled back by an earlier error and cannot commit");
+  return -1;
+}
+
+static int op_commit(exec_ctx *x) {
+  facet_conn *c = x->c;
+  if (c->depth == 0) {
+    put_error(x->out, x->start, "Error", "no transaction is open");
+    return -1;
+  }
+  if (c->aborted) return leave_aborted(x, 1);
+  if (c->depth == 1) {
+    if (run_trusted(x, "COMMIT") != SQLITE_OK) {
+      /* A deferred foreign key or a full disk: nothing of it is kept. */
+      facet__conn_abandon_txn(c);
+      return -1;
+    }
+    c->depth = 0;
+    c->txn_token = 0;
+  } else {
+    char sql[48];
+    snprintf(sql, sizeof sql, "RELEASE facet_sp%d", c->depth - 1);
+    if (run_trusted(x, sql) != SQLITE_OK) {
+      note_abort(c);
+      c->depth--;
+      return -1;
+    }
+    c->depth--;
+  }
+  iso_wire_undefined(x->out);
+  return 0;
+}
+
+static int op_rollback(exec_ctx *x) {
+  facet_conn *c = x->c;
+  if (c->depth == 0) {
+    put_error(x->out, x->start, "Error", "no transaction is open");
+    return -1;
+  }
+  if (c->aborted || sqlite3_get_autocommit(c->db)) return leave_aborted(x, 0);
+  if (c->depth == 1) {
+    facet__conn_abandon_txn(c);
+  } else {
+    char sql[96];
+    snprintf(sql, sizeof sql, "ROLLBACK TO facet_sp%d; RELEASE facet_sp%d", c->depth - 1,
+             c->depth - 1);
+    if (facet__conn_exec_trusted(c, sql) != SQLITE_OK) note_abort(c);
+    c->depth--;
+  }
+  iso_wire_undefined(x->out);
+  return 0;
+}
+
+static int op_size(exec_ctx *x) {
+  int64_t pages = facet__conn_query_int(x->c, "PRAGMA page_count");
+  if (pages < 0) {
+    put_sqlite_error(x, sqlite3_errcode(x->c->db), sqlite3_errmsg(x->c->db));
+    return -1;
+  }
+  iso_wire_number(x->out, (double)(pages * x->c->page_size));
+  return 0;
+}
+
+/* ---- Entry ---- */
+
+int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
+               const iso_call *call, uint64_t cpu_deadline_ns, iso_wire *result) {
+  exec_ctx x = {.call = call, .out = result, .start = result->len, .tenant = tenant,
+                .cpu_deadline_ns = cpu_deadline_ns};
+  if (tenant == NULL || !worker_name_valid(tenant, strlen(tenant)) ||
+      (facet_id != NULL && !facet_id_valid(facet_id, strlen(facet_id)))) {
+    put_error(result, x.start, "Error", "invalid facet name");
+    return -1;
+  }
+  char *err = NULL;
+  facet_conn *c = facet__conn_get(s, tenant, facet_id, &err);
+  if (c == NULL) {
+    put_error(result, x.start, "Error", "%s", err);
+    free(err);
+    return -1;
+  }
+  x.c = c;
+  c->interrupted = 0;
+  c->busy_deadline_ns = time_mono_ns() + (uint64_t)s->opt.busy_timeout_ms * 1000000ull;
+  int rc = facet__conn_set_limit(c, limit_mb ? limit_mb : s->opt.default_limit_mb);
+  if (rc != SQLITE_OK) {
+    put_sqlite_error(&x, rc, sqlite3_errmsg(c->db));
+    return -1;
+  }
+  /* JavaScript never interleaves two requests inside transactionSync; a
+   * transaction still open for another request was left behind by one that
+   * was terminated. */
+  if (c->depth > 0 && c->txn_token != call->token) {
+    log_write(LOG_WARN, tenant, NULL, NULL,
+              "facet %s: rolling back a transaction its request left open", c->key);
+    facet__conn_abandon_txn(c);
+  }
+  const char *op = call->op ? call->op : "";
+  if (strcmp(op, "exec") == 0) return op_exec(&x);
+  if (strcmp(op, "size") == 0) return op_size(&x);
+  if (strcmp(op, "begin") == 0) return op_begin(&x);
+  if (strcmp(op, "commit") == 0) return op_commit(&x);
+  if (strcmp(op, "rollback") == 0) return op_rollback(&x);
+  put_error(result, x.start, "TypeError", "unknown facet operation \"%s\"", op);
+  return -1;
+}

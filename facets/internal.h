@@ -1,0 +1,81 @@
+/*
+ * What the files of facets/ share. Not part of the public interface.
+ */
+#ifndef EDGENODE_FACETS_INTERNAL_H
+#define EDGENODE_FACETS_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "facets.h"
+
+/* DATA/facets, or DATA/facets/<tenant> when child is set; heap string. */
+char *facet__dir(const char *data_dir, const char *tenant, int child);
+
+/* mkdir with mode 0700; an existing directory is fine. Returns 0 or -errno. */
+int facet__mkdir(const char *path);
+
+/* Applies the settings every connection to a tenant's file gets, whoever
+ * opens it: untrusted schema, defensive mode, no extensions. Returns an
+ * SQLite result code. */
+int facet__harden(sqlite3 *db);
+
+#endif
+
+/* ---- The worker side: store.c (connections) and exec.c (operations) ---- */
+
+#define FACET_STMT_CACHE 32
+
+typedef struct facet_cached_stmt {
+  char *sql;          /* owned copy of the text; NULL = empty slot */
+  size_t len;
+  uint64_t hash;
+  sqlite3_stmt *stmt;
+  uint64_t used;      /* store tick of the last use */
+} facet_cached_stmt;
+
+/* One open facet file. */
+typedef struct facet_conn {
+  facet_store *store;
+  sqlite3 *db;
+  char *key;              /* "<tenant>" or "<tenant>/<id>" */
+  size_t tenant_len;      /* length of the tenant part of key */
+  uint64_t used;          /* store tick of the last use (LRU) */
+  uint64_t limit_mb;      /* size limit applied through max_page_count */
+  int64_t page_size;
+  int depth;              /* transactionSync nesting; 0 = autocommit */
+  int aborted;            /* SQLite rolled the open transaction back by itself */
+  uint64_t txn_token;     /* the request that opened the transaction */
+  int trusted;            /* running our own SQL: the authorizer allows everything */
+  int stepping;           /* inside sqlite3_step of tenant SQL */
+  uint64_t cpu_deadline_ns; /* 0 = no limit */
+  int interrupted;        /* the progress handler stopped the statement */
+  uint64_t busy_deadline_ns; /* monotonic; writers stop waiting then */
+  const char *denied;     /* why the authorizer said no (static text) */
+  char denied_buf[160];
+  facet_cached_stmt cache[FACET_STMT_CACHE];
+} facet_conn;
+
+struct facet_store {
+  char *data_dir;
+  facet_options opt;
+  facet_conn **conns;
+  uint32_t n_conns;
+  uint64_t tick;
+};
+
+/* The connection for a facet, opened on first use. NULL with *err set (a
+ * heap message the caller frees) when it cannot be opened. */
+facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *facet_id,
+                            char **err);
+/* Runs our own SQL (no rows) past the authorizer. Returns an SQLite code. */
+int facet__conn_exec_trusted(facet_conn *c, const char *sql);
+/* One integer from our own single-row query; -1 on failure. */
+int64_t facet__conn_query_int(facet_conn *c, const char *sql);
+/* Rolls back whatever transaction is open and forgets its nesting. */
+void facet__conn_abandon_txn(facet_conn *c);
+/* Applies max_page_count for limit_mb if it changed. Returns an SQLite code. */
+int facet__conn_set_limit(facet_conn *c, uint64_t limit_mb);
+/* A statement of tenant SQL from the cache, or NULL. */
+sqlite3_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len);
+/* Keeps a prepared single statement for its text (the cache owns it). */
+void facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt);

@@ -1,0 +1,415 @@
+/*
+ * The store: a bounded LRU of open facet connections, and everything that
+ * makes one connection safe to hand to a tenant's SQL: the authorizer, the
+ * CPU-deadline progress handler and the busy handler.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "base.h"
+#include "internal.h"
+
+/* VM instructions between two looks at the CPU clock: a thread CPU clock
+ * read is a system call, and a thousand instructions take microseconds. */
+#define PROGRESS_OPS 1000
+
+/* Keep the WAL file from staying large after a burst of writes. */
+#define JOURNAL_SIZE_LIMIT (8 * 1024 * 1024)
+
+/* Longest SQL text worth keeping a prepared statement for. */
+#define CACHE_SQL_MAX 4096
+
+/* ---- Authorizer ---- */
+
+/* PRAGMAs a tenant may run. `arg`: whether it may take an argument (an
+ * object name for the schema queries, a value for the settings that live in
+ * the file or end with the transaction). */
+static const struct {
+  const char *name;
+  int arg;
+} allowed_pragmas[] = {
+    {"table_info", 1},       {"table_xinfo", 1},       {"table_list", 1},
+    {"index_list", 1},       {"index_info", 1},        {"index_xinfo", 1},
+    {"foreign_key_list", 1}, {"foreign_key_check", 1}, {"foreign_keys", 0},
+    {"defer_foreign_keys", 1}, {"user_version", 1},    {"application_id", 1},
+    {"page_count", 0},       {"page_size", 0},         {"freelist_count", 0},
+    {"max_page_count", 0},   {"data_version", 0},      {"schema_version", 0},
+    {"encoding", 0},         {"collation_list", 0},    {"optimize", 1},
+};
+
+/* Virtual table modules that keep their data inside the facet. */
+static const char *const allowed_modules[] = {"fts3", "fts4", "fts5", "rtree", "rtree_i32"};
+
+static int deny(facet_conn *c, const char *why) {
+  c->denied = why;
+  return SQLITE_DENY;
+}
+
+static int deny_fmt(facet_conn *c, const char *fmt, const char *arg) {
+  snprintf(c->denied_buf, sizeof c->denied_buf, fmt, arg);
+  c->denied = c->denied_buf;
+  return SQLITE_DENY;
+}
+
+static int authorize_pragma(facet_conn *c, const char *name, const char *arg) {
+  for (size_t i = 0; i < ARRAY_SIZE(allowed_pragmas); i++) {
+    if (strcasecmp(name, allowed_pragmas[i].name) != 0) continue;
+    if (arg == NULL || allowed_pragmas[i].arg) return SQLITE_OK;
+    if (strcasecmp(name, "foreign_keys") == 0)
+      return deny(c, "PRAGMA foreign_keys cannot be changed in a facet: foreign keys are "
+                     "always enforced (PRAGMA defer_foreign_keys defers them to the commit)");
+    return deny_fmt(c, "PRAGMA %s is read-only in a facet", name);
+  }
+  return deny_fmt(c, "PRAGMA %s is not allowed in a facet", name);
+}
+
+static int authorize(void *data, int action, const char *a1, const char *a2, const char *db,
+                     const char *trigger) {
+  (void)trigger;
+  facet_conn *c = data;
+  if (c->trusted) return SQLITE_OK;
+  /* CREATE TABLE temp.t names the temporary schema instead of saying TEMP. */
+  int in_temp = db != NULL && strcasecmp(db, "temp") == 0;
+  switch (action) {
+    case SQLITE_ATTACH:
+      /* Plain VACUUM attaches "" (a temporary database) while it runs; VACUUM
+       * INTO attaches its target file. Tenants' own ATTACH is refused when it
+       * is prepared, so an ATTACH seen while stepping comes from VACUUM. */
+      if (c->stepping && a1 != NULL && a1[0] == '\0') return SQLITE_OK;
+      if (c->stepping) return deny(c, "VACUUM INTO is not allowed in a facet");
+      return deny(c, "ATTACH is not allowed in a facet");
+    case SQLITE_DETACH:
+      if (c->stepping) return SQLITE_OK;
+      return deny(c, "DETACH is not allowed in a facet");
+    case SQLITE_PRAGMA:
+      return authorize_pragma(c, a1 ? a1 : "", a2);
+    case SQLITE_TRANSACTION:
+    case SQLITE_SAVEPOINT:
+      /* While stepping, only VACUUM prepares statements of this kind (a
+       * re-prepared tenant statement was authorized before). */
+      if (c->stepping) return SQLITE_OK;
+      return deny(c, "transactions in SQL are not allowed in a facet: use "
+                     "transactionSync() instead of BEGIN, COMMIT, ROLLBACK or SAVEPOINT");
+    case SQLITE_CREATE_TEMP_INDEX:
+    case SQLITE_CREATE_TEMP_TABLE:
+    case SQLITE_CREATE_TEMP_TRIGGER:
+    case SQLITE_CREATE_TEMP_VIEW:
+      return deny(c, "temporary tables, views, triggers and indexes are not allowed in a facet");
+    case SQLITE_INSERT:
+    case SQLITE_UPDATE:
+    case SQLITE_DELETE:
+      /* Creating any temporary object writes the temporary schema table. */
+    case SQLITE_CREATE_INDEX:
+    case SQLITE_CREATE_TABLE:
+    case SQLITE_CREATE_TRIGGER:
+    case SQLITE_CREATE_VIEW:
+      if (in_temp)
+        return deny(c, "temporary tables, views, triggers and indexes are not allowed in a facet");
+      return SQLITE_OK;
+    case SQLITE_CREATE_VTABLE:
+      if (in_temp)
+        return deny(c, "temporary tables, views, triggers and indexes are not allowed in a facet");
+      for (size_t i = 0; i < ARRAY_SIZE(allowed_modules); i++) {
+        if (a2 != NULL && strcasecmp(a2, allowed_modules[i]) == 0) return SQLITE_OK;
+      }
+      return deny_fmt(c, "virtual table module %s is not allowed in a facet", a2 ? a2 : "?");
+    case SQLITE_FUNCTION:
+      if (a2 != NULL &&
+          (strcasecmp(a2, "load_extension") == 0 || strcasecmp(a2, "fts3_tokenizer") == 0))
+        return deny_fmt(c, "function %s() is not allowed in a facet", a2);
+      return SQLITE_OK;
+    default:
+      return SQLITE_OK;
+  }
+}
+
+/* ---- Progress and busy handlers ---- */
+
+static int on_progress(void *data) {
+  facet_conn *c = data;
+  if (c->cpu_deadline_ns == 0 || !c->stepping) return 0;
+  if (time_thread_cpu_ns() < c->cpu_deadline_ns) return 0;
+  c->interrupted = 1;
+  return 1;
+}
+
+/* Another process holds the write lock. Waits in short, growing naps (the
+ * built-in busy timeout sleeps whole milliseconds, far longer than one
+ * commit) until the call's busy deadline. */
+static int on_busy(void *data, int count) {
+  facet_conn *c = data;
+  uint64_t now = time_mono_ns();
+  if (now >= c->busy_deadline_ns) return 0;
+  uint64_t nap_ns = 20000ull << (count < 7 ? count : 7); /* 20 us .. 2.56 ms */
+  if (nap_ns > c->busy_deadline_ns - now) nap_ns = c->busy_deadline_ns - now;
+  struct timespec ts = {(time_t)(nap_ns / 1000000000ull), (long)(nap_ns % 1000000000ull)};
+  nanosleep(&ts, NULL);
+  return 1;
+}
+
+/* ---- One connection ---- */
+
+int facet__conn_exec_trusted(facet_conn *c, const char *sql) {
+  c->trusted = 1;
+  int rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+  c->trusted = 0;
+  return rc;
+}
+
+int64_t facet__conn_query_int(facet_conn *c, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  int64_t v = -1;
+  c->trusted = 1;
+  if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) == SQLITE_OK && st != NULL &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  c->trusted = 0;
+  return v;
+}
+
+void facet__conn_abandon_txn(facet_conn *c) {
+  if (!sqlite3_get_autocommit(c->db) && facet__conn_exec_trusted(c, "ROLLBACK") != SQLITE_OK)
+    log_warn("facet %s: rollback failed: %s", c->key, sqlite3_errmsg(c->db));
+  c->depth = 0;
+  c->aborted = 0;
+  c->txn_token = 0;
+}
+
+int facet__conn_set_limit(facet_conn *c, uint64_t limit_mb) {
+  if (limit_mb == c->limit_mb) return SQLITE_OK;
+  uint64_t pages = limit_mb * 1024 * 1024 / (uint64_t)c->page_size;
+  if (pages < 2) pages = 2;
+  if (pages > 0x7ffffffe) pages = 0x7ffffffe;
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA max_page_count = %llu", (unsigned long long)pages);
+  int rc = facet__conn_exec_trusted(c, sql);
+  if (rc == SQLITE_OK) c->limit_mb = limit_mb;
+  return rc;
+}
+
+static uint64_t sql_hash(const char *s, size_t len) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  return h;
+}
+
+sqlite3_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len) {
+  uint64_t h = sql_hash(sql, len);
+  for (int i = 0; i < FACET_STMT_CACHE; i++) {
+    facet_cached_stmt *e = &c->cache[i];
+    if (e->sql != NULL && e->hash == h && e->len == len && memcmp(e->sql, sql, len) == 0) {
+      e->used = ++c->store->tick;
+      return e->stmt;
+    }
+  }
+  return NULL;
+}
+
+void facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt) {
+  facet_cached_stmt *victim = &c->cache[0];
+  if (len > CACHE_SQL_MAX) {
+    sqlite3_finalize(stmt);
+    return;
+  }
+  for (int i = 0; i < FACET_STMT_CACHE; i++) {
+    if (c->cache[i].sql == NULL) {
+      victim = &c->cache[i];
+      break;
+    }
+    if (c->cache[i].used < victim->used) victim = &c->cache[i];
+  }
+  if (victim->sql != NULL) {
+    sqlite3_finalize(victim->stmt);
+    free(victim->sql);
+  }
+  victim->sql = xstrndup(sql, len);
+  victim->len = len;
+  victim->hash = sql_hash(sql, len);
+  victim->stmt = stmt;
+  victim->used = ++c->store->tick;
+}
+
+static void conn_close(facet_conn *c) {
+  if (c == NULL) return;
+  if (c->db != NULL) {
+    facet__conn_abandon_txn(c);
+    for (int i = 0; i < FACET_STMT_CACHE; i++) {
+      if (c->cache[i].sql == NULL) continue;
+      sqlite3_finalize(c->cache[i].stmt);
+      free(c->cache[i].sql);
+    }
+    if (sqlite3_close(c->db) != SQLITE_OK) {
+      log_warn("facet %s: close: %s", c->key, sqlite3_errmsg(c->db));
+      sqlite3_close_v2(c->db);
+    }
+  }
+  free(c->key);
+  free(c);
+}
+
+/* Settings of every tenant connection. Returns an SQLite code. */
+static int conn_configure(facet_conn *c) {
+  sqlite3 *db = c->db;
+  int rc;
+  sqlite3_extended_result_codes(db, 1);
+  if ((rc = facet__harden(db)) != SQLITE_OK) return rc;
+  /* Large values come in through bindings, not SQL text. */
+  sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, 1 << 20);
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 64 << 20);
+  if ((rc = sqlite3_busy_handler(db, on_busy, c)) != SQLITE_OK) return rc;
+  sqlite3_progress_handler(db, PROGRESS_OPS, on_progress, c);
+  if ((rc = sqlite3_set_authorizer(db, authorize, c)) != SQLITE_OK) return rc;
+
+  /* journal_mode answers with the mode it ended in. */
+  sqlite3_stmt *st = NULL;
+  c->trusted = 1;
+  rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *mode = (const char *)sqlite3_column_text(st, 0);
+    rc = mode != NULL && strcasecmp(mode, "wal") == 0 ? SQLITE_OK : SQLITE_CANTOPEN;
+  }
+  sqlite3_finalize(st);
+  c->trusted = 0;
+  if (rc != SQLITE_OK) return rc;
+
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "PRAGMA synchronous = %s; PRAGMA foreign_keys = ON; PRAGMA journal_size_limit = %d",
+           c->store->opt.synchronous == FACET_SYNC_NORMAL ? "NORMAL" : "FULL",
+           JOURNAL_SIZE_LIMIT);
+  if ((rc = facet__conn_exec_trusted(c, sql)) != SQLITE_OK) return rc;
+  c->page_size = facet__conn_query_int(c, "PRAGMA page_size");
+  if (c->page_size <= 0) return SQLITE_ERROR;
+  return SQLITE_OK;
+}
+
+static facet_conn *conn_open(facet_store *s, const char *tenant, const char *facet_id,
+                             char **err) {
+  char *path = facet_path(s->data_dir, tenant, facet_id);
+  if (path == NULL) {
+    *err = xasprintf("invalid facet name");
+    return NULL;
+  }
+  if (facet_id != NULL) {
+    char *dir = facet__dir(s->data_dir, tenant, 1);
+    int rc = facet__mkdir(dir);
+    free(dir);
+    if (rc != 0) {
+      *err = xasprintf("cannot create the facet directory: %s", strerror(-rc));
+      free(path);
+      return NULL;
+    }
+  }
+  facet_conn *c = xcalloc(1, sizeof *c);
+  c->store = s;
+  c->key = facet_id ? xasprintf("%s/%s", tenant, facet_id) : xstrdup(tenant);
+  c->tenant_len = strlen(tenant);
+  c->busy_deadline_ns = time_mono_ns() + (uint64_t)s->opt.busy_timeout_ms * 1000000ull;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+              SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE;
+  int rc = sqlite3_open_v2(path, &c->db, flags, NULL);
+  if (rc == SQLITE_OK) rc = conn_configure(c);
+  if (rc != SQLITE_OK) {
+    *err = xasprintf("cannot open the facet: %s",
+                     c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+    log_write(LOG_ERROR, tenant, NULL, NULL, "facet %s: open %s: %s", c->key, path, *err);
+    free(path);
+    conn_close(c);
+    return NULL;
+  }
+  free(path);
+  return c;
+}
+
+/* Makes room for one more connection: closes the least recently used one
+ * that is not inside a transaction. */
+static void store_evict(facet_store *s) {
+  uint32_t victim = UINT32_MAX;
+  for (uint32_t i = 0; i < s->n_conns; i++) {
+    if (s->conns[i]->depth > 0) continue;
+    if (victim == UINT32_MAX || s->conns[i]->used < s->conns[victim]->used) victim = i;
+  }
+  if (victim == UINT32_MAX) return;
+  conn_close(s->conns[victim]);
+  s->conns[victim] = s->conns[--s->n_conns];
+}
+
+facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *facet_id,
+                            char **err) {
+  size_t tlen = strlen(tenant);
+  for (uint32_t i = 0; i < s->n_conns; i++) {
+    facet_conn *c = s->conns[i];
+    if (c->tenant_len != tlen || memcmp(c->key, tenant, tlen) != 0) continue;
+    if (facet_id == NULL ? c->key[tlen] == '\0'
+                         : c->key[tlen] == '/' && strcmp(c->key + tlen + 1, facet_id) == 0) {
+      c->used = ++s->tick;
+      return c;
+    }
+  }
+  facet_conn *c = conn_open(s, tenant, facet_id, err);
+  if (c == NULL) return NULL;
+  if (s->n_conns >= s->opt.max_open) store_evict(s);
+  if (s->n_conns >= s->opt.max_open) {
+    /* Every connection is inside a transaction: grow rather than fail. */
+    s->opt.max_open++;
+    s->conns = xrealloc(s->conns, s->opt.max_open * sizeof *s->conns);
+  }
+  s->conns[s->n_conns++] = c;
+  c->used = ++s->tick;
+  return c;
+}
+
+/* ---- The store ---- */
+
+facet_store *facet_store_new(const char *data_dir, const facet_options *options) {
+  char *dir = facet__dir(data_dir, NULL, 0);
+  int rc = facet__mkdir(dir);
+  free(dir);
+  if (rc != 0) {
+    errno = -rc;
+    return NULL;
+  }
+  facet_store *s = xcalloc(1, sizeof *s);
+  s->data_dir = xstrdup(data_dir);
+  if (options != NULL) s->opt = *options;
+  if (s->opt.busy_timeout_ms == 0) s->opt.busy_timeout_ms = FACET_DEFAULT_BUSY_TIMEOUT_MS;
+  if (s->opt.default_limit_mb == 0) s->opt.default_limit_mb = FACET_DEFAULT_LIMIT_MB;
+  if (s->opt.max_open == 0) s->opt.max_open = FACET_DEFAULT_MAX_OPEN;
+  s->conns = xcalloc(s->opt.max_open, sizeof *s->conns);
+  return s;
+}
+
+void facet_store_free(facet_store *s) {
+  if (s == NULL) return;
+  for (uint32_t i = 0; i < s->n_conns; i++) conn_close(s->conns[i]);
+  free(s->conns);
+  free(s->data_dir);
+  free(s);
+}
+
+void facet_store_release(facet_store *s, uint64_t token) {
+  for (uint32_t i = 0; i < s->n_conns; i++) {
+    facet_conn *c = s->conns[i];
+    if (c->depth == 0 || c->txn_token != token) continue;
+    log_write(LOG_WARN, NULL, NULL, NULL,
+              "facet %s: rolling back a transaction its request left open", c->key);
+    facet__conn_abandon_txn(c);
+  }
+}
+
+void facet_store_close_tenant(facet_store *s, const char *tenant) {
+  size_t tlen = strlen(tenant);
+  for (uint32_t i = 0; i < s->n_conns;) {
+    facet_conn *c = s->conns[i];
+    if (c->tenant_len == tlen && memcmp(c->key, tenant, tlen) == 0) {
+      conn_close(c);
+      s->conns[i] = s->conns[--s->n_conns];
+    } else {
+      i++;
+    }
+  }
+}

@@ -1,0 +1,455 @@
+/*
+ * Host calls: native.callSync / native.callAsync, and the conversion of
+ * JavaScript values to and from the wire format (isolate.h).
+ *
+ * Both calls answer [true, value] or [false, error]: the runtime
+ * (runtime/45-hostcalls.js) turns the error into an exception, so that no
+ * binding has to know how the shim reports failures.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+namespace iso {
+namespace {
+
+using Info = v8::FunctionCallbackInfo<v8::Value>;
+
+constexpr int kMaxDepth = 64;
+
+void throw_type_error(v8::Isolate *isolate, const std::string &msg) {
+  isolate->ThrowException(v8::Exception::TypeError(str(isolate, msg.c_str())));
+}
+
+void throw_range_error(v8::Isolate *isolate, const char *msg) {
+  isolate->ThrowException(v8::Exception::RangeError(str(isolate, msg)));
+}
+
+/* ---- JavaScript → wire ---- */
+
+struct encoder {
+  iso_worker *w;
+  v8::Isolate *isolate;
+  v8::Local<v8::Context> context;
+  v8::Local<v8::Value> object_proto;
+  iso_wire *out;
+  size_t cap;  /* bytes: the copy lives outside V8's heap */
+
+  bool too_big(size_t more) {
+    if (more <= cap && out->len <= cap - more)
+      return false;
+    throw_range_error(isolate, "the value is too large to pass to the host");
+    return true;
+  }
+
+  /* "a Date", "a function": what a TypeError says could not be sent. */
+  bool refuse(v8::Local<v8::Value> v) {
+    std::string what = "this value";
+    if (v->IsFunction()) {
+      what = "a function";
+    } else if (v->IsSymbol()) {
+      what = "a symbol";
+    } else if (v->IsProxy()) {
+      what = "a Proxy";
+    } else if (v->IsSharedArrayBuffer()) {
+      what = "a SharedArrayBuffer";
+    } else if (v->IsObject()) {
+      v8::String::Utf8Value name(isolate, v.As<v8::Object>()->GetConstructorName());
+      if (*name != nullptr && name.length() > 0)
+        what = std::string(strchr("AEIOU", (*name)[0]) ? "an " : "a ") + *name;
+    }
+    throw_type_error(isolate, "cannot pass " + what + " to the host");
+    return false;
+  }
+
+  bool string(v8::Local<v8::String> s) {
+    size_t len = (size_t)s->Utf8Length(isolate);
+    if (too_big(len + 5))
+      return false;
+    /* Written in place: no intermediate copy of a big string. */
+    uint8_t *p = wire_append(out, 5 + len);
+    p[0] = ISO_WIRE_STRING;
+    for (int i = 0; i < 4; i++)
+      p[1 + i] = (uint8_t)(len >> (8 * i));
+    if (len > 0)
+      s->WriteUtf8(isolate, (char *)p + 5, (int)len, nullptr,
+                   v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+    return true;
+  }
+
+  bool bytes(const void *data, size_t len) {
+    if (len > UINT32_MAX) {
+      throw_range_error(isolate, "binary data over 4 GiB cannot pass to the host");
+      return false;
+    }
+    if (too_big(len + 5))
+      return false;
+    iso_wire_bytes(out, data, len);
+    return true;
+  }
+
+  bool array(v8::Local<v8::Array> a, int depth) {
+    uint32_t n = a->Length();
+    if (too_big(5 + (size_t)n))
+      return false;
+    iso_wire_array(out, n);
+    for (uint32_t i = 0; i < n; i++) {
+      v8::Local<v8::Value> item;
+      if (!a->Get(context, i).ToLocal(&item) || !value(item, depth + 1))
+        return false;
+    }
+    return true;
+  }
+
+  bool object(v8::Local<v8::Object> o, int depth) {
+    v8::Local<v8::Array> keys;
+    if (!o->GetOwnPropertyNames(context,
+                                static_cast<v8::PropertyFilter>(v8::ONLY_ENUMERABLE |
+                                                                v8::SKIP_SYMBOLS),
+                                v8::KeyConversionMode::kConvertToString)
+             .ToLocal(&keys))
+      return false;
+    uint32_t n = keys->Length();
+    if (too_big(5 + 2 * (size_t)n))
+      return false;
+    iso_wire_object(out, n);
+    for (uint32_t i = 0; i < n; i++) {
+      v8::Local<v8::Value> key, item;
+      if (!keys->Get(context, i).ToLocal(&key) || !key->IsString() ||
+          !string(key.As<v8::String>()) || !o->Get(context, key).ToLocal(&item) ||
+          !value(item, depth + 1))
+        return false;
+    }
+    return true;
+  }
+
+  bool value(v8::Local<v8::Value> v, int depth) {
+    if (depth > kMaxDepth) {
+      throw_range_error(isolate, "a value passed to the host is nested more than 64 levels deep");
+      return false;
+    }
+    if (v->IsUndefined()) {
+      iso_wire_undefined(out);
+    } else if (v->IsNull()) {
+      iso_wire_null(out);
+    } else if (v->IsBoolean()) {
+      iso_wire_bool(out, v->IsTrue());
+    } else if (v->IsNumber()) {
+      iso_wire_number(out, v.As<v8::Number>()->Value());
+    } else if (v->IsBigInt()) {
+      bool lossless = false;
+      int64_t n = v.As<v8::BigInt>()->Int64Value(&lossless);
+      if (!lossless) {
+        throw_type_error(isolate, "a BigInt passed to the host must fit in 64-bit signed integers");
+        return false;
+      }
+      iso_wire_bigint(out, n);
+    } else if (v->IsString()) {
+      return string(v.As<v8::String>());
+    } else if (v->IsArrayBufferView()) {
+      v8::Local<v8::ArrayBufferView> view = v.As<v8::ArrayBufferView>();
+      if (view->Buffer()->IsSharedArrayBuffer())
+        return refuse(view->Buffer());
+      size_t len = view->ByteLength();
+      const uint8_t *data = len ? (const uint8_t *)view->Buffer()->Data() + view->ByteOffset()
+                                : nullptr;
+      return bytes(data, len);
+    } else if (v->IsArrayBuffer()) {
+      v8::Local<v8::ArrayBuffer> ab = v.As<v8::ArrayBuffer>();
+      return bytes(ab->Data(), ab->ByteLength());
+    } else if (v->IsArray()) {
+      return array(v.As<v8::Array>(), depth);
+    } else if (v->IsObject() && !v->IsProxy() && plain(v.As<v8::Object>())) {
+      return object(v.As<v8::Object>(), depth);
+    } else {
+      return refuse(v);
+    }
+    return true;
+  }
+
+  /* An object literal or Object.create(null): nothing with internal state
+   * (Date, Map, a class instance) whose own properties would lose it. */
+  bool plain(v8::Local<v8::Object> o) {
+    if (o->IsFunction() || o->IsDate() || o->IsRegExp() || o->IsMap() || o->IsSet() ||
+        o->IsWeakMap() || o->IsWeakSet() || o->IsPromise() || o->IsNativeError() ||
+        o->IsBooleanObject() || o->IsNumberObject() || o->IsStringObject() ||
+        o->IsSymbolObject() || o->IsBigIntObject() || o->IsModuleNamespaceObject() ||
+        o->IsGeneratorObject() || o->IsArgumentsObject() || o->IsMapIterator() ||
+        o->IsSetIterator() || o->IsWasmMemoryObject() || o->IsWasmModuleObject())
+      return false;
+    if (o->InternalFieldCount() > 0)
+      return false;
+    v8::Local<v8::Value> proto = o->GetPrototype();
+    return proto->IsNull() || proto->StrictEquals(object_proto);
+  }
+};
+
+/* ---- wire → JavaScript ---- */
+
+struct decoder {
+  iso_worker *w;
+  v8::Isolate *isolate;
+  v8::Local<v8::Context> context;
+  iso_wire_reader r;
+
+  bool malformed() {
+    isolate->ThrowException(
+        v8::Exception::Error(str(isolate, "the host sent a malformed value")));
+    return false;
+  }
+
+  bool string_of(const iso_wire_value &v, v8::Local<v8::Value> *out) {
+    v8::Local<v8::String> s;
+    if (v.len > (size_t)v8::String::kMaxLength ||
+        !v8::String::NewFromUtf8(isolate, v.ptr, v8::NewStringType::kNormal, (int)v.len)
+             .ToLocal(&s)) {
+      throw_range_error(isolate, "Invalid string length");
+      return false;
+    }
+    *out = s;
+    return true;
+  }
+
+  bool value(int depth, v8::Local<v8::Value> *out) {
+    iso_wire_value v;
+    if (depth > kMaxDepth || iso_wire_next(&r, &v) != 1)
+      return malformed();
+    switch (v.type) {
+    case ISO_WIRE_UNDEFINED:
+      *out = v8::Undefined(isolate);
+      return true;
+    case ISO_WIRE_NULL:
+      *out = v8::Null(isolate);
+      return true;
+    case ISO_WIRE_FALSE:
+    case ISO_WIRE_TRUE:
+      *out = v8::Boolean::New(isolate, v.type == ISO_WIRE_TRUE);
+      return true;
+    case ISO_WIRE_NUMBER:
+      *out = v8::Number::New(isolate, v.number);
+      return true;
+    case ISO_WIRE_BIGINT:
+      *out = v8::BigInt::New(isolate, v.bigint);
+      return true;
+    case ISO_WIRE_STRING:
+      return string_of(v, out);
+    case ISO_WIRE_BYTES: {
+      uint8_t *data;
+      v8::Local<v8::ArrayBuffer> ab;
+      if (!new_buffer(w, v.len, &data).ToLocal(&ab))
+        return false;
+      if (v.len > 0)
+        memcpy(data, v.ptr, v.len);
+      *out = ab;
+      return true;
+    }
+    case ISO_WIRE_ARRAY:
+      return array(v.count, depth, out);
+    case ISO_WIRE_OBJECT:
+      return object(v.count, depth, out);
+    default:
+      return malformed();
+    }
+  }
+
+  bool array(uint32_t n, int depth, v8::Local<v8::Value> *out) {
+    v8::EscapableHandleScope scope(isolate);
+    std::vector<v8::Local<v8::Value>> items(n);
+    for (uint32_t i = 0; i < n; i++)
+      if (!value(depth + 1, &items[i]))
+        return false;
+    *out = scope.Escape(v8::Array::New(isolate, items.data(), n));
+    return true;
+  }
+
+  bool object(uint32_t n, int depth, v8::Local<v8::Value> *out) {
+    v8::EscapableHandleScope scope(isolate);
+    v8::Local<v8::Object> o = v8::Object::New(isolate);
+    for (uint32_t i = 0; i < n; i++) {
+      v8::HandleScope pair(isolate);
+      iso_wire_value k;
+      v8::Local<v8::Value> key, item;
+      if (iso_wire_next(&r, &k) != 1 || k.type != ISO_WIRE_STRING)
+        return malformed();
+      /* A data property, never a setter: "__proto__" stays a plain key. */
+      if (!string_of(k, &key) || !value(depth + 1, &item) ||
+          o->CreateDataProperty(context, key.As<v8::String>(), item).IsNothing())
+        return false;
+    }
+    *out = scope.Escape(o);
+    return true;
+  }
+};
+
+/* One wire value to JavaScript; empty input is undefined. Throws on
+ * malformed input or past the worker's ArrayBuffer cap. */
+v8::MaybeLocal<v8::Value> wire_decode(iso_worker *w, v8::Local<v8::Context> context,
+                                      const uint8_t *data, size_t len) {
+  v8::Isolate *isolate = context->GetIsolate();
+  if (len == 0)
+    return v8::Undefined(isolate);
+  decoder d{w, isolate, context, {}};
+  iso_wire_reader_init(&d.r, data, len);
+  v8::Local<v8::Value> out;
+  if (!d.value(0, &out))
+    return {};
+  if (d.r.pos != d.r.end) {
+    d.malformed();
+    return {};
+  }
+  return out;
+}
+
+/* [ok, value] */
+v8::Local<v8::Value> outcome(v8::Isolate *isolate, bool ok, v8::Local<v8::Value> value) {
+  v8::Local<v8::Value> pair[2] = {v8::Boolean::New(isolate, ok), value};
+  return v8::Array::New(isolate, pair, 2);
+}
+
+/* [ok, decoded value]; a value that cannot be decoded makes [false, error]. */
+v8::Local<v8::Value> outcome_of(iso_worker *w, v8::Local<v8::Context> context, bool ok,
+                                const uint8_t *data, size_t len) {
+  v8::Isolate *isolate = context->GetIsolate();
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Value> value;
+  if (wire_decode(w, context, data, len).ToLocal(&value))
+    return outcome(isolate, ok, value);
+  if (tc.HasTerminated()) {
+    tc.ReThrow();
+    return {};
+  }
+  return outcome(isolate, false, tc.Exception());
+}
+
+v8::Local<v8::Value> unavailable(v8::Isolate *isolate) {
+  return outcome(isolate, false, str(isolate, "host calls are not available here"));
+}
+
+/* What both calls share: checks their arguments and encodes them. */
+struct call_args {
+  std::string binding, op;
+  iso_wire args;
+  call_args() { iso_wire_init(&args); }
+  ~call_args() { iso_wire_free(&args); }
+};
+
+bool prepare(iso_worker *w, const Info &info, call_args *ca) {
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  if (!info[0]->IsString() || !info[1]->IsString() || !info[2]->IsArray()) {
+    throw_type_error(isolate, "expected (binding, op, args)");
+    return false;
+  }
+  v8::String::Utf8Value binding(isolate, info[0]), op(isolate, info[1]);
+  if (*binding == nullptr || *op == nullptr) {
+    throw_type_error(isolate, "expected (binding, op, args)");
+    return false;
+  }
+  ca->binding.assign(*binding, (size_t)binding.length());
+  ca->op.assign(*op, (size_t)op.length());
+  encoder enc{w, isolate, context, w->object_proto.Get(isolate), &ca->args, w->memory_cap};
+  return enc.array(info[2].As<v8::Array>(), 0);
+}
+
+iso_call call_of(iso_worker *w, v8::Isolate *isolate, const call_args &ca, uint32_t id) {
+  return iso_call{running_token(w, isolate->GetCurrentContext()),
+                  id,
+                  ca.binding.c_str(),
+                  ca.op.c_str(),
+                  ca.args.data,
+                  ca.args.len};
+}
+
+/* A host callback may have freed the worker: its JavaScript stops here. */
+bool worker_gone(iso_worker *w, v8::Isolate *isolate) {
+  if (!w->free_requested)
+    return false;
+  isolate->TerminateExecution();
+  return true;
+}
+
+}  // namespace
+
+/* callSync(binding, op, args) → [true, value] | [false, error] */
+void hostcall_sync(const Info &info) {
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  iso_worker *w = worker_of(context);
+  if (w == nullptr || w->host_calls.call_sync == nullptr) {
+    info.GetReturnValue().Set(unavailable(isolate));
+    return;
+  }
+  call_args ca;
+  if (!prepare(w, info, &ca))
+    return;
+  iso_call call = call_of(w, isolate, ca, 0);
+  iso_wire result;
+  iso_wire_init(&result);
+  int rc = w->host_calls.call_sync(w->host.data, &call, &result);
+  if (!worker_gone(w, isolate)) {
+    v8::Local<v8::Value> out = outcome_of(w, context, rc == 0, result.data, result.len);
+    if (!out.IsEmpty())
+      info.GetReturnValue().Set(out);
+  }
+  iso_wire_free(&result);
+}
+
+/* callAsync(binding, op, args) → a promise of [true, value] | [false, error] */
+void hostcall_async(const Info &info) {
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  iso_worker *w = worker_of(context);
+  v8::Local<v8::Promise::Resolver> resolver;
+  if (!v8::Promise::Resolver::New(context).ToLocal(&resolver))
+    return;
+  info.GetReturnValue().Set(resolver->GetPromise());
+  if (w == nullptr || w->host_calls.call_async == nullptr) {
+    if (resolver->Resolve(context, unavailable(isolate)).IsNothing())
+      return;
+    return;
+  }
+  call_args ca;
+  if (!prepare(w, info, &ca)) {
+    info.GetReturnValue().SetUndefined();
+    return;
+  }
+  /* Registered before the host sees it: the host may complete it at once. */
+  uint32_t id;
+  do
+    id = ++w->last_call_id;
+  while (id == 0 || w->async_calls.count(id) != 0);
+  iso_call call = call_of(w, isolate, ca, id);
+  async_call &entry = w->async_calls[id];
+  entry.token = call.token;
+  entry.resolver.Reset(isolate, resolver);
+
+  iso_wire result;
+  iso_wire_init(&result);
+  int rc = w->host_calls.call_async(w->host.data, &call, &result);
+  if (!worker_gone(w, isolate) && rc != 0) {
+    auto it = w->async_calls.find(id);
+    if (it != w->async_calls.end()) {
+      w->async_calls.erase(it);
+      v8::Local<v8::Value> out = outcome_of(w, context, false, result.data, result.len);
+      if (!out.IsEmpty() && resolver->Resolve(context, out).IsNothing()) {
+        /* Only a termination gets here; the promise stays pending. */
+      }
+    }
+  }
+  iso_wire_free(&result);
+}
+
+bool hostcall_settle(iso_worker *w, v8::Local<v8::Context> context, uint32_t call_id, bool ok,
+                     const uint8_t *value, size_t value_len) {
+  v8::Isolate *isolate = context->GetIsolate();
+  auto it = w->async_calls.find(call_id);
+  if (it == w->async_calls.end())
+    return true;
+  v8::Local<v8::Promise::Resolver> resolver = it->second.resolver.Get(isolate);
+  w->async_calls.erase(it);
+  v8::Local<v8::Value> out = outcome_of(w, context, ok, value, value_len);
+  return !out.IsEmpty() && resolver->Resolve(context, out).IsJust();
+}
+
+}  // namespace iso

@@ -1,0 +1,1104 @@
+/*
+ * Unit tests for facets/: facet_call driven directly with wire-encoded
+ * arguments, as the runtime's facet binding sends them; containment; the
+ * size limit and the CPU deadline; names and paths; two processes writing
+ * one facet at once; the operators' functions.
+ *
+ * `facets_test --bench [DIR]` instead measures facet_call throughput
+ * (tests/bench/facets.sh runs it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "base.h"
+#include "facets.h"
+#include "isolate.h"
+
+/* ---- decoded wire values ------------------------------------------------ */
+
+typedef struct tv {
+  uint8_t type;
+  double num;
+  int64_t big;
+  char *str;         /* strings and bytes, NUL-terminated copy */
+  size_t len;
+  struct tv *items;  /* arrays: count items; objects: key, value pairs */
+  uint32_t count;
+} tv;
+
+static int tv_read(iso_wire_reader *r, tv *out, int depth) {
+  iso_wire_value v;
+  memset(out, 0, sizeof *out);
+  if (depth > 64 || iso_wire_next(r, &v) != 1) return -1;
+  out->type = v.type;
+  out->num = v.number;
+  out->big = v.bigint;
+  if (v.type == ISO_WIRE_STRING || v.type == ISO_WIRE_BYTES) {
+    out->str = xstrndup(v.ptr ? v.ptr : "", v.len);
+    out->len = v.len;
+  } else if (v.type == ISO_WIRE_ARRAY || v.type == ISO_WIRE_OBJECT) {
+    uint32_t n = v.type == ISO_WIRE_OBJECT ? v.count * 2 : v.count;
+    out->count = v.count;
+    out->items = xcalloc(n ? n : 1, sizeof *out->items);
+    for (uint32_t i = 0; i < n; i++)
+      if (tv_read(r, &out->items[i], depth + 1) != 0) return -1;
+  }
+  return 0;
+}
+
+static void tv_clear(tv *t) {
+  uint32_t n = t->type == ISO_WIRE_OBJECT ? t->count * 2 : t->count;
+  for (uint32_t i = 0; t->items && i < n; i++) tv_clear(&t->items[i]);
+  free(t->items);
+  free(t->str);
+}
+
+static void tv_free(tv *t) {
+  if (t == NULL) return;
+  tv_clear(t);
+  free(t);
+}
+
+static tv *tv_decode(const iso_wire *w) {
+  iso_wire_reader r;
+  iso_wire_reader_init(&r, w->data, w->len);
+  tv *t = xcalloc(1, sizeof *t);
+  assert_int_equal(tv_read(&r, t, 0), 0);
+  assert_true(r.pos == r.end);
+  return t;
+}
+
+/* An object's member, or NULL. */
+static const tv *tv_get(const tv *o, const char *key) {
+  if (o->type != ISO_WIRE_OBJECT) return NULL;
+  for (uint32_t i = 0; i < o->count; i++)
+    if (strcmp(o->items[2 * i].str, key) == 0) return &o->items[2 * i + 1];
+  return NULL;
+}
+
+/* exec results: [columns, values, rowsRead, rowsWritten] */
+static uint32_t ncols(const tv *res) { return res->items[0].count; }
+static uint32_t nrows(const tv *res) {
+  return ncols(res) ? res->items[1].count / ncols(res) : 0;
+}
+static const tv *cell(const tv *res, uint32_t row, uint32_t col) {
+  assert_true(row < nrows(res) && col < ncols(res));
+  return &res->items[1].items[row * ncols(res) + col];
+}
+static double num(const tv *res, uint32_t row, uint32_t col) {
+  const tv *c = cell(res, row, col);
+  assert_int_equal(c->type, ISO_WIRE_NUMBER);
+  return c->num;
+}
+static const char *text(const tv *res, uint32_t row, uint32_t col) {
+  const tv *c = cell(res, row, col);
+  assert_int_equal(c->type, ISO_WIRE_STRING);
+  return c->str;
+}
+
+/* ---- calling the store -------------------------------------------------- */
+
+typedef struct fx {
+  char dir[64];
+  facet_store *s;
+  const char *tenant;
+  const char *facet_id;
+  uint64_t token;
+  uint64_t limit_mb;
+  uint64_t deadline;
+} fx;
+
+static int call_op(fx *f, const char *op, const iso_wire *args, tv **out) {
+  iso_call call = {.token = f->token, .binding = "DB", .op = op,
+                   .args = args->data, .args_len = args->len};
+  iso_wire res;
+  iso_wire_init(&res);
+  int rc = facet_call(f->s, f->tenant, f->facet_id, f->limit_mb, &call, f->deadline, &res);
+  *out = tv_decode(&res);
+  iso_wire_free(&res);
+  return rc;
+}
+
+/*
+ * Encodes [sql, params...]; fmt has one letter per parameter:
+ * n null, u undefined, t true, f false, d double, I int64 (BigInt),
+ * s string, b bytes (pointer, size_t), A an array, O an object.
+ */
+static void encode_exec(iso_wire *w, const char *sql, const char *fmt, va_list ap) {
+  iso_wire_array(w, (uint32_t)(1 + strlen(fmt)));
+  iso_wire_string(w, sql, strlen(sql));
+  for (const char *p = fmt; *p; p++) {
+    switch (*p) {
+      case 'n': iso_wire_null(w); break;
+      case 'u': iso_wire_undefined(w); break;
+      case 't': iso_wire_bool(w, 1); break;
+      case 'f': iso_wire_bool(w, 0); break;
+      case 'd': iso_wire_number(w, va_arg(ap, double)); break;
+      case 'I': iso_wire_bigint(w, va_arg(ap, int64_t)); break;
+      case 's': {
+        const char *s = va_arg(ap, const char *);
+        iso_wire_string(w, s, strlen(s));
+        break;
+      }
+      case 'b': {
+        const void *b = va_arg(ap, const void *);
+        size_t n = va_arg(ap, size_t);
+        iso_wire_bytes(w, b, n);
+        break;
+      }
+      case 'A': iso_wire_array(w, 1); iso_wire_number(w, 1); break;
+      case 'O': iso_wire_object(w, 1); iso_wire_string(w, "k", 1); iso_wire_null(w); break;
+      default: fail_msg("bad format letter %c", *p);
+    }
+  }
+}
+
+static int exec_v(fx *f, tv **out, const char *sql, const char *fmt, va_list ap) {
+  iso_wire args;
+  iso_wire_init(&args);
+  encode_exec(&args, sql, fmt, ap);
+  int rc = call_op(f, "exec", &args, out);
+  iso_wire_free(&args);
+  return rc;
+}
+
+/* Runs SQL that must succeed; returns the result (caller frees). */
+static tv *ok(fx *f, const char *sql, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tv *res;
+  int rc = exec_v(f, &res, sql, fmt, ap);
+  va_end(ap);
+  if (rc != 0) {
+    const tv *m = tv_get(res, "message");
+    fail_msg("%s: %s", sql, m ? m->str : "?");
+  }
+  assert_int_equal(res->type, ISO_WIRE_ARRAY);
+  assert_int_equal(res->count, 4);
+  return res;
+}
+
+static void run(fx *f, const char *sql) { tv_free(ok(f, sql, "")); }
+
+/* Runs SQL that must fail; returns "Name: message" (caller frees). */
+static char *err(fx *f, const char *sql, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tv *res;
+  int rc = exec_v(f, &res, sql, fmt, ap);
+  va_end(ap);
+  if (rc != -1) fail_msg("%s: succeeded, expected an error", sql);
+  const tv *name = tv_get(res, "name"), *msg = tv_get(res, "message");
+  assert_non_null(name);
+  assert_non_null(msg);
+  char *s = xasprintf("%s: %s", name->str, msg->str);
+  tv_free(res);
+  return s;
+}
+
+static void expect_err(fx *f, const char *sql, const char *want) {
+  char *e = err(f, sql, "");
+  if (strstr(e, want) == NULL) fail_msg("%s: got \"%s\", expected \"%s\"", sql, e, want);
+  free(e);
+}
+
+static int op0(fx *f, const char *op, tv **out) {
+  iso_wire args;
+  iso_wire_init(&args);
+  iso_wire_array(&args, 0);
+  int rc = call_op(f, op, &args, out);
+  iso_wire_free(&args);
+  return rc;
+}
+
+static void op_ok(fx *f, const char *op) {
+  tv *res;
+  int rc = op0(f, op, &res);
+  if (rc != 0) {
+    const tv *m = tv_get(res, "message");
+    fail_msg("%s: %s", op, m ? m->str : "?");
+  }
+  tv_free(res);
+}
+
+static double count_rows(fx *f, const char *table) {
+  char *sql = xasprintf("SELECT count(*) AS n FROM %s", table);
+  tv *res = ok(f, sql, "");
+  double n = num(res, 0, 0);
+  tv_free(res);
+  free(sql);
+  return n;
+}
+
+static int setup(void **state) {
+  fx *f = xcalloc(1, sizeof *f);
+  snprintf(f->dir, sizeof f->dir, "/tmp/facets-test-XXXXXX");
+  if (mkdtemp(f->dir) == NULL) return -1;
+  f->s = facet_store_new(f->dir, NULL);
+  if (f->s == NULL) return -1;
+  f->tenant = "alpha";
+  f->token = 1;
+  *state = f;
+  return 0;
+}
+
+static void rm_rf(const char *dir) {
+  char *cmd = xasprintf("rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  free(cmd);
+}
+
+static int teardown(void **state) {
+  fx *f = *state;
+  facet_store_free(f->s);
+  rm_rf(f->dir);
+  free(f);
+  return 0;
+}
+
+/* Opens a facet file directly, as an operator's sqlite3 would. */
+static sqlite3 *open_raw(fx *f, const char *tenant) {
+  char *path = facet_path(f->dir, tenant, NULL);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  free(path);
+  return db;
+}
+
+static char *raw_text(sqlite3 *db, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  char *s = xstrdup((const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return s;
+}
+
+/* ---- types -------------------------------------------------------------- */
+
+static void test_types_in_and_out(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE t (k INTEGER PRIMARY KEY, v)");
+  const uint8_t blob[] = {0, 1, 2, 0xff};
+  int64_t big = INT64_C(9007199254740993); /* 2^53 + 1 */
+  tv_free(ok(f, "INSERT INTO t VALUES (1, ?), (2, ?), (3, ?), (4, ?)", "ndds", 42.0, 1.5,
+             "héllo"));
+  tv_free(ok(f, "INSERT INTO t VALUES (5, ?), (6, ?), (7, ?), (8, ?), (9, ?)", "tfIbu", big,
+             blob, sizeof blob));
+  tv_free(ok(f, "INSERT INTO t VALUES (10, ?), (11, ?), (12, ?)", "Ibs", (int64_t)-5,
+             (const void *)"", (size_t)0, ""));
+  tv *res = ok(f, "SELECT k, v, typeof(v) AS type FROM t ORDER BY k", "");
+  assert_int_equal(ncols(res), 3);
+  assert_string_equal(res->items[0].items[0].str, "k");
+  assert_string_equal(res->items[0].items[2].str, "type");
+  assert_int_equal(nrows(res), 12);
+  /* null, whole number as INTEGER, fraction as REAL, text */
+  assert_int_equal(cell(res, 0, 1)->type, ISO_WIRE_NULL);
+  assert_true(num(res, 1, 1) == 42.0);
+  assert_string_equal(text(res, 1, 2), "integer");
+  assert_true(num(res, 2, 1) == 1.5);
+  assert_string_equal(text(res, 2, 2), "real");
+  assert_string_equal(text(res, 3, 1), "héllo");
+  /* booleans are 0 / 1 */
+  assert_true(num(res, 4, 1) == 1);
+  assert_true(num(res, 5, 1) == 0);
+  /* beyond 2^53: BigInt */
+  assert_int_equal(cell(res, 6, 1)->type, ISO_WIRE_BIGINT);
+  assert_true(cell(res, 6, 1)->big == big);
+  /* BLOB out as bytes */
+  assert_int_equal(cell(res, 7, 1)->type, ISO_WIRE_BYTES);
+  assert_int_equal(cell(res, 7, 1)->len, sizeof blob);
+  assert_memory_equal(cell(res, 7, 1)->str, blob, sizeof blob);
+  /* undefined binds as NULL */
+  assert_int_equal(cell(res, 8, 1)->type, ISO_WIRE_NULL);
+  /* a small BigInt comes back as a number */
+  assert_true(num(res, 9, 1) == -5);
+  assert_string_equal(text(res, 9, 2), "integer");
+  assert_int_equal(cell(res, 10, 1)->type, ISO_WIRE_BYTES);
+  assert_int_equal(cell(res, 10, 1)->len, 0);
+  assert_string_equal(text(res, 11, 1), "");
+  tv_free(res);
+
+  /* the edges of the safe range, and of int64 */
+  res = ok(f, "SELECT 9007199254740991 AS a, -9007199254740991 AS b, 9007199254740992 AS c, "
+              "-9223372036854775808 AS d, 1e300 AS e", "");
+  assert_true(num(res, 0, 0) == 9007199254740991.0);
+  assert_true(num(res, 0, 1) == -9007199254740991.0);
+  assert_int_equal(cell(res, 0, 2)->type, ISO_WIRE_BIGINT);
+  assert_true(cell(res, 0, 3)->big == INT64_MIN);
+  assert_true(num(res, 0, 4) == 1e300);
+  tv_free(res);
+}
+
+static void test_unsupported_parameters(void **state) {
+  fx *f = *state;
+  char *e = err(f, "SELECT ?, ?", "nA");
+  assert_string_equal(e, "TypeError: parameter 2 has unsupported type array");
+  free(e);
+  e = err(f, "SELECT ?", "O");
+  assert_string_equal(e, "TypeError: parameter 1 has unsupported type object");
+  free(e);
+  /* the wrong number of parameters */
+  e = err(f, "SELECT ?, ?", "n");
+  assert_non_null(strstr(e, "Wrong number of parameter bindings"));
+  free(e);
+  e = err(f, "SELECT 1", "n");
+  assert_non_null(strstr(e, "Wrong number of parameter bindings"));
+  free(e);
+  /* no SQL text at all */
+  iso_wire args;
+  iso_wire_init(&args);
+  iso_wire_array(&args, 1);
+  iso_wire_number(&args, 1);
+  tv *res;
+  assert_int_equal(call_op(f, "exec", &args, &res), -1);
+  assert_string_equal(tv_get(res, "name")->str, "TypeError");
+  tv_free(res);
+  iso_wire_free(&args);
+  /* malformed input */
+  iso_wire_init(&args);
+  iso_wire_array(&args, 3);
+  iso_wire_string(&args, "SELECT ?", 8);
+  assert_int_equal(call_op(f, "exec", &args, &res), -1);
+  assert_string_equal(tv_get(res, "name")->str, "TypeError");
+  tv_free(res);
+  iso_wire_free(&args);
+  /* an unknown operation */
+  assert_int_equal(op0(f, "drop_everything", &res), -1);
+  assert_string_equal(tv_get(res, "name")->str, "TypeError");
+  tv_free(res);
+}
+
+/* ---- statements --------------------------------------------------------- */
+
+static void test_sql_errors_have_no_effect(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)");
+  run(f, "INSERT INTO t VALUES (1, 'a')");
+  char *e = err(f, "SELEC 1", "");
+  assert_string_equal(e, "Error: near \"SELEC\": syntax error: SQLITE_ERROR");
+  free(e);
+  expect_err(f, "SELECT * FROM nowhere", "no such table: nowhere");
+  /* a multi-row insert failing half way leaves nothing behind */
+  expect_err(f, "INSERT INTO t VALUES (2, 'b'), (3, 'c'), (1, 'dup')",
+             "UNIQUE constraint failed: t.k: SQLITE_CONSTRAINT");
+  expect_err(f, "INSERT INTO t VALUES (4, NULL)", "NOT NULL constraint failed");
+  assert_true(count_rows(f, "t") == 1);
+}
+
+static void test_multiple_statements(void **state) {
+  fx *f = *state;
+  tv *res = ok(f, "CREATE TABLE m (v); INSERT INTO m VALUES (1); INSERT INTO m VALUES (2);"
+                  " SELECT v FROM m WHERE v > ? ORDER BY v; -- the end\n", "d", 0.0);
+  assert_int_equal(nrows(res), 2);
+  assert_true(num(res, 1, 0) == 2);
+  assert_true(res->items[3].num == 2); /* rowsWritten */
+  tv_free(res);
+  /* only the last statement's rows */
+  res = ok(f, "SELECT 1 AS one; SELECT 2 AS two", "");
+  assert_string_equal(res->items[0].items[0].str, "two");
+  assert_int_equal(nrows(res), 1);
+  tv_free(res);
+  /* a failure anywhere undoes every statement of the call */
+  expect_err(f, "INSERT INTO m VALUES (3); INSERT INTO nowhere VALUES (4)", "no such table");
+  assert_true(count_rows(f, "m") == 2);
+  /* parameters only in the last one, and nothing runs otherwise */
+  char *e = err(f, "INSERT INTO m VALUES (5); INSERT INTO m VALUES (?); SELECT 1", "d", 6.0);
+  assert_non_null(strstr(e, "only the last statement can have parameters"));
+  free(e);
+  assert_true(count_rows(f, "m") == 2);
+  /* nothing but blanks and comments: an empty cursor */
+  res = ok(f, "  -- nothing\n /* at all */ ;", "");
+  assert_int_equal(ncols(res), 0);
+  assert_int_equal(res->items[1].count, 0);
+  tv_free(res);
+  res = ok(f, "", "");
+  assert_int_equal(ncols(res), 0);
+  tv_free(res);
+  /* leading empty statements are skipped */
+  res = ok(f, "; ; SELECT ? AS x", "s", "y");
+  assert_string_equal(text(res, 0, 0), "y");
+  tv_free(res);
+  /* the same text again comes from the statement cache */
+  for (int i = 0; i < 3; i++) {
+    res = ok(f, "SELECT ? AS x", "d", (double)i);
+    assert_true(num(res, 0, 0) == i);
+    tv_free(res);
+  }
+}
+
+static void test_rows_read_and_written(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE c (k INTEGER PRIMARY KEY, v)");
+  tv *res = ok(f, "INSERT INTO c (v) VALUES (1), (2), (3)", "");
+  assert_true(res->items[3].num == 3);
+  assert_int_equal(ncols(res), 0);
+  tv_free(res);
+  res = ok(f, "UPDATE c SET v = v + 1 WHERE k >= 2", "");
+  assert_true(res->items[3].num == 2);
+  tv_free(res);
+  res = ok(f, "SELECT v FROM c WHERE v > 0", "");
+  assert_int_equal(nrows(res), 3);
+  assert_true(res->items[2].num >= 3);
+  assert_true(res->items[3].num == 0);
+  tv_free(res);
+  res = ok(f, "DELETE FROM c WHERE k = 1 RETURNING v", "");
+  assert_int_equal(nrows(res), 1);
+  assert_true(res->items[3].num == 1);
+  tv_free(res);
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+static void test_transactions(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE x (v)");
+  /* commit keeps */
+  op_ok(f, "begin");
+  run(f, "INSERT INTO x VALUES (1)");
+  op_ok(f, "commit");
+  /* rollback drops */
+  op_ok(f, "begin");
+  run(f, "INSERT INTO x VALUES (2)");
+  assert_true(count_rows(f, "x") == 2);
+  op_ok(f, "rollback");
+  assert_true(count_rows(f, "x") == 1);
+  /* nested: the inner level rolls back alone */
+  op_ok(f, "begin");
+  run(f, "INSERT INTO x VALUES (3)");
+  op_ok(f, "begin");
+  run(f, "INSERT INTO x VALUES (4)");
+  op_ok(f, "rollback");
+  op_ok(f, "begin");
+  run(f, "INSERT INTO x VALUES (5); INSERT INTO x VALUES (6)");
+  op_ok(f, "commit");
+  op_ok(f, "commit");
+  tv *res = ok(f, "SELECT group_concat(v) AS g FROM (SELECT v FROM x ORDER BY v)", "");
+  assert_string_equal(text(res, 0, 0), "1,3,5,6");
+  tv_free(res);
+  /* a failed multi-statement exec inside a transaction undoes only itself */
+  op_ok(f, "begin");
+  run(f, "INSERT INTO x VALUES (7)");
+  expect_err(f, "INSERT INTO x VALUES (8); SELECT * FROM nowhere", "no such table");
+  op_ok(f, "commit");
+  assert_true(count_rows(f, "x") == 5);
+  /* commit or rollback without a transaction */
+  tv *e;
+  assert_int_equal(op0(f, "commit", &e), -1);
+  assert_non_null(strstr(tv_get(e, "message")->str, "no transaction"));
+  tv_free(e);
+  assert_int_equal(op0(f, "rollback", &e), -1);
+  tv_free(e);
+  /* SQL cannot open or end transactions itself */
+  expect_err(f, "BEGIN", "transactionSync()");
+  expect_err(f, "COMMIT", "transactionSync()");
+  expect_err(f, "SAVEPOINT a", "transactionSync()");
+  expect_err(f, "RELEASE a", "transactionSync()");
+}
+
+static void test_abandoned_transactions(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE y (v)");
+  /* request 7 is terminated inside transactionSync: request 8 finds its
+   * transaction and rolls it back */
+  f->token = 7;
+  op_ok(f, "begin");
+  run(f, "INSERT INTO y VALUES (1)");
+  f->token = 8;
+  assert_true(count_rows(f, "y") == 0);
+  /* facet_store_release does it at once, so another process is not kept
+   * waiting for the write lock */
+  f->token = 9;
+  op_ok(f, "begin");
+  run(f, "INSERT INTO y VALUES (2)");
+  facet_store_release(f->s, 9);
+  sqlite3 *db = open_raw(f, "alpha");
+  assert_int_equal(sqlite3_exec(db, "INSERT INTO y VALUES (3)", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  f->token = 10;
+  tv *res = ok(f, "SELECT group_concat(v) AS g FROM y", "");
+  assert_string_equal(text(res, 0, 0), "3");
+  tv_free(res);
+  facet_store_release(f->s, 12345); /* nothing open: nothing happens */
+}
+
+/* ---- containment -------------------------------------------------------- */
+
+static void test_authorizer(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE a (k INTEGER PRIMARY KEY, v)");
+  char *other = xasprintf("ATTACH '%s/facets/beta.sqlite' AS b", f->dir);
+  expect_err(f, other, "ATTACH is not allowed");
+  free(other);
+  expect_err(f, "ATTACH ':memory:' AS m", "ATTACH is not allowed");
+  expect_err(f, "DETACH main", "DETACH is not allowed");
+  expect_err(f, "PRAGMA journal_mode = DELETE", "PRAGMA journal_mode is not allowed");
+  expect_err(f, "PRAGMA journal_mode", "PRAGMA journal_mode is not allowed");
+  expect_err(f, "PRAGMA writable_schema = ON", "PRAGMA writable_schema is not allowed");
+  expect_err(f, "PRAGMA max_page_count = 1000000000", "PRAGMA max_page_count is read-only");
+  expect_err(f, "PRAGMA synchronous = OFF", "not allowed");
+  expect_err(f, "PRAGMA foreign_keys = OFF", "foreign keys are always enforced");
+  expect_err(f, "PRAGMA temp_store_directory = '/tmp'", "not allowed");
+  expect_err(f, "SELECT * FROM pragma_journal_mode", "PRAGMA journal_mode is not allowed");
+  char *into = xasprintf("VACUUM INTO '%s/stolen.sqlite'", f->dir);
+  expect_err(f, into, "VACUUM INTO is not allowed");
+  free(into);
+  char *stolen = xasprintf("%s/stolen.sqlite", f->dir);
+  assert_int_equal(access(stolen, F_OK), -1);
+  free(stolen);
+  expect_err(f, "CREATE TEMP TABLE t (v)", "temporary tables");
+  expect_err(f, "CREATE TABLE temp.t (v)", "temporary tables");
+  expect_err(f, "CREATE VIEW temp.v AS SELECT 1", "temporary tables");
+  expect_err(f, "CREATE VIRTUAL TABLE temp.f USING fts5(x)", "temporary tables");
+  expect_err(f, "CREATE TRIGGER temp.tr AFTER INSERT ON a BEGIN SELECT 1; END", "temporary");
+  expect_err(f, "SELECT load_extension('/lib/x86_64-linux-gnu/libc.so.6')",
+             "load_extension() is not allowed");
+  expect_err(f, "SELECT fts3_tokenizer('simple')", "fts3_tokenizer() is not allowed");
+  expect_err(f, "CREATE VIRTUAL TABLE s USING dbstat", "module dbstat is not allowed");
+  /* defensive mode: the schema cannot be written directly */
+  expect_err(f, "UPDATE sqlite_schema SET sql = 'x'", "");
+
+  /* what stays allowed */
+  tv *res = ok(f, "PRAGMA table_info(a)", "");
+  assert_int_equal(nrows(res), 2);
+  tv_free(res);
+  res = ok(f, "SELECT name FROM pragma_table_info('a') ORDER BY cid", "");
+  assert_string_equal(text(res, 0, 0), "k");
+  tv_free(res);
+  run(f, "PRAGMA user_version = 7");
+  res = ok(f, "PRAGMA user_version", "");
+  assert_true(num(res, 0, 0) == 7);
+  tv_free(res);
+  res = ok(f, "PRAGMA foreign_keys", "");
+  assert_true(num(res, 0, 0) == 1);
+  tv_free(res);
+  run(f, "PRAGMA defer_foreign_keys = ON");
+  tv_free(ok(f, "PRAGMA index_list(a)", ""));
+  tv_free(ok(f, "PRAGMA page_count", ""));
+  run(f, "CREATE VIRTUAL TABLE docs USING fts5(body)");
+  run(f, "INSERT INTO docs VALUES ('the quick brown fox')");
+  res = ok(f, "SELECT count(*) FROM docs WHERE docs MATCH 'quick'", "");
+  assert_true(num(res, 0, 0) == 1);
+  tv_free(res);
+  run(f, "INSERT INTO a (v) VALUES (randomblob(1000))");
+  run(f, "DELETE FROM a");
+  run(f, "VACUUM");
+  res = ok(f, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10) "
+              "SELECT sum(x) FROM c", "");
+  assert_true(num(res, 0, 0) == 55);
+  tv_free(res);
+}
+
+static void test_foreign_keys_enforced(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE p (id INTEGER PRIMARY KEY); "
+         "CREATE TABLE ch (pid INTEGER REFERENCES p(id))");
+  expect_err(f, "INSERT INTO ch VALUES (1)", "FOREIGN KEY constraint failed");
+  /* deferred to the commit, which then fails and keeps nothing */
+  op_ok(f, "begin");
+  run(f, "PRAGMA defer_foreign_keys = ON");
+  run(f, "INSERT INTO ch VALUES (2)");
+  tv *e;
+  assert_int_equal(op0(f, "commit", &e), -1);
+  assert_non_null(strstr(tv_get(e, "message")->str, "FOREIGN KEY constraint failed"));
+  tv_free(e);
+  assert_true(count_rows(f, "ch") == 0);
+  run(f, "INSERT INTO p VALUES (1); INSERT INTO ch VALUES (1)");
+}
+
+static void test_size_limit(void **state) {
+  fx *f = *state;
+  f->limit_mb = 1;
+  run(f, "CREATE TABLE b (v BLOB)");
+  int inserted = 0;
+  char *e = NULL;
+  for (int i = 0; i < 100 && e == NULL; i++) {
+    tv *res;
+    iso_wire args;
+    iso_wire_init(&args);
+    iso_wire_array(&args, 1);
+    iso_wire_string(&args, "INSERT INTO b VALUES (randomblob(100000))", 41);
+    int rc = call_op(f, "exec", &args, &res);
+    iso_wire_free(&args);
+    if (rc == 0)
+      inserted++;
+    else
+      e = xstrdup(tv_get(res, "message")->str);
+    tv_free(res);
+  }
+  assert_non_null(e);
+  assert_string_equal(e, "facet is full: its size limit is 1 MB");
+  free(e);
+  assert_true(inserted >= 5 && inserted <= 10);
+  /* reads still work and see every row that was acknowledged */
+  assert_true(count_rows(f, "b") == inserted);
+  tv *size;
+  assert_int_equal(op0(f, "size", &size), 0);
+  assert_true(size->num <= 1024 * 1024 && size->num > 500 * 1000);
+  tv_free(size);
+  /* inside a transaction too; the facet is intact afterwards */
+  op_ok(f, "begin");
+  expect_err(f, "INSERT INTO b VALUES (randomblob(500000))", "facet is full");
+  op_ok(f, "rollback");
+  sqlite3 *db = open_raw(f, "alpha");
+  char *check = raw_text(db, "PRAGMA integrity_check");
+  assert_string_equal(check, "ok");
+  free(check);
+  sqlite3_close(db);
+  /* deleting makes room again */
+  run(f, "DELETE FROM b");
+  run(f, "INSERT INTO b VALUES (randomblob(100000))");
+  /* a larger limit applies at once */
+  f->limit_mb = 4;
+  for (int i = 0; i < 15; i++) run(f, "INSERT INTO b VALUES (randomblob(100000))");
+}
+
+static void test_cpu_deadline(void **state) {
+  fx *f = *state;
+  f->deadline = time_thread_cpu_ns() + 100 * 1000000ull;
+  uint64_t t0 = time_mono_ns();
+  expect_err(f, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                "SELECT count(*) FROM c", "exceeded CPU limit");
+  assert_true(time_mono_ns() - t0 < 2000 * 1000000ull);
+  /* a cross join of large tables */
+  f->deadline = 0;
+  run(f, "CREATE TABLE big (v); "
+         "INSERT INTO big WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+         "WHERE x < 3000) SELECT x FROM c");
+  f->deadline = time_thread_cpu_ns() + 50 * 1000000ull;
+  t0 = time_mono_ns();
+  expect_err(f, "SELECT count(*) FROM big a, big b, big c", "exceeded CPU limit");
+  assert_true(time_mono_ns() - t0 < 2000 * 1000000ull);
+  /* the connection is fine afterwards, and within the deadline SQL runs */
+  f->deadline = time_thread_cpu_ns() + 1000 * 1000000ull;
+  assert_true(count_rows(f, "big") == 3000);
+  /* interrupted inside a transaction: the whole transaction is gone */
+  f->deadline = 0;
+  op_ok(f, "begin");
+  run(f, "DELETE FROM big WHERE v <= 10");
+  f->deadline = time_thread_cpu_ns() + 20 * 1000000ull;
+  expect_err(f, "UPDATE big SET v = (SELECT count(*) FROM big a, big b) WHERE v = 100",
+             "exceeded CPU limit");
+  f->deadline = 0;
+  tv *e;
+  if (op0(f, "commit", &e) != 0) {
+    /* SQLite rolled it back: later SQL works again */
+    tv_free(e);
+    assert_true(count_rows(f, "big") == 3000);
+  } else {
+    tv_free(e);
+    assert_true(count_rows(f, "big") == 2990);
+  }
+}
+
+/* ---- names and paths ---------------------------------------------------- */
+
+static void test_paths(void **state) {
+  fx *f = *state;
+  char *p = facet_path("/data", "hello", NULL);
+  assert_string_equal(p, "/data/facets/hello.sqlite");
+  free(p);
+  p = facet_path("/data", "hello", "Child_1-x");
+  assert_string_equal(p, "/data/facets/hello/Child_1-x.sqlite");
+  free(p);
+  const char *bad_tenants[] = {"", "..", "../x", "a/b", "Hello", "-x", "a.b", "x\n"};
+  for (size_t i = 0; i < ARRAY_SIZE(bad_tenants); i++)
+    assert_null(facet_path("/data", bad_tenants[i], NULL));
+  char long_id[80];
+  memset(long_id, 'a', 65);
+  long_id[65] = '\0';
+  const char *bad_ids[] = {"", ".", "..", "a/b", "a.b", "a b", "../../etc/passwd", long_id, "é"};
+  for (size_t i = 0; i < ARRAY_SIZE(bad_ids); i++)
+    assert_null(facet_path("/data", "hello", bad_ids[i]));
+  long_id[64] = '\0';
+  p = facet_path("/data", "hello", long_id);
+  assert_non_null(p);
+  free(p);
+  assert_true(facet_id_valid("abc", 3));
+  assert_false(facet_id_valid("abc", 0));
+
+  /* facet_call refuses them too */
+  f->facet_id = "../beta";
+  expect_err(f, "SELECT 1", "invalid facet name");
+  f->facet_id = NULL;
+  f->tenant = "../alpha";
+  expect_err(f, "SELECT 1", "invalid facet name");
+
+  /* a child's facet is its own file under the parent's directory */
+  f->tenant = "alpha";
+  f->facet_id = "kid";
+  run(f, "CREATE TABLE k (v); INSERT INTO k VALUES (1)");
+  char *kid = xasprintf("%s/facets/alpha/kid.sqlite", f->dir);
+  assert_int_equal(access(kid, F_OK), 0);
+  free(kid);
+  f->facet_id = NULL;
+  expect_err(f, "SELECT * FROM k", "no such table");
+
+  /* a symlink planted where a facet goes is not followed */
+  char *target = xasprintf("%s/elsewhere.sqlite", f->dir);
+  char *link = xasprintf("%s/facets/gamma.sqlite", f->dir);
+  assert_int_equal(symlink(target, link), 0);
+  f->tenant = "gamma";
+  expect_err(f, "SELECT 1", "cannot open the facet");
+  assert_int_equal(access(target, F_OK), -1);
+  free(target);
+  free(link);
+}
+
+static void test_isolation_between_tenants(void **state) {
+  fx *f = *state;
+  f->tenant = "alpha";
+  run(f, "CREATE TABLE secrets (v); INSERT INTO secrets VALUES ('alpha only')");
+  f->tenant = "beta";
+  expect_err(f, "SELECT * FROM secrets", "no such table");
+  run(f, "CREATE TABLE secrets (v)");
+  assert_true(count_rows(f, "secrets") == 0);
+  f->tenant = "alpha";
+  assert_true(count_rows(f, "secrets") == 1);
+}
+
+static void test_lru_and_close(void **state) {
+  fx *f = *state;
+  facet_store_free(f->s);
+  facet_options o = {.max_open = 2};
+  f->s = facet_store_new(f->dir, &o);
+  assert_non_null(f->s);
+  const char *names[] = {"t1", "t2", "t3", "t4"};
+  for (int round = 0; round < 3; round++) {
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+      f->tenant = names[i];
+      run(f, "CREATE TABLE IF NOT EXISTS n (v); INSERT INTO n VALUES (1)");
+    }
+  }
+  for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+    f->tenant = names[i];
+    assert_true(count_rows(f, "n") == 3);
+  }
+  /* a connection inside a transaction is not evicted */
+  f->tenant = "t1";
+  op_ok(f, "begin");
+  run(f, "INSERT INTO n VALUES (2)");
+  for (size_t i = 1; i < ARRAY_SIZE(names); i++) {
+    f->tenant = names[i];
+    assert_true(count_rows(f, "n") == 3);
+  }
+  f->tenant = "t1";
+  op_ok(f, "commit");
+  assert_true(count_rows(f, "n") == 4);
+  facet_store_close_tenant(f->s, "t1");
+  facet_store_close_tenant(f->s, "nobody");
+  assert_true(count_rows(f, "n") == 4);
+}
+
+/* ---- two processes ------------------------------------------------------ */
+
+#define WRITER_ROWS 1500
+
+/* One writer process: its own store on the same directory, inserting rows
+ * with autocommit and in transactions as fast as it can. Exit status 0 when
+ * every call succeeded. */
+static int writer(const char *dir, int id, int go_fd) {
+  char c;
+  if (read(go_fd, &c, 1) != 1) return 2;
+  facet_store *s = facet_store_new(dir, NULL);
+  if (s == NULL) return 3;
+  fx f = {.s = s, .tenant = "shared", .token = (uint64_t)id};
+  for (int i = 0; i < WRITER_ROWS; i++) {
+    int in_txn = i % 10 >= 5;
+    if (i % 10 == 5) {
+      iso_wire a;
+      iso_wire_init(&a);
+      iso_wire_array(&a, 0);
+      tv *r;
+      int rc = call_op(&f, "begin", &a, &r);
+      iso_wire_free(&a);
+      if (rc != 0) {
+        fprintf(stderr, "writer %d begin: %s\n", id, tv_get(r, "message")->str);
+        return 4;
+      }
+      tv_free(r);
+    }
+    iso_wire a;
+    iso_wire_init(&a);
+    iso_wire_array(&a, 3);
+    iso_wire_string(&a, "INSERT INTO w (writer, n) VALUES (?, ?)", 39);
+    iso_wire_number(&a, id);
+    iso_wire_number(&a, i);
+    tv *r;
+    int rc = call_op(&f, "exec", &a, &r);
+    iso_wire_free(&a);
+    if (rc != 0) {
+      fprintf(stderr, "writer %d row %d: %s\n", id, i, tv_get(r, "message")->str);
+      return 5;
+    }
+    tv_free(r);
+    if (in_txn && i % 10 == 9) {
+      iso_wire_init(&a);
+      iso_wire_array(&a, 0);
+      rc = call_op(&f, "commit", &a, &r);
+      iso_wire_free(&a);
+      if (rc != 0) {
+        fprintf(stderr, "writer %d commit: %s\n", id, tv_get(r, "message")->str);
+        return 6;
+      }
+      tv_free(r);
+    }
+  }
+  facet_store_free(s);
+  return 0;
+}
+
+static void test_two_processes_write_at_once(void **state) {
+  fx *f = *state;
+  f->tenant = "shared";
+  run(f, "CREATE TABLE w (writer INTEGER, n INTEGER, PRIMARY KEY (writer, n))");
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t pids[2];
+  for (int i = 0; i < 2; i++) {
+    pids[i] = fork();
+    assert_true(pids[i] >= 0);
+    if (pids[i] == 0) {
+      close(go[1]);
+      _exit(writer(f->dir, i + 1, go[0]));
+    }
+  }
+  close(go[0]);
+  /* both start at once */
+  assert_int_equal(write(go[1], "gg", 2), 2);
+  close(go[1]);
+  for (int i = 0; i < 2; i++) {
+    int status = 0;
+    assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+  }
+  assert_true(count_rows(f, "w") == 2 * WRITER_ROWS);
+}
+
+/* ---- operators ---------------------------------------------------------- */
+
+static void test_describe_backup_purge(void **state) {
+  fx *f = *state;
+  f->tenant = "ops";
+  run(f, "CREATE TABLE one (v); CREATE TABLE two (v); "
+         "INSERT INTO one VALUES (1), (2), (3); INSERT INTO two VALUES ('x')");
+  f->facet_id = "child";
+  run(f, "CREATE TABLE c (v)");
+  f->facet_id = NULL;
+
+  json_t *d = NULL;
+  char *e = NULL;
+  assert_int_equal(facet_describe(f->dir, "ops", &d, &e), 0);
+  assert_string_equal(json_string_value(json_object_get(d, "path")), "facets/ops.sqlite");
+  json_t *tables = json_object_get(d, "tables");
+  assert_int_equal(json_array_size(tables), 2);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(tables, 0), "name")), "one");
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(tables, 0), "rows")), 3);
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(tables, 1), "rows")), 1);
+  assert_true(json_integer_value(json_object_get(d, "size_bytes")) > 0);
+  assert_int_equal(json_integer_value(json_object_get(d, "size_bytes")),
+                   json_integer_value(json_object_get(d, "page_size")) *
+                       json_integer_value(json_object_get(d, "page_count")));
+  json_t *children = json_object_get(d, "children");
+  assert_int_equal(json_array_size(children), 1);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(children, 0), "id")), "child");
+  json_decref(d);
+  assert_int_equal(facet_describe(f->dir, "nobody", &d, &e), -ENOENT);
+  assert_int_equal(facet_describe(f->dir, "../x", &d, &e), -EINVAL);
+
+  /* a backup taken while another process keeps writing is one consistent
+   * snapshot */
+  run(f, "CREATE TABLE log (n INTEGER PRIMARY KEY, sum INTEGER)");
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    facet_store *s = facet_store_new(f->dir, NULL);
+    fx w = {.s = s, .tenant = "ops", .token = 1};
+    uint64_t until = time_mono_ns() + 400 * 1000000ull;
+    for (int i = 1; time_mono_ns() < until; i++) {
+      iso_wire a;
+      iso_wire_init(&a);
+      iso_wire_array(&a, 1);
+      const char *sql = "INSERT INTO log (sum) SELECT coalesce(max(sum), 0) + 1 FROM log";
+      iso_wire_string(&a, sql, strlen(sql));
+      tv *r;
+      int rc = call_op(&w, "exec", &a, &r);
+      iso_wire_free(&a);
+      tv_free(r);
+      if (rc != 0) _exit(1);
+    }
+    facet_store_free(s);
+    _exit(0);
+  }
+  usleep(100 * 1000);
+  char *dest = xasprintf("%s/backup.sqlite", f->dir);
+  assert_int_equal(facet_backup_to(f->dir, "ops", NULL, dest, &e), 0);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(dest, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  char *s = raw_text(db, "PRAGMA integrity_check");
+  assert_string_equal(s, "ok");
+  free(s);
+  s = raw_text(db, "PRAGMA journal_mode");
+  assert_string_equal(s, "delete");
+  free(s);
+  s = raw_text(db, "SELECT count(*) = max(sum) AND count(*) > 0 FROM log");
+  assert_string_equal(s, "1");
+  free(s);
+  s = raw_text(db, "SELECT count(*) FROM one");
+  assert_string_equal(s, "3");
+  free(s);
+  sqlite3_close(db);
+  assert_int_equal(facet_backup_to(f->dir, "ops", "child", dest, &e), 0);
+  assert_int_equal(facet_backup_to(f->dir, "nobody", NULL, dest, &e), -ENOENT);
+  assert_int_equal(facet_backup_to(f->dir, "ops", "../x", dest, &e), -EINVAL);
+  free(dest);
+
+  /* purge removes the facet and its children's */
+  facet_store_close_tenant(f->s, "ops");
+  assert_int_equal(facet_purge(f->dir, "ops"), 0);
+  char *path = xasprintf("%s/facets/ops.sqlite", f->dir);
+  char *dir = xasprintf("%s/facets/ops", f->dir);
+  assert_int_equal(access(path, F_OK), -1);
+  assert_int_equal(access(dir, F_OK), -1);
+  free(path);
+  free(dir);
+  assert_int_equal(facet_purge(f->dir, "ops"), 0);
+  assert_int_equal(facet_purge(f->dir, ".."), -EINVAL);
+  /* and a new facet starts empty */
+  expect_err(f, "SELECT * FROM one", "no such table");
+}
+
+static void test_reopen_keeps_data(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE d (v); INSERT INTO d VALUES (1)");
+  facet_store_free(f->s);
+  facet_options o = {.synchronous = FACET_SYNC_NORMAL, .busy_timeout_ms = 100};
+  f->s = facet_store_new(f->dir, &o);
+  assert_true(count_rows(f, "d") == 1);
+  sqlite3 *db = open_raw(f, "alpha");
+  char *mode = raw_text(db, "PRAGMA journal_mode");
+  assert_string_equal(mode, "wal");
+  free(mode);
+  sqlite3_close(db);
+  /* only the owner can reach the files */
+  struct stat st;
+  char *dir = xasprintf("%s/facets", f->dir);
+  assert_int_equal(stat(dir, &st), 0);
+  free(dir);
+  assert_int_equal(st.st_mode & 077, 0);
+}
+
+/* ---- benchmark ---------------------------------------------------------- */
+
+static double bench_seconds(uint64_t t0) { return (double)(time_mono_ns() - t0) / 1e9; }
+
+/* Runs sql with one number parameter (none when n is NAN). */
+static void bench_exec(fx *f, const char *sql, double n) {
+  iso_wire a;
+  iso_wire_init(&a);
+  iso_wire_array(&a, isnan(n) ? 1 : 2);
+  iso_wire_string(&a, sql, strlen(sql));
+  if (!isnan(n)) iso_wire_number(&a, n);
+  iso_call call = {.token = f->token, .binding = "DB", .op = "exec",
+                   .args = a.data, .args_len = a.len};
+  iso_wire res;
+  iso_wire_init(&res);
+  if (facet_call(f->s, f->tenant, NULL, 0, &call, 0, &res) != 0) {
+    fprintf(stderr, "bench: %s failed\n", sql);
+    exit(1);
+  }
+  iso_wire_free(&res);
+  iso_wire_free(&a);
+}
+
+static void bench_op(fx *f, const char *op) {
+  iso_wire a, res;
+  iso_wire_init(&a);
+  iso_wire_init(&res);
+  iso_wire_array(&a, 0);
+  iso_call call = {.token = f->token, .binding = "DB", .op = op, .args = a.data, .args_len = a.len};
+  if (facet_call(f->s, f->tenant, NULL, 0, &call, 0, &res) != 0) exit(1);
+  iso_wire_free(&a);
+  iso_wire_free(&res);
+}
+
+static int bench(const char *dir_arg) {
+  char dir[256];
+  if (dir_arg != NULL) {
+    snprintf(dir, sizeof dir, "%s", dir_arg);
+  } else {
+    snprintf(dir, sizeof dir, "/tmp/facets-bench-XXXXXX");
+    if (mkdtemp(dir) == NULL) return 1;
+  }
+  for (int mode = 0; mode < 2; mode++) {
+    facet_options o = {.synchronous = mode ? FACET_SYNC_NORMAL : FACET_SYNC_FULL};
+    facet_store *s = facet_store_new(dir, &o);
+    if (s == NULL) return 1;
+    fx f = {.s = s, .tenant = mode ? "bench-normal" : "bench-full", .token = 1};
+    bench_exec(&f, "CREATE TABLE IF NOT EXISTS kv (k INTEGER PRIMARY KEY, v TEXT)", NAN);
+    const char *ins = "INSERT INTO kv (v) VALUES (?)";
+    int n = mode ? 20000 : 2000;
+    uint64_t t0 = time_mono_ns();
+    for (int i = 0; i < n; i++) bench_exec(&f, ins, i);
+    double auto_rate = n / bench_seconds(t0);
+    int m = 200000;
+    t0 = time_mono_ns();
+    bench_op(&f, "begin");
+    for (int i = 0; i < m; i++) bench_exec(&f, ins, i);
+    bench_op(&f, "commit");
+    double txn_rate = m / bench_seconds(t0);
+    const char *sel = "SELECT v FROM kv WHERE k = ?";
+    t0 = time_mono_ns();
+    for (int i = 0; i < m; i++) bench_exec(&f, sel, 1 + (i * 7919) % m);
+    double read_rate = m / bench_seconds(t0);
+    printf("{\"synchronous\":\"%s\",\"insert_autocommit_per_s\":%.0f,"
+           "\"insert_in_transaction_per_s\":%.0f,\"point_read_per_s\":%.0f}\n",
+           mode ? "NORMAL" : "FULL", auto_rate, txn_rate, read_rate);
+    facet_store_free(s);
+  }
+  if (dir_arg == NULL) rm_rf(dir);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  log_init("facets_test", LOG_ERROR);
+  if (argc >= 2 && strcmp(argv[1], "--bench") == 0) return bench(argc >= 3 ? argv[2] : NULL);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_types_in_and_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unsupported_parameters, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sql_errors_have_no_effect, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_multiple_statements, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rows_read_and_written, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_abandoned_transactions, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_authorizer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_foreign_keys_enforced, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_size_limit, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cpu_deadline, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_isolation_between_tenants, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lru_and_close, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_two_processes_write_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_describe_backup_purge, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
