@@ -1,10 +1,50 @@
-/* env.DB: the worker's facet: not wired yet. */
+/*
+ * env.DB: the worker's facet (its own SQLite file), served in this process
+ * by facets/. Calls are synchronous: SQLite runs on the loop thread, inside
+ * the request's CPU budget, and is interrupted at its deadline.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "base.h"
+#include "facets.h"
 #include "worker.h"
 
+int facet_link_start(worker *w) {
+  w->facets = facet_store_new(w->config.data_dir, NULL);
+  if (w->facets == NULL) {
+    log_error("facets unavailable: cannot create %s/facets: %s", w->config.data_dir,
+              strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+void facet_link_stop(worker *w) {
+  facet_store_free(w->facets);
+  w->facets = NULL;
+}
+
+static uint64_t facet_limit_mb(const loaded *l) {
+  json_int_t mb = json_integer_value(json_object_get(json_object_get(l->spec, "limits"), "facet_mb"));
+  return mb > 0 ? (uint64_t)mb : 0;
+}
+
 int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  (void)w;
-  (void)l;
-  (void)call;
-  bindings_error(result, "TypeError", "facets are not available on this node");
-  return -1;
+  if (w->facets == NULL) {
+    bindings_error(result, "Error", "facets are unavailable on this node");
+    return -1;
+  }
+  /* SQL time counts toward the request's CPU limit like JavaScript's does. */
+  uint64_t deadline = time_thread_cpu_ns() + (uint64_t)l->limits.cpu_ms * 1000000u;
+  return facet_call(w->facets, l->tenant->name, l->facet_id, facet_limit_mb(l), call, deadline,
+                    result);
+}
+
+void facet_link_request_done(worker *w, uint64_t token) {
+  if (w->facets) facet_store_release(w->facets, token);
+}
+
+void facet_link_changed(worker *w, const char *tenant) {
+  if (w->facets) facet_store_close_tenant(w->facets, tenant);
 }

@@ -228,6 +228,7 @@ static int start(worker *w) {
     log_error("cannot start the scheduler: %s", uv_strerror(rc));
     return -1;
   }
+  if (facet_link_start(w) != 0) log_warn("env.DB bindings will fail on this process");
   stats_start(w);
   wall_start(w);
   evict_start(w);
@@ -263,6 +264,7 @@ int main(int argc, char **argv) {
   if (start(&self) != 0) return 1;
   uv_run(self.loop, UV_RUN_DEFAULT);
   tenant_free_all(&self);
+  facet_link_stop(&self);
   sched_close(&self.sched);
   token_map_free(&self.tokens);
   uv_walk(self.loop, close_handle, NULL);

@@ -219,9 +219,21 @@ static loaded *loaded_new(tenant *t, char **error) {
   iso_host host = loaded_host_template;
   host.data = l;
   char *env = spec_env_json(t->spec);
+  char *caps = bindings_capabilities_json(t->spec);
+  iso_worker_options options = {
+      .host = &host,
+      .calls = bindings_host_calls(),
+      .limits = l->limits,
+      .modules = mods,
+      .n_modules = (size_t)n,
+      .main_module = main_module,
+      .env_json = env,
+      .bindings_json = caps,
+  };
   iso_error err = {0};
-  l->iso = iso_worker_new(&host, &l->limits, mods, (size_t)n, main_module, env, &err);
+  l->iso = iso_worker_create(&options, &err);
   free(env);
+  free(caps);
   free(mods);
   if (l->iso == NULL) {
     *error = xasprintf("%s", err.message ? err.message : "unknown error");
@@ -340,6 +352,7 @@ static void loaded_done(void *data, uint64_t token) {
   if (f->req) ingress_fail(w, f, 500, "worker finished without a response", NULL);
   if (l->requests > 0) l->requests--;
   stats_heap(l->tenant, l->iso);
+  facet_link_request_done(w, token);
   inflight_finish(w, f);
 }
 
@@ -519,6 +532,7 @@ void tenant_spec_arrived(worker *w, uint32_t id, const proto_frame *frame) {
 }
 
 void tenant_changed(worker *w, const char *name) {
+  facet_link_changed(w, name);
   tenant *t = tenant_find(w, name, strlen(name));
   if (t == NULL) return;
   json_decref(t->spec);

@@ -36,6 +36,7 @@ struct loaded {
   struct vtimer *timers;
   int retired;         /* replaced or deleted: free once idle */
   uint64_t last_used_ns; /* for least-recently-used eviction */
+  const char *facet_id;  /* loader children with a facet of their own; NULL otherwise */
   loaded *next_retired;
 };
 
@@ -123,6 +124,7 @@ typedef struct worker {
   uv_timer_t stats_timer;
   uv_timer_t wall_timer;
   uv_timer_t evict_timer;
+  struct facet_store *facets; /* env.DB connections (facet_link.c) */
   size_t loaded_count;   /* live isolates (current and retired) */
   uint64_t evictions;
   inflight *running;     /* requests dispatched and not done (for the wall-time limit) */
@@ -178,6 +180,12 @@ char *bindings_capabilities_json(json_t *spec);
 void bindings_error(iso_wire *out, const char *name, const char *message);
 /* One file per binding kind; each returns as iso_host_calls does. */
 int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+int facet_link_start(worker *w);
+void facet_link_stop(worker *w);
+/* Rolls back what a finished request left open in its facet. */
+void facet_link_request_done(worker *w, uint64_t token);
+/* Drops a tenant's cached facet connections (redeploy, delete). */
+void facet_link_changed(worker *w, const char *tenant);
 int egress_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
 int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
 
