@@ -148,7 +148,14 @@ static void delete_worker(node *n, http_request *req, const char *name) {
   }
   node_procs_broadcast_changed(n, name);
   log_write(LOG_INFO, name, NULL, NULL, "deleted");
-  json_t *body = json_pack("{s:s}", "deleted", name);
+  /* The facet outlives a delete unless the operator asks for it to go. */
+  const char *query = strchr(req->target, '?');
+  int purge = query && strstr(query, "purge=true") != NULL;
+  if (purge && node_facet_purge(n, name) != 0) {
+    node_respond_error(req, 500, "worker deleted, but its facet could not be purged");
+    return;
+  }
+  json_t *body = json_pack("{s:s, s:b}", "deleted", name, "facet_purged", purge);
   node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }
@@ -191,6 +198,16 @@ static void worker_route(node *n, http_request *req, const char *name) {
   if (get) get_worker(n, req, name);
   else if (put) put_worker(n, req, name);
   else delete_worker(n, req, name);
+}
+
+/* /v1/workers/{name}/<sub>: returns 0 when no sub-route matches. */
+static int worker_subroute(node *n, http_request *req, const char *rest) {
+  const char *slash = strchr(rest, '/');
+  if (slash == NULL) return 0;
+  char *name = xstrndup(rest, (size_t)(slash - rest));
+  int handled = node_facet_route(n, req, name, slash + 1);
+  free(name);
+  return handled;
 }
 
 static int node_ready(const node *n) {
@@ -237,6 +254,8 @@ static void route(node *n, http_request *req, const char *path) {
              strchr(path + sizeof prefix - 1, '/') == NULL) {
     worker_route(n, req, path + sizeof prefix - 1);
   } else if (node_tenants_route(n, req, path)) {
+    /* answered */
+  } else if (strncmp(path, prefix, sizeof prefix - 1) == 0 && worker_subroute(n, req, path + sizeof prefix - 1)) {
     /* answered */
   } else {
     json_t *body = json_pack("{s:s, s:s?}", "error", "not found", "path", path);

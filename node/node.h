@@ -264,6 +264,12 @@ void node_respond_json(http_request *req, int status, json_t *body, const char *
 void node_respond_error(http_request *req, int status, const char *message);
 void node_respond_method(http_request *req, const char *allow);
 
+/* facet_routes.c: GET /v1/workers/{name}/facet[/backup]; returns 0 when
+ * `sub` is not one of its routes. */
+int node_facet_route(node *n, http_request *req, const char *name, const char *sub);
+/* DELETE /v1/workers/{name}?purge=true: deletes the worker's facet files. */
+int node_facet_purge(node *n, const char *name);
+
 /* memwatch.c: restarts worker processes whose RSS outgrows their budget. */
 int node_memwatch_start(node *n);
 void node_memwatch_stop(node *n);

@@ -136,9 +136,10 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
   json_t *v;
   json_object_foreach(limits, key, v) {
     if (strcmp(key, "cpu_ms") != 0 && strcmp(key, "memory_mb") != 0 &&
-        strcmp(key, "wall_ms") != 0) {
+        strcmp(key, "wall_ms") != 0 && strcmp(key, "facet_mb") != 0) {
       *error = error_body("limit", key,
-                          "limits: \"%s\": unknown limit (cpu_ms, memory_mb, wall_ms)", key);
+                          "limits: \"%s\": unknown limit (cpu_ms, memory_mb, wall_ms, facet_mb)",
+                          key);
       return 400;
     }
   }
@@ -148,6 +149,9 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
     status = parse_limit(limits, "memory_mb", 8, 4096, NODE_DEFAULT_MEMORY_MB, *out, error);
   if (status == 0)
     status = parse_limit(limits, "wall_ms", 10, 300000, NODE_DEFAULT_WALL_MS, *out, error);
+  /* Only when given: the facet size limit otherwise follows the node's default. */
+  if (status == 0 && json_object_get(limits, "facet_mb"))
+    status = parse_limit(limits, "facet_mb", 1, 1048576, 1024, *out, error);
   if (status != 0) {
     json_decref(*out);
     *out = NULL;
