@@ -89,7 +89,7 @@ void ingress_run(sched_unit *unit) {
   free(url);
   /* Most requests are over by now; the rest wait on timers or host calls. */
   inflight *pending = token_map_get(&w->tokens, token);
-  if (rc == 0 && pending && pending->req) wall_track(w, pending);
+  if (rc == 0 && pending) wall_track(w, pending);
   if (rc != 0) {
     /* respond/done are never called for a request that did not start. */
     inflight *still = token_map_get(&w->tokens, token);

@@ -92,13 +92,30 @@ void wall_untrack(worker *w, inflight *f) {
   f->run_prev = f->run_next = NULL;
 }
 
+/*
+ * Past its limit a request gets 504; its JavaScript may go on. Twice past it,
+ * a request that already has its response but whose ctx.waitUntil() work
+ * never settles is let go, so that it cannot keep a replaced isolate (or a
+ * draining process) alive forever.
+ */
 static void wall_sweep(uv_timer_t *timer) {
   worker *w = container_of(timer, worker, wall_timer);
   uint64_t now = time_mono_ns();
-  for (inflight *f = w->running; f; f = f->run_next) {
-    if (f->req == NULL) continue;
+  inflight *next;
+  for (inflight *f = w->running; f; f = next) {
+    next = f->run_next;
     uint64_t limit_ms = spec_wall_ms(f->loaded->spec);
-    if (now - f->start_ns < limit_ms * 1000000u) continue;
+    uint64_t age_ns = now - f->start_ns;
+    if (age_ns < limit_ms * 1000000u) continue;
+    if (f->req == NULL) {
+      if (age_ns < 2 * limit_ms * 1000000u) continue;
+      log_write(LOG_WARN, f->tenant->name, NULL, NULL,
+                "ctx.waitUntil() work still pending after %llu ms: no longer waiting for it",
+                (unsigned long long)(age_ns / 1000000u));
+      f->loaded->requests--;
+      inflight_finish(w, f);
+      continue;
+    }
     char extra[64];
     snprintf(extra, sizeof extra, "{\"limit_ms\":%llu}", (unsigned long long)limit_ms);
     log_write(LOG_WARN, f->tenant->name, f->req->id, NULL, "exceeded wall time limit");
