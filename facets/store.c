@@ -19,6 +19,10 @@
 /* Keep the WAL file from staying large after a burst of writes. */
 #define JOURNAL_SIZE_LIMIT (8 * 1024 * 1024)
 
+/* Reads through mmap skip a copy and a system call per page; the mapping
+ * is address space, not memory of its own. */
+#define MMAP_BYTES (256ll * 1024 * 1024)
+
 /* Longest SQL text worth keeping a prepared statement for. */
 #define CACHE_SQL_MAX 4096
 
@@ -278,9 +282,10 @@ static int conn_configure(facet_conn *c) {
 
   char sql[160];
   snprintf(sql, sizeof sql,
-           "PRAGMA synchronous = %s; PRAGMA foreign_keys = ON; PRAGMA journal_size_limit = %d",
+           "PRAGMA synchronous = %s; PRAGMA foreign_keys = ON; PRAGMA journal_size_limit = %d; "
+           "PRAGMA mmap_size = %lld",
            c->store->opt.synchronous == FACET_SYNC_NORMAL ? "NORMAL" : "FULL",
-           JOURNAL_SIZE_LIMIT);
+           JOURNAL_SIZE_LIMIT, MMAP_BYTES);
   if ((rc = facet__conn_exec_trusted(c, sql)) != SQLITE_OK) return rc;
   c->page_size = facet__conn_query_int(c, "PRAGMA page_size");
   if (c->page_size <= 0) return SQLITE_ERROR;

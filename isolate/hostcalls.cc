@@ -16,6 +16,7 @@ namespace {
 
 using Info = v8::FunctionCallbackInfo<v8::Value>;
 
+/* Containers in one wire value, the argument list included. */
 constexpr int kMaxDepth = 64;
 
 void throw_type_error(v8::Isolate *isolate, const std::string &msg) {
@@ -89,7 +90,17 @@ struct encoder {
     return true;
   }
 
+  /* depth: the containers around this one. */
+  bool nested(int depth) {
+    if (depth < kMaxDepth)
+      return true;
+    throw_range_error(isolate, "a value passed to the host is nested too deeply");
+    return false;
+  }
+
   bool array(v8::Local<v8::Array> a, int depth) {
+    if (!nested(depth))
+      return false;
     uint32_t n = a->Length();
     if (too_big(5 + (size_t)n))
       return false;
@@ -103,6 +114,8 @@ struct encoder {
   }
 
   bool object(v8::Local<v8::Object> o, int depth) {
+    if (!nested(depth))
+      return false;
     v8::Local<v8::Array> keys;
     if (!o->GetOwnPropertyNames(context,
                                 static_cast<v8::PropertyFilter>(v8::ONLY_ENUMERABLE |
@@ -125,10 +138,6 @@ struct encoder {
   }
 
   bool value(v8::Local<v8::Value> v, int depth) {
-    if (depth > kMaxDepth) {
-      throw_range_error(isolate, "a value passed to the host is nested more than 64 levels deep");
-      return false;
-    }
     if (v->IsUndefined()) {
       iso_wire_undefined(out);
     } else if (v->IsNull()) {
@@ -213,7 +222,7 @@ struct decoder {
 
   bool value(int depth, v8::Local<v8::Value> *out) {
     iso_wire_value v;
-    if (depth > kMaxDepth || iso_wire_next(&r, &v) != 1)
+    if (iso_wire_next(&r, &v) != 1)
       return malformed();
     switch (v.type) {
     case ISO_WIRE_UNDEFINED:
@@ -254,6 +263,8 @@ struct decoder {
   }
 
   bool array(uint32_t n, int depth, v8::Local<v8::Value> *out) {
+    if (depth >= kMaxDepth)
+      return malformed();
     v8::EscapableHandleScope scope(isolate);
     std::vector<v8::Local<v8::Value>> items(n);
     for (uint32_t i = 0; i < n; i++)
@@ -264,6 +275,8 @@ struct decoder {
   }
 
   bool object(uint32_t n, int depth, v8::Local<v8::Value> *out) {
+    if (depth >= kMaxDepth)
+      return malformed();
     v8::EscapableHandleScope scope(isolate);
     v8::Local<v8::Object> o = v8::Object::New(isolate);
     for (uint32_t i = 0; i < n; i++) {

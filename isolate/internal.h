@@ -38,7 +38,9 @@ constexpr int kWorkerSlot = 1;
 struct watch {
   v8::Isolate *isolate;
   clockid_t clock;        /* CPU clock of the thread that armed it */
-  uint64_t cpu_start_ns;  /* that clock when armed */
+  uint64_t cpu_start_ns;  /* that clock when armed (an upper bound) */
+  uint64_t cpu_base_ns;   /* the reading cpu_start_ns was derived from */
+  uint64_t wall_start_ns; /* monotonic time when armed */
   uint64_t cpu_limit_ns;
   uint64_t wake_ns;       /* monotonic time at which to look again */
   uint64_t generation;    /* of the current arming */
@@ -47,8 +49,11 @@ struct watch {
 };
 
 void watchdog_arm(watch *wt, uint64_t cpu_limit_ns);
-/* Returns true if this arming ran out of CPU and its isolate was terminated. */
-bool watchdog_disarm(watch *wt);
+/* Returns the CPU time the entry used (erring high, never low), and sets
+ * *fired if this arming ran out of CPU and its isolate was terminated. */
+uint64_t watchdog_disarm(watch *wt, bool *fired);
+/* CPU used since arming, as watchdog_disarm() would count it now. */
+uint64_t watchdog_used(const watch *wt);
 
 /* ---- platform.cc ---- */
 
@@ -78,6 +83,7 @@ struct module_entry {
 struct pending_request {
   uint64_t token;
   bool responded;
+  uint64_t cpu_ns;  /* used by the entries made for it, the current one excepted */
 };
 
 /* An async host call waiting for iso_worker_complete(). */
@@ -109,6 +115,7 @@ struct iso_worker {
   v8::Global<v8::Function> fire_timer;
   std::vector<iso::module_entry> modules;
   std::vector<iso::pending_request> pending;
+  iso::pending_request *finishing = nullptr; /* during the done callback */
   std::unordered_map<uint32_t, iso::async_call> async_calls;
   uint32_t last_call_id = 0;
   v8::Global<v8::Value> object_proto;  /* %Object.prototype%: what plain objects inherit */
@@ -118,6 +125,7 @@ struct iso_worker {
   iso::scratch out;           /* response bytes */
   std::vector<iso_header> out_headers;
   uint64_t token = 0;         /* the token the current entry was made for */
+  uint64_t charged = 0;       /* the token the outermost entry's CPU goes to */
   int depth = 0;              /* nested entries into JavaScript */
   int calls = 0;              /* public calls on the stack */
   bool broken = false;        /* the heap limit was hit */

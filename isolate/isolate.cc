@@ -147,8 +147,14 @@ void request_done(iso_worker *w, uint64_t token) {
     if (w->free_requested)
       return;
   }
+  /* Forgotten before the host hears of it, so that done may reuse the token
+   * at once; its CPU time stays readable during the callback. */
+  pending_request finished = *pending_find(w, token);
+  pending_request *outer = w->finishing;
   pending_remove(w, token);
+  w->finishing = &finished;
   w->host.done(w->host.data, token);
+  w->finishing = outer;
 }
 
 /* The request whose code ran last: promise reactions carry the token that
@@ -188,14 +194,25 @@ struct entry {
   bool outer;
 };
 
+/* The CPU limit is per request, over every entry made for it: what is left
+ * of `token`'s. A token that is no running request (the load, code that
+ * outlived its request) gets a whole limit for each entry. */
+uint64_t cpu_budget(iso_worker *w, uint64_t token) {
+  pending_request *p = pending_find(w, token);
+  if (p == nullptr)
+    return w->cpu_limit_ns;
+  return p->cpu_ns < w->cpu_limit_ns ? w->cpu_limit_ns - p->cpu_ns : 0;
+}
+
 /* A host callback may call back into this worker: nested entries share the
- * outer one's CPU budget and checkpoint. */
+ * outer one's CPU budget, accounting and checkpoint. */
 void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns) {
   e->saved_token = w->token;
   e->outer = w->depth++ == 0;
   w->token = token;
   if (e->outer) {
     w->heap_hit = false;
+    w->charged = token;
     watchdog_arm(&w->watch, cpu_limit_ns);
   }
 }
@@ -204,7 +221,11 @@ void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns)
 iso_error_kind entry_end(iso_worker *w, entry *e) {
   iso_error_kind why = ISO_OK;
   if (e->outer) {
-    bool fired = watchdog_disarm(&w->watch);
+    bool fired;
+    uint64_t used = watchdog_disarm(&w->watch, &fired);
+    pending_request *p = pending_find(w, w->charged);
+    if (p != nullptr)
+      p->cpu_ns += used;
     /* A termination that arrived after JavaScript returned would hit the
      * next entry instead: always clear it. */
     w->isolate->CancelTerminateExecution();
@@ -223,8 +244,13 @@ iso_error_kind entry_end(iso_worker *w, entry *e) {
 template <typename F>
 void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call) {
   v8::Isolate *isolate = w->isolate;
+  uint64_t budget = cpu_budget(w, token);
+  if (budget == 0 && w->depth == 0) {
+    request_fail(w, token, ISO_ERR_CPU, "exceeded CPU limit");
+    return;
+  }
   entry e;
-  entry_begin(w, &e, token, w->cpu_limit_ns);
+  entry_begin(w, &e, token, budget);
   context->SetContinuationPreservedEmbedderData(v8::Number::New(isolate, (double)token));
   uint64_t blamed;
   bool queue_lost = false;
@@ -604,7 +630,7 @@ int worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req) {
       fail_all(w, ISO_ERR_MEMORY, "exceeded memory limit");
     return -1;
   }
-  w->pending.push_back(pending_request{token, false});
+  w->pending.push_back(pending_request{token, false, 0});
   run_function(w, context, token, w->dispatch, 5, argv);
   return 0;
 }
@@ -737,6 +763,23 @@ void iso_worker_complete(iso_worker *w, uint64_t token, uint32_t call_id, int ok
 
 size_t iso_worker_pending(const iso_worker *w) {
   return w->pending.size();
+}
+
+uint64_t iso_worker_request_cpu_ns(const iso_worker *w, uint64_t token) {
+  if (w == nullptr)
+    return 0;
+  const pending_request *p = nullptr;
+  if (w->finishing != nullptr && w->finishing->token == token)
+    p = w->finishing;
+  for (size_t i = 0; p == nullptr && i < w->pending.size(); i++)
+    if (w->pending[i].token == token)
+      p = &w->pending[i];
+  if (p == nullptr)
+    return 0;
+  /* Called from respond or done: the entry that called it is still on. */
+  if (w->depth > 0 && w->charged == token)
+    return p->cpu_ns + watchdog_used(&w->watch);
+  return p->cpu_ns;
 }
 
 size_t iso_worker_pending_calls(const iso_worker *w) {

@@ -35,7 +35,7 @@ typedef struct iso_module {
 
 typedef struct iso_limits {
   uint32_t memory_mb;  /* V8 heap limit; 0 = 128 */
-  uint32_t cpu_ms;     /* per entry into JavaScript; 0 = 50 */
+  uint32_t cpu_ms;     /* per request, over all its entries into JavaScript; 0 = 50 */
 } iso_limits;
 
 /* Why a call failed. */
@@ -146,6 +146,19 @@ void iso_worker_fire_timer(iso_worker *w, uint64_t token, uint32_t timer_id);
 /* Requests still running (dispatched and not yet done). */
 size_t iso_worker_pending(const iso_worker *w);
 
+/*
+ * CPU time JavaScript used on behalf of request `token` so far: every entry
+ * made for it (dispatch, its timers, completions of its host calls, and the
+ * microtasks each of those ran), which together are held to the CPU limit.
+ * Meant for the respond and done callbacks of `token` (afterwards the
+ * request is forgotten and this returns 0). Cheap: a system call only when
+ * the current entry has run for more than 50 us. It errs high rather than
+ * low (an entry shorter than that counts its wall time); a continuation of
+ * another request run by one of these entries' microtask checkpoints is
+ * counted here too.
+ */
+uint64_t iso_worker_request_cpu_ns(const iso_worker *w, uint64_t token);
+
 /* Set once the worker hit its memory limit: it must not be given new requests. */
 int iso_worker_broken(const iso_worker *w);
 
@@ -177,7 +190,8 @@ int iso_validate(const iso_limits *limits, const iso_module *modules, size_t n_m
  *   0x07 bytes:  u32 LE length, bytes (an ArrayBuffer in JavaScript)
  *   0x08 array:  u32 LE count, then count values
  *   0x09 object: u32 LE count, then count pairs of (string value, value)
- * Nesting is limited to 64 levels.
+ * Nesting is limited to 64 levels of containers (a host call's argument
+ * array is the first).
  */
 enum {
   ISO_WIRE_UNDEFINED = 0x00,

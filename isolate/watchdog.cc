@@ -17,6 +17,12 @@
  * the thread ran flat out since: the start it records is never earlier than
  * the true one, so the limit is never enforced early, and at most
  * `kStaleNs` late.
+ *
+ * Disarming says how much CPU the entry used, for per-request accounting,
+ * and errs high rather than low: a short entry counts its wall time (the
+ * thread could not have used more, short of being preempted), a longer one
+ * reads the clock and counts the CPU since the reading its start was based
+ * on, at most `kStaleNs` of which came before the entry.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +41,8 @@ uint64_t generations = 0;    /* arming counter: a late fire never hits a later e
 uint64_t sleeping_until = 0; /* 0 while awake, UINT64_MAX while idle */
 
 constexpr uint64_t kStaleNs = 1000000;
+/* Entries shorter than this count their wall time instead of reading the clock. */
+constexpr uint64_t kExactNs = 50000;
 
 /* The arming thread's last reading of its own CPU clock. */
 struct cpu_reading {
@@ -109,8 +117,8 @@ void watchdog_start() {
 }
 
 /* An upper bound of this thread's CPU time now, without a system call when
- * the last reading is recent. */
-uint64_t cpu_now_upper(uint64_t now, uint64_t stale_ns, clockid_t *clock) {
+ * the last reading is recent. *base is the reading it is based on. */
+uint64_t cpu_now_upper(uint64_t now, uint64_t stale_ns, clockid_t *clock, uint64_t *base) {
   cpu_reading *r = &last_reading;
   if (!r->valid) {
     if (pthread_getcpuclockid(pthread_self(), &r->clock) != 0)
@@ -123,7 +131,24 @@ uint64_t cpu_now_upper(uint64_t now, uint64_t stale_ns, clockid_t *clock) {
     r->cpu_ns = clock_ns(r->clock);
     r->wall_ns = now;
   }
+  *base = r->cpu_ns;
   return r->cpu_ns + (now - r->wall_ns);
+}
+
+/* CPU used since `wt` was armed; see the comment at the top. */
+uint64_t cpu_used(const watch *wt) {
+  uint64_t now = clock_ns(CLOCK_MONOTONIC);
+  uint64_t wall = now - wt->wall_start_ns;
+  if (wall < kExactNs)
+    return wall;
+  cpu_reading *r = &last_reading;
+  uint64_t cpu = clock_ns(wt->clock);
+  if (r->valid && r->clock == wt->clock) {
+    r->cpu_ns = cpu;
+    r->wall_ns = now;
+  }
+  uint64_t since = cpu > wt->cpu_base_ns ? cpu - wt->cpu_base_ns : 0;
+  return since < wall ? since : wall;
 }
 
 }  // namespace
@@ -132,7 +157,8 @@ void watchdog_arm(watch *wt, uint64_t cpu_limit_ns) {
   pthread_once(&once, watchdog_start);
   uint64_t now = clock_ns(CLOCK_MONOTONIC);
   uint64_t stale = cpu_limit_ns / 16 < kStaleNs ? cpu_limit_ns / 16 : kStaleNs;
-  wt->cpu_start_ns = cpu_now_upper(now, stale, &wt->clock);
+  wt->cpu_start_ns = cpu_now_upper(now, stale, &wt->clock, &wt->cpu_base_ns);
+  wt->wall_start_ns = now;
   wt->cpu_limit_ns = cpu_limit_ns;
   uint64_t wake = now + cpu_limit_ns;
 
@@ -151,7 +177,8 @@ void watchdog_arm(watch *wt, uint64_t cpu_limit_ns) {
     pthread_cond_signal(&cond);
 }
 
-bool watchdog_disarm(watch *wt) {
+uint64_t watchdog_disarm(watch *wt, bool *fired_out) {
+  uint64_t used = cpu_used(wt);
   pthread_mutex_lock(&mu);
   if (wt->prev != nullptr)
     wt->prev->next = wt->next;
@@ -160,9 +187,13 @@ bool watchdog_disarm(watch *wt) {
   if (wt->next != nullptr)
     wt->next->prev = wt->prev;
   wt->prev = wt->next = nullptr;
-  bool fired = wt->fired == wt->generation;
+  *fired_out = wt->fired == wt->generation;
   pthread_mutex_unlock(&mu);
-  return fired;
+  return used;
+}
+
+uint64_t watchdog_used(const watch *wt) {
+  return cpu_used(wt);
 }
 
 }  // namespace iso

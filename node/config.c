@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egress.h"
 #include "node.h"
 
-typedef enum opt_kind { OPT_ADDR, OPT_STRING, OPT_INT, OPT_BOOL, OPT_LEVEL } opt_kind;
+typedef enum opt_kind { OPT_ADDR, OPT_STRING, OPT_INT, OPT_BOOL, OPT_LEVEL, OPT_LIST } opt_kind;
 
 typedef struct option_def {
   const char *key;  /* file key; the flag is "--" + key with '_' -> '-' */
@@ -33,6 +34,8 @@ static const option_def options[] = {
     {"isolate_memory_mb", OPT_INT, 16, 1048576},
     {"idle_timeout_s", OPT_INT, 1, 86400},
     {"log_level", OPT_LEVEL, 0, 0},
+    {"egress_allow_cidr", OPT_LIST, 0, 0},
+    {"ca_file", OPT_LIST, 0, 0},
 };
 
 static const char usage_text[] =
@@ -59,6 +62,10 @@ static const char usage_text[] =
     "                              isolates are evicted, least recently used first (default 1024)\n"
     "  --idle-timeout-s S          isolates idle this long are evicted (default 300)\n"
     "  --log-level L               debug, info, warn or error (default info)\n"
+    "  --egress-allow-cidr CIDR    let fetch() reach this otherwise refused range\n"
+    "                              (127.0.0.1/32, fd00::/8; repeatable, adds to the file's)\n"
+    "  --ca-file FILE              PEM certificates the egress trusts besides the\n"
+    "                              system's (repeatable, adds to the file's)\n"
     "  --help                      this text\n"
     "  --version                   print the version\n"
     "\n"
@@ -102,6 +109,27 @@ void node_config_free(node_config *c) {
   free(c->config_file);
   free(c->control_token_file);
   c->data_dir = c->config_file = c->control_token_file = NULL;
+  for (size_t i = 0; i < c->n_egress_allow_cidr; i++) free(c->egress_allow_cidr[i]);
+  for (size_t i = 0; i < c->n_ca_files; i++) free(c->ca_files[i]);
+  free(c->egress_allow_cidr);
+  free(c->ca_files);
+  c->egress_allow_cidr = c->ca_files = NULL;
+  c->n_egress_allow_cidr = c->n_ca_files = 0;
+}
+
+/* Appends one value of a repeatable option; NULL or what is wrong with it. */
+static const char *add_list_item(node_config *c, const char *key, const char *s) {
+  if (s[0] == '\0') return "must not be empty";
+  int cidr = strcmp(key, "egress_allow_cidr") == 0;
+  egress_cidr parsed;
+  if (cidr && egress_cidr_parse(s, &parsed) != 0)
+    return "must be an address with a prefix length, like 127.0.0.1/32 or fd00::/8 "
+           "(host bits zero)";
+  char ***list = cidr ? &c->egress_allow_cidr : &c->ca_files;
+  size_t *n = cidr ? &c->n_egress_allow_cidr : &c->n_ca_files;
+  *list = xrealloc(*list, (*n + 1) * sizeof **list);
+  (*list)[(*n)++] = xstrdup(s);
+  return NULL;
 }
 
 /* A numeric address with a port; names are not resolved (no DNS at start). */
@@ -192,6 +220,19 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       if (json && !json_is_string(json)) return "must be one of debug, info, warn, error";
       if (parse_level(text ? text : json_string_value(json), &c->log_level) != 0)
         return "must be one of debug, info, warn, error";
+      return NULL;
+    }
+    case OPT_LIST: {
+      if (text) return add_list_item(c, o->key, text);
+      if (json_is_string(json)) return add_list_item(c, o->key, json_string_value(json));
+      if (!json_is_array(json)) return "must be a string or an array of strings";
+      size_t i;
+      json_t *item;
+      json_array_foreach(json, i, item) {
+        if (!json_is_string(item)) return "must be a string or an array of strings";
+        const char *why = add_list_item(c, o->key, json_string_value(item));
+        if (why) return why;
+      }
       return NULL;
     }
   }

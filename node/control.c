@@ -147,6 +147,7 @@ static void delete_worker(node *n, http_request *req, const char *name) {
     return;
   }
   node_procs_broadcast_changed(n, name);
+  node_egress_forget(n, name);
   log_write(LOG_INFO, name, NULL, NULL, "deleted");
   /* The facet outlives a delete unless the operator asks for it to go. */
   const char *query = strchr(req->target, '?');
@@ -176,7 +177,7 @@ static void put_worker(node *n, http_request *req, const char *name) {
     json_decref(error);
     return;
   }
-  node_deploy(n, name, spec, on_deployed, req);
+  node_egress_deploy(n, name, spec, on_deployed, req);
 }
 
 static void worker_route(node *n, http_request *req, const char *name) {
@@ -250,10 +251,15 @@ static void route(node *n, http_request *req, const char *path) {
   } else if (strcmp(path, "/v1/workers") == 0) {
     if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
     else list_workers(n, req);
+  } else if (strcmp(path, "/v1/run") == 0) {
+    if (strcmp(req->method, "POST") != 0) node_respond_method(req, "POST");
+    else node_run(n, req);
   } else if (strncmp(path, prefix, sizeof prefix - 1) == 0 &&
              strchr(path + sizeof prefix - 1, '/') == NULL) {
     worker_route(n, req, path + sizeof prefix - 1);
   } else if (node_tenants_route(n, req, path)) {
+    /* answered */
+  } else if (node_egress_route(n, req, path)) {
     /* answered */
   } else if (strncmp(path, prefix, sizeof prefix - 1) == 0 && worker_subroute(n, req, path + sizeof prefix - 1)) {
     /* answered */

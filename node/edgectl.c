@@ -35,7 +35,9 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  deploy NAME FILE... [--main FILE] [--cpu-ms N] [--memory-mb N]\n"
-    "                         deploy (or replace) worker NAME from module files\n"
+    "                         deploy (or replace) worker NAME from module files,\n"
+    "                         each named by its path relative to the directory\n"
+    "                         of the main module (--main, or the first FILE)\n"
     "  list                   list deployed workers\n"
     "  show NAME              show one worker\n"
     "  delete NAME            delete a worker\n"
@@ -163,9 +165,54 @@ static char *read_file(const char *path, size_t *len) {
   return b.data;
 }
 
-static const char *base_name(const char *path) {
-  const char *slash = strrchr(path, '/');
-  return slash ? slash + 1 : path;
+/*
+ * `path` made absolute against the working directory and lexically
+ * canonical: no "." or ".." segments, no doubled or trailing slashes.
+ * Lexical, not realpath(): module names are what the user typed, and a
+ * symlinked file inside the directory still belongs to it.
+ */
+static char *path_canonical(const char *path) {
+  buffer in = {0};
+  if (path[0] != '/') {
+    char *cwd = getcwd(NULL, 0);
+    if (cwd == NULL) fail("cannot read the working directory: %s", strerror(errno));
+    buffer_printf(&in, "%s/", cwd);
+    free(cwd);
+  }
+  buffer_printf(&in, "%s", path);
+  /* Each kept segment is appended as "/seg"; ".." drops the last one. */
+  char *out = xmalloc(in.len + 2);
+  size_t len = 0;
+  for (char *seg = in.data; *seg;) {
+    size_t n = strcspn(seg, "/");
+    if (n == 2 && seg[0] == '.' && seg[1] == '.') {
+      while (len > 0 && out[len - 1] != '/') len--;
+      if (len > 0) len--;
+    } else if (n > 0 && !(n == 1 && seg[0] == '.')) {
+      out[len++] = '/';
+      memcpy(out + len, seg, n);
+      len += n;
+    }
+    seg += n;
+    if (*seg == '/') seg++;
+  }
+  if (len == 0) out[len++] = '/';
+  out[len] = '\0';
+  free(in.data);
+  return out;
+}
+
+/* The directory part of a canonical path ("/a/b.js" -> "/a", "/b.js" -> "/"). */
+static char *path_dir(const char *canonical) {
+  const char *slash = strrchr(canonical, '/');
+  return slash == canonical ? xstrdup("/") : xstrndup(canonical, (size_t)(slash - canonical));
+}
+
+/* `file`'s path below `dir` (both canonical), or NULL when it is not below it. */
+static const char *path_below(const char *file, const char *dir) {
+  size_t n = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
+  if (strncmp(file, dir, n) != 0 || file[n] != '/' || file[n + 1] == '\0') return NULL;
+  return file + n + 1;
 }
 
 /* ---- arguments -------------------------------------------------------- */
@@ -739,21 +786,34 @@ static void jset(json_t *obj, const char *key, json_t *value) {
 }
 
 /*
- * Builds {"main_module", "modules": {basename: text}} from the files. The
- * main module is --main's base name (read too when not among the files) or
- * the first file's.
+ * Builds {"main_module", "modules": {name: text}} from the files. A module's
+ * name is its path relative to the directory of the main module (--main,
+ * read too when not among the files, or else the first file), so that
+ * relative imports between them resolve on the node as they do on disk.
+ * A file outside that directory could only be named with "..", which no
+ * import can reach: it is refused.
  */
 static json_t *modules_body(const options *o, const char *const *files, int nfiles) {
+  const char *main_path = o->main_file ? o->main_file : files[0];
+  char *main_canonical = path_canonical(main_path);
+  char *dir = path_dir(main_canonical);
   json_t *modules = json_object();
   int nall = nfiles + 1;
   for (int i = 0; i < nall; i++) {
     const char *path = i < nfiles ? files[i] : o->main_file;
     if (path == NULL) break;
-    const char *name = base_name(path);
-    if (name[0] == '\0') usage_error("%s: not a file name", path);
-    if (i == nfiles && json_object_get(modules, name) != NULL) break; /* --main was listed */
+    char *canonical = path_canonical(path);
+    const char *name = path_below(canonical, dir);
+    if (name == NULL)
+      usage_error("%s is outside %s, the directory of the main module %s: module names are paths "
+                  "relative to it",
+                  path, dir, main_path);
+    if (i == nfiles && json_object_get(modules, name) != NULL) { /* --main was listed */
+      free(canonical);
+      break;
+    }
     if (json_object_get(modules, name) != NULL)
-      usage_error("two modules named %s: module names are file base names", name);
+      usage_error("%s: module %s is given twice", path, name);
     size_t len;
     char *text = read_file(path, &len);
     if (text == NULL) fail("%s: %s", path, strerror(errno));
@@ -761,11 +821,14 @@ static json_t *modules_body(const options *o, const char *const *files, int nfil
     if (s == NULL) fail("%s: not UTF-8 text", path);
     free(text);
     if (json_object_set_new(modules, name, s) < 0) fail("%s: file name is not UTF-8", path);
+    free(canonical);
   }
-  const char *main_module = base_name(o->main_file ? o->main_file : files[0]);
+  const char *main_name = path_below(main_canonical, dir);
   json_t *body = json_object();
-  jset(body, "main_module", json_string(main_module));
+  jset(body, "main_module", json_string(main_name));
   jset(body, "modules", modules);
+  free(main_canonical);
+  free(dir);
   if (o->cpu_ms > 0 || o->memory_mb > 0) {
     json_t *limits = json_object();
     if (o->cpu_ms > 0) jset(limits, "cpu_ms", json_integer(o->cpu_ms));

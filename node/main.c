@@ -45,6 +45,7 @@ void node_on_procs_stopped(node *n) {
   uv_close((uv_handle_t *)&n->sigterm, on_handle_closed);
   uv_close((uv_handle_t *)&n->sigint, on_handle_closed);
   node_procs_close(n);
+  node_egress_stop(n); /* last: draining requests may still have been fetching */
   node_memwatch_stop(n);
   if (n->control_open) http_server_close(&n->control, on_control_closed);
   n->control_open = 0;
@@ -55,6 +56,7 @@ static void on_kill_timer(uv_timer_t *t) {
   node *n = container_of(t, node, kill_timer);
   log_warn("grace period over: killing the remaining worker processes");
   node_procs_kill(n);
+  node_egress_kill(n);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -126,7 +128,8 @@ static int start(node *n) {
              EDGENODE_VERSION, n->cfg.workers, (int)getpid());
     log_write(LOG_INFO, NULL, NULL, extra, "starting");
     n->worker_path = worker_exe_path();
-    rc = node_procs_start(n, &err);
+    rc = node_egress_start(n, &err);
+    if (rc == 0) rc = node_procs_start(n, &err);
     if (rc == 0 && (rc = node_memwatch_start(n)) != 0)
       err = xasprintf("memory watch: %s", uv_strerror(rc));
   }
@@ -183,6 +186,7 @@ int main(int argc, char **argv) {
 
   if (start(n) != 0) {
     node_procs_kill(n);
+    node_egress_kill(n);
     cleanup(n);
     return 1;
   }

@@ -38,6 +38,10 @@ typedef struct node_config {
   int64_t isolate_memory_mb; /* heap budget of one process's isolates (eviction) */
   int64_t idle_timeout_s;    /* idle isolates are evicted after this */
   log_level log_level;
+  char **egress_allow_cidr;  /* owned; ranges fetch() may reach despite the SSRF rules */
+  size_t n_egress_allow_cidr;
+  char **ca_files;           /* owned; certificates the egress trusts besides the system's */
+  size_t n_ca_files;
 } node_config;
 
 enum {
@@ -213,6 +217,7 @@ struct node {
   uv_signal_t sigint;
   uv_timer_t kill_timer;
   int kill_timer_open;
+  struct node_egress *egress; /* the egress process (egress.c) */
 };
 
 /* datadir.c */
@@ -240,6 +245,10 @@ int node_procs_all_ready(const node *n);
 void node_procs_broadcast_changed(node *n, const char *name);
 /* Sends PROTO_VALIDATE with `spec` to a ready process (round robin). */
 void node_procs_validate(node *n, json_t *spec, node_validate_cb cb, void *data);
+/* The same for any request a worker process answers with one frame of the
+ * same id (PROTO_RUN -> PROTO_RUN_RESULT): cb as for validations. */
+void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms,
+                        node_validate_cb cb, void *data);
 const char *node_proc_state_name(node_proc_state s);
 
 /* deploy.c: validate through a worker process, then commit. */
@@ -255,6 +264,9 @@ void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, voi
 json_t *node_worker_metadata(json_t *row, int with_sizes);
 /* --dev: deploys the embedded examples/hello.js as "hello" unless identical. */
 void node_deploy_dev(node *n);
+
+/* run.c: POST /v1/run, one-shot execution in a worker process. */
+void node_run(node *n, http_request *req);
 
 /* control.c */
 /* Starts the control API listener; fills n->control_addr. */
@@ -283,6 +295,23 @@ void node_tenants_proc_gone(node *n, node_proc *p);
 /* GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);
 void node_tenants_free(node *n);
+
+/* egress.c: the egress process, the allow-lists and secrets routes. */
+/* Spawns edgenode-egress (if it was built) and opens the allow-list store. */
+int node_egress_start(node *n, char **err);
+/* The socket worker processes reach the egress on; NULL when there is no egress. */
+const char *node_egress_socket(const node *n);
+/* 1 once the egress has its policies and listens (or when there is none). */
+int node_egress_ready(const node *n);
+/* Shutdown: stop the egress (after the workers are gone) / kill it now. */
+void node_egress_stop(node *n);
+void node_egress_kill(node *n);
+/* /v1/secrets, /v1/secrets/{name}, /v1/workers/{name}/egress: 1 when handled. */
+int node_egress_route(node *n, http_request *req, const char *path);
+/* node_deploy, storing the spec's "egress" rules once the code is committed. */
+void node_egress_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, void *data);
+/* The worker was deleted: its rules go too. */
+void node_egress_forget(node *n, const char *name);
 
 /* main.c */
 /* Called by procs.c whenever a process became ready or exited. */

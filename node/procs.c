@@ -135,7 +135,7 @@ static void fail_validations(node_proc *p, int status) {
 
 static void on_validate_timeout(uv_timer_t *t) {
   node_validation *v = container_of(t, node_validation, timer);
-  log_write(LOG_WARN, NULL, NULL, NULL, "worker-%d: validation timed out", v->proc->id);
+  log_write(LOG_WARN, NULL, NULL, NULL, "worker-%d: no answer in time (validation or run)", v->proc->id);
   finish_validation(v, UV_ETIMEDOUT, NULL);
 }
 
@@ -157,13 +157,18 @@ static node_proc *pick_ready(node *n) {
 }
 
 void node_procs_validate(node *n, json_t *spec, node_validate_cb cb, void *data) {
+  node_procs_request(n, PROTO_VALIDATE, spec, VALIDATE_TIMEOUT_MS, cb, data);
+}
+
+void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms,
+                        node_validate_cb cb, void *data) {
   node_proc *p = pick_ready(n);
   if (p == NULL) {
     cb(n, data, UV_EAGAIN, NULL);
     return;
   }
   uint32_t id = proto_channel_request_id(&p->channel);
-  int rc = send_json(p, PROTO_VALIDATE, id, spec);
+  int rc = send_json(p, type, id, body);
   if (rc != 0) {
     cb(n, data, rc, NULL);
     return;
@@ -175,7 +180,7 @@ void node_procs_validate(node *n, json_t *spec, node_validate_cb cb, void *data)
   v->cb = cb;
   v->data = data;
   uv_timer_init(n->loop, &v->timer);
-  uv_timer_start(&v->timer, on_validate_timeout, VALIDATE_TIMEOUT_MS, 0);
+  uv_timer_start(&v->timer, on_validate_timeout, timeout_ms, 0);
   v->next = n->validations;
   n->validations = v;
 }
@@ -268,6 +273,7 @@ static void on_frame(proto_channel *ch, const proto_frame *f) {
       on_worker_get(p, f->id, body);
       break;
     case PROTO_VALIDATE_RESULT:
+    case PROTO_RUN_RESULT:
     case PROTO_ERROR:
       on_validate_reply(p, f, body);
       break;
@@ -385,7 +391,11 @@ static int spawn_proc(node_proc *p) {
                   "--data", n->data_dir, "--max-body-bytes", max_body,
                   "--header-timeout-ms", header_timeout, "--isolate-memory-mb", isolate_memory,
                   "--idle-timeout-s", idle_timeout, "--log-level",
-                  (char *)node_log_level_name(n->cfg.log_level), NULL};
+                  (char *)node_log_level_name(n->cfg.log_level), NULL, NULL, NULL};
+  if (node_egress_socket(n)) { /* the two spare slots before the final NULL */
+    args[ARRAY_SIZE(args) - 3] = "--egress-socket";
+    args[ARRAY_SIZE(args) - 2] = (char *)node_egress_socket(n);
+  }
 
   memset(&p->channel, 0, sizeof p->channel);
   int rc = uv_pipe_init(n->loop, &p->channel.pipe, 0);
@@ -505,7 +515,7 @@ int node_procs_live(const node *n) {
 int node_procs_all_ready(const node *n) {
   for (int i = 0; i < n->n_procs; i++)
     if (n->procs[i].state != NODE_PROC_READY) return 0;
-  return n->n_procs > 0;
+  return n->n_procs > 0 && node_egress_ready(n);
 }
 
 void node_procs_broadcast_changed(node *n, const char *name) {

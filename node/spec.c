@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "egress.h"
 #include "node.h"
 
 #define MODULE_NAME_MAX 255
@@ -136,9 +137,11 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
   json_t *v;
   json_object_foreach(limits, key, v) {
     if (strcmp(key, "cpu_ms") != 0 && strcmp(key, "memory_mb") != 0 &&
-        strcmp(key, "wall_ms") != 0 && strcmp(key, "facet_mb") != 0) {
+        strcmp(key, "wall_ms") != 0 && strcmp(key, "facet_mb") != 0 &&
+        strcmp(key, "sub_requests") != 0) {
       *error = error_body("limit", key,
-                          "limits: \"%s\": unknown limit (cpu_ms, memory_mb, wall_ms, facet_mb)",
+                          "limits: \"%s\": unknown limit (cpu_ms, memory_mb, wall_ms, facet_mb, "
+                          "sub_requests)",
                           key);
       return 400;
     }
@@ -152,6 +155,9 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
   /* Only when given: the facet size limit otherwise follows the node's default. */
   if (status == 0 && json_object_get(limits, "facet_mb"))
     status = parse_limit(limits, "facet_mb", 1, 1048576, 1024, *out, error);
+  /* Only when given: the worker process applies the default of 50 itself. */
+  if (status == 0 && json_object_get(limits, "sub_requests"))
+    status = parse_limit(limits, "sub_requests", 1, 1000, EGRESS_DEFAULT_SUB_REQUESTS, *out, error);
   if (status != 0) {
     json_decref(*out);
     *out = NULL;
@@ -225,6 +231,19 @@ static int parse_main(json_t *root, json_t *modules, const char **main_module, j
   return 0;
 }
 
+/* The allow-list rules (egress/egress.h), checked by the same code the egress runs. */
+static int parse_egress(json_t *rules, json_t **error) {
+  char *why = NULL;
+  egress_policy *p = egress_policy_parse(rules, &why);
+  if (p == NULL) {
+    *error = error_body(NULL, NULL, "%s", why);
+    free(why);
+    return 400;
+  }
+  egress_policy_free(p);
+  return 0;
+}
+
 static int parse_json_body(const uint8_t *body, size_t len, json_t **spec, json_t **error) {
   json_error_t jerr;
   json_t *root = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -243,9 +262,10 @@ static int parse_json_body(const uint8_t *body, size_t len, json_t **spec, json_
   json_t *v;
   json_object_foreach(root, key, v) {
     if (strcmp(key, "main_module") && strcmp(key, "modules") && strcmp(key, "limits") &&
-        strcmp(key, "bindings")) {
+        strcmp(key, "bindings") && strcmp(key, "egress")) {
       *error = error_body("key", key,
-                          "unknown key \"%s\" (expected main_module, modules, limits, bindings)",
+                          "unknown key \"%s\" (expected main_module, modules, limits, bindings, "
+                          "egress)",
                           key);
       goto done;
     }
@@ -257,9 +277,12 @@ static int parse_json_body(const uint8_t *body, size_t len, json_t **spec, json_
   if ((status = parse_limits(json_object_get(root, "limits"), &limits, error)) != 0) goto done;
   json_t *bindings = json_object_get(root, "bindings");
   if ((status = parse_bindings(bindings, error)) != 0) goto done;
+  json_t *egress = json_object_get(root, "egress");
+  if (egress && (status = parse_egress(egress, error)) != 0) goto done;
   *spec = json_pack("{s:s, s:O, s:o, s:o}", "main_module", main_module, "modules", modules,
                     "bindings", bindings ? json_incref(bindings) : json_object(), "limits",
                     limits);
+  if (egress) json_object_set(*spec, "egress", egress);
   limits = NULL;
   status = 0;
 done:

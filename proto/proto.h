@@ -68,7 +68,9 @@ typedef enum proto_type {
   /* supervisor -> egress (one-way): allow-lists, {"workers": {"name": [rules], ...},
    * "replace": true|false}. With "replace" these are all the policies there are (and
    * the egress starts serving workers); without, only the named workers' policies
-   * change (null or []: everything denied). Rules as in egress/egress.h. */
+   * change (null or []: everything denied). Rules as in egress/egress.h. Sent with
+   * an id, it is answered with PROTO_EGRESS_REPLY {"ready": true} once applied (and,
+   * the first time, once the egress listens). */
   PROTO_EGRESS_POLICY = 20,
   /* supervisor -> egress (id): {"name": "EXAMPLE_TOKEN", "value": "..."}. Reply
    * PROTO_EGRESS_REPLY {"name", "updated_at", "created": bool} or PROTO_ERROR. */

@@ -1,10 +1,635 @@
-/* env.LOADER: dynamic workers in isolates of their own: not wired yet. */
-#include "worker.h"
+/*
+ * env.LOADER: dynamic workers, each a sandbox (loader.h) of its own, never a
+ * context inside the parent's isolate. The JavaScript side is
+ * isolate/runtime/51-loader.js; it makes one async host call per request:
+ *
+ *   fetch [kind, key, code | undefined, method, url, [headers...], body | null]
+ *     -> [status, [headers...], body]
+ *
+ * kind 0 is a load() stub (key: a number the parent's isolate gave it), kind
+ * 1 a get() id (key: the id). Children are found by (parent version, kind,
+ * key). Without code and without a child, the call fails with an error named
+ * "LoaderNeedsCode" and the stub sends its code (get(): after running the
+ * parent's callback).
+ *
+ * Lifetimes: a load() child belongs to the parent request that started it
+ * and is freed once that request is done and the child has nothing left to
+ * do. A get() child stays cached, and is evicted with the process's other
+ * idle isolates (least recently used first), or after the idle timeout.
+ * Every child goes with its parent's version, and a child that hit a limit
+ * or failed to start is discarded (get(): its id starts afresh).
+ *
+ * Responses go back to the parent as a unit on the parent's own queue, so
+ * the parent's JavaScript never runs inside the child's turn.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "loader.h"
+
+#define LOADER_MAX_CODE_BYTES (64u << 20)
+#define LOADER_MAX_ENV_BYTES (1u << 20)
+/* Generated wrappers of {text}/{json}/{data} modules escape their content. */
+#define LOADER_MAX_SOURCE_BYTES (4 * LOADER_MAX_CODE_BYTES)
+#define LOADER_SWEEP_MS 1000
+
+enum { KIND_LOAD = 0, KIND_GET = 1 };
+
+typedef struct loader_child loader_child;
+
+/* The loader side of one parent version (loaded.loader). */
+typedef struct loader_state {
+  loaded *parent;
+  loader_child *children;
+} loader_state;
+
+struct loader_child {
+  sandbox sb;               /* first: a sandbox pointer is a child pointer */
+  loader_state *owner;      /* NULL once the parent version is gone */
+  int kind;
+  char *key;
+  size_t key_len;
+  uint64_t hash;
+  int keyed;                /* findable in the table */
+  uint64_t owner_token;     /* load(): the parent request it belongs to */
+  int owner_done;
+  int outbound;             /* globalOutbound not null */
+  int64_t subrequests_left; /* -1: no limit */
+  /* What the isolate is made from, until it is made. */
+  iso_module *modules;
+  size_t n_modules;
+  char *main_module;
+  char *env_json;
+  uint8_t *code;            /* the wire bytes the module sources point into */
+  loader_child *prev;       /* in owner->children */
+  loader_child *next;
+  loader_child *hnext;      /* table chain */
+};
+
+/* One request a parent made of a child: where its answer goes. */
+typedef struct loader_call {
+  uint64_t token;
+  uint32_t call_id;
+} loader_call;
+
+/* An answer waiting for the parent's turn. */
+typedef struct loader_completion {
+  sched_unit unit;
+  loaded *parent;
+  uint64_t token;
+  uint32_t call_id;
+  int ok;
+  iso_wire value;
+} loader_completion;
+
+static loader_child **table;
+static size_t table_cap;  /* power of two, or 0 */
+static size_t table_used;
+static uv_timer_t sweep_timer;
+static int sweep_started;
+
+static const sandbox_ops child_ops;
+
+/* ---- the table of children ---- */
+
+static uint64_t key_hash(const loaded *parent, int kind, const char *key, size_t len) {
+  uint64_t h = 1469598103934665603u ^ (uint64_t)(uintptr_t)parent ^ (uint64_t)kind << 56;
+  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)key[i]) * 1099511628211u;
+  return h;
+}
+
+static void table_grow(void) {
+  size_t cap = table_cap ? table_cap * 2 : 64;
+  loader_child **t = xcalloc(cap, sizeof *t);
+  for (size_t i = 0; i < table_cap; i++) {
+    loader_child *c = table[i];
+    while (c) {
+      loader_child *next = c->hnext;
+      c->hnext = t[c->hash & (cap - 1)];
+      t[c->hash & (cap - 1)] = c;
+      c = next;
+    }
+  }
+  free(table);
+  table = t;
+  table_cap = cap;
+}
+
+static loader_child *table_find(const loaded *parent, int kind, const char *key, size_t len) {
+  if (table_cap == 0) return NULL;
+  uint64_t h = key_hash(parent, kind, key, len);
+  for (loader_child *c = table[h & (table_cap - 1)]; c; c = c->hnext)
+    if (c->hash == h && c->owner && c->owner->parent == parent && c->kind == kind &&
+        c->key_len == len && memcmp(c->key, key, len) == 0)
+      return c;
+  return NULL;
+}
+
+static void table_add(loader_child *c) {
+  if (table_used + 1 > table_cap) table_grow();
+  size_t i = c->hash & (table_cap - 1);
+  c->hnext = table[i];
+  table[i] = c;
+  table_used++;
+  c->keyed = 1;
+}
+
+static void table_remove(loader_child *c) {
+  if (!c->keyed) return;
+  for (loader_child **p = &table[c->hash & (table_cap - 1)]; *p; p = &(*p)->hnext) {
+    if (*p == c) {
+      *p = c->hnext;
+      break;
+    }
+  }
+  table_used--;
+  c->keyed = 0;
+}
+
+/* ---- children ---- */
+
+static void code_free(loader_child *c) {
+  for (size_t i = 0; i < c->n_modules; i++) free((char *)c->modules[i].name);
+  free(c->modules);
+  c->modules = NULL;
+  c->n_modules = 0;
+  free(c->main_module);
+  c->main_module = NULL;
+  free(c->env_json);
+  c->env_json = NULL;
+  free(c->code);
+  c->code = NULL;
+}
+
+/* No longer findable, and freed once it is safe (from the loop). */
+static void child_discard(loader_child *c) {
+  table_remove(c);
+  sandbox_release(&c->sb);
+}
+
+/* Whether the child has reason to live on now that it is idle. */
+static void child_check(loader_child *c) {
+  if (c->sb.dying) return;
+  if (c->owner == NULL || c->sb.broken) {
+    child_discard(c);
+    return;
+  }
+  if (c->kind == KIND_LOAD && c->owner_done && sandbox_idle(&c->sb)) child_discard(c);
+}
+
+static int child_prepare(sandbox *sb, iso_error *err) {
+  loader_child *c = (loader_child *)sb;
+  iso_worker_options o = {0};
+  o.modules = c->modules;
+  o.n_modules = c->n_modules;
+  o.main_module = c->main_module;
+  o.env_json = c->env_json;
+  int rc = sandbox_load(sb, &o, err);
+  /* The stub sends its code again whenever this isolate must be remade. */
+  code_free(c);
+  if (rc != 0) {
+    table_remove(c);
+    log_write(LOG_INFO, sb->log_tenant, NULL, NULL, "dynamic worker failed to start: %s",
+              err->message ? err->message : "unknown error");
+  }
+  return rc;
+}
+
+static void completion_run(sched_unit *u) {
+  loader_completion *done = container_of(u, loader_completion, unit);
+  loaded *parent = done->parent;
+  parent->units--;
+  iso_worker_complete(parent->iso, done->token, done->call_id, done->ok, done->value.data,
+                      done->value.len);
+  iso_wire_free(&done->value);
+  free(done);
+  tenant_collect_retired(worker_self());
+}
+
+/* Queues the answer to a parent's call for the parent's next turn. The
+ * parent's units count keeps its version alive until then. */
+static void complete_parent(loader_child *c, loader_call *call, int ok, iso_wire *value) {
+  loaded *parent = c->owner->parent;
+  loader_completion *done = xcalloc(1, sizeof *done);
+  done->unit.run = completion_run;
+  done->parent = parent;
+  done->token = call->token;
+  done->call_id = call->call_id;
+  done->ok = ok;
+  done->value = *value;
+  iso_wire_init(value);
+  parent->units++;
+  sched_submit(&worker_self()->sched, &parent->queue, &done->unit);
+}
+
+static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
+                          const iso_error *err, sandbox_failure why) {
+  loader_child *c = (loader_child *)sb;
+  loader_call *call = cookie;
+  iso_wire value;
+  iso_wire_init(&value);
+  if (res) {
+    iso_wire_array(&value, 3);
+    iso_wire_number(&value, res->status);
+    iso_wire_array(&value, (uint32_t)(2 * res->n_headers));
+    for (size_t i = 0; i < res->n_headers; i++) {
+      iso_wire_string(&value, res->headers[i].name, res->headers[i].name_len);
+      iso_wire_string(&value, res->headers[i].value, res->headers[i].value_len);
+    }
+    iso_wire_bytes(&value, res->body, res->body_len);
+  } else {
+    sandbox_error_value(&value, err, why, sb);
+    tenant *t = c->sb.base.tenant;
+    if (t && why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_CPU) t->stats.cpu_limit_hits++;
+    if (t && why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_MEMORY)
+      t->stats.memory_limit_hits++;
+    if (t && why == SANDBOX_FAIL_WALL) t->stats.wall_limit_hits++;
+    if (why != SANDBOX_FAIL_DISCARDED && err && err->kind != ISO_ERR_EXCEPTION)
+      log_write(LOG_WARN, sb->log_tenant, NULL, NULL, "%s: %s", sb->label,
+                err->message ? err->message : "failed");
+  }
+  if (c->owner) complete_parent(c, call, res != NULL, &value);
+  iso_wire_free(&value);
+  /* Limits and failed starts make a child unusable: new requests get a new one. */
+  if (c->sb.broken) table_remove(c);
+}
+
+static void child_done(sandbox *sb, void *cookie) {
+  (void)sb;
+  free(cookie);
+}
+
+static void child_idle(sandbox *sb) { child_check((loader_child *)sb); }
+
+static void child_freed(sandbox *sb) {
+  loader_child *c = (loader_child *)sb;
+  table_remove(c);
+  if (c->owner) {
+    if (c->prev) c->prev->next = c->next;
+    else c->owner->children = c->next;
+    if (c->next) c->next->prev = c->prev;
+  }
+  code_free(c);
+  free(c->key);
+  free(c);
+}
+
+/* The child's own host calls: its global fetch(), if its code allowed one. */
+static int child_call_async(sandbox *sb, const iso_call *call, iso_wire *result) {
+  loader_child *c = (loader_child *)sb;
+  if (call->binding[0] != '\0') {
+    bindings_error(result, "TypeError", "a dynamic worker has no bindings");
+    return -1;
+  }
+  if (!c->outbound) {
+    bindings_error(result, "Error",
+                   "This worker is not permitted to access the internet via global functions like "
+                   "fetch(). It must use capabilities (such as bindings in 'env') to talk to the "
+                   "outside world.");
+    return -1;
+  }
+  if (c->subrequests_left == 0) {
+    bindings_error(result, "Error", "Dynamic Worker exceeded its subrequest limit");
+    return -1;
+  }
+  if (c->subrequests_left > 0) c->subrequests_left--;
+  return egress_link_call(worker_self(), &c->sb.base, call, result);
+}
+
+static const sandbox_ops child_ops = {
+    .prepare = child_prepare,
+    .respond = child_respond,
+    .done = child_done,
+    .call_async = child_call_async,
+    .idle = child_idle,
+    .freed = child_freed,
+};
+
+/* ---- eviction ---- */
+
+int loader_evict_before(worker *w, uint64_t before_ns) {
+  (void)w;
+  loader_child *oldest = NULL;
+  for (size_t i = 0; i < table_cap; i++)
+    for (loader_child *c = table[i]; c; c = c->hnext)
+      if (c->kind == KIND_GET && c->sb.base.iso && !c->sb.dying && sandbox_idle(&c->sb) &&
+          c->sb.base.last_used_ns < before_ns &&
+          (oldest == NULL || c->sb.base.last_used_ns < oldest->sb.base.last_used_ns))
+        oldest = c;
+  if (oldest == NULL) return 0;
+  child_discard(oldest);
+  sandbox_reap();
+  return 1;
+}
+
+/* Idle cached children past the idle timeout go; and while the heap of all
+ * isolates is over the budget, the least recently used idle isolate goes,
+ * whoever's it is (evict_lru asks loader_evict_before). */
+static void sweep(uv_timer_t *t) {
+  (void)t;
+  worker *w = worker_self();
+  uint64_t now = time_mono_ns();
+  uint64_t idle_ns = w->config.idle_timeout_s * 1000000000u;
+  while (loader_evict_before(w, now > idle_ns ? now - idle_ns : 0)) w->evictions++;
+  uint64_t budget = w->config.isolate_memory_mb << 20;
+  for (int rounds = 0; rounds < 64; rounds++) {
+    size_t heap = 0;
+    for (tenant *tn = w->tenants; tn; tn = tn->next)
+      if (tn->current) heap += tn->stats.heap_used;
+    for (size_t i = 0; i < table_cap; i++)
+      for (loader_child *c = table[i]; c; c = c->hnext) heap += c->sb.heap_used;
+    if (heap <= budget || evict_lru(w, 1) == 0) break;
+  }
+}
+
+static void sweep_start(worker *w) {
+  if (sweep_started) return;
+  if (uv_timer_init(w->loop, &sweep_timer) != 0) return;
+  uv_timer_start(&sweep_timer, sweep, LOADER_SWEEP_MS, LOADER_SWEEP_MS);
+  uv_unref((uv_handle_t *)&sweep_timer);
+  sweep_started = 1;
+}
+
+/* ---- the parent's call ---- */
+
+typedef struct args {
+  iso_wire_reader r;
+  const char *why;  /* the first problem */
+} args;
+
+static int next_of(args *a, iso_wire_value *v, int type, const char *what) {
+  if (a->why) return -1;
+  if (iso_wire_next(&a->r, v) != 1 || (type >= 0 && v->type != type)) {
+    a->why = what;
+    return -1;
+  }
+  return 0;
+}
+
+/* Skips one value, containers included. */
+static int skip_value(iso_wire_reader *r, int depth) {
+  iso_wire_value v;
+  if (depth > 64 || iso_wire_next(r, &v) != 1) return -1;
+  uint64_t items = v.type == ISO_WIRE_ARRAY ? v.count : v.type == ISO_WIRE_OBJECT ? 2u * v.count : 0;
+  for (uint64_t i = 0; i < items; i++)
+    if (skip_value(r, depth + 1) != 0) return -1;
+  return 0;
+}
+
+static uint32_t lower_limit(uint32_t parent, double own) {
+  if (own < 1) return parent;
+  return own < parent ? (uint32_t)own : parent;
+}
+
+/*
+ * Takes the code ([mainModule, [name, source, ...], env, outbound, cpuMs,
+ * memoryMB, subRequests]) into the child: a copy of its bytes, with the
+ * module list pointing into it. Returns NULL, or the reason it is refused.
+ */
+static const char *take_code(loader_child *c, const uint8_t *bytes, size_t len,
+                             const iso_limits *parent) {
+  c->code = xmalloc(len ? len : 1);
+  memcpy(c->code, bytes, len);
+  args a = {.why = NULL};
+  iso_wire_reader_init(&a.r, c->code, len);
+  iso_wire_value v, name, src;
+  if (next_of(&a, &v, ISO_WIRE_ARRAY, "code") || v.count != 7) return "malformed code";
+  if (next_of(&a, &v, ISO_WIRE_STRING, "mainModule")) return a.why;
+  c->main_module = xstrndup(v.ptr, v.len);
+  if (next_of(&a, &v, ISO_WIRE_ARRAY, "modules") || v.count % 2 || v.count == 0)
+    return "malformed modules";
+  c->n_modules = v.count / 2;
+  c->modules = xcalloc(c->n_modules, sizeof *c->modules);
+  size_t total = 0;
+  for (size_t i = 0; i < c->n_modules; i++) {
+    if (next_of(&a, &name, ISO_WIRE_STRING, "module name") ||
+        next_of(&a, &src, ISO_WIRE_STRING, "module source"))
+      return "malformed modules";
+    if (memchr(name.ptr, '\0', name.len)) return "a module name holds a NUL character";
+    c->modules[i].name = xstrndup(name.ptr, name.len);
+    c->modules[i].source = src.ptr;
+    c->modules[i].source_len = src.len;
+    total += src.len;
+  }
+  if (total > LOADER_MAX_SOURCE_BYTES) return "Dynamic Worker code exceeds the maximum allowed size";
+  if (next_of(&a, &v, -1, "env")) return a.why;
+  if (v.type == ISO_WIRE_STRING) {
+    if (v.len > LOADER_MAX_ENV_BYTES) return "Dynamic Worker env exceeds the maximum allowed size";
+    c->env_json = xstrndup(v.ptr, v.len);
+  } else if (v.type != ISO_WIRE_NULL && v.type != ISO_WIRE_UNDEFINED) {
+    return "malformed env";
+  }
+  if (next_of(&a, &v, -1, "globalOutbound")) return a.why;
+  c->outbound = v.type == ISO_WIRE_TRUE;
+  double limit[3];
+  for (int i = 0; i < 3; i++) {
+    if (next_of(&a, &v, ISO_WIRE_NUMBER, "limits")) return a.why;
+    limit[i] = v.number;
+  }
+  c->sb.base.limits.cpu_ms = lower_limit(parent->cpu_ms, limit[0]);
+  c->sb.base.limits.memory_mb = lower_limit(parent->memory_mb, limit[1]);
+  c->subrequests_left = limit[2] < 0 ? -1 : limit[2] > 1e9 ? 1000000000 : (int64_t)limit[2];
+  return NULL;
+}
+
+static loader_state *state_of(loaded *l) {
+  if (l->loader == NULL) {
+    l->loader = xcalloc(1, sizeof *l->loader);
+    l->loader->parent = l;
+  }
+  return l->loader;
+}
+
+static loader_child *child_new(loaded *l, int kind, const char *key, size_t key_len,
+                               uint64_t token) {
+  loader_state *st = state_of(l);
+  loader_child *c = xcalloc(1, sizeof *c);
+  c->owner = st;
+  c->kind = kind;
+  c->key = xstrndup(key, key_len);
+  c->key_len = key_len;
+  c->hash = key_hash(l, kind, key, key_len);
+  c->owner_token = token;
+  char *label = kind == KIND_GET ? xasprintf("loader get \"%.64s\"", c->key)
+                                 : xasprintf("loader load #%s", c->key);
+  sandbox_init(&c->sb, &child_ops, l->tenant, l->spec, l->tenant ? l->tenant->name : NULL, label,
+               spec_wall_ms(l->spec));
+  c->next = st->children;
+  if (st->children) st->children->prev = c;
+  st->children = c;
+  return c;
+}
+
+/* Frees a child that never got to run (its code was refused). */
+static void child_drop_new(loader_child *c) {
+  sandbox_release(&c->sb);
+  sandbox_reap();
+}
 
 int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  (void)w;
-  (void)l;
-  (void)call;
-  bindings_error(result, "TypeError", "the loader is not available on this node");
+  if (strcmp(call->op, "fetch") != 0) {
+    bindings_error(result, "TypeError", "the loader has no such operation");
+    return -1;
+  }
+  sweep_start(w);
+  args a = {.why = NULL};
+  iso_wire_reader_init(&a.r, call->args, call->args_len);
+  iso_wire_value v, kind, key, method, url, body;
+  char keybuf[32];
+  const char *key_ptr = NULL;
+  size_t key_len = 0;
+  if (next_of(&a, &v, ISO_WIRE_ARRAY, "arguments") || v.count != 7 ||
+      next_of(&a, &kind, ISO_WIRE_NUMBER, "kind") || next_of(&a, &key, -1, "key"))
+    goto malformed;
+  if (key.type == ISO_WIRE_STRING) {
+    key_ptr = key.ptr;
+    key_len = key.len;
+  } else if (key.type == ISO_WIRE_NUMBER) {
+    key_len = (size_t)snprintf(keybuf, sizeof keybuf, "%.0f", key.number);
+    key_ptr = keybuf;
+  } else {
+    goto malformed;
+  }
+  int k = kind.number == 1 ? KIND_GET : KIND_LOAD;
+  const uint8_t *code_at = a.r.pos;
+  if (skip_value(&a.r, 0) != 0) goto malformed;
+  size_t code_len = (size_t)(a.r.pos - code_at);
+  int has_code = code_len > 0 && code_at[0] != ISO_WIRE_UNDEFINED && code_at[0] != ISO_WIRE_NULL;
+
+  if (next_of(&a, &method, ISO_WIRE_STRING, "method") ||
+      next_of(&a, &url, ISO_WIRE_STRING, "url") ||
+      next_of(&a, &v, ISO_WIRE_ARRAY, "headers") || v.count % 2)
+    goto malformed;
+  size_t n_headers = v.count / 2;
+  iso_header stack_headers[32];
+  iso_header *headers = n_headers <= 32 ? stack_headers : xcalloc(n_headers, sizeof *headers);
+  for (size_t i = 0; i < n_headers; i++) {
+    iso_wire_value hn, hv;
+    if (next_of(&a, &hn, ISO_WIRE_STRING, "header") || next_of(&a, &hv, ISO_WIRE_STRING, "header"))
+      break;
+    headers[i] = (iso_header){hn.ptr, hn.len, hv.ptr, hv.len};
+  }
+  if (a.why == NULL && next_of(&a, &body, -1, "body") == 0 && body.type != ISO_WIRE_BYTES &&
+      body.type != ISO_WIRE_NULL)
+    a.why = "body";
+  if (a.why) {
+    if (headers != stack_headers) free(headers);
+    goto malformed;
+  }
+
+  loader_child *c = table_find(l, k, key_ptr, key_len);
+  if (c && (c->sb.broken || (c->sb.base.iso && iso_worker_broken(c->sb.base.iso)))) {
+    child_discard(c);
+    c = NULL;
+  }
+  if (c == NULL && !has_code) {
+    if (headers != stack_headers) free(headers);
+    bindings_error(result, "LoaderNeedsCode", "the dynamic worker must be (re)started");
+    return -1;
+  }
+  if (c == NULL) {
+    c = child_new(l, k, key_ptr, key_len, call->token);
+    const char *why = take_code(c, code_at, code_len, &l->limits);
+    if (why) {
+      if (headers != stack_headers) free(headers);
+      bindings_error(result, "TypeError", why);
+      child_drop_new(c);
+      return -1;
+    }
+    table_add(c);
+  }
+  loader_call *lc = xmalloc(sizeof *lc);
+  lc->token = call->token;
+  lc->call_id = call->call_id;
+  iso_request req = {
+      .method = method.ptr,
+      .method_len = method.len,
+      .url = url.ptr,
+      .url_len = url.len,
+      .headers = headers,
+      .n_headers = n_headers,
+      .body = body.type == ISO_WIRE_BYTES ? (const uint8_t *)body.ptr : NULL,
+      .body_len = body.type == ISO_WIRE_BYTES ? body.len : 0,
+  };
+  int rc = sandbox_submit(&c->sb, lc, &req);
+  if (headers != stack_headers) free(headers);
+  if (rc != 0) {
+    free(lc);
+    child_discard(c);
+    bindings_error(result, "Error", "the dynamic worker is unavailable; try again");
+    return -1;
+  }
+  return 0;
+
+malformed:
+  bindings_error(result, "TypeError", "malformed loader call");
   return -1;
+}
+
+/* ---- hooks from the tenant's versions (tenants.c) ---- */
+
+void loader_request_done(worker *w, loaded *l, uint64_t token) {
+  (void)w;
+  if (l->loader == NULL) return;
+  for (loader_child *c = l->loader->children; c; c = c->next) {
+    if (c->kind != KIND_LOAD || c->owner_token != token) continue;
+    c->owner_done = 1;
+    child_check(c);
+  }
+}
+
+/* Units of ours go; anyone else's stay queued, in order. */
+static sched_unit *kept_head, **kept_tail;
+static size_t completions_dropped;
+
+static void sort_unit(sched_unit *u) {
+  if (u->run == completion_run) {
+    loader_completion *done = container_of(u, loader_completion, unit);
+    iso_wire_free(&done->value);
+    free(done);
+    completions_dropped++;
+    return;
+  }
+  u->next = NULL;
+  *kept_tail = u;
+  kept_tail = &u->next;
+}
+
+void loader_parent_free(worker *w, loaded *l) {
+  loader_state *st = l->loader;
+  if (st == NULL) return;
+  kept_head = NULL;
+  kept_tail = &kept_head;
+  completions_dropped = 0;
+  sched_queue_clear(&w->sched, &l->queue, sort_unit);
+  for (sched_unit *u = kept_head; u;) {
+    sched_unit *next = u->next;
+    sched_submit(&w->sched, &l->queue, u);
+    u = next;
+  }
+  l->units -= completions_dropped < l->units ? completions_dropped : l->units;
+  while (st->children) {
+    loader_child *c = st->children;
+    st->children = c->next;
+    c->owner = NULL;
+    c->prev = c->next = NULL;
+    child_discard(c);
+  }
+  sandbox_reap();
+  free(st);
+  l->loader = NULL;
+}
+
+void loader_free_all(worker *w) {
+  (void)w;
+  sandbox_free_all();
+  free(table);
+  table = NULL;
+  table_cap = table_used = 0;
+  if (sweep_started) {
+    uv_timer_stop(&sweep_timer);
+    uv_close((uv_handle_t *)&sweep_timer, NULL);
+    sweep_started = 0;
+  }
 }

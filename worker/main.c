@@ -20,6 +20,7 @@ static void usage(void) {
           "usage: edgenode-worker --id N --ipc-fd FD --listen-fd FD --data DIR\n"
           "                       [--max-body-bytes B] [--header-timeout-ms T]\n"
           "                       [--isolate-memory-mb M] [--idle-timeout-s S]\n"
+          "                       [--egress-socket PATH]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "Started by edgenode; not meant to be run by hand.\n");
 }
@@ -44,6 +45,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"log-level", required_argument, NULL, 'v'},
       {"isolate-memory-mb", required_argument, NULL, 'm'},
       {"idle-timeout-s", required_argument, NULL, 'e'},
+      {"egress-socket", required_argument, NULL, 'g'},
       {NULL, 0, NULL, 0},
   };
   c->id = 0;
@@ -65,6 +67,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 't': if (parse_long(optarg, 1, 3600000, &v)) return -1; c->header_timeout_ms = (uint64_t)v; break;
       case 'm': if (parse_long(optarg, 16, 1L << 20, &v)) return -1; c->isolate_memory_mb = (uint64_t)v; break;
       case 'e': if (parse_long(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
+      case 'g': c->egress_socket = optarg; break;
       case 'v':
         if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
         else if (strcmp(optarg, "info") == 0) *level = LOG_INFO;
@@ -184,6 +187,7 @@ static void on_frame(proto_channel *ch, const proto_frame *frame) {
     case PROTO_ERROR: tenant_spec_arrived(w, frame->id, frame); break;
     case PROTO_WORKER_CHANGED: on_changed(w, frame); break;
     case PROTO_VALIDATE: on_validate(w, frame); break;
+    case PROTO_RUN: run_on_frame(w, frame); break;
     case PROTO_DRAIN: on_drain(w, frame); break;
     case PROTO_PING: proto_channel_send(ch, PROTO_PONG, frame->id, NULL, 0); break;
     default: log_debug("ignoring %s from the supervisor", proto_type_name(frame->type));
@@ -263,6 +267,7 @@ int main(int argc, char **argv) {
   }
   if (start(&self) != 0) return 1;
   uv_run(self.loop, UV_RUN_DEFAULT);
+  loader_free_all(&self);
   tenant_free_all(&self);
   facet_link_stop(&self);
   sched_close(&self.sched);

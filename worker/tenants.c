@@ -126,7 +126,12 @@ static void timer_fire_run(sched_unit *u) {
   uint64_t token = tf->token;
   free(tf);
   l->units--;
+  /* The timer's request may finish inside and take l with it: not its tenant. */
+  tenant *t = l->tenant;
+  uint64_t cpu_start = time_thread_cpu_ns();
   iso_worker_fire_timer(l->iso, token, id);
+  t->stats.cpu_ns += time_thread_cpu_ns() - cpu_start;
+  t->stats.dirty = 1;
   tenant_collect_retired(worker_self());
 }
 
@@ -247,6 +252,7 @@ static loaded *loaded_new(tenant *t, char **error) {
 }
 
 static void loaded_free(loaded *l) {
+  loader_parent_free(worker_self(), l);
   worker_self()->loaded_count--;
   sched_queue_clear(&worker_self()->sched, &l->queue, unit_dropped);
   while (l->timers) timer_unlink(l, l->timers);
@@ -353,6 +359,7 @@ static void loaded_done(void *data, uint64_t token) {
   if (l->requests > 0) l->requests--;
   stats_heap(l->tenant, l->iso);
   facet_link_request_done(w, token);
+  loader_request_done(w, l, token);
   inflight_finish(w, f);
 }
 
@@ -372,6 +379,12 @@ size_t evict_lru(worker *w, size_t max) {
       if (t->current && loaded_idle(t->current) &&
           (oldest == NULL || t->current->last_used_ns < oldest->current->last_used_ns))
         oldest = t;
+    /* Cached dynamic workers (env.LOADER.get) take their turn by age too. */
+    if (loader_evict_before(w, oldest ? oldest->current->last_used_ns : UINT64_MAX)) {
+      w->evictions++;
+      evicted++;
+      continue;
+    }
     if (oldest == NULL) break;
     loaded *l = oldest->current;
     oldest->current = NULL;

@@ -38,6 +38,7 @@ struct loaded {
   uint64_t last_used_ns; /* for least-recently-used eviction */
   const char *facet_id;  /* loader children with a facet of their own; NULL otherwise */
   loaded *next_retired;
+  struct loader_state *loader; /* dynamic workers it started (loader_link.c), or NULL */
 };
 
 /* Per-tenant counters since the last report to the supervisor (deltas),
@@ -106,6 +107,7 @@ typedef struct worker_config {
   uint64_t header_timeout_ms;
   uint64_t isolate_memory_mb; /* heap budget of all isolates: evict idle ones past it */
   uint64_t idle_timeout_s;    /* evict isolates idle this long */
+  const char *egress_socket;  /* the egress process's unix socket; NULL: fetch() fails */
 } worker_config;
 
 typedef struct worker {
@@ -187,7 +189,22 @@ void facet_link_request_done(worker *w, uint64_t token);
 /* Drops a tenant's cached facet connections (redeploy, delete). */
 void facet_link_changed(worker *w, const char *tenant);
 int egress_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+/* Cancels what a finished request left open at the egress (otherwise done by a 1 s sweep). */
+void egress_link_request_done(worker *w, uint64_t token);
 int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+/* loader_link.c, told by tenants.c: a request of version l is over (its
+ * load() children go once idle); version l is about to be freed (all its
+ * children go, and its queue loses the loader's units). */
+void loader_request_done(worker *w, loaded *l, uint64_t token);
+void loader_parent_free(worker *w, loaded *l);
+/* Evicts the least recently used idle cached dynamic worker if it was last
+ * used before before_ns (evict_lru's other candidates). Returns 1 if one went. */
+int loader_evict_before(worker *w, uint64_t before_ns);
+/* At exit, before the tenants go: frees every dynamic worker and one-shot run. */
+void loader_free_all(worker *w);
+
+/* run.c: PROTO_RUN, a one-shot isolate for POST /v1/run. */
+void run_on_frame(worker *w, const proto_frame *frame);
 
 /* stats.c: per-tenant accounting, reported to the supervisor every second. */
 void stats_start(worker *w);

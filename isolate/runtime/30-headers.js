@@ -97,10 +97,52 @@ function headerListFill(list, init) {
   for (let i = 0; i < keys.length; i++) headerListAppend(list, keys[i], init[keys[i]]);
 }
 
-// Lowercases the names of a list that came from the wire, in place.
+// Normalizes a list that came from the wire, in place: names lowercased,
+// and values without the trailing whitespace the HTTP parser keeps (a field
+// value never ends in whitespace; the leading whitespace is gone already).
 function headerListLowercase(list) {
-  for (let i = 0; i < list.length; i += 2) list[i] = list[i].toLowerCase();
+  for (let i = 0; i < list.length; i += 2) {
+    list[i] = list[i].toLowerCase();
+    const v = list[i + 1];
+    const n = v.length;
+    if (n > 0 && (v.charCodeAt(n - 1) === 0x20 || v.charCodeAt(n - 1) === 0x09)) {
+      list[i + 1] = v.replace(httpWhitespaceTrimRe, '');
+    }
+  }
   return list;
+}
+
+// The list as it goes on the wire: the values of a repeated name joined into
+// one field at the place of its first occurrence, as the Workers runtime
+// sends them, except Set-Cookie, whose lines cannot be joined. Most lists
+// have no repeated name and are returned as they are.
+function headerListForWire(list) {
+  const n = list.length;
+  let repeated = false;
+  for (let i = 2; i < n && !repeated; i += 2) {
+    const name = list[i];
+    if (name === 'set-cookie') continue;
+    for (let j = 0; j < i; j += 2) {
+      if (list[j] === name) {
+        repeated = true;
+        break;
+      }
+    }
+  }
+  if (!repeated) return list;
+  const out = [];
+  const at = new Map();
+  for (let i = 0; i < n; i += 2) {
+    const name = list[i];
+    const k = name === 'set-cookie' ? undefined : at.get(name);
+    if (k === undefined) {
+      if (name !== 'set-cookie') at.set(name, out.length);
+      out.push(name, list[i + 1]);
+    } else {
+      out[k + 1] = `${out[k + 1]}, ${list[i + 1]}`;
+    }
+  }
+  return out;
 }
 
 let isHeaders;        // (v) -> boolean

@@ -229,7 +229,9 @@ class Request {
     newIncomingRequest = (method, url, flatHeaders, body) => {
       const r = new Request(kPrivate);
       r.#method = method;
-      r.#url = url;
+      // A fragment is never part of what a server receives.
+      const hash = url.indexOf('#');
+      r.#url = hash < 0 ? url : url.slice(0, hash);
       r.#list = flatHeaders;
       r.#rawNames = true;
       r.#guard = GUARD_IMMUTABLE;

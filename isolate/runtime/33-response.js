@@ -263,7 +263,7 @@ class Response {
     isResponse = (v) => #status in v;
     responseStatus = (r) => r.#status;
     responseType = (r) => r.#type;
-    responseHeaderList = (r) => r.#list;
+    responseHeaderList = (r) => headerListForWire(r.#list);
     responseTakeBody = (r) => r.#takeBody();
   }
 }

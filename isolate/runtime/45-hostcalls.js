@@ -60,3 +60,15 @@ function installBindings(env, bindings) {
     });
   }
 }
+
+// Host calls as they are: env.NAME.call(op, ...args) returns the result or
+// throws; env.NAME.callAsync(op, ...args) returns a promise of it. For hosts
+// without a richer binding object, and for tests.
+bindingFactories.hostcall = (name) => Object.freeze({
+  call(op, ...args) {
+    return hostCallSync(name, `${op}`, args);
+  },
+  callAsync(op, ...args) {
+    return hostCallAsync(name, `${op}`, args);
+  },
+});

@@ -64,14 +64,45 @@ test('deploy several files with --main and limits', async () => {
   assert.equal(show.json.main_module, 'index.js');
 });
 
-// edgectl names modules by their file's base name (see edgectl --help), so a
-// worker whose modules import from a subdirectory cannot be deployed with it.
-test('deploy files from a subdirectory keeps their relative paths', {
-  todo: 'edgectl names modules by base name: ./lib/util.js cannot be imported',
-}, async () => {
+// Modules are named by their path relative to the main module's directory,
+// so relative imports into subdirectories resolve on the node as on disk.
+test('deploy files from a subdirectory keeps their relative paths', async () => {
   ok(await ctl(['deploy', 'nested', 'index.js', 'lib/util.js', '--main', 'index.js'],
     { cwd: path.join(work, 'nested') }), 'deploy nested');
   assert.equal((await node.ingress('nested', '/')).text, 'nested modules');
+  let show = await node.control('GET', '/v1/workers/nested');
+  assert.equal(show.json.main_module, 'index.js');
+  assert.deepEqual([...show.json.modules].sort(), ['index.js', 'lib/util.js']);
+
+  // the same files named from elsewhere, the main module first, ./ and .. spelled out
+  ok(await ctl(['deploy', 'nested', './nested/index.js', 'nested/./lib/../lib/util.js']),
+    'deploy nested from its parent');
+  show = await node.control('GET', '/v1/workers/nested');
+  assert.equal(show.json.main_module, 'index.js');
+  assert.deepEqual([...show.json.modules].sort(), ['index.js', 'lib/util.js']);
+  assert.equal((await node.ingress('nested', '/')).text, 'nested modules');
+
+  // --main given only as an option (not among the files) is read too
+  ok(await ctl(['deploy', 'nested', 'nested/lib/util.js', '--main', path.join(work, 'nested', 'index.js')]),
+    'deploy nested with an absolute --main');
+  assert.equal((await node.ingress('nested', '/')).text, 'nested modules');
+  ok(await ctl(['delete', 'nested']), 'delete nested'); // the list test counts workers
+});
+
+test('deploy refuses a file outside the main module\'s directory', async () => {
+  const before = await node.control('GET', '/v1/workers/outside');
+  assert.equal(before.status, 404);
+  const r = await ctl(['deploy', 'outside', 'index.js', '../util.js'], { cwd: path.join(work, 'nested') });
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /\.\.\/util\.js/, `names the file: ${r.stderr}`);
+  assert.match(r.stderr, /outside/, `says why: ${r.stderr}`);
+  const main = await ctl(['deploy', 'outside', 'nested/index.js', 'util.js']);
+  assert.notEqual(main.code, 0, 'a sibling of the main module\'s directory is outside it too');
+  assert.match(main.stderr, /util\.js.*outside/);
+  assert.equal((await node.control('GET', '/v1/workers/outside')).status, 404, 'nothing deployed');
+  const twice = await ctl(['deploy', 'outside', 'index.js', './index.js'], { cwd: path.join(work, 'nested') });
+  assert.notEqual(twice.code, 0, 'the same module twice');
+  assert.match(twice.stderr, /index\.js/);
 });
 
 test('deploy --json', async () => {
@@ -164,6 +195,8 @@ test('wrong token, unreachable node, missing file, usage errors: non-zero exit',
 
 test('README tour: edgectl deploy api ./examples/api.js, then /items?id=3', async () => {
   ok(await ctl(['deploy', 'api', './examples/api.js'], { cwd: SOURCE_DIR }), 'deploy api');
+  ok(await ctl(['deploy', 'api', 'examples/api.js'], { cwd: SOURCE_DIR }), 'deploy api');
+  assert.equal((await node.control('GET', '/v1/workers/api')).json.main_module, 'api.js');
   const res = await node.ingress('api', '/items?id=3');
   assert.equal(res.status, 200, res.text);
   assert.ok(res.json, `JSON: ${res.text}`);

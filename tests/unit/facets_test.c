@@ -4,8 +4,9 @@
  * size limit and the CPU deadline; names and paths; two processes writing
  * one facet at once; the operators' functions.
  *
- * `facets_test --bench [DIR]` instead measures facet_call throughput
- * (tests/bench/facets.sh runs it).
+ * `facets_test --bench [DIR]` instead measures facet_call throughput, and
+ * `facets_test --bench-js` env.DB.exec in an isolate without HTTP
+ * (tests/bench/facets.sh runs both).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1006,6 +1007,122 @@ static void test_reopen_keeps_data(void **state) {
   assert_int_equal(st.st_mode & 077, 0);
 }
 
+/* ---- the JavaScript API, in an isolate ---------------------------------- */
+
+/* A host just big enough for one synchronous request: the worker's facet
+ * binding calls land in facet_call, as the worker process routes them. */
+typedef struct js_host {
+  fx *f;
+  int status;
+  char *body;
+  char *error;
+  uint64_t cpu_budget_ns; /* per host call; 0 = none */
+} js_host;
+
+static void js_log(void *data, uint64_t token, iso_log_level level, const char *msg, size_t len) {
+  (void)data, (void)token, (void)level;
+  fprintf(stderr, "js: %.*s\n", (int)len, msg);
+}
+
+static int js_timer_start(void *data, uint64_t token, uint32_t id, double delay) {
+  (void)data, (void)token, (void)id, (void)delay;
+  return -1;
+}
+
+static void js_timer_cancel(void *data, uint32_t id) { (void)data, (void)id; }
+
+static void js_respond(void *data, uint64_t token, const iso_response *res, const iso_error *e) {
+  (void)token;
+  js_host *h = data;
+  if (res != NULL) {
+    h->status = res->status;
+    h->body = xstrndup((const char *)res->body, res->body_len);
+  } else {
+    h->error = xstrdup(e->message ? e->message : "?");
+  }
+}
+
+static void js_done(void *data, uint64_t token) { (void)data, (void)token; }
+
+static int js_call_sync(void *data, const iso_call *call, iso_wire *result) {
+  js_host *h = data;
+  uint64_t deadline = h->cpu_budget_ns ? time_thread_cpu_ns() + h->cpu_budget_ns : 0;
+  return facet_call(h->f->s, h->f->tenant, NULL, 0, call, deadline, result);
+}
+
+static char *read_fixture(const char *name) {
+  /* The fixtures live beside the end-to-end tests, found from this file. */
+  char *dir = xstrdup(__FILE__);
+  char *slash = strrchr(dir, '/');
+  if (slash != NULL) *slash = '\0';
+  char *path = xasprintf("%s/../e2e/fixtures/facets/%s", slash ? dir : ".", name);
+  FILE *fp = fopen(path, "rb");
+  if (fp == NULL) fail_msg("cannot open %s", path);
+  char *buf = xmalloc(1 << 20);
+  size_t n = fread(buf, 1, (1 << 20) - 1, fp);
+  buf[n] = '\0';
+  fclose(fp);
+  free(path);
+  free(dir);
+  return buf;
+}
+
+/* Loads a fixture as worker `alpha` with DB bound to its facet, runs one
+ * GET request, and returns the response body (caller frees). */
+static char *js_get(fx *f, const char *fixture, const char *path, js_host *h) {
+  assert_int_equal(iso_platform_init(), 0);
+  char *src = read_fixture(fixture);
+  iso_module m = {"index.js", src, strlen(src)};
+  iso_host host = {h, js_log, js_timer_start, js_timer_cancel, js_respond, js_done};
+  iso_host_calls calls = {js_call_sync, NULL};
+  iso_worker_options o = {.host = &host, .calls = &calls, .limits = {0, 5000},
+                          .modules = &m, .n_modules = 1, .main_module = "index.js",
+                          .bindings_json = "{\"DB\": {\"type\": \"facet\"}}"};
+  iso_error e = {0};
+  h->f = f;
+  iso_worker *w = iso_worker_create(&o, &e);
+  if (w == NULL) fail_msg("load %s: %s", fixture, e.message);
+  char url[256];
+  snprintf(url, sizeof url, "http://alpha.localhost%s", path);
+  iso_request req = {"GET", 3, url, strlen(url), NULL, 0, NULL, 0};
+  assert_int_equal(iso_worker_dispatch(w, 1, &req), 0);
+  iso_worker_free(w);
+  facet_store_release(f->s, 1);
+  free(src);
+  if (h->error != NULL) fail_msg("%s %s: %s", fixture, path, h->error);
+  assert_non_null(h->body);
+  return h->body;
+}
+
+static void test_js_api(void **state) {
+  fx *f = *state;
+  js_host h = {0};
+  char *body = js_get(f, "api.js", "/", &h);
+  json_error_t je;
+  json_t *r = json_loads(body, 0, &je);
+  if (r == NULL) fail_msg("not JSON: %s", body);
+  json_t *failed = json_object_get(r, "failed");
+  size_t i;
+  json_t *v;
+  json_array_foreach(failed, i, v) {
+    fprintf(stderr, "FAILED %s: %s\n", json_string_value(json_object_get(v, "name")),
+            json_string_value(json_object_get(v, "error")));
+  }
+  assert_int_equal(json_array_size(failed), 0);
+  assert_true(json_integer_value(json_object_get(r, "passed")) >= 10);
+  json_decref(r);
+  free(body);
+}
+
+/* SQL at the CPU deadline surfaces in JavaScript as an Error. */
+static void test_js_cpu_limit(void **state) {
+  fx *f = *state;
+  js_host h = {.cpu_budget_ns = 30 * 1000000ull};
+  char *body = js_get(f, "counter.js", "/spin", &h);
+  assert_string_equal(body, "Error: exceeded CPU limit");
+  free(body);
+}
+
 /* ---- benchmark ---------------------------------------------------------- */
 
 static double bench_seconds(uint64_t t0) { return (double)(time_mono_ns() - t0) / 1e9; }
@@ -1040,6 +1157,11 @@ static void bench_op(fx *f, const char *op) {
   iso_wire_free(&res);
 }
 
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v != NULL && atoi(v) > 0 ? atoi(v) : fallback;
+}
+
 static int bench(const char *dir_arg) {
   char dir[256];
   if (dir_arg != NULL) {
@@ -1048,18 +1170,20 @@ static int bench(const char *dir_arg) {
     snprintf(dir, sizeof dir, "/tmp/facets-bench-XXXXXX");
     if (mkdtemp(dir) == NULL) return 1;
   }
+  const char *only = getenv("SYNC"); /* FULL or NORMAL: just that one */
   for (int mode = 0; mode < 2; mode++) {
+    if (only != NULL && strcmp(only, mode ? "NORMAL" : "FULL") != 0) continue;
     facet_options o = {.synchronous = mode ? FACET_SYNC_NORMAL : FACET_SYNC_FULL};
     facet_store *s = facet_store_new(dir, &o);
     if (s == NULL) return 1;
     fx f = {.s = s, .tenant = mode ? "bench-normal" : "bench-full", .token = 1};
     bench_exec(&f, "CREATE TABLE IF NOT EXISTS kv (k INTEGER PRIMARY KEY, v TEXT)", NAN);
     const char *ins = "INSERT INTO kv (v) VALUES (?)";
-    int n = mode ? 20000 : 2000;
+    int n = env_int(mode ? "N_AUTO_NORMAL" : "N_AUTO", mode ? 20000 : 300);
     uint64_t t0 = time_mono_ns();
     for (int i = 0; i < n; i++) bench_exec(&f, ins, i);
     double auto_rate = n / bench_seconds(t0);
-    int m = 200000;
+    int m = env_int("N_TXN", 200000), reads = env_int("N_READ", 200000);
     t0 = time_mono_ns();
     bench_op(&f, "begin");
     for (int i = 0; i < m; i++) bench_exec(&f, ins, i);
@@ -1067,8 +1191,8 @@ static int bench(const char *dir_arg) {
     double txn_rate = m / bench_seconds(t0);
     const char *sel = "SELECT v FROM kv WHERE k = ?";
     t0 = time_mono_ns();
-    for (int i = 0; i < m; i++) bench_exec(&f, sel, 1 + (i * 7919) % m);
-    double read_rate = m / bench_seconds(t0);
+    for (int i = 0; i < reads; i++) bench_exec(&f, sel, 1 + ((int64_t)i * 7919) % m);
+    double read_rate = reads / bench_seconds(t0);
     printf("{\"synchronous\":\"%s\",\"insert_autocommit_per_s\":%.0f,"
            "\"insert_in_transaction_per_s\":%.0f,\"point_read_per_s\":%.0f}\n",
            mode ? "NORMAL" : "FULL", auto_rate, txn_rate, read_rate);
@@ -1078,9 +1202,75 @@ static int bench(const char *dir_arg) {
   return 0;
 }
 
+/* The JavaScript path without HTTP: env.DB.exec in an isolate of this
+ * process, with and without a CPU clock read per host call (what a host
+ * computing each call's deadline pays). */
+static const char bench_js_source[] =
+    "export default { fetch(request, env) {\n"
+    "  const url = new URL(request.url), n = Number(url.searchParams.get('n')), sql = env.DB;\n"
+    "  if (url.pathname === '/setup') sql.exec('CREATE TABLE IF NOT EXISTS kv (k INTEGER PRIMARY KEY, v TEXT)');\n"
+    "  if (url.pathname === '/insert') sql.transactionSync(() => {\n"
+    "    for (let i = 0; i < n; i++) sql.exec('INSERT INTO kv (v) VALUES (?)', 'value ' + i);\n"
+    "  });\n"
+    "  if (url.pathname === '/read') {\n"
+    "    const max = sql.exec('SELECT max(k) AS m FROM kv').one().m;\n"
+    "    for (let i = 0; i < n; i++) sql.exec('SELECT v FROM kv WHERE k = ?', 1 + ((i * 7919) % max)).one();\n"
+    "  }\n"
+    "  return new Response('ok');\n"
+    "} };\n";
+
+static double bench_js_run(iso_worker *w, js_host *h, const char *path, int n) {
+  char url[128];
+  snprintf(url, sizeof url, "http://bench.localhost%s?n=%d", path, n);
+  iso_request req = {"GET", 3, url, strlen(url), NULL, 0, NULL, 0};
+  free(h->body);
+  h->body = NULL;
+  uint64_t t0 = time_mono_ns();
+  if (iso_worker_dispatch(w, 1, &req) != 0 || h->body == NULL || strcmp(h->body, "ok") != 0) {
+    fprintf(stderr, "bench-js %s: %s\n", path, h->error ? h->error : h->body ? h->body : "?");
+    exit(1);
+  }
+  return n / bench_seconds(t0);
+}
+
+static int bench_js(void) {
+  char dir[] = "/tmp/facets-bench-js-XXXXXX";
+  if (mkdtemp(dir) == NULL || iso_platform_init() != 0) return 1;
+  facet_store *s = facet_store_new(dir, NULL);
+  fx f = {.s = s, .tenant = "bench", .token = 1};
+  int n = env_int("N_TXN", 200000), reads = env_int("N_READ", 200000);
+  for (int clock = 0; clock < 2; clock++) {
+    js_host h = {.f = &f, .cpu_budget_ns = clock ? 30000 * 1000000ull : 0};
+    iso_module m = {"index.js", bench_js_source, strlen(bench_js_source)};
+    iso_host host = {&h, js_log, js_timer_start, js_timer_cancel, js_respond, js_done};
+    iso_host_calls calls = {js_call_sync, NULL};
+    iso_worker_options o = {.host = &host, .calls = &calls, .limits = {0, 30000},
+                            .modules = &m, .n_modules = 1, .main_module = "index.js",
+                            .bindings_json = "{\"DB\": {\"type\": \"facet\"}}"};
+    iso_error e = {0};
+    iso_worker *w = iso_worker_create(&o, &e);
+    if (w == NULL) {
+      fprintf(stderr, "bench-js: %s\n", e.message);
+      return 1;
+    }
+    bench_js_run(w, &h, "/setup", 0);
+    bench_js_run(w, &h, "/insert", 1000); /* warm up */
+    double ins = bench_js_run(w, &h, "/insert", n);
+    double rd = bench_js_run(w, &h, "/read", reads);
+    printf("{\"cpu_clock_per_call\":%s,\"insert_in_transaction_per_s\":%.0f,"
+           "\"point_read_per_s\":%.0f}\n", clock ? "true" : "false", ins, rd);
+    iso_worker_free(w);
+    free(h.body);
+  }
+  facet_store_free(s);
+  rm_rf(dir);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   log_init("facets_test", LOG_ERROR);
   if (argc >= 2 && strcmp(argv[1], "--bench") == 0) return bench(argc >= 3 ? argv[2] : NULL);
+  if (argc >= 2 && strcmp(argv[1], "--bench-js") == 0) return bench_js();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_types_in_and_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unsupported_parameters, setup, teardown),
@@ -1099,6 +1289,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_two_processes_write_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_describe_backup_purge, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
+      /* V8 starts threads: after every test that forks */
+      cmocka_unit_test_setup_teardown(test_js_api, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_js_cpu_limit, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

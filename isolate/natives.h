@@ -1,0 +1,26 @@
+/*
+ * Natives beyond the core contract of runtime/README.md, each group in its
+ * own source file: Web Crypto primitives (crypto.cc, OpenSSL 3 EVP) and
+ * zlib streams (compress.cc). native_new() adds them to the `native` object.
+ */
+#ifndef EDGENODE_ISOLATE_NATIVES_H
+#define EDGENODE_ISOLATE_NATIVES_H
+
+#include <v8.h>
+
+namespace iso {
+
+/* Adds the crypto* functions to `native`. False with an exception pending
+ * when V8 could not make them. */
+bool crypto_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native);
+
+/* Adds the zlib* functions to `native`. Same contract. */
+bool compress_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native);
+
+/* Shared by both: sets `name` on `target` to a function calling `fn`. */
+bool natives_set(v8::Local<v8::Context> context, v8::Local<v8::Object> target, const char *name,
+                 v8::FunctionCallback fn);
+
+}  // namespace iso
+
+#endif

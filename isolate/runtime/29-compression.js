@@ -1,0 +1,146 @@
+// CompressionStream and DecompressionStream (Compression Streams standard)
+// over the host's zlib (native.zlib*, isolate/compress.cc), and the Workers
+// runtime's crypto.DigestStream.
+//
+// A zlib stream's state lives in an ArrayBuffer ("arena") that only this
+// file ever sees: the host runs zlib inside it, and it is collected with the
+// stream.
+
+const compressionFormats = new Set(['gzip', 'deflate', 'deflate-raw']);
+
+function compressionFormat(format, iface) {
+  requireArgs(format === undefined ? 0 : 1, 1, 'constructor', iface);
+  const f = toDOMString(format);
+  if (!compressionFormats.has(f)) {
+    throw new TypeError(`Failed to construct '${iface}': Unsupported compression format: '${f}'`);
+  }
+  return f;
+}
+
+function compressionChunk(chunk) {
+  const bytes = bufferSourceBytes(chunk);
+  if (bytes === null) {
+    throw new TypeError('The chunk must be an ArrayBuffer or an ArrayBufferView.');
+  }
+  return bytes.slice(); // the host reads it after the caller could have changed it
+}
+
+// A TransformStream running chunks through a new zlib stream.
+function zlibTransform(format, compress) {
+  let arena = new ArrayBuffer(native.zlibArenaSize(compress));
+  native.zlibInit(arena, format, compress);
+  const push = (input, finish, controller) => {
+    if (arena === null) {
+      if (input !== null && input.length > 0) {
+        throw new TypeError('Trailing bytes after the end of the compressed data.');
+      }
+      return;
+    }
+    const out = native.zlibPush(arena, input, finish);
+    for (let i = 2; i < out.length; i++) controller.enqueue(out[i]);
+    if (out[0]) {
+      arena = null; // the stream is complete: let its memory go
+      if (out[1] > 0) throw new TypeError('Trailing bytes after the end of the compressed data.');
+    }
+  };
+  return new TransformStream({
+    transform(chunk, controller) {
+      push(compressionChunk(chunk), false, controller);
+    },
+    flush(controller) {
+      push(null, true, controller);
+      arena = null;
+    },
+  });
+}
+
+class CompressionStream {
+  #transform;
+
+  constructor(format) {
+    this.#transform = zlibTransform(compressionFormat(format, 'CompressionStream'), true);
+  }
+
+  get readable() {
+    return this.#transform.readable;
+  }
+
+  get writable() {
+    return this.#transform.writable;
+  }
+}
+defineInterface(CompressionStream, 'CompressionStream');
+
+class DecompressionStream {
+  #transform;
+
+  constructor(format) {
+    this.#transform = zlibTransform(compressionFormat(format, 'DecompressionStream'), false);
+  }
+
+  get readable() {
+    return this.#transform.readable;
+  }
+
+  get writable() {
+    return this.#transform.writable;
+  }
+}
+defineInterface(DecompressionStream, 'DecompressionStream');
+
+// crypto.DigestStream: a WritableStream whose `digest` promise resolves to
+// the hash of everything written once it is closed. The chunks are kept until
+// then: the host's digest is one-shot.
+class DigestStream extends WritableStream {
+  #digest;
+
+  constructor(algorithm) {
+    requireArgs(arguments.length, 1, 'constructor', 'DigestStream');
+    const alg = normalizeAlgorithm(algorithm, 'digest');
+    const chunks = [];
+    let total = 0;
+    let settle;
+    const promise = new Promise((resolve, reject) => {
+      settle = { resolve, reject };
+    });
+    markHandled(promise);
+    super({
+      write(chunk) {
+        let bytes;
+        if (typeof chunk === 'string') {
+          bytes = native.utf8Encode(chunk);
+        } else {
+          bytes = bufferSourceBytes(chunk);
+          if (bytes === null) throw new TypeError('DigestStream takes strings, ArrayBuffers and views.');
+          bytes = bytes.slice();
+        }
+        chunks.push(bytes);
+        total += bytes.length;
+      },
+      close() {
+        try {
+          settle.resolve(native.cryptoDigest(alg.name, concatBytes(chunks, total)).buffer);
+        } catch (err) {
+          settle.reject(err);
+        }
+        chunks.length = 0;
+      },
+      abort(reason) {
+        settle.reject(reason);
+        chunks.length = 0;
+      },
+    });
+    this.#digest = promise;
+  }
+
+  get digest() {
+    return this.#digest;
+  }
+}
+defineInterface(DigestStream, 'DigestStream');
+Object.defineProperty(Crypto.prototype, 'DigestStream', {
+  value: DigestStream, writable: true, enumerable: false, configurable: true,
+});
+
+defineGlobal('CompressionStream', CompressionStream);
+defineGlobal('DecompressionStream', DecompressionStream);

@@ -1,0 +1,309 @@
+// The loader binding: dynamic workers, each in an isolate of its own, with the
+// JavaScript API of workerd's worker loader so that a parent script runs on
+// both:
+//
+//   env.LOADER.load(code)          -> a WorkerStub over a fresh isolate
+//   env.LOADER.get(id, getCode)    -> a WorkerStub over a cached isolate for id;
+//                                     getCode() runs whenever it must be (re)started
+//   stub.getEntrypoint().fetch(request) -> the dynamic worker's response
+//
+// code = {compatibilityDate, mainModule, modules: {name: source | {js} |
+// {text} | {json} | {data}}, env, globalOutbound, limits: {cpuMs, memoryMB,
+// subRequests}}.
+//
+// The host (worker/loader_link.c) keeps the isolates. Every request is one
+// async host call, op "fetch", with arguments
+//   [kind (0 load, 1 get), key (a stub number or the id), code or undefined,
+//    method, url, flat headers, body bytes or null]
+// answered with [status, flat headers, body ArrayBuffer]. When the host does
+// not hold the isolate and no code came with the call, it fails the call with
+// an error named "LoaderNeedsCode": the stub sends the code (calling getCode()
+// for get()) and asks again.
+
+const loaderMaxCodeBytes = 64 * 1024 * 1024;
+const loaderMaxEnvBytes = 1024 * 1024;
+const loaderNeedsCode = 'LoaderNeedsCode';
+const loaderModuleKinds = ['js', 'cjs', 'text', 'data', 'json', 'py', 'wasm'];
+const loaderErrorClasses = {
+  Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError,
+};
+let loaderStubSerial = 0;
+
+// UTF-8 bytes of a string; past `limit` its length (a lower bound) does.
+function loaderUtf8Length(s, limit) {
+  if (s.length > limit) return s.length;
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length &&
+             (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2;  // a pair: 2 code units, 4 bytes
+      i++;
+    } else n += 2;
+  }
+  return n;
+}
+
+function loaderBase64(bytes) {
+  let s = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
+
+// One module as the ES module source the child compiles, and its size as the
+// limit counts it (the content as given, before any wrapping).
+function loaderModule(name, value) {
+  if (typeof value === 'string') {
+    if (name.endsWith('.js') || name.endsWith('.mjs')) return [value, value];
+    throw new TypeError(`Module name must end with '.js' (or the content must be an object ` +
+                        `indicating the type explicitly). Got: ${name}`);
+  }
+  if (!isObjectLike(value)) {
+    throw new TypeError(`Module '${name}' must be a string or an object such as {js: '...'}.`);
+  }
+  let kind = null;
+  let count = 0;
+  for (const k of loaderModuleKinds) {
+    if (value[k] !== undefined) {
+      kind = k;
+      count++;
+    }
+  }
+  if (count !== 1) {
+    throw new TypeError("Each module must contain exactly one of 'js', 'cjs', 'text', 'data', " +
+                        `'json', 'py', or 'wasm'. Module '${name}' contained ${count} properties.`);
+  }
+  const content = value[kind];
+  switch (kind) {
+    case 'js': {
+      const js = `${content}`;
+      return [js, js];
+    }
+    case 'text': {
+      const text = `${content}`;
+      return [`export default ${JSON.stringify(text)};\n`, text];
+    }
+    case 'json': {
+      const json = JSON.stringify(content);
+      if (json === undefined) throw new TypeError(`Module '${name}': the json value is not serializable.`);
+      // Parsed, not written as a literal: a "__proto__" key stays a key.
+      return [`export default JSON.parse(${JSON.stringify(json)});\n`, json];
+    }
+    case 'data': {
+      const bytes = bufferSourceBytes(content);
+      if (bytes === null) throw new TypeError(`Module '${name}': data must be an ArrayBuffer or a view.`);
+      const b64 = loaderBase64(bytes);
+      return [`const b = atob(${JSON.stringify(b64)}); const u = new Uint8Array(b.length);\n` +
+              'for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);\n' +
+              'export default u.buffer;\n', b64.slice(0, bytes.length)];
+    }
+    default:
+      throw new TypeError(`Module '${name}': ${kind} modules are not supported by this runtime's loader.`);
+  }
+}
+
+function loaderLimit(limits, key) {
+  const v = limits[key];
+  if (v === undefined || v === null) return 0;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new TypeError(`limits.${key} must be a positive number.`);
+  return Math.max(1, Math.min(Math.floor(n), 2 ** 31));
+}
+
+// The code as the host takes it:
+// [mainModule, [name, source, ...], envJson | null, outbound, cpuMs, memoryMB, subRequests]
+// (0 for a limit that was not given; -1 subrequests for no limit).
+function loaderCode(code) {
+  if (!isObjectLike(code)) throw new TypeError('The worker code must be an object.');
+  if (typeof code.compatibilityDate !== 'string') {
+    throw new TypeError('The worker code needs a compatibilityDate string.');
+  }
+  if (typeof code.mainModule !== 'string') throw new TypeError('The worker code needs a mainModule string.');
+  const modules = code.modules;
+  if (!isObjectLike(modules)) throw new TypeError('The worker code needs a modules object.');
+  const names = Object.keys(modules);
+  if (names.length === 0) throw new TypeError('Dynamic Worker code must contain at least one module.');
+  const flat = [];
+  let size = 0;
+  for (const name of names) {
+    const [source, counted] = loaderModule(name, modules[name]);
+    size += loaderUtf8Length(counted, loaderMaxCodeBytes - size + 1);
+    if (size > loaderMaxCodeBytes) {
+      throw new Error(`Dynamic Worker code size (over ${size} bytes) exceeds the maximum allowed ` +
+                      `size of ${loaderMaxCodeBytes} bytes.`);
+    }
+    flat.push(name, source);
+  }
+  if (!Object.prototype.hasOwnProperty.call(modules, code.mainModule)) {
+    throw new TypeError(`mainModule '${code.mainModule}' is not one of the modules.`);
+  }
+  let env = null;
+  if (code.env !== undefined && code.env !== null) {
+    if (typeof code.env !== 'object') throw new TypeError('env must be an object.');
+    try {
+      env = JSON.stringify(code.env);
+    } catch (err) {
+      throw new TypeError(`env must hold plain (JSON) values: ${err.message}`);
+    }
+    const bytes = loaderUtf8Length(env, loaderMaxEnvBytes);
+    if (bytes > loaderMaxEnvBytes) {
+      throw new Error(`Dynamic Worker env size (${bytes} bytes) exceeds the maximum allowed size ` +
+                      `of ${loaderMaxEnvBytes} bytes.`);
+    }
+  }
+  let outbound = true;
+  if (code.globalOutbound === null) {
+    outbound = false;
+  } else if (code.globalOutbound !== undefined) {
+    throw new TypeError('globalOutbound: only null (no network) or leaving it out (inherit the ' +
+                        "parent's) is supported.");
+  }
+  let cpuMs = 0;
+  let memoryMB = 0;
+  let subRequests = -1;
+  if (code.limits !== undefined && code.limits !== null) {
+    if (typeof code.limits !== 'object') throw new TypeError('limits must be an object.');
+    cpuMs = loaderLimit(code.limits, 'cpuMs');
+    memoryMB = loaderLimit(code.limits, 'memoryMB');
+    if (code.limits.subRequests !== undefined && code.limits.subRequests !== null) {
+      const n = Number(code.limits.subRequests);
+      if (!Number.isFinite(n) || n < 0) throw new TypeError('limits.subRequests must be a number >= 0.');
+      subRequests = Math.min(Math.floor(n), 2 ** 31);
+    }
+  }
+  return [code.mainModule, flat, env, outbound, cpuMs, memoryMB, subRequests];
+}
+
+// The error a failed call reports, as the class it names.
+function loaderError(value) {
+  if (!isObjectLike(value)) return new Error(typeof value === 'string' ? value : 'The dynamic worker failed');
+  const name = typeof value.name === 'string' ? value.name : 'Error';
+  const message = value.message === undefined ? '' : `${value.message}`;
+  const Class = Object.prototype.hasOwnProperty.call(loaderErrorClasses, name) ? loaderErrorClasses[name] : Error;
+  const err = new Class(message);
+  if (err.name !== name) {
+    Object.defineProperty(err, 'name', { value: name, writable: true, configurable: true });
+  }
+  return err;
+}
+
+// What a stub knows: its binding, how the host names its isolate, and how to
+// get its code.
+class LoaderStubState {
+  constructor(binding, kind, key, code, getCode) {
+    this.binding = binding;
+    this.kind = kind;
+    this.key = key;
+    this.code = code;       // load(): the normalised code
+    this.getCode = getCode; // get(): the callback
+    this.started = false;   // the host answered once: send no code until it asks
+  }
+}
+
+async function loaderFetch(state, input, init) {
+  const request = input instanceof Request && init === undefined ? input : new Request(input, init);
+  const headers = headersListOf(request.headers).slice();
+  const body = request.body === null ? null : new Uint8Array(await request.arrayBuffer());
+  let code = state.code !== null && !state.started ? state.code : undefined;
+  for (let attempt = 0; ; attempt++) {
+    const outcome = await native.callAsync(state.binding, 'fetch',
+      [state.kind, state.key, code, request.method, request.url, headers, body]);
+    if (outcome[0]) {
+      state.started = true;
+      const [status, list, bytes] = outcome[1];
+      const init = { status, headers: headersFromList(list, GUARD_NONE) };
+      return new Response(isNullBodyStatus(status) ? null : bytes, init);
+    }
+    const err = outcome[1];
+    if (attempt < 2 && isObjectLike(err) && err.name === loaderNeedsCode) {
+      code = state.code !== null ? state.code : loaderCode(await state.getCode());
+      continue;
+    }
+    throw loaderError(err);
+  }
+}
+
+// An entrypoint of a dynamic worker: a Fetcher.
+class LoaderFetcher {
+  #state;
+  #name;
+
+  constructor(key, state, name) {
+    if (key !== kPrivate) throw new TypeError('Illegal constructor');
+    this.#state = state;
+    this.#name = name;
+  }
+
+  fetch(input, init = undefined) {
+    requireArgs(arguments.length, 1, 'fetch', 'Fetcher');
+    if (this.#name !== null) {
+      return Promise.reject(new TypeError(
+        `Entrypoint '${this.#name}': only the default entrypoint of a dynamic worker can be called here.`));
+    }
+    try {
+      return loaderFetch(this.#state, input, init);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  connect() {
+    throw new TypeError('connect() is not supported on a dynamic worker.');
+  }
+}
+defineInterface(LoaderFetcher, 'Fetcher');
+
+class WorkerStub {
+  #state;
+
+  constructor(key, state) {
+    if (key !== kPrivate) throw new TypeError('Illegal constructor');
+    this.#state = state;
+  }
+
+  getEntrypoint(name = undefined, options = undefined) {
+    const named = name === undefined || name === null || `${name}` === 'default' ? null : `${name}`;
+    return new LoaderFetcher(kPrivate, this.#state, named);
+  }
+
+  getDurableObjectClass() {
+    throw new TypeError('Durable Object classes of dynamic workers are not supported.');
+  }
+}
+defineInterface(WorkerStub, 'WorkerStub');
+
+class WorkerLoader {
+  #binding;
+
+  constructor(key, binding) {
+    if (key !== kPrivate) throw new TypeError('Illegal constructor');
+    this.#binding = binding;
+  }
+
+  get(id, getCode) {
+    requireArgs(arguments.length, 2, 'get', 'WorkerLoader');
+    if (typeof getCode !== 'function') {
+      throw new TypeError("Failed to execute 'get' on 'WorkerLoader': parameter 2 is not a function.");
+    }
+    if (id === null || id === undefined) {
+      // No id: nothing to share, so each stub is its own isolate.
+      return new WorkerStub(kPrivate,
+        new LoaderStubState(this.#binding, 0, ++loaderStubSerial, null, getCode));
+    }
+    return new WorkerStub(kPrivate, new LoaderStubState(this.#binding, 1, `${id}`, null, getCode));
+  }
+
+  load(code) {
+    requireArgs(arguments.length, 1, 'load', 'WorkerLoader');
+    const normalized = loaderCode(code);
+    return new WorkerStub(kPrivate,
+      new LoaderStubState(this.#binding, 0, ++loaderStubSerial, normalized, null));
+  }
+}
+defineInterface(WorkerLoader, 'WorkerLoader');
+
+bindingFactories.loader = (name) => new WorkerLoader(kPrivate, name);

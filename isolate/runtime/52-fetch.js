@@ -1,0 +1,138 @@
+// fetch(): outbound requests. The isolate has no network of its own: every
+// fetch goes to the host (binding '', see worker/egress_link.c) and from
+// there to the egress process, which checks it against the worker's
+// allow-list, adds the credentials the operator configured (the isolate
+// never sees them) and streams the response back.
+//
+// Host calls: 'fetch' [handle, method, url, headers, body, redirect] answers
+// the response head {status, statusText, headers, url, redirected, done,
+// body}; 'read' [handle] answers [bytes, last] with more of the body;
+// 'cancel' [handle] abandons the fetch. `handle` is a number this isolate
+// picks to name the fetch.
+
+let fetchHandleSeq = 0;
+
+const fetchStatusTextBadRe = /[\0-\x1f\x7f]/g;
+
+// A flat [name, value, ...] list as the [[name, value], ...] a Headers init takes.
+function flatToPairs(flat) {
+  const pairs = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) pairs.push([flat[i], flat[i + 1]]);
+  return pairs;
+}
+
+// The response body: bytes that came with the head, then host reads, pulled
+// only when the reader asks (highWaterMark 0), so the egress never sends
+// more than the isolate consumes.
+function fetchBodyStream(handle, first, done, state) {
+  return new ReadableStream({
+    start(controller) {
+      state.controller = controller;
+      if (first.byteLength > 0) controller.enqueue(new Uint8Array(first));
+      if (done) {
+        state.done = true;
+        controller.close();
+        state.release();
+      }
+    },
+    async pull(controller) {
+      const [bytes, last] = await hostCallAsync('', 'read', [handle]);
+      if (state.done) return; // aborted meanwhile
+      if (bytes.byteLength > 0) controller.enqueue(new Uint8Array(bytes));
+      if (last) {
+        state.done = true;
+        controller.close();
+        state.release();
+      }
+    },
+    cancel() {
+      if (state.done) return;
+      state.done = true;
+      state.release();
+      hostCallAsync('', 'cancel', [handle]).catch(() => {});
+    },
+  }, { highWaterMark: 0 });
+}
+
+function fetchResponse(request, handle, head, state) {
+  const status = head.status;
+  if (!(status >= 200 && status <= 599)) {
+    if (!head.done) hostCallAsync('', 'cancel', [handle]).catch(() => {});
+    throw new TypeError(`fetch failed: ${request.url} answered with status ${status}, which a Response cannot hold`);
+  }
+  const nullBody = request.method === 'HEAD' || isNullBodyStatus(status);
+  if (nullBody && !head.done) hostCallAsync('', 'cancel', [handle]).catch(() => {});
+  state.done = nullBody || head.done;
+  const body = nullBody ? null : fetchBodyStream(handle, head.body, head.done, state);
+  const response = new Response(body, {
+    status,
+    statusText: head.statusText.replace(fetchStatusTextBadRe, ' '),
+    headers: flatToPairs(head.headers),
+  });
+  // A fetched response knows where it came from.
+  Object.defineProperty(response, 'url', { value: head.url, enumerable: false, configurable: true });
+  if (head.redirected) {
+    Object.defineProperty(response, 'redirected', { value: true, enumerable: false, configurable: true });
+  }
+  return response;
+}
+
+async function fetch(input, init = undefined) {
+  // "error" is a redirect mode of fetch() that Request does not keep.
+  let redirect;
+  if (isObjectLike(init) && init.redirect !== undefined && `${init.redirect}` === 'error') {
+    redirect = 'error';
+    init = { ...init };
+    delete init.redirect;
+  }
+  const request = new Request(input, init);
+  if (redirect === undefined) redirect = request.redirect;
+  const url = request.url;
+  if (!/^https?:/i.test(url)) throw new TypeError(`Fetch API cannot load: ${url}`);
+  const signal = request.signal;
+  signal.throwIfAborted();
+  const method = request.method;
+  const headers = headersListOf(request.headers).slice();
+  let body = null;
+  if (request.body !== null) body = await request.arrayBuffer();
+  signal.throwIfAborted();
+
+  const handle = ++fetchHandleSeq;
+  const state = { done: false, controller: null, release: null };
+  let rejectAbort;
+  const aborted = new Promise((_, reject) => {
+    rejectAbort = reject;
+  });
+  markHandled(aborted);
+  const onAbort = () => {
+    const reason = signal.reason;
+    rejectAbort(reason);
+    if (state.done) return;
+    state.done = true;
+    if (state.controller !== null) {
+      try {
+        state.controller.error(reason);
+      } catch {
+        // the stream is already closed or errored
+      }
+    }
+    hostCallAsync('', 'cancel', [handle]).catch(() => {});
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  state.release = () => signal.removeEventListener('abort', onAbort);
+  let head;
+  try {
+    head = await Promise.race([
+      hostCallAsync('', 'fetch', [handle, method, url, headers, body, redirect]),
+      aborted,
+    ]);
+  } catch (err) {
+    state.release();
+    throw err;
+  }
+  const response = fetchResponse(request, handle, head, state);
+  if (state.done) state.release();
+  return response;
+}
+
+defineGlobal('fetch', fetch);

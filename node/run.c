@@ -1,0 +1,127 @@
+/*
+ * POST /v1/run: one-shot execution for platforms that do not deploy a
+ * parent worker. The body is a deploy body (main_module, modules, limits)
+ * plus what to run:
+ *   "request": {"method", "url", "headers", "body", "body_encoding"}  (default GET /)
+ *   "input": <json>   calls the module's run(input, env) instead
+ *   "env": {...}      plain values for env
+ * A ready worker process (round robin) runs it in a fresh isolate that is
+ * destroyed afterwards (PROTO_RUN) and the answer is its response as JSON,
+ * {"status", "headers", "body"} (or {"result"} for run(input, env)).
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "node.h"
+
+/* Past the run's own wall-time limit, the worker process answers 504 itself;
+ * this only covers a process that never answers. */
+#define RUN_REPLY_MARGIN_MS 5000
+
+static void on_ran(node *n, void *data, int status, json_t *result) {
+  (void)n;
+  http_request *req = data;
+  if (status == UV_EAGAIN) {
+    node_respond_error(req, 503, "no worker process is ready; try again");
+    return;
+  }
+  if (status == UV_ETIMEDOUT) {
+    node_respond_error(req, 504, "the worker process did not answer in time");
+    return;
+  }
+  if (status != 0) {
+    node_respond_error(req, 503, "the worker process running it went away");
+    return;
+  }
+  json_t *http_status = json_object_get(result, "http_status");
+  json_t *body = json_object_get(result, "body");
+  if (!json_is_integer(http_status) || !json_is_object(body)) {
+    const char *msg = json_string_value(json_object_get(result, "error"));
+    json_t *err = json_pack("{s:s}", "error", msg ? msg : "malformed answer from the worker process");
+    node_respond_json(req, 500, err, NULL);
+    json_decref(err);
+    return;
+  }
+  node_respond_json(req, (int)json_integer_value(http_status), body, NULL);
+}
+
+/* Takes "request", "input" and "env" out of a JSON body; the rest is a deploy
+ * body. Returns 0, or an HTTP status with *error set. */
+static int split_body(const uint8_t *raw, size_t len, json_t **extra, char **deploy_text,
+                      json_t **error) {
+  json_error_t jerr;
+  json_t *root = json_loadb((const char *)raw, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (root == NULL) {
+    *error = json_pack("{s:s+, s:i, s:i}", "error", "invalid JSON: ", jerr.text, "line", jerr.line,
+                       "column", jerr.column);
+    return 400;
+  }
+  if (!json_is_object(root)) {
+    json_decref(root);
+    *error = json_pack("{s:s}", "error", "the body must be a JSON object");
+    return 400;
+  }
+  *extra = json_object();
+  static const char *const keys[] = {"request", "input", "env"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    json_t *v = json_object_get(root, keys[i]);
+    if (v == NULL) continue;
+    json_object_set(*extra, keys[i], v);
+    json_object_del(root, keys[i]);
+  }
+  json_t *request = json_object_get(*extra, "request");
+  json_t *env = json_object_get(*extra, "env");
+  const char *problem = NULL;
+  if (request && !json_is_object(request)) problem = "\"request\" must be an object";
+  else if (env && !json_is_object(env)) problem = "\"env\" must be an object of plain values";
+  else if (request && json_object_get(*extra, "input"))
+    problem = "give either \"request\" (a fetch) or \"input\" (run(input, env)), not both";
+  else if (json_object_size(json_object_get(root, "bindings")) > 0)
+    problem = "bindings are not available to /v1/run (pass plain values in \"env\")";
+  if (problem) {
+    json_decref(root);
+    json_decref(*extra);
+    *extra = NULL;
+    *error = json_pack("{s:s}", "error", problem);
+    return 400;
+  }
+  *deploy_text = json_dumps(root, JSON_COMPACT);
+  json_decref(root);
+  if (*deploy_text == NULL) {
+    json_decref(*extra);
+    *extra = NULL;
+    *error = json_pack("{s:s}", "error", "the body cannot be re-encoded");
+    return 400;
+  }
+  return 0;
+}
+
+void node_run(node *n, http_request *req) {
+  const char *type = http_request_header(req, "Content-Type");
+  int is_json = type && strncasecmp(type, "application/json", 16) == 0;
+  json_t *extra = NULL, *spec = NULL, *error = NULL;
+  char *deploy_text = NULL;
+  int status = 0;
+  if (is_json) status = split_body(req->body, req->body_len, &extra, &deploy_text, &error);
+  if (status == 0) {
+    const uint8_t *body = is_json ? (const uint8_t *)deploy_text : req->body;
+    size_t len = is_json ? strlen(deploy_text) : req->body_len;
+    status = node_spec_parse(type, body, len, &spec, &error);
+  }
+  free(deploy_text);
+  if (status != 0) {
+    const char *msg = json_string_value(json_object_get(error, "error"));
+    log_write(LOG_INFO, NULL, req->id, NULL, "run rejected: %s", msg ? msg : "bad request");
+    node_respond_json(req, status, error, NULL);
+    json_decref(error);
+    json_decref(extra);
+    return;
+  }
+  json_object_del(spec, "bindings");
+  if (extra) json_object_update(spec, extra);
+  json_decref(extra);
+  json_int_t wall = json_integer_value(json_object_get(json_object_get(spec, "limits"), "wall_ms"));
+  uint64_t timeout = (uint64_t)(wall > 0 ? wall : NODE_DEFAULT_WALL_MS) + RUN_REPLY_MARGIN_MS;
+  node_procs_request(n, PROTO_RUN, spec, timeout, on_ran, req);
+  json_decref(spec);
+}

@@ -1,0 +1,142 @@
+// Isolate eviction: least recently used idle isolates go when a process's
+// isolates exceed --isolate-memory-mb, and any isolate goes after
+// --idle-timeout-s of idleness. The next request cold-starts the worker: a
+// counter kept in a module global starts again from 1.
+//
+// Process statistics (GET /v1/node: workers[].isolates / evictions) and
+// tenant statistics arrive about once a second, and the eviction sweep runs
+// about once a second too: everything here is polled.
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { sleep, startNode, waitFor } from './lib/node.mjs';
+
+const nodes = [];
+
+after(async () => {
+  for (const node of nodes) await node.stop({ clean: true });
+});
+
+async function start(extraArgs) {
+  const node = await startNode({ workers: 1, extraArgs });
+  nodes.push(node);
+  return node;
+}
+
+// A worker holding ~4 MiB of heap in a global (8 packed arrays of 64 Ki
+// doubles), and a counter of the requests this isolate has served. Its
+// CPU limit is raised so that building the arrays never fails a cold start
+// on a busy machine.
+const HEAVY = `const ballast = Array.from({ length: 8 }, () => new Array(65536).fill(1.5));
+let served = 0;
+export default {
+  fetch() {
+    served++;
+    return new Response(String(served), { headers: { 'x-ballast': String(ballast.length) } });
+  },
+};
+`;
+
+const COUNTER = `let served = 0;
+export default { fetch() { return new Response(String(++served)); } };
+`;
+
+async function count(node, name) {
+  const r = await node.ingress(name, '/');
+  assert.equal(r.status, 200, `${name}: ${r.status} ${r.text}`);
+  assert.match(r.text, /^\d+$/, `${name}: ${r.text}`);
+  return Number(r.text);
+}
+
+function proc(info) {
+  assert.equal(info.workers.length, 1, JSON.stringify(info.workers));
+  return info.workers[0];
+}
+
+async function tenant(node, name) {
+  const r = await node.control('GET', `/v1/tenants/${name}`);
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+}
+
+test('over the heap budget, least recently used isolates are evicted; every worker still answers', async () => {
+  const node = await start(['--isolate-memory-mb', '16']); // idle timeout: the default 300 s
+  const names = Array.from({ length: 6 }, (_, i) => `heavy-${i}`);
+  for (const name of names) await node.deployOk(name, { 'index.js': HEAVY }, { limits: { cpu_ms: 1000 } });
+
+  for (const name of names) assert.equal(await count(node, name), 1, `${name} cold`);
+  // the first is the least recently used: a second request keeps it in
+  // the same isolate only while no sweep ran in between, so send none
+
+  // the process figures and the tenants' heap figures come in one report:
+  // poll until both show the same resident set
+  const { info, heavy } = await waitFor(async () => {
+    const p = proc(await node.nodeInfo());
+    const list = (await node.control('GET', '/v1/tenants')).json.tenants.filter((t) => names.includes(t.name));
+    const loaded = list.filter((t) => t.heap_used > 0);
+    const heap = loaded.reduce((sum, t) => sum + t.heap_used, 0);
+    // a sweep may have run before the last ones were loaded: wait for the next
+    const within = heap <= 16 * 1048576 || loaded.length === 1;
+    return p.evictions >= 3 && loaded.length === p.isolates && within ? { info: p, heavy: list } : null;
+  }, { timeout: 6000, interval: 100, what: 'at least 3 evictions and the rest within the budget' });
+  assert.ok(info.isolates <= 3, `isolates left: ${info.isolates}`);
+  assert.ok(info.isolates >= 1, 'the most recently used one stays');
+
+  // what is left fits in the budget
+  const resident = heavy.filter((t) => t.heap_used > 0);
+  const heapMiB = resident.reduce((sum, t) => sum + t.heap_used, 0) / 1048576;
+  assert.ok(heapMiB <= 16 || resident.length === 1, `resident heap ${heapMiB.toFixed(1)} MiB`);
+  for (const t of heavy) assert.ok(t.heap_peak >= 4 * 1048576, `${t.name} held its ballast: ${t.heap_peak}`);
+  // the oldest went, the newest stayed
+  assert.equal(heavy.find((t) => t.name === 'heavy-0').heap_used, 0);
+  assert.deepEqual(heavy.find((t) => t.name === 'heavy-0').loaded_in, []);
+  assert.ok(heavy.find((t) => t.name === 'heavy-5').heap_used > 0);
+
+  // Most recently used first, so that no sweep can take one we are about
+  // to ask: the newest still counts on, the evicted ones start again.
+  const second = {};
+  for (const name of [...names].reverse()) second[name] = await count(node, name);
+  assert.equal(second['heavy-5'], 2, 'the most recently used isolate was kept');
+  assert.equal(second['heavy-0'], 1, 'the least recently used isolate was evicted');
+  const restarted = names.filter((n) => second[n] === 1);
+  assert.ok(restarted.length >= 3, `cold starts again: ${JSON.stringify(second)}`);
+
+  await waitFor(async () => (await tenant(node, 'heavy-0')).cold_starts === 2,
+    { timeout: 4000, what: 'heavy-0 cold_starts 2' });
+  assert.equal((await tenant(node, 'heavy-5')).cold_starts, 1);
+  // and the budget keeps being enforced
+  await waitFor(async () => proc(await node.nodeInfo()).evictions >= info.evictions + 3,
+    { timeout: 6000, what: 'more evictions after the second round' });
+});
+
+test('an isolate idle longer than --idle-timeout-s is evicted; a busy one is not', async () => {
+  const node = await start(['--isolate-memory-mb', '16', '--idle-timeout-s', '2']);
+  await node.deployOk('idler', COUNTER);
+  await node.deployOk('busy', COUNTER);
+  assert.equal(await count(node, 'idler'), 1);
+  assert.equal(await count(node, 'idler'), 2);
+  const lastUse = Date.now();
+  let busy = await count(node, 'busy');
+  assert.equal(busy, 1);
+
+  // keep "busy" in use every 400 ms until "idler" is gone
+  let evictedAt = 0;
+  let polls = 0;
+  while (!evictedAt) {
+    await sleep(400);
+    assert.equal(await count(node, 'busy'), ++busy, 'busy keeps its isolate');
+    const p = proc(await node.nodeInfo());
+    if (p.evictions >= 1) evictedAt = Date.now();
+    assert.ok(++polls < 20, `no eviction after ${Date.now() - lastUse} ms: ${JSON.stringify(p)}`);
+  }
+  const idleMs = evictedAt - lastUse;
+  assert.ok(idleMs >= 1900, `evicted after only ${idleMs} ms idle`);
+  const p = proc(await node.nodeInfo());
+  assert.equal(p.evictions, 1, 'only the idle isolate went');
+  assert.equal(p.isolates, 1, 'busy stays loaded');
+
+  assert.equal(await count(node, 'idler'), 1, 'the idle worker cold-starts again');
+  assert.equal(await count(node, 'busy'), ++busy);
+  await waitFor(async () => (await tenant(node, 'idler')).cold_starts === 2,
+    { timeout: 4000, what: 'idler cold_starts 2' });
+  assert.equal((await tenant(node, 'busy')).cold_starts, 1);
+});

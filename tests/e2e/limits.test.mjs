@@ -1,0 +1,449 @@
+// Enforced limits: hostile workers run while a well-behaved tenant is being
+// load-tested in the same worker process (--workers 1). Each attack must be
+// stopped with the documented answer, must not disturb the well-behaved
+// tenant, must leave the attacker itself able to serve its next request, and
+// must show up in GET /v1/tenants/<name> as a limit hit.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { httpRequest, sleep, startNode, waitFor } from './lib/node.mjs';
+
+let node;
+
+const STEADY = `export default {
+  fetch() {
+    let x = 0;
+    for (let i = 0; i < 1000; i++) x += i;
+    return new Response('steady ' + x);
+  },
+};
+`;
+const STEADY_TEXT = 'steady 499500';
+
+// Every attacker answers /ok normally, so that we can check it recovers.
+function attacker(body) {
+  return `export default {
+  async fetch(request) {
+    if (new URL(request.url).pathname === '/ok') return new Response('fine');
+    ${body}
+  },
+};
+`;
+}
+
+before(async () => {
+  node = await startNode({ workers: 1 });
+  await node.deployOk('steady', STEADY);
+  const r = await node.ingress('steady', '/');
+  assert.equal(r.text, STEADY_TEXT);
+});
+
+after(async () => {
+  if (node) await node.stop({ clean: true });
+});
+
+// `concurrency` clients sending requests to the steady tenant back to back,
+// each on a fresh connection, until stopped.
+function startLoad(concurrency = 4) {
+  const results = [];
+  let running = true;
+  const loop = async () => {
+    while (running) {
+      const start = Date.now();
+      try {
+        const r = await node.ingress('steady', '/', { timeout: 30000 });
+        results.push({ start, end: Date.now(), status: r.status, text: r.text });
+      } catch (err) {
+        results.push({ start, end: Date.now(), error: err.message });
+      }
+    }
+  };
+  const loops = Array.from({ length: concurrency }, loop);
+  return {
+    results,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      return results;
+    },
+  };
+}
+
+function summary(results) {
+  const ms = results.map((r) => r.end - r.start).sort((a, b) => a - b);
+  return `${results.length} requests, p50 ${ms[Math.floor(ms.length / 2)]} ms, max ${ms[ms.length - 1]} ms`;
+}
+
+// Runs attack() while the steady tenant is under load; returns its result
+// and the steady tenant's requests.
+async function underLoad(t, attack) {
+  const load = startLoad();
+  await sleep(100);
+  let outcome;
+  try {
+    outcome = await attack();
+  } finally {
+    await sleep(100);
+    await load.stop();
+  }
+  t.diagnostic(`steady tenant during the attack: ${summary(load.results)}`);
+  return { outcome, steady: load.results };
+}
+
+function assertSteadyUnharmed(steady, what) {
+  assert.ok(steady.length >= 8, `${what}: the load kept going (${steady.length} requests)`);
+  const bad = steady.filter((r) => r.error || r.status !== 200 || r.text !== STEADY_TEXT);
+  assert.deepEqual(bad, [], `${what}: the steady tenant saw failures`);
+}
+
+async function deployAttacker(name, body, limits) {
+  await node.deployOk(name, { 'index.js': attacker(body) }, limits ? { limits } : {});
+}
+
+async function attackerRecovers(name) {
+  const r = await node.ingress(name, '/ok');
+  assert.equal(r.status, 200, `${name} serves again after its attack: ${r.status} ${r.text}`);
+  assert.equal(r.text, 'fine');
+}
+
+// Statistics reach the supervisor about once a second.
+async function waitForStat(name, key, min = 1) {
+  return waitFor(async () => {
+    const r = await node.control('GET', `/v1/tenants/${name}`);
+    return r.status === 200 && r.json[key] >= min ? r.json : null;
+  }, { timeout: 5000, interval: 100, what: `GET /v1/tenants/${name} ${key} >= ${min}` });
+}
+
+function assertCpuLimit(r, limit = 50) {
+  assert.equal(r.status, 503, r.text);
+  assert.equal(r.json?.error, 'exceeded CPU limit', r.text);
+  assert.equal(r.json?.limit_ms, limit, r.text);
+}
+
+function assertMemoryLimit(r) {
+  assert.equal(r.status, 503, r.text);
+  assert.equal(r.json?.error, 'exceeded memory limit', r.text);
+}
+
+// One attack: deploy, run it under load, check its answer, the steady
+// tenant, the attacker's recovery and the counter that must move.
+async function runAttack(t, { name, body, limits, check, stat }) {
+  await deployAttacker(name, body, limits);
+  const { outcome, steady } = await underLoad(t, () => node.ingress(name, '/', { timeout: 30000 }));
+  check(outcome);
+  assertSteadyUnharmed(steady, name);
+  await attackerRecovers(name);
+  if (stat) await waitForStat(name, stat);
+}
+
+test('while(true){} is stopped at the CPU limit: 503 with limit_ms', async (t) => {
+  await runAttack(t, { name: 'spin', body: 'while (true) {}', check: assertCpuLimit, stat: 'cpu_limit_hits' });
+});
+
+test('a catastrophic regex is stopped at the CPU limit', async (t) => {
+  await runAttack(t, {
+    name: 'regex',
+    body: `const s = 'a'.repeat(40) + 'b';
+    return new Response(String(/(a+)+$/.test(s)));`,
+    check: assertCpuLimit,
+    stat: 'cpu_limit_hits',
+  });
+});
+
+test('an infinite microtask loop is stopped at the CPU limit', async (t) => {
+  await runAttack(t, {
+    name: 'microtasks',
+    body: `const loop = () => Promise.resolve().then(loop);
+    loop();
+    await new Promise(() => {});`,
+    check: assertCpuLimit,
+    stat: 'cpu_limit_hits',
+  });
+});
+
+test('a recursive promise chain is stopped at the CPU limit', async (t) => {
+  await runAttack(t, {
+    name: 'chain',
+    body: `const next = (n) => Promise.resolve(n).then((x) => next(x + 1));
+    await next(0);
+    return new Response('unreachable');`,
+    check: assertCpuLimit,
+    stat: 'cpu_limit_hits',
+  });
+});
+
+test('a setTimeout storm in one turn is stopped at the CPU limit', async (t) => {
+  await runAttack(t, {
+    name: 'timers',
+    body: `for (let i = 0; i < 1e7; i++) setTimeout(() => {}, 0);
+    return new Response('unreachable');`,
+    check: assertCpuLimit,
+    stat: 'cpu_limit_hits',
+  });
+});
+
+// Self-replicating timers outlive the handler's answer: they must die with
+// the request, so the tenant's CPU time stops growing.
+test('a self-replicating setTimeout storm ends with its request', async (t) => {
+  await runAttack(t, {
+    name: 'storm',
+    body: `const tick = () => { for (let i = 0; i < 200; i++) setTimeout(tick, 0); };
+    tick();
+    return new Response('storm started');`,
+    check: (r) => {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.text, 'storm started');
+    },
+  });
+  const first = await waitForStat('storm', 'requests', 2);
+  await sleep(1500);
+  const later = (await node.control('GET', '/v1/tenants/storm')).json;
+  assert.ok(later.cpu_ms - first.cpu_ms < 20,
+    `CPU time still growing after the request: ${first.cpu_ms} -> ${later.cpu_ms} ms`);
+});
+
+test('deep recursion is a catchable RangeError, never a crash', async (t) => {
+  await runAttack(t, {
+    name: 'deep',
+    body: `const down = (n) => down(n + 1) + 1;
+    try {
+      down(0);
+    } catch (e) {
+      return new Response('caught ' + e.constructor.name);
+    }
+    return new Response('unreachable');`,
+    check: (r) => {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.text, 'caught RangeError');
+    },
+  });
+  // and uncaught, it is the tenant's own 500
+  await deployAttacker('deep-uncaught', 'const down = (n) => down(n + 1) + 1; down(0);');
+  const r = await node.ingress('deep-uncaught', '/');
+  assert.equal(r.status, 500, r.text);
+  await attackerRecovers('deep-uncaught');
+  await node.waitForLog((l) => l.json?.tenant === 'deep-uncaught' && /RangeError/.test(l.raw),
+    { what: 'the RangeError logged for the tenant' });
+});
+
+test('the wall-time limit: a fetch awaiting a 2 s timer with wall_ms 300 gets 504', async (t) => {
+  let ms;
+  await runAttack(t, {
+    name: 'slow',
+    limits: { wall_ms: 300 },
+    body: `await new Promise((resolve) => setTimeout(resolve, 2000));
+    return new Response('too late');`,
+    check: (r) => {
+      assert.equal(r.status, 504, r.text);
+      assert.equal(r.json?.error, 'exceeded wall time limit', r.text);
+      assert.equal(r.json?.limit_ms, 300, r.text);
+    },
+    stat: 'wall_limit_hits',
+  });
+  // the limit counts from the request, not from the next sweep only
+  const start = Date.now();
+  const r = await node.ingress('slow', '/');
+  ms = Date.now() - start;
+  assert.equal(r.status, 504);
+  assert.ok(ms >= 290 && ms < 1500, `504 after ${ms} ms`);
+  await waitForStat('slow', 'wall_limit_hits', 2);
+});
+
+test('string doubling until out of memory: 503 exceeded memory limit', async (t) => {
+  await runAttack(t, {
+    name: 'strings',
+    // a high CPU limit so that memory runs out first; charCodeAt flattens
+    // the rope, so the doubling really allocates
+    limits: { memory_mb: 32, cpu_ms: 5000 },
+    body: `let s = 'x';
+    for (;;) {
+      s = s + s;
+      s.charCodeAt(s.length >> 1);
+    }`,
+    check: assertMemoryLimit,
+    stat: 'memory_limit_hits',
+  });
+  // A rope that is never flattened reaches V8's maximum string length
+  // first: that is a plain, catchable RangeError.
+  await runAttack(t, {
+    name: 'rope',
+    body: `let s = 'x';
+    try {
+      for (;;) s = s + s;
+    } catch (e) {
+      return new Response('caught ' + e.name);
+    }`,
+    check: (r) => {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.text, 'caught RangeError');
+    },
+  });
+});
+
+test('huge arrays of objects: 503 exceeded memory limit', async (t) => {
+  await runAttack(t, {
+    name: 'objects',
+    limits: { memory_mb: 32, cpu_ms: 5000 },
+    body: `const keep = [];
+    for (;;) keep.push(Array.from({ length: 10000 }, (_, i) => ({ i, s: 'v' + i })));`,
+    check: assertMemoryLimit,
+    stat: 'memory_limit_hits',
+  });
+  // the isolate was discarded: the next request is a cold start
+  const s = await waitForStat('objects', 'cold_starts', 2);
+  assert.ok(s.cold_starts >= 2, `cold starts: ${s.cold_starts}`);
+});
+
+test('an ArrayBuffer bomb (16 MiB at a time, memory_mb 64) gets a catchable RangeError', async (t) => {
+  await runAttack(t, {
+    name: 'buffers',
+    limits: { memory_mb: 64 },
+    body: `const keep = [];
+    try {
+      for (;;) keep.push(new ArrayBuffer(16 * 1024 * 1024));
+    } catch (e) {
+      return new Response('caught ' + e.name + ' after ' + keep.length);
+    }`,
+    check: (r) => {
+      assert.equal(r.status, 200, r.text);
+      const m = /^caught RangeError after (\d+)$/.exec(r.text);
+      assert.ok(m, r.text);
+      assert.ok(Number(m[1]) <= 4, `at most 64 MiB of buffers: ${r.text}`);
+    },
+  });
+});
+
+test('an uncaught ArrayBuffer bomb fails the request and nothing else', async (t) => {
+  await runAttack(t, {
+    name: 'buffers-uncaught',
+    limits: { memory_mb: 64 },
+    body: `const keep = [];
+    for (;;) keep.push(new ArrayBuffer(16 * 1024 * 1024));`,
+    check: (r) => assert.ok(r.status === 500 || r.status === 503, `${r.status} ${r.text}`),
+  });
+});
+
+// Product gap: the buffer cap is the memory limit's backstop, but a request
+// that does not catch its RangeError gets a generic 500 and the hit is not
+// counted in memory_limit_hits.
+test('an uncaught ArrayBuffer bomb is a memory limit hit: 503 and memory_limit_hits', {
+  todo: 'the ArrayBuffer cap surfaces as an ordinary uncaught RangeError (500)',
+}, async () => {
+  await deployAttacker('buffers-hit', `const keep = [];
+    for (;;) keep.push(new ArrayBuffer(16 * 1024 * 1024));`, { memory_mb: 64 });
+  assertMemoryLimit(await node.ingress('buffers-hit', '/'));
+  await waitForStat('buffers-hit', 'memory_limit_hits');
+});
+
+// Product gap: the watchdog limits each entry into JavaScript to cpu_ms, not
+// the request: yielding to a timer every 30 ms lets one request burn any
+// amount of CPU.
+test('the CPU limit is per request: 30 ms slices between awaits add up to 503', {
+  todo: 'the CPU limit applies to each entry into JavaScript, not to the request',
+}, async () => {
+  await deployAttacker('slices', `for (let k = 0; k < 30; k++) {
+      const end = Date.now() + 30;
+      while (Date.now() < end) {}
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    return new Response('ran 900 ms of CPU');`);
+  assertCpuLimit(await node.ingress('slices', '/'));
+});
+
+// Product gap: after the 504 the request's JavaScript goes on, and so do the
+// timers it keeps starting (each entry stays under the CPU limit).
+test('a timer storm in a request past its wall time stops burning CPU', {
+  todo: 'after a 504 the request\'s timers keep running',
+}, async () => {
+  await deployAttacker('storm-504', `await new Promise(() => {
+      const tick = () => {
+        const end = Date.now() + 5;
+        while (Date.now() < end) {}
+        setTimeout(tick, 0);
+      };
+      tick();
+    });`, { wall_ms: 300 });
+  const r = await node.ingress('storm-504', '/');
+  assert.equal(r.status, 504, r.text);
+  const first = await waitForStat('storm-504', 'wall_limit_hits');
+  await sleep(1500);
+  const later = (await node.control('GET', '/v1/tenants/storm-504')).json;
+  assert.ok(later.cpu_ms - first.cpu_ms < 50,
+    `CPU time still growing after the 504: ${first.cpu_ms} -> ${later.cpu_ms} ms`);
+});
+
+// Product gap: a cold start that fails on a limit is remembered as a load
+// error (like a syntax error) until the next deploy, so one unlucky cold
+// start on a busy machine breaks the worker in that process for good.
+test('a cold start cut short by the CPU limit is retried on the next request', {
+  todo: 'load errors, even CPU / memory limit hits, stick until the next deploy',
+}, async () => {
+  // spins at the top level only between 1 s and 2 s after this deploy
+  const t0 = Date.now();
+  await node.deployOk('unlucky', { 'index.js': `const now = Date.now();
+if (now > ${t0 + 1000} && now < ${t0 + 2000}) { for (;;) {} }
+export default { fetch() { return new Response('lucky'); } };
+` });
+  await sleep(Math.max(0, t0 + 1200 - Date.now()));
+  const first = await node.ingress('unlucky', '/');
+  assert.ok(first.status >= 500, `the cold start hit the CPU limit: ${first.status} ${first.text}`);
+  await sleep(Math.max(0, t0 + 2200 - Date.now()));
+  const later = await node.ingress('unlucky', '/');
+  assert.equal(later.status, 200, later.text);
+  assert.equal(later.text, 'lucky');
+});
+
+// Last: V8 can abort the whole process on this one (a single huge builtin
+// allocation overshoots the heap limit; see v8-notes.md). The supervisor
+// restarts the worker process; the steady tenant may lose only the requests
+// that were inside the dying process, and must be served again afterwards.
+let fillCrashed = null;
+
+test('new Array(1e8).fill(0): the node recovers and keeps serving', async (t) => {
+  node.allowCrashes = true;
+  const pidBefore = (await node.nodeInfo()).workers[0].pid;
+  await deployAttacker('fill', `const a = new Array(1e8).fill(0);
+    return new Response(String(a.length));`);
+  const logFrom = node.logs.length;
+  const { outcome, steady } = await underLoad(t, async () => {
+    try {
+      return await node.ingress('fill', '/', { timeout: 30000 });
+    } catch (err) {
+      return { error: err.message };
+    }
+  });
+  fillCrashed = node.logs.slice(logFrom).some((l) => /^worker exited/.test(l.json?.msg ?? ''));
+  const info = await waitFor(async () => {
+    const i = await node.nodeInfo();
+    return i.workers[0]?.state === 'ready' ? i : null;
+  }, { timeout: 10000, what: 'the worker process ready again' });
+  t.diagnostic(`attack answer: ${outcome.error ?? `${outcome.status} ${outcome.text}`}; worker process ` +
+    (fillCrashed ? `died and was restarted (pid ${pidBefore} -> ${info.workers[0].pid})` : 'survived'));
+  if (fillCrashed) {
+    assert.ok(outcome.error || outcome.status >= 500, 'the attack did not succeed');
+  } else {
+    assertMemoryLimit(outcome);
+  }
+  // No wrong answers, ever; connection failures only for the requests the
+  // dying process held (at most one per load client).
+  const wrong = steady.filter((r) => !r.error && (r.status !== 200 || r.text !== STEADY_TEXT));
+  assert.deepEqual(wrong, [], 'the steady tenant got wrong answers');
+  const failed = steady.filter((r) => r.error);
+  assert.ok(failed.length <= (fillCrashed ? 4 : 0), `steady requests failed: ${JSON.stringify(failed)}`);
+  if (failed.length) {
+    const lastFailure = Math.max(...failed.map((r) => r.end));
+    assert.ok(steady.some((r) => r.start >= lastFailure && r.status === 200),
+      'the steady tenant was served after the restart');
+  }
+  const r = await node.ingress('steady', '/');
+  assert.equal(r.text, STEADY_TEXT);
+  await attackerRecovers('fill');
+});
+
+// Product gap: the heap limit's callback gives V8 32 MiB more, not enough
+// for one 800 MB backing store, so V8 aborts the process: the other
+// tenants' requests in it are lost.
+test('new Array(1e8).fill(0) costs the attacker its isolate, not the process', {
+  todo: 'V8 aborts the worker process (fatal OOM in CALL_AND_RETRY_LAST)',
+}, () => {
+  assert.equal(fillCrashed, false, 'the worker process died');
+});

@@ -1,0 +1,361 @@
+// env.LOADER: dynamic workers in isolates of their own (load() fresh each
+// time, get() cached by id), their limits, their errors, and that they go
+// away when they should.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sleep, startNode, waitFor, workerList } from './lib/node.mjs';
+
+// One worker process: get() caches per process, and the isolate counts below
+// are that process's.
+let node;
+
+before(async () => {
+  node = await startNode({ workers: 1 });
+});
+
+after(async () => {
+  if (node) await node.stop({ clean: true });
+});
+
+const LOADER = { LOADER: { type: 'loader' } };
+
+// A child whose module-level counter says whether its isolate was reused.
+const COUNTER_CHILD = `
+let n = 0;
+export default {
+  async fetch(request, env) {
+    n++;
+    return new Response(JSON.stringify({ n, url: request.url, env }), {
+      headers: { 'content-type': 'application/json', 'x-child': 'yes' },
+    });
+  },
+};`;
+
+// The parent: the route picks what to do with the loader; errors come back
+// as {error: {name, message}} so each test can look at them.
+const PARENT = `
+const counter = ${JSON.stringify(COUNTER_CHILD)};
+let getCalls = 0;
+function code(extra = {}) {
+  return { compatibilityDate: '2025-06-01', mainModule: 'child.js',
+           modules: { 'child.js': counter }, ...extra };
+}
+async function text(stub, input = 'http://child.example/path', init) {
+  const res = await stub.getEntrypoint().fetch(input, init);
+  return { status: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };
+}
+const routes = {
+  async load(url, env) {
+    return text(env.LOADER.load(code({ env: { tag: url.searchParams.get('tag') } })));
+  },
+  async loadTwice(url, env) {
+    const stub = env.LOADER.load(code());
+    return [await text(stub), await text(stub), await text(env.LOADER.load(code()))];
+  },
+  async get(url, env) {
+    const id = url.searchParams.get('id');
+    const stub = env.LOADER.get(id, async () => { getCalls++; return code({ env: { id } }); });
+    return { ...(await text(stub)), getCalls };
+  },
+  async module(url, env) {
+    const body = url.searchParams.get('body');
+    return text(env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'm.js',
+                                  modules: { 'm.js': body } }));
+  },
+  async getCode(url, env, request) {
+    const spec = await request.json();
+    return text(env.LOADER.get(spec.id, async () => { getCalls++; return spec.code; }));
+  },
+  async modules(url, env) {
+    return text(env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'src/main.js', modules: {
+      'src/main.js': \`import greeting from './greeting.txt'; import conf from './conf.json';
+        import { twice } from './lib/util.js'; import raw from './raw.bin';
+        export default { fetch() { return Response.json({ greeting, conf, four: twice(2),
+          raw: Array.from(new Uint8Array(raw)), proto: Object.getPrototypeOf(conf) === Object.prototype,
+          own: Object.keys(conf) }); } };\`,
+      'src/lib/util.js': { js: 'export const twice = (x) => 2 * x;' },
+      'src/greeting.txt': { text: 'hello "there"\\n' },
+      'src/conf.json': { json: JSON.parse('{"a": [1, 2], "__proto__": {"x": 1}, "b": {"c": true}}') },
+      'src/raw.bin': { data: new Uint8Array([0, 1, 254, 255]) },
+    } }));
+  },
+  async spec(url, env, request) {
+    const spec = await request.json();
+    return text(env.LOADER.load(spec.code), spec.url ?? 'http://child.example/', spec.init);
+  },
+  async echo(url, env) {
+    const child = env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'e.js', modules: {
+      'e.js': \`export default { async fetch(req) {
+        const body = new Uint8Array(await req.arrayBuffer());
+        return new Response(body, { status: 201, headers: {
+          'x-method': req.method, 'x-seen': req.headers.get('x-test') ?? 'none',
+          'x-len': String(body.length) } });
+      } };\`,
+    } });
+    const bytes = new Uint8Array(300);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = i & 255;
+    const res = await child.getEntrypoint().fetch('http://child/echo', {
+      method: 'PUT', headers: { 'x-test': 'hello' }, body: bytes });
+    const back = new Uint8Array(await res.arrayBuffer());
+    let same = back.length === bytes.length;
+    for (let i = 0; same && i < back.length; i++) same = back[i] === bytes[i];
+    return { status: res.status, method: res.headers.get('x-method'), seen: res.headers.get('x-seen'),
+             len: res.headers.get('x-len'), same };
+  },
+  async bigCode(url, env) {
+    const big = 'x'.repeat(64 * 1024 * 1024 + 10);
+    env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'a.js',
+                      modules: { 'a.js': 'export default {fetch(){return new Response("")}}', 'b.js': '//' + big } });
+    return 'loaded';
+  },
+  async bigEnv(url, env) {
+    env.LOADER.load(code({ env: { blob: 'y'.repeat(1024 * 1024 + 1) } }));
+    return 'loaded';
+  },
+};
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const route = routes[url.pathname.slice(1)];
+    if (!route) return new Response('no route', { status: 404 });
+    try {
+      return Response.json({ ok: await route(url, env, request) });
+    } catch (err) {
+      return Response.json({ error: { name: err.name, message: err.message } });
+    }
+  },
+};`;
+
+async function call(worker, path, opts) {
+  const res = await node.ingress(worker, path, opts);
+  assert.equal(res.status, 200, `${path}: ${res.status} ${res.text}`);
+  return res.json;
+}
+
+async function isolates() {
+  const info = await node.nodeInfo();
+  const [proc] = workerList(info);
+  return proc?.isolates;
+}
+
+test('deploy a parent with a loader binding', async () => {
+  await node.deployOk('parent', { 'index.js': PARENT }, { bindings: LOADER });
+});
+
+test('load(): a fresh isolate every time', async () => {
+  for (let i = 0; i < 5; i++) {
+    const r = await call('parent', `/load?tag=t${i}`);
+    assert.ok(r.ok, JSON.stringify(r));
+    const child = JSON.parse(r.ok.body);
+    assert.equal(child.n, 1, `load #${i} reused an isolate: ${r.ok.body}`);
+    assert.deepEqual(child.env, { tag: `t${i}` });
+    assert.equal(child.url, 'http://child.example/path');
+    assert.equal(r.ok.headers['x-child'], 'yes');
+  }
+  // One stub is one isolate for as long as the request runs; two stubs are two.
+  const r = await call('parent', '/loadTwice');
+  assert.deepEqual(r.ok.map((x) => JSON.parse(x.body).n), [1, 2, 1]);
+});
+
+test('load(): children are destroyed after the request', async () => {
+  for (let i = 0; i < 20; i++) await call('parent', '/load');
+  // The process reports its isolates every second: only the parent stays.
+  await waitFor(async () => (await isolates()) === 1,
+    { timeout: 5000, what: 'the process to hold only the parent isolate' });
+});
+
+test('get(): a cached isolate per id, the callback runs once', async () => {
+  const a1 = await call('parent', '/get?id=a');
+  const a2 = await call('parent', '/get?id=a');
+  const b1 = await call('parent', '/get?id=b');
+  const a3 = await call('parent', '/get?id=a');
+  const n = (r) => JSON.parse(r.ok.body).n;
+  assert.deepEqual([n(a1), n(a2), n(b1), n(a3)], [1, 2, 1, 3]);
+  assert.deepEqual(JSON.parse(b1.ok.body).env, { id: 'b' });
+  // The callback ran once per id.
+  assert.equal(a3.ok.getCalls - a1.ok.getCalls, 1);
+});
+
+test('modules: {text}, {json}, {data} and relative imports', async () => {
+  const r = await call('parent', '/modules');
+  assert.ok(r.ok, JSON.stringify(r));
+  const got = JSON.parse(r.ok.body);
+  assert.equal(got.greeting, 'hello "there"\n');
+  assert.deepEqual(got.conf, JSON.parse('{"a": [1, 2], "__proto__": {"x": 1}, "b": {"c": true}}'));
+  // a "__proto__" key in JSON is a key, not the prototype
+  assert.deepEqual(got.own, ['a', '__proto__', 'b']);
+  assert.equal(got.proto, true);
+  assert.equal(got.four, 4);
+  assert.deepEqual(got.raw, [0, 1, 254, 255]);
+});
+
+test('requests and responses cross intact (method, headers, binary body, status)', async () => {
+  const r = await call('parent', '/echo');
+  assert.deepEqual(r.ok, { status: 201, method: 'PUT', seen: 'hello', len: '300', same: true });
+});
+
+test('errors thrown in the child surface in the parent, with their class', async () => {
+  const thrower = `export default { fetch() { throw new TypeError('child says no'); } };`;
+  let r = await call('parent', `/module?body=${encodeURIComponent(thrower)}`);
+  assert.deepEqual(r.error, { name: 'TypeError', message: 'child says no' });
+
+  const syntax = `export default { fetch() { return new Response('x')) } };`;
+  r = await call('parent', `/module?body=${encodeURIComponent(syntax)}`);
+  assert.equal(r.error?.name, 'SyntaxError', JSON.stringify(r));
+
+  const noFetch = `export default { hello() {} };`;
+  r = await call('parent', `/module?body=${encodeURIComponent(noFetch)}`);
+  assert.equal(r.error?.name, 'TypeError', JSON.stringify(r));
+  assert.match(r.error.message, /fetch/);
+
+  const rejects = `export default { async fetch() { await null; throw new RangeError('late'); } };`;
+  r = await call('parent', `/module?body=${encodeURIComponent(rejects)}`);
+  assert.deepEqual(r.error, { name: 'RangeError', message: 'late' });
+
+  const badReturn = `export default { fetch() { return 'a string'; } };`;
+  r = await call('parent', `/module?body=${encodeURIComponent(badReturn)}`);
+  assert.ok(r.error, JSON.stringify(r));
+});
+
+test('bad code objects are refused at load() (workerd\'s messages)', async () => {
+  const spec = (code) => node.ingress('parent', '/spec', { method: 'POST', body: JSON.stringify({ code }) });
+  let r = (await spec({ compatibilityDate: '2025-06-01', mainModule: 'a.js', modules: {} })).json;
+  assert.match(r.error?.message ?? '', /at least one module/);
+  r = (await spec({ compatibilityDate: '2025-06-01', mainModule: 'a.ts', modules: { 'a.ts': 'x' } })).json;
+  assert.equal(r.error?.name, 'TypeError');
+  assert.match(r.error.message, /must end with '\.js'/);
+  r = (await spec({ compatibilityDate: '2025-06-01', mainModule: 'a.js',
+                    modules: { 'a.js': { js: 'x', text: 'y' } } })).json;
+  assert.match(r.error?.message ?? '', /exactly one of/);
+  r = (await spec({ compatibilityDate: '2025-06-01', mainModule: 'b.js', modules: { 'a.js': 'x' } })).json;
+  assert.match(r.error?.message ?? '', /not one of the modules/);
+  r = (await spec({ mainModule: 'a.js', modules: { 'a.js': 'x' } })).json;
+  assert.match(r.error?.message ?? '', /compatibilityDate/);
+});
+
+test('code over 64 MiB and env over 1 MiB: clear errors', async () => {
+  await node.deployOk('bigparent', { 'index.js': PARENT }, { bindings: LOADER, limits: { memory_mb: 512 } });
+  let r = await call('bigparent', '/bigCode');
+  assert.equal(r.error?.name, 'Error', JSON.stringify(r));
+  assert.match(r.error.message, /code size .* exceeds the maximum allowed size of 67108864 bytes/);
+  r = await call('bigparent', '/bigEnv');
+  assert.match(r.error?.message ?? '', /env size \(\d+ bytes\) exceeds the maximum allowed size of 1048576 bytes/);
+});
+
+test('globalOutbound: null makes the child\'s fetch() throw', async () => {
+  const child = `export default { async fetch() {
+    try { await fetch('http://example.com/'); return new Response('fetched'); }
+    catch (err) { return new Response(err.name + ': ' + err.message); } } };`;
+  const res = await node.ingress('parent', '/spec', {
+    method: 'POST',
+    body: JSON.stringify({ code: { compatibilityDate: '2025-06-01', mainModule: 'c.js',
+                                   modules: { 'c.js': child }, globalOutbound: null } }),
+  });
+  assert.ok(res.json?.ok, res.text);
+  assert.match(res.json.ok.body, /not permitted to access the internet/);
+});
+
+test('a child at its CPU limit fails in the parent, which can catch it; others are fine', async () => {
+  await node.deployOk('other', `export default { fetch() { return new Response('other ok'); } };`);
+  const spin = `export default { fetch() { for (;;) {} } };`;
+  const spinning = [];
+  for (let i = 0; i < 3; i++) {
+    spinning.push(node.ingress('parent', '/spec', {
+      method: 'POST',
+      body: JSON.stringify({ code: { compatibilityDate: '2025-06-01', mainModule: 'c.js',
+                                     modules: { 'c.js': spin }, limits: { cpuMs: 10 } } }),
+    }));
+  }
+  const others = [];
+  for (let i = 0; i < 10; i++) {
+    const t0 = Date.now();
+    others.push(node.ingress('other', '/').then((r) => ({ r, ms: Date.now() - t0 })));
+  }
+  for (const { r, ms } of await Promise.all(others)) {
+    assert.equal(r.status, 200);
+    assert.equal(r.text, 'other ok');
+    assert.ok(ms < 2000, `the other tenant waited ${ms} ms`);
+  }
+  for (const res of await Promise.all(spinning)) {
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.error?.name, 'Error', res.text);
+    assert.match(res.json.error.message, /CPU time limit \(10 ms\)/);
+  }
+});
+
+test('a child\'s limits are the lower of its own and its parent\'s', async () => {
+  await node.deployOk('tight', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 20 } });
+  const res = await node.ingress('tight', '/spec', {
+    method: 'POST',
+    body: JSON.stringify({ code: { compatibilityDate: '2025-06-01', mainModule: 'c.js',
+                                   modules: { 'c.js': 'export default { fetch() { for (;;) {} } };' },
+                                   limits: { cpuMs: 5000 } } }),
+  });
+  assert.match(res.json?.error?.message ?? '', /CPU time limit \(20 ms\)/, res.text);
+});
+
+test('a child at its memory limit fails in the parent; the parent goes on', async () => {
+  // CPU to spare, so that memory runs out first
+  await node.deployOk('roomy', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 5000 } });
+  const bomb = `export default { fetch() { const keep = [];
+    for (;;) keep.push(Array.from({ length: 10000 }, (_, i) => ({ i, s: 'v' + i }))); } };`;
+  const res = await node.ingress('roomy', '/spec', {
+    method: 'POST',
+    body: JSON.stringify({ code: { compatibilityDate: '2025-06-01', mainModule: 'c.js',
+                                   modules: { 'c.js': bomb }, limits: { memoryMB: 16 } } }),
+  });
+  assert.equal(res.status, 200, res.text);
+  assert.match(res.json?.error?.message ?? '', /memory limit \(16 MB\)/, res.text);
+  const again = await call('roomy', '/load');
+  assert.equal(JSON.parse(again.ok.body).n, 1);
+});
+
+test('a get() child that hit a limit is discarded: the callback runs again', async () => {
+  const getCode = (code) => node.ingress('parent', '/getCode', {
+    method: 'POST', body: JSON.stringify({ id: 'spinner', code }) });
+  const spin = { compatibilityDate: '2025-06-01', mainModule: 'c.js',
+                 modules: { 'c.js': 'export default { fetch() { for (;;) {} } };' } };
+  let res = await getCode(spin);
+  assert.match(res.json?.error?.message ?? '', /CPU time limit/, res.text);
+  const counter = { compatibilityDate: '2025-06-01', mainModule: 'c.js', modules: { 'c.js': COUNTER_CHILD } };
+  res = await getCode(counter);
+  assert.equal(JSON.parse(res.json?.ok?.body ?? '{}').n, 1, res.text);
+  res = await getCode(counter);
+  assert.equal(JSON.parse(res.json?.ok?.body ?? '{}').n, 2, res.text);
+});
+
+test('cached get() isolates are evicted when idle; the callback runs again', async () => {
+  const small = await startNode({ workers: 1, extraArgs: ['--idle-timeout-s', '1'] });
+  try {
+    await small.deployOk('p', { 'index.js': PARENT }, { bindings: LOADER });
+    const first = (await small.ingress('p', '/get?id=x')).json;
+    const second = (await small.ingress('p', '/get?id=x')).json;
+    assert.equal(JSON.parse(second.ok.body).n, 2);
+    await sleep(3000);
+    const third = (await small.ingress('p', '/get?id=x')).json;
+    assert.equal(JSON.parse(third.ok.body).n, 1, `evicted and started again: ${JSON.stringify(third)}`);
+    assert.ok(first.ok.getCalls >= 1);
+  } finally {
+    await small.stop({ clean: true });
+  }
+});
+
+test('the same parent script shape as on workerd: load() then fetch(request)', async () => {
+  // Exactly the documented usage, passing the incoming Request through.
+  const parent = `export default {
+    async fetch(request, env) {
+      const worker = env.LOADER.load({
+        compatibilityDate: '2025-06-01',
+        mainModule: 'worker.js',
+        modules: { 'worker.js': 'export default { fetch(req) { return new Response("hi from " + new URL(req.url).pathname + " " + req.method); } };' },
+        env: { SOME: 'value' },
+        globalOutbound: null,
+      });
+      return worker.getEntrypoint().fetch(request);
+    },
+  };`;
+  await node.deployOk('workerd-shape', { 'index.js': parent }, { bindings: LOADER });
+  const res = await node.ingress('workerd-shape', '/some/path', { method: 'POST', body: 'x' });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.text, 'hi from /some/path POST');
+});

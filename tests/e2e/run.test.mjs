@@ -1,0 +1,178 @@
+// POST /v1/run: one-shot execution in a fresh isolate, the fetch and the
+// run(input, env) forms, its errors, and `edgectl run`.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { EDGECTL, runProcess, startNode, tempDir, waitFor, workerList, writeFile } from './lib/node.mjs';
+
+let node;
+
+before(async () => {
+  node = await startNode({ workers: 2 });
+});
+
+after(async () => {
+  if (node) await node.stop({ clean: true });
+});
+
+function run(body) {
+  return node.control('POST', '/v1/run', { body });
+}
+
+const ECHO = `export default {
+  async fetch(request, env) {
+    const body = await request.text();
+    return new Response(JSON.stringify({ method: request.method, url: request.url,
+      test: request.headers.get('x-test'), body, env }), {
+      status: 202, headers: { 'content-type': 'application/json', 'x-one': 'a' } });
+  },
+};`;
+
+test('the fetch form: the request in, the response out as JSON', async () => {
+  const r = await run({
+    main_module: 'echo.js', modules: { 'echo.js': ECHO }, env: { K: 'v' },
+    request: { method: 'POST', url: 'https://example.com/p?q=1', headers: { 'x-test': 'yes' }, body: 'hello' },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.status, 202);
+  assert.equal(r.json.headers['x-one'], 'a');
+  assert.equal(r.json.headers['content-type'], 'application/json');
+  assert.deepEqual(JSON.parse(r.json.body), {
+    method: 'POST', url: 'https://example.com/p?q=1', test: 'yes', body: 'hello', env: { K: 'v' },
+  });
+  assert.equal(r.json.body_encoding, undefined);
+});
+
+test('the fetch form with defaults: GET on a fresh isolate every time', async () => {
+  const counter = `let n = 0; export default { fetch(req) { n++; return new Response(req.method + ' ' + n); } };`;
+  for (let i = 0; i < 3; i++) {
+    const r = await run({ modules: { 'c.js': counter } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.body, 'GET 1');
+  }
+});
+
+test('binary bodies travel as base64 both ways', async () => {
+  const r = await run({
+    modules: { 'b.js': `export default { async fetch(req) {
+      const b = new Uint8Array(await req.arrayBuffer());
+      return new Response(b.map((x) => 255 - x)); } };` },
+    request: { method: 'PUT', body: Buffer.from([0, 1, 2, 255]).toString('base64'), body_encoding: 'base64' },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.body_encoding, 'base64');
+  assert.deepEqual([...Buffer.from(r.json.body, 'base64')], [255, 254, 253, 0]);
+});
+
+test('the run form: run(input, env) -> {"result"}', async () => {
+  let r = await run({
+    modules: { 'r.js': `export function run(input, env) { return { sum: input.a + input.b, env }; }` },
+    input: { a: 2, b: 40 }, env: { E: 1 },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json, { result: { sum: 42, env: { E: 1 } } });
+  // async, on the default export, returning nothing, input of any JSON type
+  r = await run({
+    modules: { 'r.js': `export default { async run(input) { await null; return input.length; } };` },
+    input: [1, 2, 3],
+  });
+  assert.deepEqual(r.json, { result: 3 });
+  r = await run({ modules: { 'r.js': `export function run() {}` }, input: null });
+  assert.deepEqual(r.json, { result: null });
+});
+
+test('a syntax error is a 400 that says where', async () => {
+  const r = await run({ modules: { 'bad.js': `export default {\n  fetch() { return new Response('x')) }\n};` } });
+  assert.equal(r.status, 400, r.text);
+  assert.equal(r.json.kind, 'syntax');
+  assert.match(r.json.error, /SyntaxError/);
+  assert.equal(r.json.module, 'bad.js');
+  assert.equal(r.json.line, 2);
+});
+
+test('a module with neither fetch nor run, or no run for input: 400', async () => {
+  let r = await run({ modules: { 'n.js': `export default { hello() {} };` } });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.error, /neither/);
+  r = await run({ modules: { 'n.js': ECHO }, input: 1 });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.error, /run\(input, env\)/);
+});
+
+test('an exception is a 500 with its message', async () => {
+  let r = await run({ modules: { 'x.js': `export default { fetch() { throw new TypeError('nope'); } };` } });
+  assert.equal(r.status, 500, r.text);
+  assert.equal(r.json.kind, 'exception');
+  assert.equal(r.json.error, 'TypeError: nope');
+  r = await run({ modules: { 'x.js': `export async function run() { throw new Error('run failed'); }` }, input: {} });
+  assert.equal(r.status, 500, r.text);
+  assert.equal(r.json.error, 'Error: run failed');
+});
+
+test('limits: CPU and memory are 503, the wall time 504', async () => {
+  let r = await run({ modules: { 's.js': `export function run() { for (;;) {} }` }, input: 1, limits: { cpu_ms: 20 } });
+  assert.equal(r.status, 503, r.text);
+  assert.deepEqual(r.json, { error: 'exceeded CPU limit', kind: 'cpu', limit_ms: 20 });
+  r = await run({
+    modules: { 'm.js': `export function run() { const keep = [];
+      for (;;) keep.push(Array.from({ length: 10000 }, (_, i) => ({ i, s: 'v' + i }))); }` },
+    input: 1, limits: { memory_mb: 16, cpu_ms: 5000 },
+  });
+  assert.equal(r.status, 503, r.text);
+  assert.equal(r.json.error, 'exceeded memory limit');
+  r = await run({
+    modules: { 'w.js': `export default { fetch() { return new Promise(() => {}); } };` },
+    limits: { wall_ms: 300 },
+  });
+  assert.equal(r.status, 504, r.text);
+  assert.equal(r.json.error, 'exceeded wall time limit');
+  // a limit at module evaluation is still a limit
+  r = await run({ modules: { 't.js': `for (;;) {}\nexport default { fetch() {} };` }, limits: { cpu_ms: 20 } });
+  assert.equal(r.status, 503, r.text);
+});
+
+test('bad bodies: 400 / 415 with the problem named', async () => {
+  let r = await run({ modules: {} });
+  assert.equal(r.status, 400, r.text);
+  r = await run({ modules: { 'a.js': ECHO }, request: 'GET /' });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.error, /"request" must be an object/);
+  r = await run({ modules: { 'a.js': ECHO }, request: {}, input: 1 });
+  assert.equal(r.status, 400, r.text);
+  r = await run({ modules: { 'a.js': ECHO }, request: { body: '%%%', body_encoding: 'base64' } });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.error, /base64/);
+  r = await node.control('POST', '/v1/run', { body: 'not json', headers: { 'content-type': 'application/json' } });
+  assert.equal(r.status, 400, r.text);
+  r = await node.control('GET', '/v1/run');
+  assert.equal(r.status, 405, r.text);
+  r = await node.control('POST', '/v1/run', { body: ECHO, headers: { 'content-type': 'application/javascript' } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.status, 202);
+  r = await node.control('POST', '/v1/run', { body: {}, token: 'wrong' });
+  assert.equal(r.status, 401);
+});
+
+test('no isolate is left behind', async () => {
+  for (let i = 0; i < 10; i++) await run({ modules: { 'a.js': ECHO } });
+  await waitFor(async () => {
+    const info = await node.nodeInfo();
+    return workerList(info).every((w) => w.isolates === undefined || w.isolates === 0);
+  }, { timeout: 5000, what: 'every process to report 0 isolates' });
+});
+
+test('edgectl run FILE [--input JSON]', async () => {
+  const dir = tempDir('edgectl-run-');
+  writeFile(dir, 'hello.js', `export default { fetch() { return new Response('hello from run'); } };\n`);
+  writeFile(dir, 'sum.js', `export function run(input) { return input.reduce((a, b) => a + b, 0); }\n`);
+  const base = ['--node', `http://127.0.0.1:${node.controlPort}`, '--token-file', path.join(node.dataDir, 'control.token')];
+  let r = await runProcess(EDGECTL, [...base, 'run', 'hello.js'], { cwd: dir });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^HTTP 200/);
+  assert.match(r.stdout, /hello from run/);
+  r = await runProcess(EDGECTL, [...base, 'run', 'sum.js', '--input', '[1,2,3]'], { cwd: dir });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /result.*6/);
+  r = await runProcess(EDGECTL, [...base, '--json', 'run', 'sum.js', '--input', '[1,2,3]'], { cwd: dir });
+  assert.deepEqual(JSON.parse(r.stdout), { result: 6 });
+});
