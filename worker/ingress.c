@@ -118,6 +118,7 @@ void ingress_on_request(http_server *server, http_request *req) {
   inflight *f = xcalloc(1, sizeof *f);
   f->token = ++w->next_token;
   f->req = req;
+  memcpy(f->request_id, req->id, sizeof f->request_id);
   f->start_ns = req->start_ns;
   f->tenant = tenant_get_or_add(w, name, len);
   token_map_put(&w->tokens, f->token, f);

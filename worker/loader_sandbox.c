@@ -373,9 +373,18 @@ static void request_run(sched_unit *u) {
   sandbox_request *r = container_of(u, sandbox_request, unit);
   sandbox *sb = r->owner;
   r->queued = 0;
-  if (sb->base.iso == NULL && !sb->broken && sb->ops->prepare &&
-      sb->ops->prepare(sb, &sb->load_error) != 0)
-    sb->broken = 1;
+  if (sb->dying) {
+    /* Released while this waited: it goes with the sandbox, unrun. */
+    iso_error gone = {.kind = ISO_ERR_INTERNAL, .message = (char *)"the dynamic worker was discarded"};
+    request_finish_early(sb, r, &gone, SANDBOX_FAIL_DISCARDED);
+    return;
+  }
+  if (sb->base.iso == NULL && !sb->broken && sb->ops->prepare) {
+    /* Making room for the isolate may reap released sandboxes: never this one. */
+    sb->entered++;
+    if (sb->ops->prepare(sb, &sb->load_error) != 0) sb->broken = 1;
+    sb->entered--;
+  }
   if (sb->base.iso == NULL || sb->broken || iso_worker_broken(sb->base.iso)) {
     iso_error err = {0};
     unusable_error(sb, &err);

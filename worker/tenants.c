@@ -95,7 +95,7 @@ static void loaded_log(void *data, uint64_t token, iso_log_level level, const ch
   loaded *l = data;
   inflight *f = token_map_get(&worker_self()->tokens, token);
   static const log_level map[] = {LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR};
-  log_write(map[level & 3], l->tenant->name, f && f->req ? f->req->id : NULL,
+  log_write(map[level & 3], l->tenant->name, f ? f->request_id : NULL,
             "{\"source\":\"console\"}", "%.*s", (int)(len > 3500 ? 3500 : len), msg);
 }
 
@@ -207,7 +207,9 @@ static iso_host loaded_host_template = {
     .done = loaded_done,
 };
 
-static loaded *loaded_new(tenant *t, char **error) {
+/* *transient: the failure was a limit hit (CPU or heap), which another
+ * attempt may not repeat, rather than something wrong with the code. */
+static loaded *loaded_new(tenant *t, char **error, int *transient) {
   iso_module *mods = NULL;
   const char *main_module = NULL;
   const char *why = NULL;
@@ -241,6 +243,7 @@ static loaded *loaded_new(tenant *t, char **error) {
   free(caps);
   free(mods);
   if (l->iso == NULL) {
+    *transient = err.kind == ISO_ERR_CPU || err.kind == ISO_ERR_MEMORY;
     *error = xasprintf("%s", err.message ? err.message : "unknown error");
     log_write(LOG_ERROR, t->name, NULL, NULL, "worker failed to load: %s", *error);
     iso_error_clear(&err);
@@ -450,7 +453,17 @@ static void tenant_run(worker *w, tenant *t, inflight *f) {
       inflight_finish(w, f);
       return;
     }
-    t->current = loaded_new(t, &error);
+    int transient = 0;
+    t->current = loaded_new(t, &error, &transient);
+    if (t->current == NULL && transient) {
+      /* Not remembered: the next request tries a fresh cold start. */
+      char *msg = xasprintf("worker failed to load: %s", error);
+      ingress_fail(w, f, 500, msg, NULL);
+      free(msg);
+      free(error);
+      inflight_finish(w, f);
+      return;
+    }
     if (t->current == NULL) {
       t->load_error = error;
     } else {

@@ -76,6 +76,7 @@ struct inflight {
   sched_unit unit;       /* the dispatch, queued on its isolate */
   uint64_t token;
   http_request *req;     /* NULL once responded */
+  char request_id[17];   /* kept past the response, for ctx.waitUntil() logs */
   uint64_t start_ns;     /* when the request was complete */
   inflight *run_prev;    /* in worker.running while dispatched and not done */
   inflight *run_next;
