@@ -508,10 +508,34 @@ static pool_slot *slot_for(egress *e, const char *key, int create) {
   return s;
 }
 
+/* The pool key of url's origin, as egress_url_origin() spells it, without allocating. */
+static const char *origin_key(const egress_url *url, char *buf, size_t len) {
+  char port[16];
+  size_t n = 0;
+  int p = url->port;
+  do port[n++] = (char)('0' + p % 10); while ((p /= 10) > 0 && n < sizeof port);
+  const char *parts[] = {url->https ? "https://" : "http://", url->ip == 6 ? "[" : "", url->host,
+                         url->ip == 6 ? "]" : ""};
+  size_t o = 0;
+  for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+    size_t k = strlen(parts[i]);
+    if (o + k + 1 >= len) return NULL;
+    memcpy(buf + o, parts[i], k);
+    o += k;
+  }
+  if (!url->default_port) {
+    if (o + n + 2 >= len) return NULL;
+    buf[o++] = ':';
+    while (n > 0) buf[o++] = port[--n];
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
 conn *conn_take(egress *e, fetch *f, const egress_url *url) {
-  char *key = egress_url_origin(url);
-  pool_slot *s = slot_for(e, key, 0);
-  free(key);
+  char buf[300];
+  const char *key = origin_key(url, buf, sizeof buf);
+  pool_slot *s = key ? slot_for(e, key, 0) : NULL;
   if (s == NULL || s->idle == NULL) return NULL;
   conn *c = s->idle;
   pool_unlink(c);

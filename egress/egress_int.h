@@ -64,6 +64,7 @@ struct egress {
   uv_pipe_t listener;
   int listening;
   int stopping;
+  int log_debug;                  /* --log-level debug: per-fetch lines */
   client *clients;
   policy_entry *policies[POLICY_BUCKETS];
   secret_store *secrets;

@@ -140,12 +140,14 @@ static void finish(fetch *f) {
     uv_cancel((uv_req_t *)&f->resolve->req);
     f->resolve = NULL;
   }
-  char extra[160];
-  snprintf(extra, sizeof extra, "{\"status\":%d,\"hops\":%d,\"bytes\":%llu,\"ms\":%.1f}",
-           f->status, f->hops, (unsigned long long)f->received,
-           (double)(uv_hrtime() - f->started_ns) / 1e6);
-  log_write(LOG_DEBUG, f->tenant, f->request_id, extra, "fetch %s %s%.*s", f->method,
-            f->url.host, (int)f->url.path_len, f->url.target ? f->url.target : "");
+  if (f->e->log_debug) {
+    char extra[160];
+    snprintf(extra, sizeof extra, "{\"status\":%d,\"hops\":%d,\"bytes\":%llu,\"ms\":%.1f}",
+             f->status, f->hops, (unsigned long long)f->received,
+             (double)(uv_hrtime() - f->started_ns) / 1e6);
+    log_write(LOG_DEBUG, f->tenant, f->request_id, extra, "fetch %s %s%.*s", f->method,
+              f->url.host, (int)f->url.path_len, f->url.target ? f->url.target : "");
+  }
   uv_close((uv_handle_t *)&f->timer, fetch_free);
 }
 
@@ -259,7 +261,7 @@ typedef struct outbuf {
 
 static void out_add(outbuf *o, const void *p, size_t n) {
   if (o->len + n > o->cap) {
-    size_t cap = o->cap ? o->cap : 1024;
+    size_t cap = o->cap ? o->cap : 512; /* under malloc's large-request threshold */
     while (cap < o->len + n) cap *= 2;
     char *grown = xmalloc(cap);
     if (o->len) memcpy(grown, o->data, o->len);

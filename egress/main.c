@@ -370,6 +370,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   log_init("egress", level);
+  e->log_debug = level == LOG_DEBUG;
   signal(SIGPIPE, SIG_IGN);
   e->loop = uv_default_loop();
   char *err = NULL;

@@ -26,12 +26,13 @@ static void set_err(char **err, char *msg) {
 /* Opens an existing facet, never creating one. Read-write even to only
  * read: a read-only connection cannot always open a WAL database whose
  * -shm file is gone, and cannot recover a WAL a killed process left. */
-static int admin_open(const char *path, int flags, sqlite3 **out, char **err) {
+static int admin_open(const char *path, sqlite3 **out, char **err) {
   struct stat st;
   if (lstat(path, &st) != 0) return -errno;
   if (!S_ISREG(st.st_mode)) return -ENOENT;
   sqlite3 *db = NULL;
-  int rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, NULL);
+  int rc = sqlite3_open_v2(path, &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc == SQLITE_OK) rc = facet__harden(db);
   if (rc == SQLITE_OK) rc = sqlite3_busy_timeout(db, ADMIN_BUSY_TIMEOUT_MS);
   if (rc == SQLITE_OK) rc = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
@@ -110,7 +111,7 @@ int facet_describe(const char *data_dir, const char *tenant, json_t **out, char 
   char *path = facet_path(data_dir, tenant, NULL);
   if (path == NULL) return -EINVAL;
   sqlite3 *db = NULL;
-  int rc = admin_open(path, SQLITE_OPEN_READWRITE, &db, err);
+  int rc = admin_open(path, &db, err);
   if (rc != 0) {
     free(path);
     return rc;
@@ -156,7 +157,7 @@ int facet_backup_to(const char *data_dir, const char *tenant, const char *facet_
     return -EINVAL;
   }
   sqlite3 *src = NULL, *dst = NULL;
-  int rc = admin_open(path, SQLITE_OPEN_READWRITE, &src, err);
+  int rc = admin_open(path, &src, err);
   if (rc != 0) {
     free(path);
     return rc;

@@ -89,15 +89,23 @@ void facet_store_free(facet_store *s);
  * its own facet when facet_id is NULL, else its loader child's facet
  * `facet_id`. call->op and call->args are what 50-facet.js sent:
  *   "exec"      [sql, param...]  -> [columnNames, values, rowsRead, rowsWritten]
- *                                   values: the last statement's rows, row-major
+ *                                   values: the last statement's rows, row-major;
+ *                                   just [rowsRead, rowsWritten] when it has no columns
  *   "size"      []               -> number: database size in bytes
  *   "begin"     []               -> undefined: BEGIN IMMEDIATE, or a savepoint when nested
  *   "commit"    []               -> undefined: COMMIT / RELEASE of the innermost level
  *   "rollback"  []               -> undefined: ROLLBACK / ROLLBACK TO of the innermost level
+ * rowsRead counts the rows the statements returned plus the rows full scans
+ * stepped over (SQLite keeps no exact count); rowsWritten the rows inserted,
+ * updated or deleted, by triggers too. Several statements in one text run in
+ * one transaction (BEGIN IMMEDIATE, or a savepoint inside transactionSync).
  * limit_mb is the facet's size limit (0 = the store's default).
  * cpu_deadline_ns is an absolute CLOCK_THREAD_CPUTIME_ID time (0 = none):
  * SQL still running then is interrupted with the error "exceeded CPU limit"
  * (the host can tell by its own clock: time_thread_cpu_ns() >= deadline).
+ * Reading that clock is a system call (microseconds in some VMs): a host
+ * should compute the deadline once per entry into JavaScript, not per call.
+ * facet_call itself reads it only when a statement could have reached it.
  *
  * Returns 0 with the result value appended to *result, or -1 with an error
  * value {"name": "Error" | "TypeError", "message": ...} appended instead.

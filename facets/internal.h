@@ -48,8 +48,10 @@ typedef struct facet_conn {
   int trusted;            /* running our own SQL: the authorizer allows everything */
   int stepping;           /* inside sqlite3_step of tenant SQL */
   uint64_t cpu_deadline_ns; /* 0 = no limit */
+  uint64_t cpu_seen_ns;   /* thread CPU clock at the last real read ... */
+  uint64_t mono_seen_ns;  /* ... and the monotonic clock then; 0 = not yet */
   int interrupted;        /* the progress handler stopped the statement */
-  uint64_t busy_deadline_ns; /* monotonic; writers stop waiting then */
+  uint64_t busy_deadline_ns; /* monotonic; writers stop waiting then; 0 = not waited yet */
   const char *denied;     /* why the authorizer said no (static text) */
   char denied_buf[160];
   facet_cached_stmt cache[FACET_STMT_CACHE];
@@ -67,6 +69,9 @@ struct facet_store {
  * heap message the caller frees) when it cannot be opened. */
 facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *facet_id,
                             char **err);
+/* Starts the call's busy clock at the first wait: most calls never wait,
+ * and reading no clock for them is cheaper. */
+void facet__busy_start(facet_conn *c, uint64_t now);
 /* Runs our own SQL (no rows) past the authorizer. Returns an SQLite code. */
 int facet__conn_exec_trusted(facet_conn *c, const char *sql);
 /* One integer from our own single-row query; -1 on failure. */

@@ -12,8 +12,8 @@
 #include "base.h"
 #include "internal.h"
 
-/* VM instructions between two looks at the CPU clock: a thread CPU clock
- * read is a system call, and a thousand instructions take microseconds. */
+/* VM instructions between two calls of the progress handler (a few
+ * microseconds of work; the handler itself is cheap, see on_progress). */
 #define PROGRESS_OPS 1000
 
 /* Keep the WAL file from staying large after a burst of writes. */
@@ -132,10 +132,19 @@ static int authorize(void *data, int action, const char *a1, const char *a2, con
 
 /* ---- Progress and busy handlers ---- */
 
+/* Reading the thread CPU clock is a system call (several microseconds in
+ * some VMs); the monotonic clock is not. One thread's CPU time cannot run
+ * ahead of the wall clock, so the CPU clock is read only once the time
+ * passed since its last reading could have reached the deadline. */
 static int on_progress(void *data) {
   facet_conn *c = data;
   if (c->cpu_deadline_ns == 0 || !c->stepping) return 0;
-  if (time_thread_cpu_ns() < c->cpu_deadline_ns) return 0;
+  uint64_t mono = time_mono_ns();
+  if (c->mono_seen_ns != 0 && c->cpu_seen_ns + (mono - c->mono_seen_ns) < c->cpu_deadline_ns)
+    return 0;
+  c->cpu_seen_ns = time_thread_cpu_ns();
+  c->mono_seen_ns = mono;
+  if (c->cpu_seen_ns < c->cpu_deadline_ns) return 0;
   c->interrupted = 1;
   return 1;
 }
@@ -146,6 +155,7 @@ static int on_progress(void *data) {
 static int on_busy(void *data, int count) {
   facet_conn *c = data;
   uint64_t now = time_mono_ns();
+  if (c->busy_deadline_ns == 0) facet__busy_start(c, now);
   if (now >= c->busy_deadline_ns) return 0;
   uint64_t nap_ns = 20000ull << (count < 7 ? count : 7); /* 20 us .. 2.56 ms */
   if (nap_ns > c->busy_deadline_ns - now) nap_ns = c->busy_deadline_ns - now;
@@ -155,6 +165,10 @@ static int on_busy(void *data, int count) {
 }
 
 /* ---- One connection ---- */
+
+void facet__busy_start(facet_conn *c, uint64_t now) {
+  c->busy_deadline_ns = now + (uint64_t)c->store->opt.busy_timeout_ms * 1000000ull;
+}
 
 int facet__conn_exec_trusted(facet_conn *c, const char *sql) {
   c->trusted = 1;
@@ -313,7 +327,6 @@ static facet_conn *conn_open(facet_store *s, const char *tenant, const char *fac
   c->store = s;
   c->key = facet_id ? xasprintf("%s/%s", tenant, facet_id) : xstrdup(tenant);
   c->tenant_len = strlen(tenant);
-  c->busy_deadline_ns = time_mono_ns() + (uint64_t)s->opt.busy_timeout_ms * 1000000ull;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
               SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE;
   int rc = sqlite3_open_v2(path, &c->db, flags, NULL);

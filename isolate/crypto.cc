@@ -7,6 +7,7 @@
  * Error; the runtime decides which DOMException the caller sees.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/core_names.h>
@@ -430,15 +431,17 @@ bool key_parts(const curve *c, EVP_PKEY *pkey, buf *priv, buf *pub) {
 }
 
 /* An OpenSSL key from a scalar (may be absent) and a public point (may be
- * absent for OKP private keys). Null when they do not make a valid key. */
-EVP_PKEY *key_build(const curve *c, const bytes &priv, const bytes &pub) {
+ * absent for OKP private keys). Null when they do not make a valid key.
+ * `check`: for key data from outside, also check that the point is on the
+ * curve and belongs to the scalar (keys the runtime holds passed already). */
+EVP_PKEY *key_build(const curve *c, const bytes &priv, const bytes &pub, bool check) {
   if (c->okp_type != 0) {
     EVP_PKEY *pkey;
     if (priv.p != nullptr) {
       if (priv.n != c->size)
         return nullptr;
       pkey = EVP_PKEY_new_raw_private_key(c->okp_type, nullptr, priv.p, priv.n);
-      if (pkey != nullptr && pub.p != nullptr) {
+      if (pkey != nullptr && pub.p != nullptr && check) {
         /* A public key given with the private one must be its own. */
         buf mine;
         if (!key_parts(c, pkey, nullptr, &mine) || mine.size() != pub.n ||
@@ -474,10 +477,11 @@ EVP_PKEY *key_build(const curve *c, const bytes &priv, const bytes &pub) {
   EVP_PKEY_CTX_free(ctx);
   ctx = nullptr;
   /* The point must be on the curve, and a scalar must belong to it. */
-  if (ok)
+  if (ok && check) {
     ctx = EVP_PKEY_CTX_new_from_pkey(nullptr, pkey, nullptr);
-  ok = ok && ctx != nullptr && EVP_PKEY_public_check(ctx) == 1 &&
-       (d == nullptr || EVP_PKEY_pairwise_check(ctx) == 1);
+    ok = ctx != nullptr && EVP_PKEY_public_check(ctx) == 1 &&
+         (d == nullptr || EVP_PKEY_pairwise_check(ctx) == 1);
+  }
   EVP_PKEY_CTX_free(ctx);
   OSSL_PARAM_free(params);
   OSSL_PARAM_BLD_free(bld);
@@ -551,9 +555,9 @@ void crypto_key_import(const Info &info) {
     pkey = der_key(data, true);
     want_priv = true;
   } else if (strcmp(format, "raw") == 0) {
-    pkey = key_build(c, {nullptr, 0}, data);
+    pkey = key_build(c, {nullptr, 0}, data, true);
   } else if (strcmp(format, "private") == 0) {
-    pkey = key_build(c, data, extra);
+    pkey = key_build(c, data, extra, true);
     want_priv = true;
   }
   buf priv, pub;
@@ -581,7 +585,7 @@ void crypto_key_export(const Info &info) {
     throw_error(isolate, "invalid export format");
     return;
   }
-  EVP_PKEY *pkey = key_build(c, pkcs8 ? priv : bytes{nullptr, 0}, pub);
+  EVP_PKEY *pkey = key_build(c, pkcs8 ? priv : bytes{nullptr, 0}, pub, false);
   unsigned char *der = nullptr;
   int len = -1;
   if (pkey != nullptr && pkcs8) {
@@ -645,7 +649,7 @@ void crypto_sign(const Info &info) {
   if (!arg_curve(info, 0, &c) || (c->okp_type == 0 && !arg_md(info, 1, &md)) ||
       !arg_bytes(info, 2, &priv) || !arg_bytes_opt(info, 3, &pub) || !arg_bytes(info, 4, &data))
     return;
-  EVP_PKEY *pkey = key_build(c, priv, pub);
+  EVP_PKEY *pkey = key_build(c, priv, pub, false);
   EVP_MD_CTX *mctx = EVP_MD_CTX_new();
   buf der, out;
   size_t len = 0;
@@ -679,7 +683,7 @@ void crypto_verify(const Info &info) {
   if (!arg_curve(info, 0, &c) || (c->okp_type == 0 && !arg_md(info, 1, &md)) ||
       !arg_bytes(info, 2, &pub) || !arg_bytes(info, 3, &sig) || !arg_bytes(info, 4, &data))
     return;
-  EVP_PKEY *pkey = key_build(c, {nullptr, 0}, pub);
+  EVP_PKEY *pkey = key_build(c, {nullptr, 0}, pub, false);
   if (pkey == nullptr || c->okp_type == EVP_PKEY_X25519) {
     EVP_PKEY_free(pkey);
     throw_error(isolate, "invalid key");
@@ -706,8 +710,8 @@ void crypto_derive(const Info &info) {
   if (!arg_curve(info, 0, &c) || !arg_bytes(info, 1, &priv) || !arg_bytes_opt(info, 2, &pub) ||
       !arg_bytes(info, 3, &peer))
     return;
-  EVP_PKEY *mine = c->okp_type == EVP_PKEY_ED25519 ? nullptr : key_build(c, priv, pub);
-  EVP_PKEY *theirs = mine != nullptr ? key_build(c, {nullptr, 0}, peer) : nullptr;
+  EVP_PKEY *mine = c->okp_type == EVP_PKEY_ED25519 ? nullptr : key_build(c, priv, pub, false);
+  EVP_PKEY *theirs = mine != nullptr ? key_build(c, {nullptr, 0}, peer, false) : nullptr;
   EVP_PKEY_CTX *ctx = theirs != nullptr ? EVP_PKEY_CTX_new_from_pkey(nullptr, mine, nullptr) : nullptr;
   buf out;
   size_t len = 0;
@@ -730,25 +734,11 @@ void crypto_derive(const Info &info) {
   OPENSSL_cleanse(out.data(), out.size());
 }
 
-/* ---- RSA: keys as PKCS#8 (private) and SPKI (public) DER ---- */
-
-bool der_of(EVP_PKEY *pkey, bool is_private, buf *out) {
-  unsigned char *der = nullptr;
-  int len = -1;
-  if (is_private) {
-    PKCS8_PRIV_KEY_INFO *p8 = EVP_PKEY2PKCS8(pkey);
-    if (p8 != nullptr)
-      len = i2d_PKCS8_PRIV_KEY_INFO(p8, &der);
-    PKCS8_PRIV_KEY_INFO_free(p8);
-  } else {
-    len = i2d_PUBKEY(pkey, &der);
-  }
-  if (len <= 0)
-    return false;
-  out->assign(der, der + len);
-  OPENSSL_clear_free(der, (size_t)len);
-  return true;
-}
+/* ---- RSA: keys as their big-endian components ----
+ * [n, e] for a public key, [n, e, d, p, q, dp, dq, qi] for a private one, as
+ * in a JWK. Building an OpenSSL key from them is cheap; decoding DER is not
+ * (OpenSSL 3's decoders take most of a millisecond), so DER is only decoded
+ * on import and encoded on export. */
 
 const char *const kRsaParams[] = {
     OSSL_PKEY_PARAM_RSA_N,         OSSL_PKEY_PARAM_RSA_E,         OSSL_PKEY_PARAM_RSA_D,
@@ -756,31 +746,98 @@ const char *const kRsaParams[] = {
     OSSL_PKEY_PARAM_RSA_EXPONENT2, OSSL_PKEY_PARAM_RSA_COEFFICIENT1,
 };
 
-/* Returns [pkcs8 | null, spki, n, e]: what the runtime keeps of an RSA key. */
-void return_rsa(const Info &info, EVP_PKEY *pkey, bool is_private) {
-  buf priv, pub, n, e;
-  BIGNUM *bn_n = nullptr, *bn_e = nullptr;
-  bool ok = pkey != nullptr && EVP_PKEY_is_a(pkey, "RSA") &&
-            (!is_private || der_of(pkey, true, &priv)) && der_of(pkey, false, &pub) &&
-            EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_RSA_N, &bn_n) == 1 &&
-            EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_RSA_E, &bn_e) == 1;
-  if (ok) {
-    n.resize((size_t)BN_num_bytes(bn_n));
-    e.resize((size_t)BN_num_bytes(bn_e));
-    BN_bn2bin(bn_n, n.data());
-    BN_bn2bin(bn_e, e.data());
+/* An OpenSSL key from the components array in argument i (2 or 8 of them;
+ * with want_private, 8). Null with nothing thrown when they make no key;
+ * null with an exception pending when the argument is malformed. `check`:
+ * also require n == p * q of a private key (for keys from outside). */
+EVP_PKEY *rsa_from_arg(const Info &info, int i, bool want_private, bool check, bool *thrown) {
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  *thrown = false;
+  if (!info[i]->IsArray()) {
+    throw_type_error(isolate, "expected the key's components");
+    *thrown = true;
+    return nullptr;
   }
-  BN_free(bn_n);
-  BN_free(bn_e);
+  v8::Local<v8::Array> parts = info[i].As<v8::Array>();
+  uint32_t count = parts->Length();
+  if ((count != 2 && count != 8) || (want_private && count != 8))
+    return nullptr;
+  OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+  BIGNUM *bns[8] = {nullptr};
+  bool ok = bld != nullptr;
+  for (uint32_t k = 0; ok && k < count; k++) {
+    v8::Local<v8::Value> v;
+    if (!parts->Get(context, k).ToLocal(&v)) {
+      *thrown = true;
+      ok = false;
+      break;
+    }
+    ok = v->IsArrayBufferView();
+    if (ok) {
+      v8::Local<v8::ArrayBufferView> view = v.As<v8::ArrayBufferView>();
+      size_t n = view->ByteLength();
+      const uint8_t *p = n ? (const uint8_t *)view->Buffer()->Data() + view->ByteOffset() : kEmpty;
+      bns[k] = n > 0 && n <= 2048 ? BN_bin2bn(p, (int)n, nullptr) : nullptr;
+      ok = bns[k] != nullptr && OSSL_PARAM_BLD_push_BN(bld, kRsaParams[k], bns[k]) == 1;
+    }
+  }
+  OSSL_PARAM *params = ok ? OSSL_PARAM_BLD_to_param(bld) : nullptr;
+  EVP_PKEY_CTX *ctx = params != nullptr ? EVP_PKEY_CTX_new_from_name(nullptr, "RSA", nullptr) : nullptr;
+  EVP_PKEY *pkey = nullptr;
+  ok = ctx != nullptr && EVP_PKEY_fromdata_init(ctx) == 1 &&
+       EVP_PKEY_fromdata(ctx, &pkey, count == 8 ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY,
+                         params) == 1;
+  /* A private key's primes must make its modulus. (OpenSSL's own pairwise
+   * check also tests them for primality: tens of milliseconds a key.) */
+  if (ok && check && count == 8) {
+    BN_CTX *bn_ctx = BN_CTX_new();
+    BIGNUM *product = BN_new();
+    ok = bn_ctx != nullptr && product != nullptr && BN_mul(product, bns[3], bns[4], bn_ctx) == 1 &&
+         BN_cmp(product, bns[0]) == 0;
+    BN_free(product);
+    BN_CTX_free(bn_ctx);
+  }
+  EVP_PKEY_CTX_free(ctx);
+  OSSL_PARAM_free(params);
+  OSSL_PARAM_BLD_free(bld);
+  for (BIGNUM *bn : bns)
+    BN_clear_free(bn);
+  if (!ok) {
+    EVP_PKEY_free(pkey);
+    ERR_clear_error();
+    return nullptr;
+  }
+  return pkey;
+}
+
+/* Returns the components of `pkey` (8 with is_private, else 2). */
+void return_rsa(const Info &info, EVP_PKEY *pkey, bool is_private) {
+  size_t count = is_private ? 8 : 2;
+  buf parts[8];
+  bool ok = pkey != nullptr && EVP_PKEY_is_a(pkey, "RSA");
+  for (size_t i = 0; ok && i < count; i++) {
+    BIGNUM *bn = nullptr;
+    ok = EVP_PKEY_get_bn_param(pkey, kRsaParams[i], &bn) == 1;
+    if (ok) {
+      parts[i].resize((size_t)BN_num_bytes(bn));
+      BN_bn2bin(bn, parts[i].data());
+    }
+    BN_clear_free(bn);
+  }
   if (!ok) {
     throw_error(info.GetIsolate(), "invalid RSA key");
     return;
   }
-  return_list(info, {is_private ? &priv : nullptr, &pub, &n, &e});
-  OPENSSL_cleanse(priv.data(), priv.size());
+  std::vector<const buf *> list;
+  for (size_t i = 0; i < count; i++)
+    list.push_back(&parts[i]);
+  return_list(info, list);
+  for (buf &b : parts)
+    OPENSSL_cleanse(b.data(), b.size());
 }
 
-/* cryptoRsaGenerate(modulusLength, publicExponent) -> [pkcs8, spki, n, e] */
+/* cryptoRsaGenerate(modulusLength, publicExponent) -> components */
 void crypto_rsa_generate(const Info &info) {
   uint32_t bits;
   bytes exp;
@@ -808,115 +865,75 @@ void crypto_rsa_generate(const Info &info) {
 }
 
 /*
- * cryptoRsaImport(format, data) -> [pkcs8 | null, spki, n, e]
- * format "spki" | "pkcs8" (`data` DER) or "jwk" (`data` an array of the
- * big-endian components n, e[, d, p, q, dp, dq, qi]).
+ * cryptoRsaImport(format, data) -> components
+ * format "spki" | "pkcs8" (`data` DER) or "jwk" (`data` the components, which
+ * are checked and returned in their shortest form).
  */
 void crypto_rsa_import(const Info &info) {
-  v8::Isolate *isolate = info.GetIsolate();
-  v8::Local<v8::Context> context = isolate->GetCurrentContext();
   char format[16];
   if (!arg_name(info, 0, format, sizeof(format)))
     return;
-  if (strcmp(format, "jwk") != 0) {
+  EVP_PKEY *pkey;
+  bool is_private;
+  if (strcmp(format, "jwk") == 0) {
+    bool thrown;
+    pkey = rsa_from_arg(info, 1, false, true, &thrown);
+    if (thrown)
+      return;
+    is_private = info[1].As<v8::Array>()->Length() == 8;
+  } else {
     bytes der;
     if (!arg_bytes(info, 1, &der))
       return;
-    bool is_private = strcmp(format, "pkcs8") == 0;
-    EVP_PKEY *pkey = der_key(der, is_private);
-    return_rsa(info, pkey, is_private);
-    EVP_PKEY_free(pkey);
+    is_private = strcmp(format, "pkcs8") == 0;
+    pkey = der_key(der, is_private);
+  }
+  if (pkey == nullptr) {
+    throw_error(info.GetIsolate(), "invalid RSA key");
     return;
   }
-  if (!info[1]->IsArray()) {
-    throw_type_error(isolate, "expected the key's components");
-    return;
-  }
-  v8::Local<v8::Array> parts = info[1].As<v8::Array>();
-  uint32_t count = parts->Length();
-  if (count != 2 && count != 8) {
-    throw_error(isolate, "invalid RSA key");
-    return;
-  }
-  OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
-  BIGNUM *bns[8] = {nullptr};
-  bool ok = bld != nullptr;
-  for (uint32_t i = 0; ok && i < count; i++) {
-    v8::Local<v8::Value> v;
-    if (!parts->Get(context, i).ToLocal(&v)) {
-      OSSL_PARAM_BLD_free(bld);
-      for (BIGNUM *bn : bns)
-        BN_clear_free(bn);
-      return;
-    }
-    ok = v->IsArrayBufferView();
-    if (ok) {
-      v8::Local<v8::ArrayBufferView> view = v.As<v8::ArrayBufferView>();
-      size_t n = view->ByteLength();
-      const uint8_t *p = n ? (const uint8_t *)view->Buffer()->Data() + view->ByteOffset() : kEmpty;
-      bns[i] = BN_bin2bn(p, (int)n, nullptr);
-      ok = n > 0 && n <= 4096 && bns[i] != nullptr &&
-           OSSL_PARAM_BLD_push_BN(bld, kRsaParams[i], bns[i]) == 1;
-    }
-  }
-  OSSL_PARAM *params = ok ? OSSL_PARAM_BLD_to_param(bld) : nullptr;
-  EVP_PKEY_CTX *ctx = params != nullptr ? EVP_PKEY_CTX_new_from_name(nullptr, "RSA", nullptr) : nullptr;
-  EVP_PKEY *pkey = nullptr;
-  ok = ctx != nullptr && EVP_PKEY_fromdata_init(ctx) == 1 &&
-       EVP_PKEY_fromdata(ctx, &pkey, count == 8 ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY,
-                         params) == 1;
-  EVP_PKEY_CTX_free(ctx);
-  ctx = nullptr;
-  /* A private key's components must agree with each other. */
-  if (ok && count == 8) {
-    ctx = EVP_PKEY_CTX_new_from_pkey(nullptr, pkey, nullptr);
-    ok = ctx != nullptr && EVP_PKEY_pairwise_check(ctx) == 1;
-    EVP_PKEY_CTX_free(ctx);
-  }
-  OSSL_PARAM_free(params);
-  OSSL_PARAM_BLD_free(bld);
-  for (BIGNUM *bn : bns)
-    BN_clear_free(bn);
-  if (!ok) {
-    EVP_PKEY_free(pkey);
-    throw_error(isolate, "invalid RSA key");
-    return;
-  }
-  return_rsa(info, pkey, count == 8);
+  return_rsa(info, pkey, is_private);
   EVP_PKEY_free(pkey);
 }
 
-/* cryptoRsaComponents(der, isPrivate) -> [n, e[, d, p, q, dp, dq, qi]] (for JWK) */
-void crypto_rsa_components(const Info &info) {
-  v8::Isolate *isolate = info.GetIsolate();
-  bytes der;
-  if (!arg_bytes(info, 0, &der))
-    return;
-  bool is_private = info[1]->BooleanValue(isolate);
-  EVP_PKEY *pkey = der_key(der, is_private);
-  size_t count = is_private ? 8 : 2;
-  buf parts[8];
-  bool ok = pkey != nullptr && EVP_PKEY_is_a(pkey, "RSA");
-  for (size_t i = 0; ok && i < count; i++) {
-    BIGNUM *bn = nullptr;
-    ok = EVP_PKEY_get_bn_param(pkey, kRsaParams[i], &bn) == 1;
-    if (ok) {
-      parts[i].resize((size_t)BN_num_bytes(bn));
-      BN_bn2bin(bn, parts[i].data());
-    }
-    BN_clear_free(bn);
+bool der_of(EVP_PKEY *pkey, bool is_private, buf *out) {
+  unsigned char *der = nullptr;
+  int len = -1;
+  if (is_private) {
+    PKCS8_PRIV_KEY_INFO *p8 = EVP_PKEY2PKCS8(pkey);
+    if (p8 != nullptr)
+      len = i2d_PKCS8_PRIV_KEY_INFO(p8, &der);
+    PKCS8_PRIV_KEY_INFO_free(p8);
+  } else {
+    len = i2d_PUBKEY(pkey, &der);
   }
+  if (len <= 0)
+    return false;
+  out->assign(der, der + len);
+  OPENSSL_clear_free(der, (size_t)len);
+  return true;
+}
+
+/* cryptoRsaExport(format "spki" | "pkcs8", components) -> DER */
+void crypto_rsa_export(const Info &info) {
+  v8::Isolate *isolate = info.GetIsolate();
+  char format[16];
+  if (!arg_name(info, 0, format, sizeof(format)))
+    return;
+  bool pkcs8 = strcmp(format, "pkcs8") == 0;
+  bool thrown;
+  EVP_PKEY *pkey = rsa_from_arg(info, 1, pkcs8, false, &thrown);
+  if (thrown)
+    return;
+  buf der;
+  bool ok = pkey != nullptr && der_of(pkey, pkcs8, &der);
   EVP_PKEY_free(pkey);
   if (!ok) {
-    throw_error(isolate, "invalid RSA key");
+    throw_error(isolate, "key export failed");
     return;
   }
-  std::vector<const buf *> list;
-  for (size_t i = 0; i < count; i++)
-    list.push_back(&parts[i]);
-  return_list(info, list);
-  for (buf &b : parts)
-    OPENSSL_cleanse(b.data(), b.size());
+  return_bytes(info, der.data(), der.size());
+  OPENSSL_cleanse(der.data(), der.size());
 }
 
 /* Padding for a signature: "pkcs1" (RSASSA-PKCS1-v1_5) or "pss". */
@@ -927,22 +944,25 @@ bool rsa_sig_setup(EVP_PKEY_CTX *pctx, bool pss, uint32_t salt_len) {
          EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, (int)salt_len) == 1;
 }
 
-/* cryptoRsaSign(padding, hash, pkcs8, data, saltLength) -> signature */
+/* cryptoRsaSign(padding, hash, components, data, saltLength) -> signature */
 void crypto_rsa_sign(const Info &info) {
   v8::Isolate *isolate = info.GetIsolate();
   char padding[8];
   const EVP_MD *md;
-  bytes der, data;
+  bytes data;
   uint32_t salt_len;
+  bool thrown;
   if (!arg_name(info, 0, padding, sizeof(padding)) || !arg_md(info, 1, &md) ||
-      !arg_bytes(info, 2, &der) || !arg_bytes(info, 3, &data) || !arg_uint(info, 4, &salt_len))
+      !arg_bytes(info, 3, &data) || !arg_uint(info, 4, &salt_len))
     return;
-  EVP_PKEY *pkey = der_key(der, true);
+  EVP_PKEY *pkey = rsa_from_arg(info, 2, true, false, &thrown);
+  if (thrown)
+    return;
   EVP_MD_CTX *mctx = EVP_MD_CTX_new();
   EVP_PKEY_CTX *pctx = nullptr;
   buf out;
   size_t len = 0;
-  bool ok = pkey != nullptr && mctx != nullptr && EVP_PKEY_is_a(pkey, "RSA") &&
+  bool ok = pkey != nullptr && mctx != nullptr &&
             EVP_DigestSignInit(mctx, &pctx, md, nullptr, pkey) == 1 &&
             rsa_sig_setup(pctx, strcmp(padding, "pss") == 0, salt_len) &&
             EVP_DigestSign(mctx, nullptr, &len, data.p, data.n) == 1;
@@ -960,20 +980,22 @@ void crypto_rsa_sign(const Info &info) {
   return_bytes(info, out.data(), out.size());
 }
 
-/* cryptoRsaVerify(padding, hash, spki, signature, data, saltLength) -> boolean */
+/* cryptoRsaVerify(padding, hash, components, signature, data, saltLength) -> boolean */
 void crypto_rsa_verify(const Info &info) {
   char padding[8];
   const EVP_MD *md;
-  bytes der, sig, data;
+  bytes sig, data;
   uint32_t salt_len;
+  bool thrown;
   if (!arg_name(info, 0, padding, sizeof(padding)) || !arg_md(info, 1, &md) ||
-      !arg_bytes(info, 2, &der) || !arg_bytes(info, 3, &sig) || !arg_bytes(info, 4, &data) ||
-      !arg_uint(info, 5, &salt_len))
+      !arg_bytes(info, 3, &sig) || !arg_bytes(info, 4, &data) || !arg_uint(info, 5, &salt_len))
     return;
-  EVP_PKEY *pkey = der_key(der, false);
+  EVP_PKEY *pkey = rsa_from_arg(info, 2, false, false, &thrown);
+  if (thrown)
+    return;
   EVP_MD_CTX *mctx = EVP_MD_CTX_new();
   EVP_PKEY_CTX *pctx = nullptr;
-  bool valid = pkey != nullptr && mctx != nullptr && EVP_PKEY_is_a(pkey, "RSA") &&
+  bool valid = pkey != nullptr && mctx != nullptr &&
                EVP_DigestVerifyInit(mctx, &pctx, md, nullptr, pkey) == 1 &&
                rsa_sig_setup(pctx, strcmp(padding, "pss") == 0, salt_len) &&
                EVP_DigestVerify(mctx, sig.p, sig.n, data.p, data.n) == 1;
@@ -983,18 +1005,20 @@ void crypto_rsa_verify(const Info &info) {
   info.GetReturnValue().Set(valid);
 }
 
-/* cryptoRsaOaep(encrypt, hash, der, data, label | null) -> bytes */
+/* cryptoRsaOaep(encrypt, hash, components, data, label | null) -> bytes */
 void crypto_rsa_oaep(const Info &info) {
   v8::Isolate *isolate = info.GetIsolate();
   const EVP_MD *md;
-  bytes der, data, label;
-  if (!arg_md(info, 1, &md) || !arg_bytes(info, 2, &der) || !arg_bytes(info, 3, &data) ||
-      !arg_bytes_opt(info, 4, &label))
+  bytes data, label;
+  bool thrown;
+  if (!arg_md(info, 1, &md) || !arg_bytes(info, 3, &data) || !arg_bytes_opt(info, 4, &label))
     return;
   bool encrypt = info[0]->BooleanValue(isolate);
-  EVP_PKEY *pkey = der_key(der, !encrypt);
+  EVP_PKEY *pkey = rsa_from_arg(info, 2, !encrypt, false, &thrown);
+  if (thrown)
+    return;
   EVP_PKEY_CTX *ctx = pkey != nullptr ? EVP_PKEY_CTX_new_from_pkey(nullptr, pkey, nullptr) : nullptr;
-  bool ok = ctx != nullptr && EVP_PKEY_is_a(pkey, "RSA") &&
+  bool ok = ctx != nullptr &&
             (encrypt ? EVP_PKEY_encrypt_init(ctx) : EVP_PKEY_decrypt_init(ctx)) == 1 &&
             EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_OAEP_PADDING) == 1 &&
             EVP_PKEY_CTX_set_rsa_oaep_md(ctx, md) == 1 &&
@@ -1035,23 +1059,34 @@ void crypto_timing_safe_equal(const Info &info) {
   info.GetReturnValue().Set(a.n == b.n && CRYPTO_memcmp(a.p, b.p, a.n) == 0);
 }
 
-}  // namespace
-
-bool natives_set(v8::Local<v8::Context> context, v8::Local<v8::Object> target, const char *name,
-                 v8::FunctionCallback fn) {
-  v8::Isolate *isolate = context->GetIsolate();
-  v8::Local<v8::FunctionTemplate> t = v8::FunctionTemplate::New(
-      isolate, fn, v8::Local<v8::Value>(), v8::Local<v8::Signature>(), 0,
-      v8::ConstructorBehavior::kThrow);
-  v8::Local<v8::Function> f;
-  v8::Local<v8::String> key = str(isolate, name);
-  if (!t->GetFunction(context).ToLocal(&f) || target->Set(context, key, f).IsNothing())
-    return false;
-  f->SetName(key);
-  return true;
+/* OpenSSL 3 sets up a provider's algorithms, encoders and decoders on their
+ * first use: several milliseconds each time. Done once per process while the
+ * first isolate loads the runtime (on its generous budget), not in the first
+ * request that signs or exports a key. */
+void crypto_warm_up() {
+  EVP_PKEY *ec = EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "prime256v1");
+  EVP_PKEY *ed = EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519");
+  buf spki, pkcs8;
+  if (ec != nullptr && der_of(ec, false, &spki) && der_of(ec, true, &pkcs8)) {
+    EVP_PKEY_free(der_key({spki.data(), spki.size()}, false));
+    EVP_PKEY_free(der_key({pkcs8.data(), pkcs8.size()}, true));
+  }
+  uint8_t out[EVP_MAX_MD_SIZE];
+  unsigned int len;
+  if (EVP_Digest(kEmpty, 0, out, &len, EVP_sha256(), nullptr) != 1 ||
+      HMAC(EVP_sha256(), kEmpty, 0, kEmpty, 0, out, &len) == nullptr)
+    ERR_clear_error();
+  EVP_PKEY_free(ed);
+  EVP_PKEY_free(ec);
+  ERR_clear_error();
 }
 
+pthread_once_t warm_up_once = PTHREAD_ONCE_INIT;
+
+}  // namespace
+
 bool crypto_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native) {
+  pthread_once(&warm_up_once, crypto_warm_up);
   static const struct {
     const char *name;
     v8::FunctionCallback fn;
@@ -1069,7 +1104,7 @@ bool crypto_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> na
       {"cryptoDerive", crypto_derive},
       {"cryptoRsaGenerate", crypto_rsa_generate},
       {"cryptoRsaImport", crypto_rsa_import},
-      {"cryptoRsaComponents", crypto_rsa_components},
+      {"cryptoRsaExport", crypto_rsa_export},
       {"cryptoRsaSign", crypto_rsa_sign},
       {"cryptoRsaVerify", crypto_rsa_verify},
       {"cryptoRsaOaep", crypto_rsa_oaep},

@@ -59,6 +59,24 @@ uint64_t watchdog_used(const watch *wt);
 
 bool platform_ready();
 
+/* ---- snapshot.cc: the runtime, evaluated once per process ---- */
+
+/* What the snapshot's context carries for the shim (Context::GetDataFromSnapshotOnce). */
+enum snapshot_slot {
+  kSlotSetHandler,  /* the runtime's entry points */
+  kSlotDispatch,
+  kSlotFireTimer,
+  kSlotNative,      /* the `native` object the runtime was given */
+  kSnapshotSlots,
+};
+
+/* Evaluates the runtime and makes the blob; once, from iso_platform_init(). */
+bool snapshot_build(std::string *error);
+v8::StartupData *snapshot_blob();
+/* Null-terminated; what CreateParams::external_references must be. */
+const intptr_t *snapshot_references();
+size_t snapshot_index(snapshot_slot slot);
+
 /* ---- isolate.cc: the worker ---- */
 
 /* ArrayBuffer contents live outside V8's heap: this caps them per isolate. */
@@ -137,6 +155,7 @@ namespace iso {
 
 /* ---- isolate.cc ---- */
 
+/* The worker a context belongs to; NULL in the snapshot's own contexts. */
 iso_worker *worker_of(v8::Local<v8::Context> context);
 /* The request on whose behalf JavaScript runs right now. */
 uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context);
@@ -145,7 +164,8 @@ void request_respond(iso_worker *w, uint64_t token, const iso_response *res,
                      const iso_error *err);
 void request_done(iso_worker *w, uint64_t token);
 /* An ArrayBuffer whose contents count against the worker's cap; empty (with a
- * RangeError thrown) past it. *data points at its uninitialised contents. */
+ * RangeError thrown) past it. *data points at its uninitialised contents.
+ * Without a worker (the snapshot's contexts), a plain one. */
 v8::MaybeLocal<v8::ArrayBuffer> new_buffer(iso_worker *w, size_t len, uint8_t **data);
 /* The same as a Uint8Array over the whole buffer. */
 v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **data);
@@ -196,8 +216,12 @@ bool hostcall_settle(iso_worker *w, v8::Local<v8::Context> context, uint32_t cal
 
 /* ---- native.cc ---- */
 
-/* The `native` object the runtime is called with. */
-v8::Local<v8::Object> native_new(iso_worker *w, v8::Local<v8::Context> context);
+/* The `native` object the runtime is called with: the core functions, which
+ * find their worker through their context (worker_of()) and do nothing
+ * harmful where there is none (while the snapshot is made). */
+v8::Local<v8::Object> native_new(v8::Local<v8::Context> context);
+/* Their callbacks, null-terminated: the snapshot's external references. */
+const intptr_t *native_references();
 
 }  // namespace iso
 

@@ -6,11 +6,11 @@
  * calls into the runtime, runs the microtask checkpoint, and afterwards turns
  * a termination (CPU or heap limit) into failures of the requests concerned.
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "natives.h"
 
 namespace iso {
 
@@ -70,8 +70,13 @@ void free_bytes(void *data, size_t length, void *deleter_data) {
 }  // namespace
 
 v8::MaybeLocal<v8::ArrayBuffer> new_buffer(iso_worker *w, size_t len, uint8_t **data) {
-  v8::Isolate *isolate = w->isolate;
   *data = nullptr;
+  if (w == nullptr) {
+    v8::Local<v8::ArrayBuffer> ab = v8::ArrayBuffer::New(v8::Isolate::GetCurrent(), len);
+    *data = (uint8_t *)ab->Data();
+    return ab;
+  }
+  v8::Isolate *isolate = w->isolate;
   if (len == 0)
     return v8::ArrayBuffer::New(isolate, 0);
   /* ArrayBuffer::New(isolate, len) aborts the process when the allocator
@@ -96,6 +101,10 @@ v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **da
 }
 
 iso_worker *worker_of(v8::Local<v8::Context> context) {
+  /* The snapshot's own contexts never had the slot: reading past the end
+   * is not checked by V8. */
+  if (context->GetNumberOfEmbedderDataFields() <= (uint32_t)kWorkerSlot)
+    return nullptr;
   return static_cast<iso_worker *>(context->GetAlignedPointerFromEmbedderData(kWorkerSlot));
 }
 
@@ -314,136 +323,45 @@ bool no_wasm(v8::Local<v8::Context>, v8::Local<v8::String>) {
   return false;
 }
 
-/* The runtime's text, shared by every isolate without a copy: its bytes
- * when they are ASCII, else a UTF-16 copy decoded once (decoding per
- * isolate would cost as much as compiling). */
-class runtime_latin1 final : public v8::String::ExternalOneByteStringResource {
- public:
-  const char *data() const override { return (const char *)iso_runtime_js; }
-  size_t length() const override { return iso_runtime_js_len; }
-  void Dispose() override {}  /* static storage */
-};
-
-class runtime_utf16 final : public v8::String::ExternalStringResource {
- public:
-  const uint16_t *data() const override { return text_; }
-  size_t length() const override { return len_; }
-  void Dispose() override {}  /* kept for the life of the process */
-  void set(uint16_t *text, size_t len) {
-    text_ = text;
-    len_ = len;
-  }
-
- private:
-  uint16_t *text_ = nullptr;
-  size_t len_ = 0;
-};
-
-pthread_mutex_t runtime_lock = PTHREAD_MUTEX_INITIALIZER;
-
-v8::MaybeLocal<v8::String> runtime_source(v8::Isolate *isolate) {
-  static runtime_latin1 latin1;
-  static runtime_utf16 utf16;
-  static int kind;  /* 0 unknown, 1 ASCII, 2 UTF-16 ready */
-  pthread_mutex_lock(&runtime_lock);
-  if (kind == 0) {
-    kind = 1;
-    for (size_t i = 0; i < iso_runtime_js_len && kind == 1; i++)
-      if (iso_runtime_js[i] >= 0x80)
-        kind = 2;
-    v8::Local<v8::String> s;
-    if (kind == 2 && v8::String::NewFromUtf8(isolate, (const char *)iso_runtime_js,
-                                             v8::NewStringType::kNormal, (int)iso_runtime_js_len)
-                         .ToLocal(&s)) {
-      uint16_t *text = (uint16_t *)xmalloc(sizeof(uint16_t) * ((size_t)s->Length() + 1));
-      s->Write(isolate, text, 0, s->Length(), v8::String::NO_NULL_TERMINATION);
-      utf16.set(text, (size_t)s->Length());
-    }
-  }
-  pthread_mutex_unlock(&runtime_lock);
-  if (kind == 1)
-    return v8::String::NewExternalOneByte(isolate, &latin1);
-  return v8::String::NewExternalTwoByte(isolate, &utf16);
-}
-
-/* V8's code cache for the runtime, made by the first isolate of the process
- * and read by the others; immutable once published. */
-const uint8_t *code_cache;
-int code_cache_len;
-
-v8::MaybeLocal<v8::Script> runtime_compile(v8::Local<v8::Context> context) {
-  v8::Isolate *isolate = context->GetIsolate();
-  v8::Local<v8::String> text;
-  if (!runtime_source(isolate).ToLocal(&text))
-    return {};
-  pthread_mutex_lock(&runtime_lock);
-  const uint8_t *cache = code_cache;
-  int cache_len = code_cache_len;
-  pthread_mutex_unlock(&runtime_lock);
-
-  v8::ScriptOrigin origin(isolate, str(isolate, kRuntimeName));
-  v8::ScriptCompiler::CachedData *data = nullptr;
-  if (cache != nullptr)
-    data = new v8::ScriptCompiler::CachedData(cache, cache_len,
-                                              v8::ScriptCompiler::CachedData::BufferNotOwned);
-  v8::ScriptCompiler::Source source(text, origin, data);  /* owns `data` */
-  return v8::ScriptCompiler::Compile(context, &source,
-                                     cache ? v8::ScriptCompiler::kConsumeCodeCache
-                                           : v8::ScriptCompiler::kNoCompileOptions);
-}
-
-/* After the runtime's set-up ran, so that the functions it compiled are in. */
-void runtime_cache_publish(v8::Local<v8::Script> script) {
-  pthread_mutex_lock(&runtime_lock);
-  bool wanted = code_cache == nullptr;
-  pthread_mutex_unlock(&runtime_lock);
-  if (!wanted)
-    return;
-  v8::ScriptCompiler::CachedData *data = v8::ScriptCompiler::CreateCodeCache(script->GetUnboundScript());
-  if (data == nullptr)
-    return;
-  uint8_t *copy = (uint8_t *)xmalloc((size_t)data->length);
-  memcpy(copy, data->data, (size_t)data->length);
-  pthread_mutex_lock(&runtime_lock);
-  if (code_cache == nullptr) {
-    code_cache = copy;
-    code_cache_len = data->length;
-    copy = nullptr;
-  }
-  pthread_mutex_unlock(&runtime_lock);
-  free(copy);
-  delete data;
-}
-
-/* Evaluates the runtime script and calls it with `native`. */
-bool runtime_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err) {
+/* A new context from the snapshot, the runtime already in it, made this
+ * worker's: what a snapshot cannot hold is set up here. */
+bool context_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err) {
   v8::Isolate *isolate = w->isolate;
+  context->SetAlignedPointerInEmbedderData(kWorkerSlot, w);
+  /* eval() and new Function() throw EvalError, as on Workers. */
+  context->AllowCodeGenerationFromStrings(false);
+  v8::Context::Scope context_scope(context);
   v8::TryCatch tc(isolate);
-  v8::Local<v8::Script> script;
-  v8::Local<v8::Value> fn, api;
-  v8::Local<v8::Value> native = native_new(w, context);
-  if (native.IsEmpty() || !runtime_compile(context).ToLocal(&script) ||
-      !script->Run(context).ToLocal(&fn) || !fn->IsFunction() ||
-      !fn.As<v8::Function>()->Call(context, v8::Undefined(isolate), 1, &native).ToLocal(&api)) {
+  /* V8 installs WebAssembly in every new context, snapshot or not. With wasm
+   * compilation off, all it still offers is Memory, whose pages count
+   * against neither the heap limit nor the ArrayBuffer cap. */
+  if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing()) {
+    error_set(err, ISO_ERR_INTERNAL, "could not set up the context");
+    return false;
+  }
+  v8::Local<v8::Function> fns[3];
+  v8::Local<v8::Object> native;
+  if (!context->GetDataFromSnapshotOnce<v8::Function>(snapshot_index(kSlotSetHandler))
+           .ToLocal(&fns[0]) ||
+      !context->GetDataFromSnapshotOnce<v8::Function>(snapshot_index(kSlotDispatch))
+           .ToLocal(&fns[1]) ||
+      !context->GetDataFromSnapshotOnce<v8::Function>(snapshot_index(kSlotFireTimer))
+           .ToLocal(&fns[2]) ||
+      !context->GetDataFromSnapshotOnce<v8::Object>(snapshot_index(kSlotNative))
+           .ToLocal(&native)) {
+    error_set(err, ISO_ERR_INTERNAL, "the snapshot has no runtime");
+    return false;
+  }
+  /* Natives outside the core table are not in the snapshot's references. */
+  if (!natives_add(context, native)) {
     error_from_try_catch(w, context, ISO_ERR_INTERNAL, tc, err);
     return false;
   }
-  struct {
-    const char *name;
-    v8::Global<v8::Function> *slot;
-  } entries[] = {{"setHandler", &w->set_handler},
-                 {"dispatch", &w->dispatch},
-                 {"fireTimer", &w->fire_timer}};
-  for (const auto &ep : entries) {
-    v8::Local<v8::Value> v;
-    if (!api->IsObject() || !api.As<v8::Object>()->Get(context, str(isolate, ep.name)).ToLocal(&v) ||
-        !v->IsFunction()) {
-      error_set(err, ISO_ERR_INTERNAL, "runtime missing");
-      return false;
-    }
-    ep.slot->Reset(isolate, v.As<v8::Function>());
-  }
-  runtime_cache_publish(script);
+  w->set_handler.Reset(isolate, fns[0]);
+  w->dispatch.Reset(isolate, fns[1]);
+  w->fire_timer.Reset(isolate, fns[2]);
+  w->object_proto.Reset(isolate, v8::Object::New(isolate)->GetPrototype());
+  w->context.Reset(isolate, context);
   return true;
 }
 
@@ -502,37 +420,18 @@ bool handler_install(iso_worker *w, v8::Local<v8::Context> context,
   return true;
 }
 
-/* The runtime is our code, not the tenant's: its own generous budget. */
-constexpr uint64_t kRuntimeCpuNs = 2000000000u;
-
 bool worker_load(iso_worker *w, const iso_worker_options *o, iso_error *err) {
   v8::Isolate *isolate = w->isolate;
   v8::Isolate::Scope isolate_scope(isolate);
   v8::HandleScope handles(isolate);
   v8::Local<v8::Context> context = v8::Context::New(isolate);
-  /* eval() and new Function() throw EvalError, as on Workers. */
-  context->AllowCodeGenerationFromStrings(false);
-  context->SetAlignedPointerInEmbedderData(kWorkerSlot, w);
-  w->context.Reset(isolate, context);
-  v8::Context::Scope context_scope(context);
-  w->object_proto.Reset(isolate, v8::Object::New(isolate)->GetPrototype());
-  /* With wasm compilation off, all WebAssembly still offers is Memory, whose
-   * pages count against neither the heap limit nor the ArrayBuffer cap. */
-  if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing()) {
-    error_set(err, ISO_ERR_INTERNAL, "could not set up the context");
+  if (context.IsEmpty() || !context_start(w, context, err))
     return false;
-  }
-
+  v8::Context::Scope context_scope(context);
   entry e;
-  bool ok;
-  entry_begin(w, &e, 0, kRuntimeCpuNs);
-  ok = runtime_start(w, context, err);
+  entry_begin(w, &e, 0, w->cpu_limit_ns);
+  bool ok = handler_install(w, context, o, err);
   iso_error_kind why = entry_end(w, &e);
-  if (ok && why == ISO_OK) {
-    entry_begin(w, &e, 0, w->cpu_limit_ns);
-    ok = handler_install(w, context, o, err);
-    why = entry_end(w, &e);
-  }
   if (why == ISO_ERR_CPU)
     error_set(err, ISO_ERR_CPU, "exceeded CPU limit");
   else if (why == ISO_ERR_MEMORY)
@@ -695,6 +594,8 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
   v8::Isolate::CreateParams params;
   params.array_buffer_allocator = w->array_buffers;
   params.constraints.ConfigureDefaultsFromHeapSize(0, w->memory_cap);
+  params.snapshot_blob = snapshot_blob();
+  params.external_references = snapshot_references();
   w->isolate = v8::Isolate::New(params);
   w->watch.isolate = w->isolate;
   w->isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);

@@ -17,6 +17,8 @@ namespace {
 using Info = v8::FunctionCallbackInfo<v8::Value>;
 
 constexpr size_t kMaxLogBytes = 16384;
+/* structuredClone's bound where there is no worker (the snapshot's contexts). */
+constexpr size_t kDefaultMemoryCap = 128u << 20;
 
 /* The worker is found through the function's context, not the function: the
  * functions are made once, in the startup snapshot, for every worker. */
@@ -97,7 +99,7 @@ size_t append_utf8(v8::Isolate *isolate, scratch *out, v8::Local<v8::String> s) 
 void native_log(const Info &info) {
   iso_worker *w = worker(info);
   v8::Isolate *isolate = info.GetIsolate();
-  if (w->host.log == nullptr || info.Length() < 2 || !info[1]->IsString())
+  if (w == nullptr || w->host.log == nullptr || info.Length() < 2 || !info[1]->IsString())
     return;
   int level = info[0]->IsInt32() ? info[0].As<v8::Int32>()->Value() : ISO_LOG_INFO;
   if (level < ISO_LOG_DEBUG || level > ISO_LOG_ERROR)
@@ -123,7 +125,7 @@ void native_timer_start(const Info &info) {
   double delay = info[1]->IsNumber() ? info[1].As<v8::Number>()->Value() : 0;
   if (!(delay >= 0))
     delay = 0;
-  if (w->host.timer_start == nullptr ||
+  if (w == nullptr || w->host.timer_start == nullptr ||
       w->host.timer_start(w->host.data, running_token(w, isolate->GetCurrentContext()), id,
                           delay) != 0)
     isolate->ThrowException(v8::Exception::Error(str(isolate, "the host refused to start a timer")));
@@ -132,7 +134,7 @@ void native_timer_start(const Info &info) {
 /* timerCancel(timerId) */
 void native_timer_cancel(const Info &info) {
   iso_worker *w = worker(info);
-  if (info[0]->IsUint32() && w->host.timer_cancel != nullptr)
+  if (w != nullptr && info[0]->IsUint32() && w->host.timer_cancel != nullptr)
     w->host.timer_cancel(w->host.data, info[0].As<v8::Uint32>()->Value());
 }
 
@@ -279,7 +281,7 @@ void native_structured_clone(const Info &info) {
   iso_worker *w = worker(info);
   v8::Isolate *isolate = info.GetIsolate();
   v8::Local<v8::Context> context = isolate->GetCurrentContext();
-  clone_delegate delegate(isolate, w->memory_cap);
+  clone_delegate delegate(isolate, w != nullptr ? w->memory_cap : kDefaultMemoryCap);
   std::pair<uint8_t *, size_t> bytes;
   {
     v8::ValueSerializer ser(isolate, &delegate);
@@ -327,6 +329,8 @@ void headers_fix(char *base, std::vector<iso_header> *headers) {
 /* respond(token, status, headers, body) */
 void native_respond(const Info &info) {
   iso_worker *w = worker(info);
+  if (w == nullptr)
+    return;
   v8::Isolate *isolate = info.GetIsolate();
   v8::Local<v8::Context> context = isolate->GetCurrentContext();
   uint64_t token;
@@ -369,6 +373,8 @@ void native_respond(const Info &info) {
 /* fail(token, kind, error) */
 void native_fail(const Info &info) {
   iso_worker *w = worker(info);
+  if (w == nullptr)
+    return;
   v8::Isolate *isolate = info.GetIsolate();
   v8::Local<v8::Context> context = isolate->GetCurrentContext();
   uint64_t token;
@@ -392,34 +398,46 @@ void native_fail(const Info &info) {
 
 /* done(token) */
 void native_done(const Info &info) {
+  iso_worker *w = worker(info);
   uint64_t token;
-  if (to_token(info.GetIsolate(), info[0], &token))
-    request_done(worker(info), token);
+  if (w != nullptr && to_token(info.GetIsolate(), info[0], &token))
+    request_done(w, token);
 }
+
+/* The core natives. Every function here must be listed, since the snapshot
+ * holds them (a missing external reference aborts the process). */
+const struct {
+  const char *name;
+  v8::FunctionCallback fn;
+} native_table[] = {
+    {"log", native_log},
+    {"timerStart", native_timer_start},
+    {"timerCancel", native_timer_cancel},
+    {"randomFill", native_random_fill},
+    {"utf8Encode", native_utf8_encode},
+    {"utf8Decode", native_utf8_decode},
+    {"structuredClone", native_structured_clone},
+    {"respond", native_respond},
+    {"fail", native_fail},
+    {"done", native_done},
+    {"callSync", hostcall_sync},
+    {"callAsync", hostcall_async},
+};
 
 }  // namespace
 
-v8::Local<v8::Object> native_new(iso_worker *w, v8::Local<v8::Context> context) {
-  static const struct {
-    const char *name;
-    v8::FunctionCallback fn;
-  } table[] = {
-      {"log", native_log},
-      {"timerStart", native_timer_start},
-      {"timerCancel", native_timer_cancel},
-      {"randomFill", native_random_fill},
-      {"utf8Encode", native_utf8_encode},
-      {"utf8Decode", native_utf8_decode},
-      {"structuredClone", native_structured_clone},
-      {"respond", native_respond},
-      {"fail", native_fail},
-      {"done", native_done},
-      {"callSync", hostcall_sync},
-      {"callAsync", hostcall_async},
-  };
+const intptr_t *native_references() {
+  static intptr_t refs[ARRAY_SIZE(native_table) + 1];
+  for (size_t i = 0; i < ARRAY_SIZE(native_table); i++)
+    refs[i] = (intptr_t)native_table[i].fn;
+  refs[ARRAY_SIZE(native_table)] = 0;
+  return refs;
+}
+
+v8::Local<v8::Object> native_new(v8::Local<v8::Context> context) {
   v8::Isolate *isolate = context->GetIsolate();
   v8::Local<v8::Object> native = v8::Object::New(isolate);
-  for (const auto &entry : table) {
+  for (const auto &entry : native_table) {
     v8::Local<v8::FunctionTemplate> t = v8::FunctionTemplate::New(
         isolate, entry.fn, v8::Local<v8::Value>(), v8::Local<v8::Signature>(), 0, v8::ConstructorBehavior::kThrow);
     v8::Local<v8::Function> fn;

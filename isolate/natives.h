@@ -1,7 +1,8 @@
 /*
  * Natives beyond the core contract of runtime/README.md, each group in its
- * own source file: Web Crypto primitives (crypto.cc, OpenSSL 3 EVP) and
- * zlib streams (compress.cc). native_new() adds them to the `native` object.
+ * own source file: Web Crypto primitives (crypto.cc, OpenSSL 3 EVP), zlib
+ * streams (compress.cc) and small helpers (natives.cc). native_new() adds
+ * them all to the `native` object with natives_add().
  */
 #ifndef EDGENODE_ISOLATE_NATIVES_H
 #define EDGENODE_ISOLATE_NATIVES_H
@@ -9,6 +10,10 @@
 #include <v8.h>
 
 namespace iso {
+
+/* Adds every function below to `native`. False with an exception pending
+ * when V8 could not make them. */
+bool natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native);
 
 /* Adds the crypto* functions to `native`. False with an exception pending
  * when V8 could not make them. */

@@ -1007,6 +1007,9 @@ static void print_run_result(const response *r) {
                  json_string_value(json_array_get(v, 1)));
       }
     }
+    /* Not UTF-8: the node sent the bytes as base64, and so they are shown. */
+    const char *enc = json_string_value(json_object_get(j, "body_encoding"));
+    if (enc) printf("(body as %s)\n", enc);
     fputc('\n', stdout);
     size_t len = json_string_length(body);
     fwrite(json_string_value(body), 1, len, stdout);

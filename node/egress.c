@@ -478,11 +478,21 @@ int node_egress_start(node *n, char **err) {
     eg->state = NODE_PROC_STOPPED;
     return 0;
   }
+  /* A CA file the egress cannot read would keep it (and the node) from ever
+   * becoming ready: say so now, once. */
+  for (size_t i = 0; i < n->cfg.n_ca_files; i++) {
+    if (access(n->cfg.ca_files[i], R_OK) != 0) {
+      int e = errno;
+      *err = xasprintf("--ca-file %s: %s", n->cfg.ca_files[i], strerror(e));
+      return -e;
+    }
+  }
   char *dir = xasprintf("%s/egress", n->data_dir);
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-    *err = xasprintf("%s: %s", dir, strerror(errno));
+    int e = errno;
+    *err = xasprintf("%s: %s", dir, strerror(e));
     free(dir);
-    return -errno;
+    return -e;
   }
   eg->socket_path = xasprintf("%s/egress.sock", dir);
   free(dir);

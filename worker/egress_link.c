@@ -66,7 +66,7 @@ struct egress_req {
   unsigned used;         /* subrequests made, redirects included */
   unsigned active;       /* streams holding a slot */
   stream *queue, **queue_tail;
-  egress_req *next;
+  egress_req *next;      /* in its hash bucket */
 };
 
 /* A completion for a call that was made while JavaScript was on the stack. */
@@ -87,7 +87,9 @@ static struct {
   uv_connect_t connect_req;
   uint32_t next_id;
   stream *streams;
-  egress_req *reqs;
+  egress_req **reqs;     /* hash table by token; chained */
+  size_t reqs_cap;       /* buckets, a power of two */
+  size_t n_reqs;
   deferred *deferred, **deferred_tail;
   uv_idle_t idle;        /* runs deferred completions */
   uv_timer_t sweep;      /* drops what finished requests left behind */
@@ -165,15 +167,68 @@ static void defer(loaded *l, uint64_t token, uint32_t call_id, int ok, iso_wire 
 
 /* ---- requests and streams ---- */
 
-static egress_req *req_get(uint64_t token) {
-  for (egress_req *r = elink.reqs; r; r = r->next)
+static size_t req_bucket(uint64_t token, size_t cap) {
+  return (size_t)((token * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static void reqs_grow(void) {
+  size_t cap = elink.reqs_cap ? elink.reqs_cap * 2 : 64;
+  egress_req **buckets = xcalloc(cap, sizeof *buckets);
+  for (size_t i = 0; i < elink.reqs_cap; i++) {
+    while (elink.reqs[i]) {
+      egress_req *r = elink.reqs[i];
+      elink.reqs[i] = r->next;
+      size_t b = req_bucket(r->token, cap);
+      r->next = buckets[b];
+      buckets[b] = r;
+    }
+  }
+  free(elink.reqs);
+  elink.reqs = buckets;
+  elink.reqs_cap = cap;
+}
+
+static egress_req *req_find(uint64_t token) {
+  if (elink.reqs_cap == 0) return NULL;
+  for (egress_req *r = elink.reqs[req_bucket(token, elink.reqs_cap)]; r; r = r->next)
     if (r->token == token) return r;
-  egress_req *r = xcalloc(1, sizeof *r);
+  return NULL;
+}
+
+static egress_req *req_get(uint64_t token) {
+  egress_req *r = req_find(token);
+  if (r) return r;
+  if (elink.n_reqs >= elink.reqs_cap) reqs_grow();
+  r = xcalloc(1, sizeof *r);
   r->token = token;
   r->queue_tail = &r->queue;
-  r->next = elink.reqs;
-  elink.reqs = r;
+  size_t b = req_bucket(token, elink.reqs_cap);
+  r->next = elink.reqs[b];
+  elink.reqs[b] = r;
+  elink.n_reqs++;
   return r;
+}
+
+/* Frees the request records whose request is over and that hold nothing. */
+static void reqs_collect(worker *w, uint64_t only) {
+  size_t first = 0, end = elink.reqs_cap;
+  if (only && elink.reqs_cap) {
+    first = req_bucket(only, elink.reqs_cap);
+    end = first + 1;
+  }
+  for (size_t i = first; i < end; i++) {
+    for (egress_req **pp = &elink.reqs[i]; *pp;) {
+      egress_req *r = *pp;
+      int over = only ? r->token == only : token_map_get(&w->tokens, r->token) == NULL;
+      if (over && r->active == 0 && r->queue == NULL) {
+        *pp = r->next;
+        free(r);
+        elink.n_reqs--;
+      } else {
+        pp = &r->next;
+      }
+    }
+  }
 }
 
 static stream *stream_by_id(uint32_t id) {
@@ -182,9 +237,11 @@ static stream *stream_by_id(uint32_t id) {
   return NULL;
 }
 
-static stream *stream_by_handle(loaded *l, double handle) {
+/* Only streams of live requests: a stream left by an isolate that is gone
+ * (until the sweep drops it) must not answer for a new one at its address. */
+static stream *stream_by_handle(worker *w, loaded *l, double handle) {
   for (stream *s = elink.streams; s; s = s->next)
-    if (s->loaded == l && s->handle == handle) return s;
+    if (s->loaded == l && s->handle == handle && token_live(w, s->token, l)) return s;
   return NULL;
 }
 
@@ -452,38 +509,45 @@ static void link_connect(worker *w) {
 
 /* ---- leftovers of finished requests ---- */
 
-static void on_sweep(uv_timer_t *t) {
-  worker *w = worker_self();
+/* Cancels and frees the streams `dead` selects; nothing here runs JavaScript. */
+static void drop_streams(worker *w, int (*dead)(worker *w, const stream *s, uint64_t token),
+                         uint64_t token) {
   stream *s = elink.streams;
   while (s) {
-    stream *next = s->next;
-    if (!token_live(w, s->token, s->loaded)) {
-      if ((s->state == STREAM_SENT || s->state == STREAM_OPEN) && elink.state == LINK_UP &&
-          s->frame == NULL)
-        proto_channel_send(&elink.ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
-      s->call_pending = 0;
-      stream_free(w, s);
-      next = elink.streams; /* freeing may have sent queued ones: start over */
+    if (!dead(w, s, token)) {
+      s = s->next;
+      continue;
     }
-    s = next;
+    if ((s->state == STREAM_SENT || s->state == STREAM_OPEN) && elink.state == LINK_UP &&
+        s->frame == NULL)
+      proto_channel_send(&elink.ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
+    s->call_pending = 0;
+    stream_free(w, s);
+    s = elink.streams; /* freeing may have sent queued ones: start over */
   }
-  for (egress_req **pp = &elink.reqs; *pp;) {
-    egress_req *r = *pp;
-    inflight *f = token_map_get(&w->tokens, r->token);
-    if (f == NULL && r->active == 0 && r->queue == NULL) {
-      *pp = r->next;
-      free(r);
-    } else {
-      pp = &r->next;
-    }
-  }
-  if (elink.streams == NULL && elink.reqs == NULL) uv_timer_stop(t);
+}
+
+static int request_over(worker *w, const stream *s, uint64_t token) {
+  (void)token;
+  return !token_live(w, s->token, s->loaded);
+}
+
+static int of_request(worker *w, const stream *s, uint64_t token) {
+  (void)w;
+  return s->token == token;
+}
+
+static void on_sweep(uv_timer_t *t) {
+  worker *w = worker_self();
+  drop_streams(w, request_over, 0);
+  reqs_collect(w, 0);
+  if (elink.streams == NULL && elink.n_reqs == 0) uv_timer_stop(t);
 }
 
 void egress_link_request_done(worker *w, uint64_t token) {
-  (void)w;
-  (void)token;
-  if (elink.handles_ready) on_sweep(&elink.sweep);
+  if (!elink.handles_ready) return;
+  drop_streams(w, of_request, token);
+  reqs_collect(w, token);
 }
 
 static void ensure_handles(worker *w) {
@@ -550,7 +614,7 @@ static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result
     wire_err(result, "TypeError", "fetch: malformed arguments");
     return -1;
   }
-  if (stream_by_handle(l, a.handle)) {
+  if (stream_by_handle(w, l, a.handle)) {
     json_decref(a.headers);
     wire_err(result, "TypeError", "fetch: handle in use");
     return -1;
@@ -624,7 +688,7 @@ static int read_handle(const iso_call *call, double *handle) {
 
 static int op_read(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
   double handle;
-  stream *s = read_handle(call, &handle) == 0 ? stream_by_handle(l, handle) : NULL;
+  stream *s = read_handle(call, &handle) == 0 ? stream_by_handle(w, l, handle) : NULL;
   if (s == NULL) {
     wire_err(result, "TypeError", "the response body is no longer available");
     return -1;
@@ -659,7 +723,7 @@ static int op_read(worker *w, loaded *l, const iso_call *call, iso_wire *result)
 static int op_cancel(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
   (void)result;
   double handle;
-  stream *s = read_handle(call, &handle) == 0 ? stream_by_handle(l, handle) : NULL;
+  stream *s = read_handle(call, &handle) == 0 ? stream_by_handle(w, l, handle) : NULL;
   if (s) {
     if ((s->state == STREAM_SENT || s->state == STREAM_OPEN) && elink.state == LINK_UP &&
         s->frame == NULL)

@@ -36,7 +36,9 @@ int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result
     return -1;
   }
   /* SQL time counts toward the request's CPU limit like JavaScript's does. */
-  uint64_t deadline = time_thread_cpu_ns() + (uint64_t)l->limits.cpu_ms * 1000000u;
+  uint64_t budget_ns = (uint64_t)l->limits.cpu_ms * 1000000u;
+  uint64_t used_ns = iso_worker_request_cpu_ns(l->iso, call->token);
+  uint64_t deadline = time_thread_cpu_ns() + (budget_ns > used_ns ? budget_ns - used_ns : 0);
   return facet_call(w->facets, l->tenant->name, l->facet_id, facet_limit_mb(l), call, deadline,
                     result);
 }

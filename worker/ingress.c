@@ -84,12 +84,7 @@ void ingress_run(sched_unit *unit) {
   };
   loaded *l = f->loaded;
   uint64_t token = f->token;
-  /* f may be gone once dispatch returns; tenants live as long as the process. */
-  tenant *t = f->tenant;
-  uint64_t cpu_start = time_thread_cpu_ns();
   int rc = iso_worker_dispatch(l->iso, token, &ir);
-  t->stats.cpu_ns += time_thread_cpu_ns() - cpu_start;
-  t->stats.dirty = 1;
   if (headers != stack_headers) free(headers);
   free(url);
   /* Most requests are over by now; the rest wait on timers or host calls. */

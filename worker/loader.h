@@ -101,9 +101,6 @@ void sandbox_free_all(void);
 void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure why,
                          const sandbox *sb);
 
-/* Live sandboxes holding an isolate (they count in worker.loaded_count too). */
-size_t sandbox_count(void);
-
 /* loader_link.c: the oldest idle cached dynamic worker, evicted when it was
  * last used before `before_ns`. Returns 1 when one went. */
 int loader_evict_before(worker *w, uint64_t before_ns);

@@ -33,6 +33,8 @@
 /* Generated wrappers of {text}/{json}/{data} modules escape their content. */
 #define LOADER_MAX_SOURCE_BYTES (4 * LOADER_MAX_CODE_BYTES)
 #define LOADER_SWEEP_MS 1000
+/* Dynamic workers one parent version may hold at once (each is an isolate). */
+#define LOADER_MAX_CHILDREN 1000
 
 enum { KIND_LOAD = 0, KIND_GET = 1 };
 
@@ -42,6 +44,7 @@ typedef struct loader_child loader_child;
 typedef struct loader_state {
   loaded *parent;
   loader_child *children;
+  size_t n_children;
 } loader_state;
 
 struct loader_child {
@@ -245,9 +248,13 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
     if (t && why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_MEMORY)
       t->stats.memory_limit_hits++;
     if (t && why == SANDBOX_FAIL_WALL) t->stats.wall_limit_hits++;
-    if (why != SANDBOX_FAIL_DISCARDED && err && err->kind != ISO_ERR_EXCEPTION)
+    int limit = why == SANDBOX_FAIL_WALL ||
+                (why == SANDBOX_FAIL_ISO && err &&
+                 (err->kind == ISO_ERR_CPU || err->kind == ISO_ERR_MEMORY));
+    if (limit)
       log_write(LOG_WARN, sb->log_tenant, NULL, NULL, "%s: %s", sb->label,
-                err->message ? err->message : "failed");
+                why == SANDBOX_FAIL_WALL ? "exceeded wall time limit"
+                                         : err->message ? err->message : "limit");
   }
   if (c->owner) complete_parent(c, call, res != NULL, &value);
   iso_wire_free(&value);
@@ -269,6 +276,7 @@ static void child_freed(sandbox *sb) {
     if (c->prev) c->prev->next = c->next;
     else c->owner->children = c->next;
     if (c->next) c->next->prev = c->prev;
+    c->owner->n_children--;
   }
   code_free(c);
   free(c->key);
@@ -458,7 +466,23 @@ static loader_child *child_new(loaded *l, int kind, const char *key, size_t key_
   c->next = st->children;
   if (st->children) st->children->prev = c;
   st->children = c;
+  st->n_children++;
   return c;
+}
+
+/* Room for one more child of this parent: its least recently used idle
+ * get() child goes if it must. Returns 0, or -1 when every child is busy. */
+static int make_room_for_child(loaded *l) {
+  if (l->loader == NULL || l->loader->n_children < LOADER_MAX_CHILDREN) return 0;
+  loader_child *oldest = NULL;
+  for (loader_child *c = l->loader->children; c; c = c->next)
+    if (c->kind == KIND_GET && !c->sb.dying && sandbox_idle(&c->sb) &&
+        (oldest == NULL || c->sb.base.last_used_ns < oldest->sb.base.last_used_ns))
+      oldest = c;
+  if (oldest == NULL) return -1;
+  child_discard(oldest);
+  sandbox_reap();
+  return 0;
 }
 
 /* Frees a child that never got to run (its code was refused). */
@@ -526,6 +550,12 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
   if (c == NULL && !has_code) {
     if (headers != stack_headers) free(headers);
     bindings_error(result, "LoaderNeedsCode", "the dynamic worker must be (re)started");
+    return -1;
+  }
+  if (c == NULL && make_room_for_child(l) != 0) {
+    if (headers != stack_headers) free(headers);
+    bindings_error(result, "Error",
+                   "too many dynamic workers at once for this worker (1000): let some finish first");
     return -1;
   }
   if (c == NULL) {

@@ -36,8 +36,6 @@ struct sandbox_request {
   void *cookie;
   uint64_t token;
   uint64_t start_ns;
-  int queued;          /* the dispatch unit is still on the queue */
-  int dispatched;      /* iso_worker_dispatch accepted it: done will come */
   int responded;
   char *method;
   char *url;
@@ -56,7 +54,6 @@ struct sandbox_request {
 
 static sandbox *all_sandboxes;
 static sandbox *reap_list;
-static size_t live_isolates;
 static uv_idle_t reaper;
 static uv_timer_t wall_timer;
 static int handles_ready;
@@ -101,8 +98,6 @@ void sandbox_free_all(void) {
   for (sandbox *sb = all_sandboxes; sb; sb = sb->all_next) sandbox_release(sb);
   sandbox_reap();
 }
-
-size_t sandbox_count(void) { return live_isolates; }
 
 /* ---- host callbacks ---- */
 
@@ -236,6 +231,11 @@ static void sb_done(void *data, uint64_t token) {
   if (r == NULL) return;
   request_unlink(sb, r);
   if (sb->base.requests > 0) sb->base.requests--;
+  if (sb->base.tenant && sb->base.iso) {
+    /* A tenant's dynamic workers run on its account. */
+    sb->base.tenant->stats.cpu_ns += iso_worker_request_cpu_ns(sb->base.iso, token);
+    sb->base.tenant->stats.dirty = 1;
+  }
   if (sb->base.iso) {
     iso_heap_stats hs;
     iso_worker_heap_stats(sb->base.iso, &hs);
@@ -318,7 +318,6 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err) {
     return -1;
   }
   w->loaded_count++;
-  live_isolates++;
   return 0;
 }
 
@@ -372,7 +371,6 @@ static void unusable_error(const sandbox *sb, iso_error *err) {
 static void request_run(sched_unit *u) {
   sandbox_request *r = container_of(u, sandbox_request, unit);
   sandbox *sb = r->owner;
-  r->queued = 0;
   if (sb->dying) {
     /* Released while this waited: it goes with the sandbox, unrun. */
     iso_error gone = {.kind = ISO_ERR_INTERNAL, .message = (char *)"the dynamic worker was discarded"};
@@ -411,10 +409,9 @@ static void request_run(sched_unit *u) {
   sb->entered--;
   sandbox_request *still = request_of(sb, token);
   if (rc != 0 && still) {
+    /* Refused before it started: no respond or done will come for it. */
     iso_error e = {.kind = ISO_ERR_INTERNAL, .message = (char *)"the request could not start"};
     request_finish_early(sb, still, &e, SANDBOX_FAIL_ISO);
-  } else if (still) {
-    still->dispatched = 1;
   }
   after_entry(sb);
 }
@@ -464,7 +461,6 @@ int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req) {
   r->next = sb->requests;
   sb->requests = r;
   sb->base.requests++;
-  r->queued = 1;
   r->unit.run = request_run;
   sched_submit(&worker_self()->sched, &sb->base.queue, &r->unit);
   if (!uv_is_active((uv_handle_t *)&wall_timer))
@@ -501,10 +497,7 @@ static void unit_dropped(sched_unit *u) {
     free(tu);
     return;
   }
-  if (u->run == request_run) {
-    container_of(u, sandbox_request, unit)->queued = 0;
-    return;
-  }
+  if (u->run == request_run) return; /* the request itself fails below */
   /* Someone else's unit (an outbound fetch's completion, say): it cannot
    * run without the isolate; its owner counted it in units. */
   log_debug("dropping a foreign unit of a freed sandbox");
@@ -528,7 +521,6 @@ static void sandbox_free(sandbox *sb) {
     iso_worker_free(sb->base.iso);
     sb->base.iso = NULL;
     w->loaded_count--;
-    live_isolates--;
   }
   json_decref(sb->base.spec);
   sb->base.spec = NULL;

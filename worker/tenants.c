@@ -126,12 +126,7 @@ static void timer_fire_run(sched_unit *u) {
   uint64_t token = tf->token;
   free(tf);
   l->units--;
-  /* The timer's request may finish inside and take l with it: not its tenant. */
-  tenant *t = l->tenant;
-  uint64_t cpu_start = time_thread_cpu_ns();
   iso_worker_fire_timer(l->iso, token, id);
-  t->stats.cpu_ns += time_thread_cpu_ns() - cpu_start;
-  t->stats.dirty = 1;
   tenant_collect_retired(worker_self());
 }
 
@@ -358,6 +353,7 @@ static void loaded_done(void *data, uint64_t token) {
   worker *w = worker_self();
   inflight *f = token_map_get(&w->tokens, token);
   if (f == NULL) return;
+  f->tenant->stats.cpu_ns += iso_worker_request_cpu_ns(l->iso, token);
   if (f->req) ingress_fail(w, f, 500, "worker finished without a response", NULL);
   if (l->requests > 0) l->requests--;
   stats_heap(l->tenant, l->iso);

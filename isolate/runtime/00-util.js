@@ -22,10 +22,11 @@ const sharedArrayBufferByteLength = SharedArrayBufferCtor === null ? null :
   Object.getOwnPropertyDescriptor(SharedArrayBufferCtor.prototype, 'byteLength').get;
 const emptyBytes = new Uint8Array(0);
 
-// Globals are non-enumerable, writable and configurable, as in browsers.
-function defineGlobal(name, value) {
+// Globals are non-enumerable, writable and configurable, as interface
+// objects are in browsers; a few instances are enumerable.
+function defineGlobal(name, value, enumerable = false) {
   Object.defineProperty(globalThis, name, {
-    value, writable: true, enumerable: false, configurable: true,
+    value, writable: true, enumerable, configurable: true,
   });
 }
 

@@ -1,5 +1,6 @@
 // TextEncoder and TextDecoder (WHATWG Encoding): UTF-8 through the host,
-// UTF-16LE/BE and windows-1252 (what "latin1" and "ascii" mean on the web) here.
+// UTF-16LE/BE, windows-1252 (what "latin1" and "ascii" mean on the web) and
+// the other single-byte encodings (14-single-byte.js) here.
 
 const encodingByLabel = new Map();
 {
@@ -15,6 +16,9 @@ const encodingByLabel = new Map();
   };
   for (const name of Object.keys(labels)) {
     for (const label of labels[name]) encodingByLabel.set(label, name);
+  }
+  for (const name of Object.keys(singleByteEncodings)) {
+    for (const label of singleByteEncodings[name][0]) encodingByLabel.set(label, name);
   }
 }
 
@@ -168,7 +172,9 @@ class TextDecoder {
     switch (this.#encoding) {
       case 'utf-8': return this.#decodeUtf8(bytes, stream);
       case 'windows-1252': return decodeWindows1252(bytes);
-      default: return this.#decodeUtf16(bytes, stream, this.#encoding === 'utf-16be');
+      case 'utf-16le': return this.#decodeUtf16(bytes, stream, false);
+      case 'utf-16be': return this.#decodeUtf16(bytes, stream, true);
+      default: return decodeSingleByte(bytes, singleByteEncodings[this.#encoding][1], this.#fatal);
     }
   }
 
@@ -305,6 +311,25 @@ function decodeWindows1252(bytes) {
     }
   }
   return codeUnitsToString(units === null ? bytes : units, n);
+}
+
+// The other single-byte encodings: bytes below 0x80 are ASCII, the rest
+// come from the encoding's table (U+FFFD where it has none: an error when
+// fatal).
+function decodeSingleByte(bytes, high, fatal) {
+  const n = bytes.length;
+  const units = new Uint16Array(n);
+  for (let i = 0; i < n; i++) {
+    const b = bytes[i];
+    if (b < 0x80) {
+      units[i] = b;
+      continue;
+    }
+    const c = high.charCodeAt(b - 0x80);
+    if (c === 0xfffd && fatal) throw new TypeError('Failed to decode input.');
+    units[i] = c;
+  }
+  return codeUnitsToString(units, n);
 }
 
 defineGlobal('TextEncoder', TextEncoder);

@@ -44,4 +44,4 @@ defineInterface(Crypto, 'Crypto');
 
 const crypto = new Crypto(kPrivate);
 defineGlobal('Crypto', Crypto);
-defineGlobal('crypto', crypto);
+// The global `crypto` is defined with the other enumerable globals (41-globals.js).

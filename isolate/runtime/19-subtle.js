@@ -6,7 +6,7 @@
 // What a key holds (#material):
 //   secret keys (HMAC, AES, PBKDF2, HKDF): { bytes }
 //   EC / OKP keys (ECDSA, ECDH, Ed25519, X25519): { curve, priv | null, pub }
-//   RSA keys: { pkcs8 | null, spki, n, e }
+//   RSA keys: { rsa: [n, e] or [n, e, d, p, q, dp, dq, qi] } (big-endian bytes)
 
 const subtleAlgorithmNames = new Map();
 for (const name of ['SHA-1', 'SHA-256', 'SHA-384', 'SHA-512', 'MD5', 'HMAC', 'AES-GCM', 'AES-CBC',
@@ -397,15 +397,12 @@ function importRsaKey(format, keyData, alg, extractable, usagesIn) {
     throw notSupported(`key format "${format}" for ${name}`);
   }
   const usages = keyUsages(usagesIn, name, type);
-  const [pkcs8, spki, n, e] = parts;
-  return newKey(type, extractable, rsaAlgorithm(name, hash, n, e), usages, { pkcs8, spki, n, e });
+  return newKey(type, extractable, rsaAlgorithm(name, hash, parts[0], parts[1]), usages, { rsa: parts });
 }
 
 function importKeyNow(format, keyData, algorithm, extractable, usages) {
   format = toDOMString(format);
-  if (!['raw', 'spki', 'pkcs8', 'jwk'].includes(format)) {
-    throw new TypeError(`'${format}' is not a valid key format.`);
-  }
+  if (!['raw', 'spki', 'pkcs8', 'jwk'].includes(format)) throw notSupported(`key format "${format}"`);
   const alg = normalizeAlgorithm(algorithm, 'importKey');
   const name = alg.name;
   if (subtleUsages[name][1] === null) return importSecret(format, keyData, alg, extractable, usages);
@@ -415,8 +412,12 @@ function importKeyNow(format, keyData, algorithm, extractable, usages) {
 
 // Key export ----------------------------------------------------------------
 
-function jwkBase(key, kty) {
-  return { kty, key_ops: [...key.usages], ext: key.extractable };
+// Members in the order the Workers runtime writes them.
+function jwkBase(key, kty, alg = undefined) {
+  const jwk = { kty, key_ops: [...key.usages] };
+  if (alg !== undefined) jwk.alg = alg;
+  jwk.ext = key.extractable;
+  return jwk;
 }
 
 function exportKeyNow(format, key) {
@@ -429,30 +430,28 @@ function exportKeyNow(format, key) {
   if (m.bytes !== undefined) {
     if (format === 'raw') return toArrayBuffer(m.bytes);
     if (format === 'jwk') {
-      const jwk = jwkBase(key, 'oct');
+      const jwk = jwkBase(key, 'oct', name === 'HMAC' ? hmacJwkAlg[alg.hash.name]
+        : `A${m.bytes.length * 8}${aesJwkSuffix[name]}`);
       jwk.k = base64urlEncode(m.bytes);
-      if (name === 'HMAC') jwk.alg = hmacJwkAlg[alg.hash.name];
-      else jwk.alg = `A${m.bytes.length * 8}${aesJwkSuffix[name]}`;
       return jwk;
     }
     throw notSupported(`export format "${format}" for ${name}`);
   }
-  if (m.spki !== undefined) {
-    if (format === 'spki') {
-      if (key.type !== 'public') throw invalidAccess('Only a public key exports as spki.');
-      return toArrayBuffer(m.spki);
-    }
-    if (format === 'pkcs8') {
-      if (key.type !== 'private') throw invalidAccess('Only a private key exports as pkcs8.');
-      return toArrayBuffer(m.pkcs8);
+  if (m.rsa !== undefined) {
+    if (format === 'spki' || format === 'pkcs8') {
+      if ((format === 'spki') !== (key.type === 'public')) {
+        throw invalidAccess(`A ${key.type} key does not export as ${format}.`);
+      }
+      return toArrayBuffer(primitive(native.cryptoRsaExport, format, m.rsa));
     }
     if (format === 'jwk') {
-      const parts = primitive(native.cryptoRsaComponents, key.type === 'private' ? m.pkcs8 : m.spki,
-        key.type === 'private');
-      const jwk = jwkBase(key, 'RSA');
-      jwk.alg = rsaJwkAlgs[name][alg.hash.name];
+      const jwk = jwkBase(key, 'RSA', rsaJwkAlgs[name][alg.hash.name]);
+      // d first, as the Workers runtime writes a private key.
+      if (m.rsa.length === 8) jwk.d = base64urlEncode(m.rsa[2]);
+      jwk.n = base64urlEncode(m.rsa[0]);
+      jwk.e = base64urlEncode(m.rsa[1]);
       const members = ['n', 'e', 'd', 'p', 'q', 'dp', 'dq', 'qi'];
-      for (let i = 0; i < parts.length; i++) jwk[members[i]] = base64urlEncode(parts[i]);
+      for (let i = 3; i < m.rsa.length; i++) jwk[members[i]] = base64urlEncode(m.rsa[i]);
       return jwk;
     }
     throw notSupported(`export format "${format}" for ${name}`);
@@ -469,7 +468,7 @@ function exportKeyNow(format, key) {
     return toArrayBuffer(primitive(native.cryptoKeyExport, m.curve, format, m.priv, m.pub));
   }
   if (format === 'jwk') {
-    const jwk = jwkBase(key, isEc ? 'EC' : 'OKP');
+    const jwk = jwkBase(key, isEc ? 'EC' : 'OKP', m.curve === 'Ed25519' ? 'EdDSA' : undefined);
     jwk.crv = m.curve;
     if (isEc) {
       const size = (m.pub.length - 1) / 2;
@@ -527,11 +526,11 @@ function generateKeyNow(algorithm, extractable, usagesIn) {
     if (bits < 1024 || bits > 8192 || bits % 8 !== 0) {
       throw operationError('The modulus length must be a multiple of 8 from 1024 to 8192.');
     }
-    const [pkcs8, spki, n, eOut] = primitive(native.cryptoRsaGenerate, bits, expBytes);
-    privAlg = rsaAlgorithm(name, hash, n, eOut);
-    pubAlg = rsaAlgorithm(name, hash, n, eOut);
-    privMaterial = { pkcs8, spki, n, e: eOut };
-    pubMaterial = { pkcs8: null, spki, n, e: eOut };
+    const parts = primitive(native.cryptoRsaGenerate, bits, expBytes);
+    privAlg = rsaAlgorithm(name, hash, parts[0], parts[1]);
+    pubAlg = rsaAlgorithm(name, hash, parts[0], parts[1]);
+    privMaterial = { rsa: parts };
+    pubMaterial = { rsa: parts.slice(0, 2) };
   } else {
     let curve;
     if (name === 'ECDSA' || name === 'ECDH') {
@@ -626,8 +625,8 @@ function cipherNow(encrypt, algorithm, key, data, op) {
       if (encrypt !== (key.type === 'public')) {
         throw invalidAccess(`RSA-OAEP ${encrypt ? 'encrypts with a public' : 'decrypts with a private'} key.`);
       }
-      return primitive(native.cryptoRsaOaep, encrypt, key.algorithm.hash.name,
-        encrypt ? m.spki : m.pkcs8, data, optionalBytes(p.label, 'label'));
+      return primitive(native.cryptoRsaOaep, encrypt, key.algorithm.hash.name, m.rsa, data,
+        optionalBytes(p.label, 'label'));
     }
   }
 }
@@ -646,9 +645,9 @@ function signNow(algorithm, key, data, signature) {
     const salt = pss ? toEnforcedUnsignedLongLong(alg.params.saltLength, 'saltLength') : 0;
     const hash = key.algorithm.hash.name;
     if (verify) {
-      return primitive(native.cryptoRsaVerify, pss ? 'pss' : 'pkcs1', hash, m.spki, signature, data, salt);
+      return primitive(native.cryptoRsaVerify, pss ? 'pss' : 'pkcs1', hash, m.rsa, signature, data, salt);
     }
-    return primitive(native.cryptoRsaSign, pss ? 'pss' : 'pkcs1', hash, m.pkcs8, data, salt);
+    return primitive(native.cryptoRsaSign, pss ? 'pss' : 'pkcs1', hash, m.rsa, data, salt);
   }
   const hash = name === 'ECDSA' ? normalizeHash(alg.params.hash) : null;
   if (verify) {

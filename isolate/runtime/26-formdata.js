@@ -164,7 +164,6 @@ defineIteratorInterface(FormDataIterator, 'FormData Iterator');
 
 const formNameEscapeRe = /[\n\r"]/g;
 const formNameEscapes = { '\n': '%0A', '\r': '%0D', '"': '%22' };
-const formValueLineBreakRe = /\r\n|\r|\n/g;
 
 function escapeFormName(s) {
   return s.replace(formNameEscapeRe, (c) => formNameEscapes[c]);
@@ -191,7 +190,9 @@ function encodeMultipart(formData) {
     const value = list[i + 1];
     let head = `--${boundary}\r\nContent-Disposition: form-data; name="${escapeFormName(list[i])}"`;
     if (typeof value === 'string') {
-      add(native.utf8Encode(`${head}\r\n\r\n${value.replace(formValueLineBreakRe, '\r\n')}\r\n`));
+      // Values go as they are: the HTML standard normalises line breaks when
+      // a form builds its entry list, not when the list is encoded.
+      add(native.utf8Encode(`${head}\r\n\r\n${value}\r\n`));
     } else {
       const type = value.type === '' ? 'application/octet-stream' : value.type;
       head += `; filename="${escapeFormName(value.name)}"\r\nContent-Type: ${type}\r\n\r\n`;

@@ -101,8 +101,63 @@ function bodyToUint8Array(src) {
   return Promise.resolve(typeof src === 'string' ? bytes : bytes.slice());
 }
 
+// MIME types (WHATWG MIME Sniffing): parsing and serialising normalise a
+// Content-Type the way blob() reports it ("Text/Plain; a=b" is
+// "text/plain;a=b"). '' when the value is not a MIME type.
+const mimeTokenRe = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const mimeQuotedValueRe = /^[\t\x20-\x7e\x80-\xff]*$/;
+const mimeHttpWhitespaceRe = /^[\t\n\r ]+|[\t\n\r ]+$/g;
+
+function normalizeMimeType(value) {
+  const s = value.replace(mimeHttpWhitespaceRe, '');
+  const slash = s.indexOf('/');
+  if (slash <= 0) return '';
+  const type = s.slice(0, slash);
+  let at = s.indexOf(';', slash);
+  if (at < 0) at = s.length;
+  const subtype = s.slice(slash + 1, at).replace(mimeHttpWhitespaceRe, '');
+  if (!mimeTokenRe.test(type) || !mimeTokenRe.test(subtype)) return '';
+  let out = `${type}/${subtype}`.toLowerCase();
+  const seen = new Set();
+  while (at < s.length) {
+    at++; // the ';'
+    while (at < s.length && /[\t\n\r ]/.test(s[at])) at++;
+    let end = at;
+    while (end < s.length && s[end] !== ';' && s[end] !== '=') end++;
+    const name = s.slice(at, end).toLowerCase();
+    at = end;
+    if (at >= s.length) break;
+    if (s[at] === ';') continue;
+    at++; // the '='
+    if (at >= s.length) break;
+    let paramValue;
+    if (s[at] === '"') {
+      paramValue = '';
+      at++;
+      while (at < s.length && s[at] !== '"') {
+        if (s[at] === '\\' && at + 1 < s.length) at++;
+        paramValue += s[at++];
+      }
+      while (at < s.length && s[at] !== ';') at++;
+    } else {
+      end = s.indexOf(';', at);
+      if (end < 0) end = s.length;
+      paramValue = s.slice(at, end).replace(mimeHttpWhitespaceRe, '');
+      at = end;
+      if (paramValue === '') continue;
+    }
+    if (name === '' || !mimeTokenRe.test(name) || !mimeQuotedValueRe.test(paramValue) || seen.has(name)) {
+      continue;
+    }
+    seen.add(name);
+    const quoted = paramValue === '' || !mimeTokenRe.test(paramValue);
+    out += `;${name}=${quoted ? `"${paramValue.replace(/["\\]/g, '\\$&')}"` : paramValue}`;
+  }
+  return out;
+}
+
 function bodyToBlob(src, contentType) {
-  const type = contentType === null ? '' : normalizeBlobType(contentType);
+  const type = contentType === null ? '' : normalizeBlobType(normalizeMimeType(contentType));
   if (isStreamSource(src)) return readableStreamReadAll(src).then((u8) => blobFromBytes(u8.slice(), type));
   return Promise.resolve(blobFromBytes(bodySourceBytesSync(src).slice(), type));
 }

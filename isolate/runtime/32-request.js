@@ -5,13 +5,28 @@
 // is the absolute one the host gave, and its header list is the host's flat
 // array, whose names are lowercased the first time anything reads them.
 
-const normalizedMethods = new Set(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT']);
+// The Fetch standard uppercases the first six; the Workers runtime every
+// method it knows, PATCH included, so a script's 'patch' works the same here.
+const normalizedMethods = new Set(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH',
+  'PURGE', 'TRACE', 'COPY', 'LOCK', 'MKCOL', 'MOVE', 'PROPFIND', 'PROPPATCH', 'SEARCH', 'UNLOCK',
+  'ACL', 'REPORT', 'MKACTIVITY', 'CHECKOUT', 'MERGE', 'M-SEARCH', 'NOTIFY', 'SUBSCRIBE',
+  'UNSUBSCRIBE', 'QUERY']);
 
 function normalizeMethod(m) {
   const s = typeof m === 'string' ? m : `${m}`;
   if (!headerNameRe.test(s)) throw new TypeError(`Invalid HTTP method string: ${s}`);
   const upper = s.toUpperCase();
   return normalizedMethods.has(upper) ? upper : s;
+}
+
+// Whether a request head announces a body (which may still be empty).
+function headAnnouncesBody(flatHeaders) {
+  for (let i = 0; i < flatHeaders.length; i += 2) {
+    const n = flatHeaders[i];
+    if (n.length === 14 && n.toLowerCase() === 'content-length') return true;
+    if (n.length === 17 && n.toLowerCase() === 'transfer-encoding') return true;
+  }
+  return false;
 }
 
 function parseRequestURL(input) {
@@ -235,6 +250,11 @@ class Request {
       r.#list = flatHeaders;
       r.#rawNames = true;
       r.#guard = GUARD_IMMUTABLE;
+      // The host passes no bytes for an empty body; a body that was announced
+      // is still there, empty, unless the method cannot have one.
+      if (body === null && method !== 'GET' && method !== 'HEAD' && headAnnouncesBody(flatHeaders)) {
+        body = emptyBytes;
+      }
       r.#body = body;
       return r;
     };

@@ -1,38 +1,6 @@
-// Response (Fetch standard, as the Workers runtime shapes it: statusText
-// defaults to the standard reason phrase; a zero-length body is accepted, and
-// dropped, with a null body status).
-
-const statusReasons = {
-  0: '', 100: 'Continue', 101: 'Switching Protocols', 102: 'Processing', 103: 'Early Hints',
-  200: 'OK', 201: 'Created', 202: 'Accepted', 203: 'Non-Authoritative Information',
-  204: 'No Content', 205: 'Reset Content', 206: 'Partial Content', 207: 'Multi-Status',
-  208: 'Already Reported', 226: 'IM Used', 300: 'Multiple Choices', 301: 'Moved Permanently',
-  302: 'Found', 303: 'See Other', 304: 'Not Modified', 305: 'Use Proxy',
-  307: 'Temporary Redirect', 308: 'Permanent Redirect', 400: 'Bad Request',
-  401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
-  405: 'Method Not Allowed', 406: 'Not Acceptable', 407: 'Proxy Authentication Required',
-  408: 'Request Timeout', 409: 'Conflict', 410: 'Gone', 411: 'Length Required',
-  412: 'Precondition Failed', 413: 'Payload Too Large', 414: 'URI Too Long',
-  415: 'Unsupported Media Type', 416: 'Range Not Satisfiable', 417: 'Expectation Failed',
-  418: "I'm a teapot", 421: 'Misdirected Request', 422: 'Unprocessable Entity', 423: 'Locked',
-  424: 'Failed Dependency', 426: 'Upgrade Required', 428: 'Precondition Required',
-  429: 'Too Many Requests', 431: 'Request Header Fields Too Large',
-  451: 'Unavailable For Legal Reasons', 500: 'Internal Server Error', 501: 'Not Implemented',
-  502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout',
-  505: 'HTTP Version Not Supported', 506: 'Variant Also Negotiates',
-  507: 'Insufficient Storage', 508: 'Loop Detected', 510: 'Not Extended',
-  511: 'Network Authentication Required',
-};
-
-function defaultStatusText(status) {
-  const text = statusReasons[status];
-  if (text !== undefined) return text;
-  if (status >= 200 && status < 300) return 'Successful';
-  if (status >= 300 && status < 400) return 'Redirection';
-  if (status >= 400 && status < 500) return 'Client Error';
-  if (status >= 500 && status < 600) return 'Server Error';
-  return '';
-}
+// Response (Fetch standard, as the Workers runtime shapes it: a zero-length
+// body is accepted, and dropped, with a null body status; statusText is ""
+// unless given, and the HTTP layer sends the standard reason phrase).
 
 function isNullBodyStatus(status) {
   return status === 101 || status === 204 || status === 205 || status === 304;
@@ -52,7 +20,7 @@ let responseTakeBody;    // (r) -> body source; marks the body used
 
 class Response {
   #status = 200;
-  #statusText = null; // null: the standard reason phrase of #status
+  #statusText = null; // null: none given
   #list = null;
   #headers = null;
   #guard = GUARD_NONE;
@@ -189,7 +157,7 @@ class Response {
 
   get statusText() {
     const t = this.#statusText;
-    return t === null ? defaultStatusText(this.#status) : t;
+    return t === null ? '' : t;
   }
 
   get headers() {

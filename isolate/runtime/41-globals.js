@@ -24,15 +24,36 @@ function reportError(error) {
 
 function structuredClone(value, options = undefined) {
   requireArgs(arguments.length, 1, 'structuredClone', 'ServiceWorkerGlobalScope');
-  toDictionary(options, "The 'options' argument");
+  const opts = toDictionary(options, "The 'options' argument");
+  // Only ArrayBuffers can be transferred here (there are no message ports):
+  // the clone gets a copy of their bytes and the originals are detached.
+  const transfer = [];
+  if (opts !== null && opts.transfer !== undefined) {
+    const list = opts.transfer;
+    if (!isObjectLike(list) || typeof list[Symbol.iterator] !== 'function') {
+      throw new TypeError("Failed to execute 'structuredClone': transfer is not iterable.");
+    }
+    for (const item of list) {
+      if (!isArrayBuffer(item)) {
+        throw new DOMException('Value not transferable: only ArrayBuffers can be transferred.', 'DataCloneError');
+      }
+      if (transfer.includes(item)) {
+        throw new DOMException('ArrayBuffer at index is a duplicate of an earlier ArrayBuffer.', 'DataCloneError');
+      }
+      transfer.push(item);
+    }
+  }
+  let out;
   try {
-    return native.structuredClone(value);
+    out = native.structuredClone(value);
   } catch (err) {
     if (isObjectLike(err) && err.name === 'DataCloneError') {
       throw new DOMException(err.message, 'DataCloneError');
     }
     throw err;
   }
+  for (const ab of transfer) native.detachArrayBuffer(ab);
+  return out;
 }
 
 // performance.now(): milliseconds since the runtime's time origin, never
@@ -121,11 +142,14 @@ defineGlobal('queueMicrotask', queueMicrotask);
 defineGlobal('reportError', reportError);
 defineGlobal('structuredClone', structuredClone);
 defineGlobal('Performance', Performance);
-defineGlobal('performance', new Performance(kPrivate));
 defineGlobal('Navigator', Navigator);
-defineGlobal('navigator', new Navigator(kPrivate));
-defineGlobal('self', globalThis);
-defineGlobal('scheduler', new Scheduler(kPrivate));
+// These five are enumerable own properties of the global object in the
+// Workers runtime (as instance attributes are in browsers), in this order.
+defineGlobal('navigator', new Navigator(kPrivate), true);
+defineGlobal('performance', new Performance(kPrivate), true);
+defineGlobal('scheduler', new Scheduler(kPrivate), true);
+defineGlobal('crypto', crypto, true);
+defineGlobal('self', globalThis, true);
 defineGlobal('addEventListener', function addEventListener(type, listener, options = undefined) {
   requireArgs(arguments.length, 2, 'addEventListener', 'ServiceWorkerGlobalScope');
   if (`${type}` === 'fetch') {

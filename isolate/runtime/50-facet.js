@@ -7,7 +7,8 @@
 //   env.DB.databaseSize          -> bytes
 //
 // The host (facets/ in C) runs each exec to completion and sends back
-// [columnNames, values (row-major), rowsRead, rowsWritten]; rows become
+// [columnNames, values (row-major), rowsRead, rowsWritten], or just
+// [rowsRead, rowsWritten] for a statement without columns; rows become
 // objects only when read.
 
 const facetArrayBufferIsView = ArrayBuffer.isView;
@@ -15,9 +16,12 @@ const facetMinInt64 = -(2n ** 63n);
 const facetMaxInt64 = 2n ** 63n - 1n;
 // The cursor's row-as-array step, for the raw iterator only.
 const kFacetNextRaw = Symbol('nextRaw');
+// Columns and values of statements without columns (never handed out).
+const facetNoColumns = Object.freeze([]);
 
-// The type a parameter error names: "object" for null-less objects and
-// arrays alike, as typeof says.
+// Checks one exec() parameter before anything crosses to the host; the
+// TypeError names its 1-based position and its typeof ("object" for arrays,
+// Dates and plain objects alike).
 function facetCheckParam(value, index) {
   switch (typeof value) {
     case 'string':
@@ -83,13 +87,23 @@ class SqlStorageCursor {
 
   constructor(key, result) {
     if (key !== kPrivate) throw new TypeError('Illegal constructor');
-    const [columns, values, rowsRead, rowsWritten] = result;
+    if (result.length === 2) {
+      this.#columns = facetNoColumns;
+      this.#values = facetNoColumns;
+      this.#width = 0;
+      this.#rows = 0;
+      this.#rowsRead = result[0];
+      this.#rowsWritten = result[1];
+      this.#plainKeys = true;
+      return;
+    }
+    const columns = result[0];
     this.#columns = columns;
-    this.#values = values;
+    this.#values = result[1];
     this.#width = columns.length;
-    this.#rows = columns.length === 0 ? 0 : values.length / columns.length;
-    this.#rowsRead = rowsRead;
-    this.#rowsWritten = rowsWritten;
+    this.#rows = result[1].length / columns.length;
+    this.#rowsRead = result[2];
+    this.#rowsWritten = result[3];
     this.#plainKeys = !columns.includes('__proto__');
   }
 
@@ -178,8 +192,8 @@ class SqlStorage {
       throw new TypeError('exec() needs the SQL text as its first argument (a string)');
     }
     for (let i = 0; i < bindings.length; i++) facetCheckParam(bindings[i], i);
-    bindings.unshift(query);
-    return new SqlStorageCursor(kPrivate, hostCallSync(this.#name, 'exec', bindings));
+    // (Array.prototype.unshift is a slow builtin; a spread is not.)
+    return new SqlStorageCursor(kPrivate, hostCallSync(this.#name, 'exec', [query, ...bindings]));
   }
 
   transactionSync(closure) {

@@ -63,7 +63,9 @@ function fetchResponse(request, handle, head, state) {
   const nullBody = request.method === 'HEAD' || isNullBodyStatus(status);
   if (nullBody && !head.done) hostCallAsync('', 'cancel', [handle]).catch(() => {});
   state.done = nullBody || head.done;
-  const body = nullBody ? null : fetchBodyStream(handle, head.body, head.done, state);
+  // A body that came whole with the head needs no stream until one is asked for.
+  let body = null;
+  if (!nullBody) body = head.done ? new Uint8Array(head.body) : fetchBodyStream(handle, head.body, false, state);
   const response = new Response(body, {
     status,
     statusText: head.statusText.replace(fetchStatusTextBadRe, ' '),
@@ -89,16 +91,20 @@ async function fetch(input, init = undefined) {
   if (redirect === undefined) redirect = request.redirect;
   const url = request.url;
   if (!/^https?:/i.test(url)) throw new TypeError(`Fetch API cannot load: ${url}`);
-  const signal = request.signal;
-  signal.throwIfAborted();
+  // Only a signal the caller passed can abort; the one a Request makes up cannot.
+  const signal = (isObjectLike(init) && init.signal !== undefined && init.signal !== null) ||
+    (isObjectLike(input) && isRequest(input)) ? request.signal : null;
+  if (signal !== null) signal.throwIfAborted();
   const method = request.method;
   const headers = headersListOf(request.headers).slice();
   let body = null;
   if (request.body !== null) body = await request.arrayBuffer();
-  signal.throwIfAborted();
 
   const handle = ++fetchHandleSeq;
-  const state = { done: false, controller: null, release: null };
+  const state = { done: false, controller: null, release: () => {} };
+  if (signal !== null) signal.throwIfAborted(); // it may have fired while the body was read
+  const call = hostCallAsync('', 'fetch', [handle, method, url, headers, body, redirect]);
+  if (signal === null) return fetchResponse(request, handle, await call, state);
   let rejectAbort;
   const aborted = new Promise((_, reject) => {
     rejectAbort = reject;
@@ -122,10 +128,7 @@ async function fetch(input, init = undefined) {
   state.release = () => signal.removeEventListener('abort', onAbort);
   let head;
   try {
-    head = await Promise.race([
-      hostCallAsync('', 'fetch', [handle, method, url, headers, body, redirect]),
-      aborted,
-    ]);
+    head = await Promise.race([call, aborted]);
   } catch (err) {
     state.release();
     throw err;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Facets benchmark: single-row inserts (autocommit, and inside one
-# transaction) and point reads per second, measured four ways in one run:
+# transaction) and point reads per second, measured six ways in one run:
 #   raw        SQLite from C with a prepared statement, on the settings of a
 #              facet (WAL, synchronous=FULL, mmap): the physical limit
 #   facet_call the facets/ C API without JavaScript (facets_test --bench)
+#   isolate    env.DB.exec in an isolate without HTTP (facets_test --bench-js)
 #   edgenode   env.DB.exec from a deployed worker
 #   workerd    ctx.storage.sql.exec in a SQLite-backed Durable Object running
 #              the same logic module (npm package `workerd`)
@@ -12,6 +13,9 @@
 # Objects only make a request's writes durable when it ends (the output
 # gate), so their "autocommit" inserts are one batch: compare that row with
 # the transaction row, not with a facet's fsync per statement.
+#
+# Two tables: operations per wall-clock second as a client sees them, and per
+# CPU-second of the process doing the work (steadier on a busy machine).
 #
 # Environment: ROUNDS (3), N_AUTO (autocommit inserts per request, 300),
 # N_TXN (inserts per transaction, 50000), N_READ (reads per request, 50000),
@@ -143,10 +147,20 @@ cat >"$tmp/raw.c" <<'EOF'
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-static double now(void) {
+static double clock_s(clockid_t id) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(id, &t);
   return t.tv_sec + t.tv_nsec / 1e9;
+}
+static double wall0, cpu0;
+static void start(void) {
+  wall0 = clock_s(CLOCK_MONOTONIC);
+  cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+}
+/* "key":[ops per wall second, ops per CPU second] */
+static void rate(const char *key, int n, const char *sep) {
+  printf("\"%s\":[%.0f,%.0f]%s", key, n / (clock_s(CLOCK_MONOTONIC) - wall0),
+         n / (clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0), sep);
 }
 static void must(int rc, sqlite3 *db, const char *what) {
   if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
@@ -154,8 +168,16 @@ static void must(int rc, sqlite3 *db, const char *what) {
     exit(1);
   }
 }
+static void insert(sqlite3 *db, sqlite3_stmt *ins, int i) {
+  char v[32];
+  snprintf(v, sizeof v, "value %d", i);
+  sqlite3_bind_text(ins, 1, v, -1, SQLITE_TRANSIENT);
+  must(sqlite3_step(ins), db, "insert");
+  sqlite3_reset(ins);
+}
 int main(int argc, char **argv) {
   sqlite3 *db;
+  if (argc != 5) return 2;
   int n_auto = atoi(argv[2]), n_txn = atoi(argv[3]), n_read = atoi(argv[4]);
   must(sqlite3_open(argv[1], &db), db, "open");
   must(sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
@@ -164,38 +186,26 @@ int main(int argc, char **argv) {
   sqlite3_stmt *ins, *sel;
   must(sqlite3_prepare_v2(db, "INSERT INTO kv (v) VALUES (?)", -1, &ins, 0), db, "prepare");
   must(sqlite3_prepare_v2(db, "SELECT v FROM kv WHERE k = ?", -1, &sel, 0), db, "prepare");
-  char v[32];
-  double t0 = now();
-  for (int i = 0; i < n_auto; i++) {
-    snprintf(v, sizeof v, "value %d", i);
-    sqlite3_bind_text(ins, 1, v, -1, SQLITE_TRANSIENT);
-    must(sqlite3_step(ins), db, "insert");
-    sqlite3_reset(ins);
-  }
-  double auto_rate = n_auto / (now() - t0);
-  t0 = now();
+  printf("{");
+  start();
+  for (int i = 0; i < n_auto; i++) insert(db, ins, i);
+  rate("insert", n_auto, ",");
+  start();
   must(sqlite3_exec(db, "BEGIN IMMEDIATE", 0, 0, 0), db, "begin");
-  for (int i = 0; i < n_txn; i++) {
-    snprintf(v, sizeof v, "value %d", i);
-    sqlite3_bind_text(ins, 1, v, -1, SQLITE_TRANSIENT);
-    must(sqlite3_step(ins), db, "insert");
-    sqlite3_reset(ins);
-  }
+  for (int i = 0; i < n_txn; i++) insert(db, ins, i);
   must(sqlite3_exec(db, "COMMIT", 0, 0, 0), db, "commit");
-  double txn_rate = n_txn / (now() - t0);
+  rate("insert_txn", n_txn, ",");
   int max = n_auto + n_txn;
   long bytes = 0;
-  t0 = now();
+  start();
   for (int i = 0; i < n_read; i++) {
     sqlite3_bind_int64(sel, 1, 1 + ((long long)i * 7919) % max);
     must(sqlite3_step(sel), db, "read");
     bytes += sqlite3_column_bytes(sel, 0);
     sqlite3_reset(sel);
   }
-  double read_rate = n_read / (now() - t0);
-  printf("{\"insert\":%.0f,\"insert_txn\":%.0f,\"read\":%.0f,\"bytes\":%ld}\n", auto_rate,
-         txn_rate, read_rate, bytes);
-  return 0;
+  rate("read", n_read, "}\n");
+  return bytes > 0 ? 0 : 1;
 }
 EOF
 cc -O2 -o "$tmp/raw" "$tmp/raw.c" -lsqlite3 || die "cannot compile the raw SQLite program"
@@ -289,6 +299,33 @@ for name in edgenode workerd; do
 done
 
 # --- measure ---------------------------------------------------------------
+edge_worker=$(pgrep -P "${pgids[0]}" -f edgenode-worker | head -1 || true)
+wd_pid=${pgids[1]}
+[[ -n $edge_worker ]] || die "no edgenode worker process"
+tck=$(getconf CLK_TCK)
+
+# CPU seconds (user + system) a process has used so far.
+cpu_of() {
+  local stat f
+  stat=$(<"/proc/$1/stat")
+  stat=${stat##*) }  # the command name may hold spaces
+  read -r -a f <<<"$stat"
+  # fields after the name start at 3 (state): utime is 14, stime 15
+  echo "$(( f[11] + f[12] )) $tck" | awk '{ printf "%.3f\n", $1 / $2 }'
+}
+
+# [ops per wall second, ops per CPU-second of the serving process]
+measure() {
+  local name=$1 op=$2 n=$3 pid c0 c1 wall
+  [[ $name == edgenode ]] && pid=$edge_worker || pid=$wd_pid
+  c0=$(cpu_of "$pid")
+  wall=$(timed "$name" "$op" "$n")
+  c1=$(cpu_of "$pid")
+  echo "$n $wall $c0 $c1" | awk '{ c = $4 - $3; cpu = "null"
+    if (c > 0) cpu = sprintf("%.0f", $1 / c)
+    printf "[%.0f,%s]\n", $1 / $2, cpu }'
+}
+
 : >"$tmp/results"
 for round in $(seq "$ROUNDS"); do
   rm -f "$tmp/raw.sqlite"*
@@ -296,14 +333,14 @@ for round in $(seq "$ROUNDS"); do
   rm -rf "$tmp/fc" && mkdir -p "$tmp/fc"
   fc=$(N_AUTO=$N_AUTO N_TXN=$N_TXN N_READ=$N_READ SYNC=FULL "$build/tests/facets_test" --bench "$tmp/fc")
   echo "facet_call $round $fc" >>"$tmp/results"
+  N_TXN=$N_TXN N_READ=$N_READ "$build/tests/facets_test" --bench-js >"$tmp/js.out"
+  echo "isolate $round $(sed -n 1p "$tmp/js.out")" >>"$tmp/results"
+  echo "isolate+clock $round $(sed -n 2p "$tmp/js.out")" >>"$tmp/results"
   for name in edgenode workerd; do
-    a=$(timed "$name" insert "$N_AUTO")
-    t=$(timed "$name" insert_txn "$N_TXN")
-    r=$(timed "$name" read "$N_READ")
-    printf '%s %s {"insert":%s,"insert_txn":%s,"read":%s}\n' "$name" "$round" \
-      "$(node -e "console.log(($N_AUTO / $a).toFixed(0))")" \
-      "$(node -e "console.log(($N_TXN / $t).toFixed(0))")" \
-      "$(node -e "console.log(($N_READ / $r).toFixed(0))")" >>"$tmp/results"
+    a=$(measure "$name" insert "$N_AUTO")
+    t=$(measure "$name" insert_txn "$N_TXN")
+    r=$(measure "$name" read "$N_READ")
+    echo "$name $round {\"insert\":$a,\"insert_txn\":$t,\"read\":$r}" >>"$tmp/results"
   done
   say "round $round done"
 done
@@ -313,34 +350,37 @@ node - "$tmp/results" <<'EOF'
 const fs = require('fs');
 const rows = fs.readFileSync(process.argv[2], 'utf8').trim().split('\n').map((l) => {
   const [name, round, ...rest] = l.split(' ');
-  const j = JSON.parse(rest.join(' '));
-  // facets_test --bench names its figures differently
-  if (name === 'facet_call') {
-    return { name, round, insert: j.insert_autocommit_per_s, insert_txn: j.insert_in_transaction_per_s,
-             read: j.point_read_per_s };
-  }
-  return { name, round, ...j };
+  return { name, round: +round, ...JSON.parse(rest.join(' ')) };
 });
 const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b), m = s.length >> 1;
+  const s = xs.filter((x) => typeof x === 'number').sort((a, b) => a - b), m = s.length >> 1;
+  if (s.length === 0) return NaN;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
-const names = ['raw', 'facet_call', 'edgenode', 'workerd'];
+const names = ['raw', 'facet_call', 'isolate', 'isolate+clock', 'edgenode', 'workerd'];
 const ops = [['insert', 'insert, autocommit'], ['insert_txn', 'insert, in a transaction'],
              ['read', 'point read']];
-const med = {};
-for (const n of names) {
-  med[n] = {};
-  for (const [op] of ops) med[n][op] = median(rows.filter((r) => r.name === n).map((r) => +r[op]));
-}
-const f0 = (v) => Math.round(v).toLocaleString('en-US');
+const f0 = (v) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '-');
+const ratio = (a, b) => (Number.isFinite(a / b) ? (a / b).toFixed(2) + 'x' : '-');
 const pad = (s, w) => String(s).padStart(w);
-console.log('');
-console.log(`medians, operations/s        ${names.map((n) => pad(n, 12)).join('')}  edgenode/raw  edgenode/workerd`);
-for (const [op, label] of ops) {
-  const e = med.edgenode[op];
-  console.log(`${label.padEnd(28)} ${names.map((n) => pad(f0(med[n][op]), 12)).join('')}` +
-              `${pad((e / med.raw[op]).toFixed(2) + 'x', 14)}${pad((e / med.workerd[op]).toFixed(2) + 'x', 18)}`);
+const rounds = Math.max(...rows.map((r) => r.round));
+for (const [which, title] of [[0, 'operations per second (wall clock)'],
+                              [1, 'operations per CPU-second of the process doing the work']]) {
+  console.log('');
+  console.log(`${title}, medians of ${rounds} rounds`);
+  console.log(`${''.padEnd(26)}${names.map((n) => pad(n, 14)).join('')}  edgenode/raw  edgenode/workerd`);
+  for (const [op, label] of ops) {
+    const med = {};
+    for (const n of names) {
+      med[n] = median(rows.filter((r) => r.name === n && r[op]).map((r) => r[op][which]));
+    }
+    console.log(`${label.padEnd(26)}${names.map((n) => pad(f0(med[n]), 14)).join('')}` +
+                `${pad(ratio(med.edgenode, med.raw), 14)}${pad(ratio(med.edgenode, med.workerd), 18)}`);
+  }
 }
-console.log('(workerd commits a request\'s writes together at its end: its autocommit row is batched work)');
+console.log(`
+raw: SQLite from C with a prepared statement. facet_call: facets/ from C. isolate: env.DB.exec
+in an isolate without HTTP; +clock: reading the thread CPU clock at every call, as a host that
+computes each call's deadline does. edgenode, workerd: over HTTP, N operations per request.
+workerd makes a request's writes durable together when it ends: its autocommit row is batched work.`);
 EOF

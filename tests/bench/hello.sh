@@ -151,15 +151,35 @@ wait_ready "$wd_pid" "$tmp/workerd.log" '' "$wd_port" workerd
 
 # --- load ------------------------------------------------------------------
 url_of() { [[ $1 == edgenode ]] && echo "http://127.0.0.1:$edge_port/" || echo "http://127.0.0.1:$wd_port/"; }
+pgid_of() { [[ $1 == edgenode ]] && echo "$edge_pid" || echo "$wd_pid"; }
+clk_tck=$(getconf CLK_TCK)
 
-# wrk's request rate; warns on errors it reports.
+# CPU time (user + system, clock ticks) used so far by every process of a
+# server's process group. Over a run it gives the server's CPU cost per
+# request, which other work on the machine disturbs far less than the rate.
+group_ticks() {
+  local pid total=0 stat rest f
+  for pid in $(pgrep -g "$1"); do
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+    rest=${stat##*) }         # the command name may contain spaces
+    read -r -a f <<<"$rest"   # f[11], f[12] = utime, stime (fields 14, 15)
+    total=$(( total + f[11] + f[12] ))
+  done
+  echo "$total"
+}
+
+# Prints "requests/s requests cpu_ticks" of one wrk run; warns on errors it reports.
 run_wrk() {
-  local name=$1 seconds=$2 out
+  local name=$1 seconds=$2 out before after
+  before=$(group_ticks "$(pgid_of "$name")")
   out=$(wrk -t2 -c"$CONNECTIONS" -d"${seconds}s" -H "Host: $HOST_HEADER" "$(url_of "$name")")
+  after=$(group_ticks "$(pgid_of "$name")")
   if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
     printf 'warning: wrk against %s: %s\n' "$name" "$(grep -E 'Non-2xx|Socket errors' <<<"$out" | tr -s ' ')" >&2
   fi
-  sed -n 's/^Requests\/sec:[[:space:]]*//p' <<<"$out"
+  echo "$(sed -n 's/^Requests\/sec:[[:space:]]*//p' <<<"$out")" \
+    "$(sed -n 's/^[[:space:]]*\([0-9]*\) requests in.*/\1/p' <<<"$out")" \
+    "$(( after - before ))"
 }
 
 say "warming up both servers for $WARMUP s each"
@@ -175,14 +195,16 @@ for round in $(seq "$ROUNDS"); do
       perf record -g -o "$PERF" -p "$worker" -- sleep "$DURATION" >"$tmp/perf.log" 2>&1 &
       perf_pid=$!
     fi
-    rps=$(run_wrk "$name" "$DURATION")
+    read -r rps requests ticks < <(run_wrk "$name" "$DURATION")
     if [[ -n ${perf_pid:-} ]]; then
       wait "$perf_pid" || { cat "$tmp/perf.log" >&2; die "perf record failed"; }
       perf_pid=
     fi
+    cpu_us=$(( requests > 0 ? ticks * 1000000 / clk_tck / requests : 0 ))
     lg=$("$loadgen" -t2 -c"$CONNECTIONS" -d"$DURATION" -H "$HOST_HEADER" "$(url_of "$name")")
-    printf '%s\t%s\t%s\t%s\n' "$name" "$round" "$rps" "$lg" >>"$tmp/results"
-    printf 'round %s %-8s wrk %10s req/s   loadgen %s\n' "$round" "$name" "$rps" "$lg"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$rps" "$cpu_us" "$lg" >>"$tmp/results"
+    printf 'round %s %-8s wrk %9s req/s %4s us CPU/req   loadgen %s\n' \
+      "$round" "$name" "$rps" "$cpu_us" "$lg"
   done
 done
 
@@ -190,8 +212,8 @@ done
 node - "$tmp/results" <<'EOF'
 const fs = require("fs");
 const rows = fs.readFileSync(process.argv[2], "utf8").trim().split("\n").map((l) => {
-  const [name, round, rps, lg] = l.split("\t");
-  return { name, round: +round, rps: +rps, lg: JSON.parse(lg) };
+  const [name, round, rps, cpu, lg] = l.split("\t");
+  return { name, round: +round, rps: +rps, cpu: +cpu, lg: JSON.parse(lg) };
 });
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b), m = s.length >> 1;
@@ -202,6 +224,7 @@ for (const name of ["edgenode", "workerd"]) {
   const r = rows.filter((x) => x.name === name);
   stats[name] = {
     rps: median(r.map((x) => x.rps)),
+    cpu: median(r.map((x) => x.cpu)),
     p50: median(r.map((x) => x.lg.p50_us)),
     p99: median(r.map((x) => x.lg.p99_us)),
     lg_rps: median(r.map((x) => x.lg.rps)),
@@ -209,12 +232,18 @@ for (const name of ["edgenode", "workerd"]) {
   };
 }
 const e = stats.edgenode, w = stats.workerd;
-const f0 = (v) => v.toLocaleString("en-US", { maximumFractionDigits: 0 });
-const ms = (us) => (us / 1000).toFixed(2) + " ms";
-const pad = (s, n) => String(s).padStart(n);
+const int = (v) => v.toLocaleString("en-US", { maximumFractionDigits: 0 });
+const cols = [
+  ["requests/s (wrk)", "rps", (s) => int(s.rps)],
+  ["p50 (loadgen)", "p50", (s) => (s.p50 / 1000).toFixed(2) + " ms"],
+  ["p99 (loadgen)", "p99", (s) => (s.p99 / 1000).toFixed(2) + " ms"],
+  ["CPU/request", "cpu", (s) => Math.round(s.cpu) + " us"],
+  ["req/s (loadgen)", "lg_rps", (s) => int(s.lg_rps)],
+];
+const line = (label, cells) => console.log(label.padEnd(22) + cells.map((c) => c.padStart(17)).join(""));
 console.log("");
-console.log(`medians of ${rows.length / 2} rounds    requests/s (wrk)   p50 (loadgen)   p99 (loadgen)   loadgen req/s   loadgen errors`);
-for (const [name, s] of [["edgenode", e], ["workerd", w]])
-  console.log(`${name.padEnd(24)}${pad(f0(s.rps), 17)}${pad(ms(s.p50), 16)}${pad(ms(s.p99), 16)}${pad(f0(s.lg_rps), 16)}${pad(s.errors, 17)}`);
-console.log(`${"edgenode / workerd".padEnd(24)}${pad((e.rps / w.rps).toFixed(2) + "x", 17)}${pad((e.p50 / w.p50).toFixed(2) + "x", 16)}${pad((e.p99 / w.p99).toFixed(2) + "x", 16)}${pad((e.lg_rps / w.lg_rps).toFixed(2) + "x", 16)}`);
+line(`medians of ${rows.length / 2} rounds`, [...cols.map((c) => c[0]), "errors (loadgen)"]);
+line("edgenode", [...cols.map((c) => c[2](e)), String(e.errors)]);
+line("workerd", [...cols.map((c) => c[2](w)), String(w.errors)]);
+line("edgenode / workerd", cols.map((c) => (e[c[1]] / w[c[1]]).toFixed(2) + "x"));
 EOF

@@ -40,7 +40,7 @@ function send(port, host, req) {
     const flat = headers.flat();
     const r = http.request({
       host: '127.0.0.1', port, method: req.method, path: req.path, headers: flat,
-      agent: false, timeout: 20000, setHost: false,
+      agent: false, timeout: 10000, setHost: false,
     }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
@@ -53,7 +53,7 @@ function send(port, host, req) {
       });
       res.on('error', reject);
     });
-    r.on('timeout', () => r.destroy(new Error('no response within 20 s')));
+    r.on('timeout', () => r.destroy(new Error('no response within 10 s')));
     r.on('error', reject);
     (async () => {
       if (req.chunks) {
@@ -85,14 +85,25 @@ function showBody(buf) {
   return shown.length > 1500 ? `${shown.slice(0, 1500)}... (${buf.length} bytes)` : shown;
 }
 
-// The aspects in which two answers differ: "status", "headers", "body".
+// The aspects in which two answers differ: "status", "headers", "body"
+// ("transport" when one side did not answer at all).
 function compare(a, b) {
   const diffs = {};
   if (a.status !== b.status) diffs.status = { workerd: a.status, edgenode: b.status };
   const ha = comparableHeaders(a.headers);
   const hb = comparableHeaders(b.headers);
   if (JSON.stringify(ha) !== JSON.stringify(hb)) diffs.headers = { workerd: ha, edgenode: hb };
-  if (!a.body.equals(b.body)) diffs.body = { workerd: showBody(a.body), edgenode: showBody(b.body) };
+  if (!a.body.equals(b.body)) {
+    // Where they part, so that a long body's difference is visible.
+    let at = 0;
+    while (at < a.body.length && a.body[at] === b.body[at]) at++;
+    const from = Math.max(0, at - 60);
+    diffs.body = {
+      workerd: showBody(a.body), edgenode: showBody(b.body),
+      full: { workerd: a.body.toString('utf8'), edgenode: b.body.toString('utf8') },
+      at, near: { workerd: showBody(a.body.subarray(from, at + 100)), edgenode: showBody(b.body.subarray(from, at + 100)) },
+    };
+  }
   return diffs;
 }
 
@@ -118,14 +129,17 @@ before(async () => {
   }
   workerd = await startWorkerd(wd.bin, CASES.map((c) => ({ name: c.name, source: c.source })));
   node = await startNode({ workers: 2 });
-  for (const c of CASES) await node.deployOk(c.name, c.source);
+  // The comparison is about what the APIs do, not about CPU limits (workerd
+  // run locally has none): a generous budget keeps a loaded machine from
+  // turning a slow case into a 503.
+  for (const c of CASES) await node.deployOk(c.name, { 'worker.js': c.source }, { limits: { cpu_ms: 1000 } });
 });
 
 after(async () => {
   if (workerd) await workerd.stop();
   if (node) await node.stop({ clean: true });
-  if (results.length && !ONLY) {
-    writeResults('compat', { workerd: WORKERD_VERSION, cases: results });
+  if (results.length) {
+    writeResults(ONLY ? 'compat-only' : 'compat', { workerd: WORKERD_VERSION, cases: results });
     const equal = results.filter((r) => r.outcome === 'equal').length;
     const known = results.filter((r) => r.outcome === 'known-difference').length;
     const bad = results.length - equal - known;
@@ -152,8 +166,12 @@ async function runCase(c) {
   const problems = [];
   for (let i = 0; i < c.requests.length; i++) {
     const req = c.requests[i];
-    const [a, b] = await Promise.all([send(port, host, req), send(node.listenPort, host, req)]);
-    const diffs = compare(a, b);
+    const failed = (err) => ({ error: err.message });
+    const [a, b] = await Promise.all([send(port, host, req).catch(failed),
+      send(node.listenPort, host, req).catch(failed)]);
+    const diffs = a.error || b.error
+      ? { transport: { workerd: a.error ?? 'answered', edgenode: b.error ?? 'answered' } }
+      : compare(a, b);
     const allowed = allowedFor(c.name, i);
     const ignore = new Set(allowed?.ignore ?? []);
     const unexpected = Object.keys(diffs).filter((k) => !ignore.has(k));
@@ -162,8 +180,11 @@ async function runCase(c) {
     results.push({ case: c.name, request: i, label: req.label, outcome, diffs, stale });
     if (unexpected.length) {
       problems.push(`${req.label} (#${i}) differs in ${unexpected.join(', ')}:\n` +
-        unexpected.map((k) => `  ${k}: workerd  ${show(diffs[k].workerd)}\n` +
-          `  ${' '.repeat(k.length)}  edgenode ${show(diffs[k].edgenode)}`).join('\n'));
+        unexpected.map((k) => {
+          const d = k === 'body' && diffs.body.at > 400
+            ? { workerd: `... ${diffs.body.near.workerd}`, edgenode: `... ${diffs.body.near.edgenode}` } : diffs[k];
+          return `  ${k}: workerd  ${show(d.workerd)}\n  ${' '.repeat(k.length)}  edgenode ${show(d.edgenode)}`;
+        }).join('\n'));
     }
     if (stale) problems.push(`${req.label} (#${i}) is listed in differences.json but agrees now: remove the entry`);
   }

@@ -21,6 +21,8 @@ const API_TOKEN = `tok-${randomBytes(8).toString('hex')}`;
 const API_KEY = `key-${randomBytes(8).toString('hex')}`;
 const ROTATED = `rot-${randomBytes(8).toString('hex')}`;
 const SECRET_VALUES = [API_TOKEN, API_KEY, ROTATED];
+// Room for sanitizer builds; CPU limits are not what this file tests.
+const LIMITS = { cpu_ms: 2000 };
 
 // ---- upstreams -------------------------------------------------------------
 
@@ -71,6 +73,25 @@ async function route(req, res) {
   }
   if (p === '/x/malformed') {
     req.socket.end('HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\nhello');
+    return;
+  }
+  if (p === '/x/port') {
+    res.end(String(req.socket.remotePort));
+    return;
+  }
+  if (p === '/x/large') {
+    // 3 MiB in 64 KiB writes, waiting for the socket to drain
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    const chunk = Buffer.alloc(65536, 'abcdefgh');
+    let left = 48;
+    const more = () => {
+      while (left > 0) {
+        left--;
+        if (!res.write(chunk)) return res.once('drain', more);
+      }
+      res.end();
+    };
+    more();
     return;
   }
   if (p === '/big') {
@@ -160,6 +181,7 @@ function rulesFor() {
     },
     { match: `${u}/stall*`, timeout_ms: 800 },
     { match: `${u}/big`, max_response_bytes: 4096 },
+    { match: `${u}/x/large`, max_response_bytes: 8 << 20 },
     { match: `${u}/x/*`, methods: ['GET', 'POST'] },
     { match: `http://localhost:${P}/echo/*` },
     { match: `https://localhost:${TLS.good}/` },
@@ -206,7 +228,7 @@ before(async () => {
   await putSecret('API_TOKEN', `${API_TOKEN}\n`);
   await putSecret('API_KEY', API_KEY);
   const r = await node.control('PUT', '/v1/workers/c1', {
-    body: { modules: { 'index.js': CLIENT }, egress: rulesFor() },
+    body: { modules: { 'index.js': CLIENT }, egress: rulesFor(), limits: LIMITS },
   });
   assert.equal(r.status, 201, r.text);
   assert.equal(r.json.egress.length, rulesFor().length, 'the deploy answer shows the rules');
@@ -435,7 +457,9 @@ test('a name that resolves to a private address is refused; the allow list is a 
     { match: `http://127.0.0.1:${P}/echo/*` },
     { match: 'http://192.0.2.1:9/', connect_timeout_ms: 300, timeout_ms: 2000 },
   ];
-  const d = await other.control('PUT', '/v1/workers/c1', { body: { modules: { 'index.js': CLIENT }, egress: rules } });
+  const d = await other.control('PUT', '/v1/workers/c1', {
+    body: { modules: { 'index.js': CLIENT }, egress: rules, limits: LIMITS },
+  });
   assert.equal(d.status, 201, d.text);
   const ask = async (spec) => (await other.ingress('c1', '/', { method: 'POST', body: JSON.stringify(spec) })).json;
   const byName = await ask({ url: `http://localhost:${P}/echo/a` });
@@ -540,7 +564,7 @@ test('TLS: verified against the test CA, with the host name checked; SNI and IP 
 
 test('limits: subrequests per request (redirects count), 6 at a time, response size', async () => {
   const lim = await node.control('PUT', '/v1/workers/lim', {
-    body: { modules: { 'index.js': CLIENT }, egress: rulesFor(), limits: { sub_requests: 3 } },
+    body: { modules: { 'index.js': CLIENT }, egress: rulesFor(), limits: { ...LIMITS, sub_requests: 3 } },
   });
   assert.equal(lim.status, 201, lim.text);
   const count = { url: `http://127.0.0.1:${P}/x/count?k=lim` };
@@ -578,6 +602,28 @@ test('the body streams: the worker reads the first chunk before the upstream sen
   assert.equal(r.ok, true, JSON.stringify(r));
   assert.equal(r.chunks[0], 'first;');
   assert.equal(r.body, 'first;second');
+});
+
+test('a large body arrives whole; keep-alive connections are reused; Request objects work', async () => {
+  const r = await call({ url: `http://127.0.0.1:${P}/x/large` });
+  assert.equal(r.ok, true, JSON.stringify(r).slice(0, 300));
+  assert.equal(r.body.length, 48 * 65536);
+  assert.equal(r.body.slice(0, 8), 'abcdefgh');
+  const c = await call({ url: `http://127.0.0.1:${P}/x/large`, read: 'chunks' });
+  assert.equal(c.body.length, 48 * 65536);
+  assert.ok(c.chunks.length > 1, 'read in several pieces');
+
+  const port = { url: `http://127.0.0.1:${P}/x/port` };
+  const seq = await call({ sequence: [port, port, port, port, port] });
+  const ports = new Set(seq.results.map((x) => x.body));
+  assert.equal(ports.size, 1, `one pooled connection for five fetches: ${[...ports]}`);
+
+  const req = await call({
+    url: `http://127.0.0.1:${P}/echo/req`, request: true,
+    init: { method: 'POST', body: 'from a Request', headers: { 'x-r': '1' } },
+  });
+  const e = JSON.parse(req.body);
+  assert.deepEqual([e.method, e.body, e.headers['x-r']], ['POST', 'from a Request', '1']);
 });
 
 test('AbortSignal: aborting rejects with AbortError and drops the upstream connection', async () => {

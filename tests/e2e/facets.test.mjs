@@ -40,7 +40,8 @@ async function deployOk(name, source, extra = {}) {
 }
 
 test('the JavaScript API, checked from inside a worker', async () => {
-  await deployOk('facet-api', API);
+  // generous: the suite runs many statements and a VACUUM in one request
+  await deployOk('facet-api', API, { limits: { cpu_ms: 5000 } });
   // twice: both processes serve it, and a second run sees the first's file
   for (let i = 0; i < 2; i++) {
     const r = await node.ingress('facet-api', '/');
@@ -198,8 +199,10 @@ test('operators: describe, backup while writing, redeploy and delete keep it, pu
 test('durability: every acknowledged write survives SIGKILL of worker processes', async (t) => {
   const dataDir = tempDir('edgenode-facet-durable-');
   const ROUNDS = 12;
+  const BATCH = 5;
   const acked = new Set();
   let next = 0;
+  let nextBatch = 0;
   let kills = 0;
   let local = await startNode({ workers: 2, dataDir });
   try {
@@ -209,19 +212,31 @@ test('durability: every acknowledged write survives SIGKILL of worker processes'
       local.allowCrashes = true;
       const target = local;
       let stop = false;
-      const clients = Array.from({ length: 4 }, async () => {
+      const ackedBefore = acked.size;
+      // three clients write single rows, one writes batches of BATCH rows
+      // in a transaction (numbers from 10^6 up, BATCH apart)
+      const clients = Array.from({ length: 4 }, async (_, id) => {
         while (!stop) {
-          const n = next++;
           try {
-            const r = await target.ingress('durable', `/write?n=${n}`, { method: 'POST', timeout: 3000 });
-            if (r.status === 200 && r.text === `ok ${n}`) acked.add(n);
+            if (id === 3) {
+              const from = 1e6 + BATCH * nextBatch++;
+              const r = await target.ingress('durable', `/batch?from=${from}&k=${BATCH}`,
+                { method: 'POST', timeout: 3000 });
+              if (r.status === 200) for (let i = 0; i < BATCH; i++) acked.add(from + i);
+            } else {
+              const n = next++;
+              const r = await target.ingress('durable', `/write?n=${n}`, { method: 'POST', timeout: 3000 });
+              if (r.status === 200 && r.text === `ok ${n}`) acked.add(n);
+            }
           } catch {
             // the process died under this request: not acknowledged
           }
         }
       });
-      // one worker process dies at a random moment while the other serves ...
-      await sleep(100 + Math.random() * 300);
+      // writes are flowing (the isolate is loaded, the facet open) ...
+      await waitFor(() => acked.size > ackedBefore, { timeout: 10000, what: 'a first write' });
+      // ... when one worker process dies at a random moment while the other serves ...
+      await sleep(100 + Math.random() * 400);
       const pids = await target.workerPids();
       process.kill(pids[Math.floor(Math.random() * pids.length)], 'SIGKILL');
       kills++;
@@ -236,12 +251,17 @@ test('durability: every acknowledged write survives SIGKILL of worker processes'
     await local.kill();
   }
   assert.ok(kills >= 3 * ROUNDS);
-  assert.ok(acked.size > 100, `only ${acked.size} writes were acknowledged`);
+  assert.ok(acked.size >= ROUNDS * 5, `only ${acked.size} writes were acknowledged`);
   const file = path.join(dataDir, 'facets', 'durable.sqlite');
   if (!hasSqlite) return;
   assert.deepEqual(sqlite(file, 'PRAGMA integrity_check'), ['ok']);
   const present = new Set(sqlite(file, 'SELECT n FROM rows').map(Number));
   const lost = [...acked].filter((n) => !present.has(n));
+  // a transaction is all or nothing, acknowledged or not
+  for (let b = 0; b < nextBatch; b++) {
+    const rows = Array.from({ length: BATCH }, (_, i) => present.has(1e6 + BATCH * b + i));
+    assert.ok(rows.every((x) => x === rows[0]), `batch ${b} is partly there: ${rows}`);
+  }
   t.diagnostic(`${kills} processes killed, ${acked.size} writes acknowledged, ` +
                `${present.size} rows in the file`);
   assert.deepEqual(lost, [], `${lost.length} of ${acked.size} acknowledged rows are missing`);

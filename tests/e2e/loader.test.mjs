@@ -139,7 +139,8 @@ async function isolates() {
 }
 
 test('deploy a parent with a loader binding', async () => {
-  await node.deployOk('parent', { 'index.js': PARENT }, { bindings: LOADER });
+  // CPU to spare for a parent's cold first request on slow (sanitizer) builds
+  await node.deployOk('parent', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 500 } });
 });
 
 test('load(): a fresh isolate every time', async () => {
@@ -284,14 +285,14 @@ test('a child at its CPU limit fails in the parent, which can catch it; others a
 });
 
 test('a child\'s limits are the lower of its own and its parent\'s', async () => {
-  await node.deployOk('tight', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 20 } });
+  await node.deployOk('tight', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 100 } });
   const res = await node.ingress('tight', '/spec', {
     method: 'POST',
     body: JSON.stringify({ code: { compatibilityDate: '2025-06-01', mainModule: 'c.js',
                                    modules: { 'c.js': 'export default { fetch() { for (;;) {} } };' },
                                    limits: { cpuMs: 5000 } } }),
   });
-  assert.match(res.json?.error?.message ?? '', /CPU time limit \(20 ms\)/, res.text);
+  assert.match(res.json?.error?.message ?? '', /CPU time limit \(100 ms\)/, res.text);
 });
 
 test('a child at its memory limit fails in the parent; the parent goes on', async () => {
@@ -327,14 +328,38 @@ test('a get() child that hit a limit is discarded: the callback runs again', asy
 test('cached get() isolates are evicted when idle; the callback runs again', async () => {
   const small = await startNode({ workers: 1, extraArgs: ['--idle-timeout-s', '1'] });
   try {
-    await small.deployOk('p', { 'index.js': PARENT }, { bindings: LOADER });
+    await small.deployOk('p', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 500 } });
     const first = (await small.ingress('p', '/get?id=x')).json;
     const second = (await small.ingress('p', '/get?id=x')).json;
     assert.equal(JSON.parse(second.ok.body).n, 2);
-    await sleep(3000);
-    const third = (await small.ingress('p', '/get?id=x')).json;
+    await sleep(4000);
+    const res = await small.ingress('p', '/get?id=x');
+    assert.equal(res.status, 200, res.text);
+    const third = res.json;
     assert.equal(JSON.parse(third.ok.body).n, 1, `evicted and started again: ${JSON.stringify(third)}`);
     assert.ok(first.ok.getCalls >= 1);
+  } finally {
+    await small.stop({ clean: true });
+  }
+});
+
+test('cached get() isolates count toward the process\'s isolate heap budget', async () => {
+  const small = await startNode({ workers: 1, extraArgs: ['--isolate-memory-mb', '16'] });
+  try {
+    await small.deployOk('p', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 500 } });
+    const ids = Array.from({ length: 30 }, (_, i) => `id${i}`);
+    for (const id of ids) {
+      const r = await small.ingress('p', `/get?id=${id}`);
+      assert.equal(r.status, 200, r.text);
+    }
+    // the sweep runs every second: the least recently used ids go first
+    await sleep(2500);
+    const first = (await small.ingress('p', '/get?id=id0')).json;
+    assert.equal(JSON.parse(first.ok.body).n, 1, `id0 was evicted: ${JSON.stringify(first)}`);
+    const info = await small.nodeInfo();
+    const [proc] = workerList(info);
+    assert.ok(proc.evictions >= 1, `evictions: ${JSON.stringify(proc)}`);
+    assert.ok(proc.isolates < 31, `isolates: ${JSON.stringify(proc)}`);
   } finally {
     await small.stop({ clean: true });
   }

@@ -643,7 +643,8 @@ static void test_cpu_per_request(void **state) {
   assert_int_equal(r.req[2].done, 1);
   /* The third entry got what was left, not a whole limit. */
   assert_true(used[0] + used[1] > 15000000u && used[0] + used[1] < 50000000u);
-  assert_true(used[2] < 50000000u - (used[0] + used[1]) + 3000000u);
+  /* Slack for the watchdog thread waiting for a core on a busy machine. */
+  assert_true(used[2] < 50000000u - (used[0] + used[1]) + 10000000u);
   assert_true(r.req[2].cpu_ns >= 50000000u);
   assert_true(r.req[2].cpu_ns < used[0] + used[1] + used[2] + 3000000u);
   assert_int_equal(iso_worker_pending(w), 0);
@@ -1407,7 +1408,8 @@ static void test_memory_limit(void **state) {
 static void test_array_buffer_limit(void **state) {
   (void)state;
   rec r = {0};
-  iso_limits limits = {32, 0};
+  /* Zeroing tens of MiB takes more than the default CPU limit under a sanitizer. */
+  iso_limits limits = {32, 2000};
   iso_worker *w = load_ok(&r,
                           "export default { fetch() {\n"
                           "  const keep = [];\n"
@@ -1539,11 +1541,28 @@ static void test_costs(void **state) {
   /* A process always has other isolates alive: V8 then keeps the shared
    * read-only heap instead of rebuilding it for each new isolate. */
   iso_worker *other = load_ok(&r, hello, NULL);
-  uint64_t t0 = time_mono_ns(), cpu0 = time_thread_cpu_ns();
-  for (int i = 0; i < CREATES; i++)
-    iso_worker_free(load_ok(&r, hello, NULL));
-  uint64_t create_ns = (time_mono_ns() - t0) / CREATES;
-  uint64_t create_cpu = (time_thread_cpu_ns() - cpu0) / CREATES;
+  /* A cold start: create and load a worker, its first request, and free it. */
+  uint64_t load_cpu = 0, first_cpu = 0, free_cpu = 0;
+  uint64_t t0 = time_mono_ns();
+  for (int i = 0; i < CREATES; i++) {
+    memset(&r.req[1], 0, sizeof(r.req[1]));
+    uint64_t c0 = time_thread_cpu_ns();
+    iso_worker *cold = load_ok(&r, hello, NULL);
+    uint64_t c1 = time_thread_cpu_ns();
+    assert_int_equal(get(cold, 1, "/"), 0);
+    uint64_t c2 = time_thread_cpu_ns();
+    iso_worker_free(cold);
+    uint64_t c3 = time_thread_cpu_ns();
+    assert_string_equal(r.req[1].body, "hi");
+    load_cpu += c1 - c0;
+    first_cpu += c2 - c1;
+    free_cpu += c3 - c2;
+  }
+  uint64_t cold_ns = (time_mono_ns() - t0) / CREATES;
+  print_message("  cold start: create+load %.3f ms cpu, first request %.3f ms cpu, free %.3f ms "
+                "cpu (%.2f ms wall in all)\n",
+                load_cpu / 1e6 / CREATES, first_cpu / 1e6 / CREATES, free_cpu / 1e6 / CREATES,
+                cold_ns / 1e6);
 
   iso_worker *w = load_ok(&r, hello, NULL);
   iso_header h[] = {{"host", 4, "test.localhost", 14}, {"user-agent", 10, "bench", 5},
@@ -1555,17 +1574,16 @@ static void test_costs(void **state) {
     assert_int_equal(iso_worker_dispatch(w, 1, &req), 0);
   }
   t0 = time_mono_ns();
-  cpu0 = time_thread_cpu_ns();
+  uint64_t cpu0 = time_thread_cpu_ns();
   for (int i = 0; i < REQUESTS; i++) {
     r.req[1].responded = r.req[1].done = 0;
     iso_worker_dispatch(w, 1, &req);
   }
   uint64_t wall = time_mono_ns() - t0, cpu = time_thread_cpu_ns() - cpu0;
   assert_string_equal(r.req[1].body, "hi");
-  print_message("  worker create+load+free: %.2f ms wall, %.2f ms cpu; hello dispatch: %.2f us "
-                "wall, %.2f us cpu (%.0f/s)\n",
-                (double)create_ns / 1e6, (double)create_cpu / 1e6, (double)wall / REQUESTS / 1e3,
-                (double)cpu / REQUESTS / 1e3, REQUESTS / ((double)wall / 1e9));
+  print_message("  hello dispatch: %.2f us wall, %.2f us cpu (%.0f/s)\n",
+                (double)wall / REQUESTS / 1e3, (double)cpu / REQUESTS / 1e3,
+                REQUESTS / ((double)wall / 1e9));
   iso_worker_free(w);
   iso_worker_free(other);
 }

@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# Loader benchmarks (Dynamic Workers): edgenode against workerd's worker
+# loader, the same parent script on both, same machine, same run.
+#
+#   1. cold: the parent load()s a fresh child with unique code for every
+#      request and returns the child's response;
+#   2. warm: the parent get()s the child by a fixed id (cached isolate).
+#
+# For each, per round, loadgen with 1 connection (latency) and with
+# CONNECTIONS connections (throughput), every response timed. Then the
+# in-process time from load() to the child's response, measured inside the
+# parent over INPROC loads (in batches of 10: Date.now() has millisecond
+# resolution on both runtimes), and the resident memory (RSS) of each server
+# during a cold-load run of RSS_SECONDS (workerd never evicts: it only gets
+# RSS_SECONDS_WORKERD, or it would take the machine).
+#
+# Environment: DURATION (seconds per run, default 5), CONNECTIONS (64),
+# ROUNDS (3), INPROC (loads, 500), RSS_SECONDS (60), RSS_SECONDS_WORKERD (10),
+# BUILD (build directory, default build-release).
+set -euo pipefail
+
+DURATION=${DURATION:-5}
+CONNECTIONS=${CONNECTIONS:-64}
+ROUNDS=${ROUNDS:-3}
+INPROC=${INPROC:-500}
+RSS_SECONDS=${RSS_SECONDS:-60}
+RSS_SECONDS_WORKERD=${RSS_SECONDS_WORKERD:-10}
+HOST_HEADER=parent.localhost
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=$repo/${BUILD:-build-release}
+cache=$build/bench-cache
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgenode-loader-bench.XXXXXX")
+pgids=()
+
+say() { printf '== %s\n' "$*" >&2; }
+die() { printf 'loader.sh: %s\n' "$*" >&2; exit 1; }
+
+# Every server runs in its own process group (setsid): one kill reaches
+# edgenode's worker processes too.
+cleanup() {
+  local g
+  for g in "${pgids[@]}"; do kill -TERM -- "-$g" 2>/dev/null || true; done
+  for g in "${pgids[@]}"; do
+    for _ in $(seq 50); do
+      kill -0 -- "-$g" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL -- "-$g" 2>/dev/null || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+for tool in cmake npm node curl setsid ps; do
+  command -v "$tool" >/dev/null || die "$tool is required"
+done
+
+free_port() {
+  node -e 'const s = require("net").createServer();
+           s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
+}
+
+# --- build -----------------------------------------------------------------
+say "building Release in $build"
+cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$tmp/cmake.log" 2>&1 ||
+  { cat "$tmp/cmake.log" >&2; die "cmake configure failed"; }
+cmake --build "$build" -j"$(nproc)" --target edgenode edgenode-worker loadgen \
+  >"$tmp/build.log" 2>&1 || { tail -40 "$tmp/build.log" >&2; die "build failed"; }
+loadgen=$build/bin/loadgen
+
+# --- workerd ---------------------------------------------------------------
+workerd=$cache/workerd
+if [[ ! -x $workerd ]]; then
+  say "installing the npm package workerd"
+  npm install --prefix "$tmp/npm" --no-audit --no-fund workerd >"$tmp/npm.log" 2>&1 ||
+    { cat "$tmp/npm.log" >&2; die "npm install workerd failed"; }
+  mkdir -p "$cache"
+  cp "$tmp/npm/node_modules/@cloudflare/workerd-linux-64/bin/workerd" "$workerd.part"
+  mv "$workerd.part" "$workerd"
+fi
+
+# --- the parent script: one file, both servers -------------------------------
+mkdir -p "$tmp/workerd"
+cat >"$tmp/workerd/parent.js" <<'EOF'
+let seq = 0;
+function code(body) {
+  return { compatibilityDate: '2025-01-01', mainModule: 'child.js',
+           modules: { 'child.js': body }, globalOutbound: null };
+}
+function childSource(tag) {
+  return `export default { fetch(request) { return new Response(${JSON.stringify(tag)}); } };`;
+}
+// Unique code every time: nothing can be cached by source.
+function unique() {
+  seq++;
+  return `cold ${seq} ${Math.random()}`;
+}
+function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    if (url.pathname === '/cold') {
+      const stub = env.LOADER.load(code(childSource(unique())));
+      return stub.getEntrypoint().fetch(request);
+    }
+    if (url.pathname === '/warm') {
+      const stub = env.LOADER.get('warm', async () => code(childSource('warm')));
+      return stub.getEntrypoint().fetch(request);
+    }
+    if (url.pathname === '/inproc') {
+      const n = Number(url.searchParams.get('n') || 500);
+      const batch = 10;
+      const means = [];
+      const t0 = Date.now();
+      for (let b = 0; b < n / batch; b++) {
+        const s = Date.now();
+        for (let i = 0; i < batch; i++) {
+          const stub = env.LOADER.load(code(childSource(unique())));
+          const res = await stub.getEntrypoint().fetch('http://child/');
+          await res.arrayBuffer();
+        }
+        means.push((Date.now() - s) / batch);
+      }
+      const mean = (Date.now() - t0) / (means.length * batch);
+      means.sort((a, b) => a - b);
+      return Response.json({ loads: means.length * batch, mean_ms: mean,
+                             p50_ms: percentile(means, 50), p99_ms: percentile(means, 99) });
+    }
+    return new Response('routes: /cold /warm /inproc', { status: 404 });
+  },
+};
+EOF
+
+# --- machine ---------------------------------------------------------------
+cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1)
+echo "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, Linux $(uname -r)"
+echo "workerd: $("$workerd" --version 2>&1 | head -1)"
+echo "load: loadgen, $DURATION s per run, 1 and $CONNECTIONS connections, $ROUNDS rounds"
+
+# --- servers ---------------------------------------------------------------
+edge_port=$(free_port)
+edge_control=$(free_port)
+wd_port=$(free_port)
+
+say "starting edgenode on 127.0.0.1:$edge_port (2 worker processes)"
+(cd "$repo" && exec setsid "$build/bin/edgenode" --listen "127.0.0.1:$edge_port" \
+  --control "127.0.0.1:$edge_control" --data "$tmp/data" --workers 2 --log-level warn \
+  >"$tmp/edgenode.log" 2>&1) &
+edge_pid=$!
+pgids+=("$edge_pid")
+for _ in $(seq 300); do
+  curl -sf "http://127.0.0.1:$edge_control/readyz" >/dev/null 2>&1 && break
+  kill -0 "$edge_pid" 2>/dev/null || { tail -20 "$tmp/edgenode.log" >&2; die "edgenode exited"; }
+  sleep 0.1
+done
+token=$(cat "$tmp/data/control.token")
+node -e '
+  const fs = require("fs");
+  const body = { main_module: "parent.js", modules: { "parent.js": fs.readFileSync(process.argv[1], "utf8") },
+                 bindings: { LOADER: { type: "loader" } }, limits: { cpu_ms: 1000, wall_ms: 300000 } };
+  process.stdout.write(JSON.stringify(body));' "$tmp/workerd/parent.js" >"$tmp/deploy.json"
+curl -sf -X PUT -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+  --data-binary "@$tmp/deploy.json" "http://127.0.0.1:$edge_control/v1/workers/parent" >/dev/null ||
+  die "deploying the parent to edgenode failed"
+
+cat >"$tmp/workerd/config.capnp" <<EOF
+using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [ (name = "main", worker = .parent) ],
+  sockets = [ (name = "http", address = "127.0.0.1:$wd_port", http = (), service = "main") ],
+);
+const parent :Workerd.Worker = (
+  modules = [ (name = "parent.js", esModule = embed "parent.js") ],
+  compatibilityDate = "2025-01-01",
+  bindings = [ (name = "LOADER", workerLoader = ()) ],
+);
+EOF
+say "starting workerd on 127.0.0.1:$wd_port"
+(cd "$tmp/workerd" && exec setsid "$workerd" serve --experimental config.capnp \
+  >"$tmp/workerd.log" 2>&1) &
+wd_pid=$!
+pgids+=("$wd_pid")
+
+url_of() {
+  [[ $1 == edgenode ]] && echo "http://127.0.0.1:$edge_port$2" || echo "http://127.0.0.1:$wd_port$2"
+}
+for name in edgenode workerd; do
+  for _ in $(seq 300); do
+    if curl -sf -m 5 -H "Host: $HOST_HEADER" "$(url_of "$name" /warm)" 2>/dev/null | grep -q warm; then
+      continue 2
+    fi
+    sleep 0.1
+  done
+  tail -20 "$tmp/$name.log" >&2
+  die "$name does not answer /warm"
+done
+
+# RSS in KiB of a process group (edgenode: the supervisor and its workers).
+rss_of() {
+  ps -o rss= -s "$1" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# --- latency and throughput ---------------------------------------------------
+say "warming up"
+for name in edgenode workerd; do
+  "$loadgen" -t2 -c8 -d2 -H "$HOST_HEADER" "$(url_of "$name" /warm)" >/dev/null
+  "$loadgen" -t1 -c1 -d2 -H "$HOST_HEADER" "$(url_of "$name" /cold)" >/dev/null
+done
+
+: >"$tmp/results"
+for round in $(seq "$ROUNDS"); do
+  for scenario in cold warm; do
+    for conns in 1 "$CONNECTIONS"; do
+      threads=$(( conns > 1 ? 2 : 1 ))
+      for name in edgenode workerd; do
+        lg=$("$loadgen" -t"$threads" -c"$conns" -d"$DURATION" -H "$HOST_HEADER" "$(url_of "$name" "/$scenario")")
+        printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$scenario" "$conns" "$round" "$lg" >>"$tmp/results"
+        printf 'round %s %-5s c=%-3s %-8s %s\n' "$round" "$scenario" "$conns" "$name" "$lg"
+      done
+    done
+  done
+done
+
+# --- in-process: load() to the child's response, inside the parent ------------
+: >"$tmp/inproc"
+for name in edgenode workerd; do
+  out=$(curl -sf -m 600 -H "Host: $HOST_HEADER" "$(url_of "$name" "/inproc?n=$INPROC")") ||
+    die "$name: /inproc failed"
+  printf '%s\t%s\n' "$name" "$out" >>"$tmp/inproc"
+  printf 'in-process %-8s %s\n' "$name" "$out"
+done
+
+# --- memory during a long cold-load run -----------------------------------------
+: >"$tmp/rss"
+for name in edgenode workerd; do
+  seconds=$([[ $name == edgenode ]] && echo "$RSS_SECONDS" || echo "$RSS_SECONDS_WORKERD")
+  group=$([[ $name == edgenode ]] && echo "$edge_pid" || echo "$wd_pid")
+  before=$(rss_of "$group")
+  "$loadgen" -t2 -c"$CONNECTIONS" -d"$seconds" -H "$HOST_HEADER" "$(url_of "$name" /cold)" \
+    >"$tmp/rss-$name.json" &
+  lg_pid=$!
+  peak=0
+  while kill -0 "$lg_pid" 2>/dev/null; do
+    now=$(rss_of "$group")
+    (( now > peak )) && peak=$now
+    sleep 1
+  done
+  wait "$lg_pid"
+  end=$(rss_of "$group")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$seconds" "$before" "$peak" "$end" \
+    "$(cat "$tmp/rss-$name.json")" >>"$tmp/rss"
+  printf 'rss %-8s %s s cold: before %s MiB, peak %s MiB, after %s MiB; %s\n' "$name" "$seconds" \
+    $(( before / 1024 )) $(( peak / 1024 )) $(( end / 1024 )) "$(cat "$tmp/rss-$name.json")"
+done
+budget=$(curl -sf -H "Authorization: Bearer $token" "http://127.0.0.1:$edge_control/v1/node" |
+  node -e 'let s = ""; process.stdin.on("data", (d) => s += d).on("end", () => {
+    const j = JSON.parse(s); console.log(j.worker_memory_budget_mb ?? "?"); });')
+echo "edgenode worker RSS budget: $budget MiB per process"
+
+# --- summary -------------------------------------------------------------------
+node - "$tmp/results" "$tmp/inproc" "$tmp/rss" <<'EOF'
+const fs = require("fs");
+const lines = (f) => fs.readFileSync(f, "utf8").trim().split("\n").filter(Boolean);
+const rows = lines(process.argv[2]).map((l) => {
+  const [name, scenario, conns, round, lg] = l.split("\t");
+  return { name, scenario, conns: +conns, round: +round, lg: JSON.parse(lg) };
+});
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b), m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const ms = (us) => (us / 1000).toFixed(2) + " ms";
+const f0 = (v) => v.toLocaleString("en-US", { maximumFractionDigits: 0 });
+const pad = (s, n) => String(s).padStart(n);
+console.log("");
+console.log("medians of rounds              req/s        p50        p99     errors");
+for (const scenario of ["cold", "warm"]) {
+  for (const conns of [...new Set(rows.map((r) => r.conns))]) {
+    const s = {};
+    for (const name of ["edgenode", "workerd"]) {
+      const r = rows.filter((x) => x.name === name && x.scenario === scenario && x.conns === conns);
+      if (!r.length) continue;
+      s[name] = { rps: median(r.map((x) => x.lg.rps)), p50: median(r.map((x) => x.lg.p50_us)),
+                  p99: median(r.map((x) => x.lg.p99_us)), errors: r.reduce((a, x) => a + x.lg.errors, 0) };
+      console.log(`${(scenario + " c=" + conns + " " + name).padEnd(28)}${pad(f0(s[name].rps), 9)}` +
+                  `${pad(ms(s[name].p50), 11)}${pad(ms(s[name].p99), 11)}${pad(s[name].errors, 11)}`);
+    }
+    if (s.edgenode && s.workerd)
+      console.log(`${(scenario + " c=" + conns + " edgenode/workerd").padEnd(28)}` +
+                  `${pad((s.edgenode.rps / s.workerd.rps).toFixed(2) + "x", 9)}` +
+                  `${pad((s.edgenode.p50 / s.workerd.p50).toFixed(2) + "x", 11)}` +
+                  `${pad((s.edgenode.p99 / s.workerd.p99).toFixed(2) + "x", 11)}`);
+  }
+}
+console.log("");
+for (const l of lines(process.argv[3])) {
+  const [name, json] = l.split("\t");
+  const j = JSON.parse(json);
+  console.log(`in-process load() -> response, ${name.padEnd(8)} mean ${j.mean_ms.toFixed(2)} ms, ` +
+              `p50 ${j.p50_ms.toFixed(2)} ms, p99 ${j.p99_ms.toFixed(2)} ms (batches of 10, ${j.loads} loads)`);
+}
+for (const l of lines(process.argv[4])) {
+  const [name, seconds, before, peak, end, lg] = l.split("\t");
+  const j = JSON.parse(lg);
+  console.log(`RSS ${name.padEnd(8)} ${seconds} s cold loads (${f0(j.requests)} requests, ${f0(j.rps)}/s): ` +
+              `${(before / 1024).toFixed(0)} -> peak ${(peak / 1024).toFixed(0)} MiB, ` +
+              `${(end / 1024).toFixed(0)} MiB at the end`);
+}
+EOF

@@ -1,0 +1,16 @@
+/* compat
+[{"path": "/"}]
+*/
+// AbortSignal.timeout: fires with a TimeoutError after the delay.
+export default {
+  async fetch() {
+    const signal = AbortSignal.timeout(30);
+    const start = Date.now();
+    const before = signal.aborted;
+    const reason = await new Promise((resolve) => {
+      signal.addEventListener('abort', () => resolve(signal.reason));
+    });
+    const waited = Date.now() - start >= 25;
+    return Response.json({ before, after: signal.aborted, name: reason.name, code: reason.code, waited });
+  },
+};
