@@ -15,6 +15,7 @@ packages=(
   libcmocka-dev libjansson-dev
   libicu72 libc-ares2 libnghttp2-14 libbrotli1 libuv1 libssl3 zlib1g
   nodejs wrk
+  libsystemd-dev prometheus
 )
 
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

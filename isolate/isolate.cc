@@ -420,13 +420,57 @@ bool handler_install(iso_worker *w, v8::Local<v8::Context> context,
   return true;
 }
 
+void worker_destroy(iso_worker *w);
+
+/* The default memory limit: pooled isolates are made with it (a heap's
+ * limit is fixed when the isolate is created). */
+constexpr uint32_t kDefaultMemoryMb = 128;
+
+/* A worker with its isolate and context ready and no tenant code in it:
+ * what the pool holds. NULL (and *err filled) on failure. */
+iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
+  iso_worker *w = new iso_worker();
+  w->memory_cap = (size_t)memory_mb << 20;
+  w->array_buffers = new allocator(w->memory_cap);
+
+  v8::Isolate::CreateParams params;
+  params.array_buffer_allocator = w->array_buffers;
+  params.constraints.ConfigureDefaultsFromHeapSize(0, w->memory_cap);
+  params.snapshot_blob = snapshot_blob();
+  params.external_references = snapshot_references();
+  w->isolate = v8::Isolate::New(params);
+  w->watch.isolate = w->isolate;
+  w->isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
+  w->isolate->AddNearHeapLimitCallback(near_heap_limit, w);
+  w->isolate->SetAllowWasmCodeGenerationCallback(no_wasm);
+  w->isolate->SetHostImportModuleDynamicallyCallback(module_import_dynamic);
+  /* A blocked futex uses no CPU: the watchdog would never stop it. */
+  w->isolate->SetAllowAtomicsWait(false);
+  /* Errors remember where they were created: the tenant's line, not the runtime's. */
+  w->isolate->SetCaptureStackTraceForUncaughtExceptions(true, 16, v8::StackTrace::kOverview);
+
+  v8::Isolate::Scope isolate_scope(w->isolate);
+  v8::HandleScope handles(w->isolate);
+  v8::Local<v8::Context> context = v8::Context::New(w->isolate);
+  if (context.IsEmpty() || !context_start(w, context, err)) {
+    if (err->kind == ISO_OK)
+      error_set(err, ISO_ERR_INTERNAL, "could not create a context");
+    worker_destroy(w);
+    return nullptr;
+  }
+  return w;
+}
+
+/* Makes a blank worker the tenant's: its host, its limits, its modules. */
 bool worker_load(iso_worker *w, const iso_worker_options *o, iso_error *err) {
+  w->host = *o->host;
+  if (o->calls != nullptr)
+    w->host_calls = *o->calls;
+  w->cpu_limit_ns = (uint64_t)(o->limits.cpu_ms ? o->limits.cpu_ms : 50) * 1000000u;
   v8::Isolate *isolate = w->isolate;
   v8::Isolate::Scope isolate_scope(isolate);
   v8::HandleScope handles(isolate);
-  v8::Local<v8::Context> context = v8::Context::New(isolate);
-  if (context.IsEmpty() || !context_start(w, context, err))
-    return false;
+  v8::Local<v8::Context> context = w->context.Get(isolate);
   v8::Context::Scope context_scope(context);
   entry e;
   entry_begin(w, &e, 0, w->cpu_limit_ns);
@@ -437,6 +481,19 @@ bool worker_load(iso_worker *w, const iso_worker_options *o, iso_error *err) {
   else if (why == ISO_ERR_MEMORY)
     error_set(err, ISO_ERR_MEMORY, "exceeded memory limit");
   return ok && why == ISO_OK;
+}
+
+/* ---- the pool of blank workers, one per thread (an isolate stays on the
+ * thread that made it) ---- */
+
+thread_local std::vector<iso_worker *> *pool;
+
+iso_worker *pool_take(uint32_t memory_mb) {
+  if (memory_mb != kDefaultMemoryMb || pool == nullptr || pool->empty())
+    return nullptr;
+  iso_worker *w = pool->back();
+  pool->pop_back();
+  return w;
 }
 
 void worker_destroy(iso_worker *w) {
@@ -580,33 +637,12 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
     error_set(err, ISO_ERR_INTERNAL, "the host has no respond or done callback");
     return nullptr;
   }
-  uint32_t memory_mb = o->limits.memory_mb ? o->limits.memory_mb : 128;
-  uint32_t cpu_ms = o->limits.cpu_ms ? o->limits.cpu_ms : 50;
-
-  iso_worker *w = new iso_worker();
-  w->host = *o->host;
-  if (o->calls != nullptr)
-    w->host_calls = *o->calls;
-  w->cpu_limit_ns = (uint64_t)cpu_ms * 1000000u;
-  w->memory_cap = (size_t)memory_mb << 20;
-  w->array_buffers = new allocator(w->memory_cap);
-
-  v8::Isolate::CreateParams params;
-  params.array_buffer_allocator = w->array_buffers;
-  params.constraints.ConfigureDefaultsFromHeapSize(0, w->memory_cap);
-  params.snapshot_blob = snapshot_blob();
-  params.external_references = snapshot_references();
-  w->isolate = v8::Isolate::New(params);
-  w->watch.isolate = w->isolate;
-  w->isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
-  w->isolate->AddNearHeapLimitCallback(near_heap_limit, w);
-  w->isolate->SetAllowWasmCodeGenerationCallback(no_wasm);
-  w->isolate->SetHostImportModuleDynamicallyCallback(module_import_dynamic);
-  /* A blocked futex uses no CPU: the watchdog would never stop it. */
-  w->isolate->SetAllowAtomicsWait(false);
-  /* Errors remember where they were created: the tenant's line, not the runtime's. */
-  w->isolate->SetCaptureStackTraceForUncaughtExceptions(true, 16, v8::StackTrace::kOverview);
-
+  uint32_t memory_mb = o->limits.memory_mb ? o->limits.memory_mb : kDefaultMemoryMb;
+  iso_worker *w = pool_take(memory_mb);
+  if (w == nullptr && (w = worker_blank(memory_mb, err)) == nullptr) {
+    iso_error_clear(&local);
+    return nullptr;
+  }
   if (!worker_load(w, o, err)) {
     worker_destroy(w);
     iso_error_clear(&local);
@@ -627,6 +663,32 @@ iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
   o.main_module = main_module;
   o.env_json = env_json;
   return iso_worker_create(&o, err);
+}
+
+size_t iso_pool_size(void) {
+  return pool == nullptr ? 0 : pool->size();
+}
+
+int iso_pool_fill(size_t target) {
+  if (!platform_ready())
+    return -1;
+  if (pool == nullptr)
+    pool = new std::vector<iso_worker *>();
+  while (pool->size() > target) {
+    worker_destroy(pool->back());
+    pool->pop_back();
+  }
+  while (pool->size() < target) {
+    iso_error err = {};
+    iso_worker *w = worker_blank(kDefaultMemoryMb, &err);
+    if (w == nullptr) {
+      log_error("could not make a blank isolate: %s", err.message ? err.message : "?");
+      iso_error_clear(&err);
+      return -1;
+    }
+    pool->push_back(w);
+  }
+  return 0;
 }
 
 void iso_worker_free(iso_worker *w) {

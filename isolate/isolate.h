@@ -133,6 +133,31 @@ iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
 void iso_worker_free(iso_worker *w);
 
 /*
+ * The pool of blank isolates. A worker's isolate and context take several
+ * milliseconds to make (V8 deserializes the runtime's snapshot into them);
+ * loading the tenant's modules into a ready one takes a fraction of that.
+ * iso_pool_fill() makes blank isolates (context and runtime ready, no
+ * tenant code) until the calling thread's pool holds `target`, or disposes
+ * the extras when it holds more: iso_pool_fill(0) empties it, as a host
+ * should before it exits. Call it off the request path, for example from a
+ * libuv idle or check callback when there is no work; each isolate costs
+ * milliseconds, so a host that must stay responsive adds one at a time:
+ * iso_pool_fill(iso_pool_size() + 1). Returns 0, or -1 when an isolate
+ * could not be made.
+ *
+ * iso_worker_create() (and iso_worker_new(), iso_validate()) takes an
+ * isolate from the pool when one is there and the worker's memory limit is
+ * the default (128 MiB: V8 fixes a heap's limit when it creates the
+ * isolate), and makes one otherwise. An isolate that has run any tenant's
+ * code is never returned to the pool: iso_worker_free() disposes it.
+ *
+ * The pool is per thread, as isolates are: a worker is created from the
+ * pool of the thread that creates it.
+ */
+int iso_pool_fill(size_t target);
+size_t iso_pool_size(void);
+
+/*
  * Calls default.fetch(request, env, ctx). respond (and later done) are called
  * for `token`, maybe before this returns. Returns 0, or -1 if the request
  * could not even be started (respond is then never called for it).

@@ -141,6 +141,12 @@ void native_timer_cancel(const Info &info) {
 /* randomFill(u8) */
 void native_random_fill(const Info &info) {
   v8::Isolate *isolate = info.GetIsolate();
+  /* Bytes drawn while the snapshot is made would be every worker's. */
+  if (worker(info) == nullptr) {
+    isolate->ThrowException(
+        v8::Exception::Error(str(isolate, "no random bytes while the runtime's snapshot is made")));
+    return;
+  }
   uint8_t *data;
   size_t len;
   if (!view_bytes(info[0], &data, &len) || info[0]->IsArrayBuffer()) {

@@ -15,7 +15,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 #include "internal.h"
 
@@ -195,9 +194,7 @@ bool snapshot_build(std::string *error) {
   references.push_back((intptr_t)&utf16);
   references.push_back(0);
 
-  uint64_t T0 = time_mono_ns();
   v8::SnapshotCreator creator(references.data());
-  fprintf(stderr, "T creator %.1f\n", (time_mono_ns() - T0) / 1e6);
   v8::Isolate *isolate = creator.GetIsolate();
   {
     v8::HandleScope handles(isolate);
@@ -219,10 +216,8 @@ bool snapshot_build(std::string *error) {
     v8::Local<v8::UnboundScript> script = compiled->GetUnboundScript();
     v8::Local<v8::Object> native, api;
     v8::Local<v8::Function> fns[3];
-    fprintf(stderr, "T compiled %.1f\n", (time_mono_ns() - T0) / 1e6);
     if (!runtime_run(context, script, &native, &api, error))
       return false;
-    fprintf(stderr, "T ran %.1f\n", (time_mono_ns() - T0) / 1e6);
     if (!api_get(context, api, "setHandler", &fns[0]) ||
         !api_get(context, api, "dispatch", &fns[1]) ||
         !api_get(context, api, "fireTimer", &fns[2])) {
@@ -230,7 +225,6 @@ bool snapshot_build(std::string *error) {
       return false;
     }
     warm_up(isolate, script);
-    fprintf(stderr, "T warm %.1f\n", (time_mono_ns() - T0) / 1e6);
     data_index[kSlotSetHandler] = creator.AddData(context, fns[0]);
     data_index[kSlotDispatch] = creator.AddData(context, fns[1]);
     data_index[kSlotFireTimer] = creator.AddData(context, fns[2]);
@@ -240,7 +234,6 @@ bool snapshot_build(std::string *error) {
   /* Outside any HandleScope. Keeping the compiled functions makes the first
    * request of a worker cheapest. */
   blob = creator.CreateBlob(v8::SnapshotCreator::FunctionCodeHandling::kKeep);
-  fprintf(stderr, "T blob %.1f\n", (time_mono_ns() - T0) / 1e6);
   if (blob.data == nullptr || blob.raw_size <= 0) {
     *error = "V8 could not create the snapshot";
     return false;

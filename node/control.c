@@ -90,7 +90,7 @@ static void get_node(node *n, http_request *req) {
   json_t *body = json_pack(
       "{s:s, s:s?, s:I, s:s, s:s, s:s, s:s, s:i, s:o}", "version", EDGENODE_VERSION, "v8",
       n->v8_version, "uptime_s", (json_int_t)((time_mono_ns() - n->started_mono_ns) / 1000000000u),
-      "started_at", started, "state", n->state == NODE_SERVING ? "serving" : "draining", "listen",
+      "started_at", started, "state", node_state_name(n), "listen",
       n->listen_addr, "control", n->control_addr, "pid", (int)getpid(), "workers", procs);
   json_object_set_new(body, "worker_memory_budget_mb",
                       json_integer((json_int_t)(node_worker_memory_budget(n) >> 20)));
@@ -152,6 +152,7 @@ static void delete_worker(node *n, http_request *req, const char *name) {
   /* The facet outlives a delete unless the operator asks for it to go. */
   const char *query = strchr(req->target, '?');
   int purge = query && strstr(query, "purge=true") != NULL;
+  node_event_new(n, "delete", name, json_pack("{s:b}", "purge", purge));
   if (purge && node_facet_purge(n, name) != 0) {
     node_respond_error(req, 500, "worker deleted, but its facet could not be purged");
     return;
@@ -162,7 +163,11 @@ static void delete_worker(node *n, http_request *req, const char *name) {
 }
 
 static void on_deployed(node *n, void *data, int status, json_t *body) {
-  (void)n;
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if ((status == 200 || status == 201) && name)
+    node_event_new(n, "deploy", name,
+                   json_pack("{s:O?, s:b}", "version", json_object_get(body, "version"), "created",
+                             status == 201));
   node_respond_json(data, status, body, NULL);
 }
 
@@ -211,8 +216,15 @@ static int worker_subroute(node *n, http_request *req, const char *rest) {
   return handled;
 }
 
+/* Before the first "ready", every process must be up; after it, one serving
+ * process is enough: a crash or a rolling restart (one process at a time)
+ * must not take the node out of a load balancer. */
 static int node_ready(const node *n) {
-  return n->state == NODE_SERVING && node_procs_all_ready(n);
+  if (n->state != NODE_SERVING) return 0;
+  if (!n->ready_logged) return node_procs_all_ready(n);
+  for (int i = 0; i < n->n_procs; i++)
+    if (n->procs[i].state == NODE_PROC_READY) return node_egress_ready(n);
+  return 0;
 }
 
 static void health_route(node *n, http_request *req, int readyz) {
@@ -229,8 +241,10 @@ static void health_route(node *n, http_request *req, int readyz) {
   int ready = node_ready(n);
   json_t *body = ready ? json_pack("{s:b}", "ready", 1)
                        : json_pack("{s:b, s:s}", "ready", 0, "error",
-                                   n->state == NODE_SERVING ? "worker processes are starting"
-                                                            : "the node is shutting down");
+                                   n->state != NODE_SERVING ? (n->drain_exit ? "the node is shutting down"
+                                                          : "the node is draining")
+                                   : n->ready_logged ? "no worker process is ready"
+                                                     : "worker processes are starting");
   node_respond_json(req, ready ? 200 : 503, body, NULL);
   json_decref(body);
 }
@@ -248,6 +262,9 @@ static void route(node *n, http_request *req, const char *path) {
   if (strcmp(path, "/v1/node") == 0) {
     if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
     else get_node(n, req);
+  } else if (node_drain_route(n, req, path) || node_metrics_route(n, req, path) ||
+             node_events_route(n, req, path)) {
+    /* answered */
   } else if (strcmp(path, "/v1/workers") == 0) {
     if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
     else list_workers(n, req);

@@ -7,6 +7,9 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <termios.h>
 #include <limits.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -44,6 +47,15 @@ static const char usage_text[] =
     "  node                   show the node's version, uptime and processes\n"
     "  run FILE... [--main FILE] [--input JSON]\n"
     "                         run modules once on the node and print the result\n"
+    "  tenants                per-tenant statistics: state, requests, errors, CPU, heap\n"
+    "  tenant NAME            one tenant's statistics, state and limits\n"
+    "  drain [--no-wait]      drain the node (no new connections, in-flight requests\n"
+    "                         finish) and wait until it is drained\n"
+    "  events [TENANT] [--limit N]\n"
+    "                         recent deploys, deletes, crashes, restarts, drains,\n"
+    "                         reloads, newest first (default 100)\n"
+    "  top                    live per-tenant view, refreshed every second (q quits);\n"
+    "                         one snapshot when the output is not a terminal\n"
     "\n"
     "options:\n"
     "  --node URL             control API address (env EDGENODE_NODE,\n"
@@ -62,6 +74,8 @@ typedef struct options {
   long cpu_ms;            /* -1 when not given */
   long memory_mb;         /* -1 when not given */
   const char *input;      /* --input, JSON text */
+  int no_wait;            /* drain: return once the drain has started */
+  long limit;             /* events: how many; 0 when not given */
   const char **args;      /* positional: the command and its operands */
   int nargs;
 } options;
@@ -254,12 +268,16 @@ static void parse_args(int argc, char **argv, options *o) {
       o->json = 1;
       continue;
     }
+    if (strcmp(a, "--no-wait") == 0) {
+      o->no_wait = 1;
+      continue;
+    }
     /* Every other option takes a value: "--opt value" or "--opt=value". */
     const char *eq = strchr(a, '=');
     size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
     const char *value = eq ? eq + 1 : NULL;
     static const char *const valued[] = {"--node",   "--token-file", "--main",
-                                         "--cpu-ms", "--memory-mb",  "--input"};
+                                         "--cpu-ms", "--memory-mb",  "--input", "--limit"};
     const char *name = NULL;
     for (size_t k = 0; k < ARRAY_SIZE(valued); k++) {
       if (strlen(valued[k]) == nlen && strncmp(a, valued[k], nlen) == 0) name = valued[k];
@@ -274,6 +292,7 @@ static void parse_args(int argc, char **argv, options *o) {
     else if (strcmp(name, "--main") == 0) o->main_file = value;
     else if (strcmp(name, "--cpu-ms") == 0) o->cpu_ms = parse_positive(name, value);
     else if (strcmp(name, "--memory-mb") == 0) o->memory_mb = parse_positive(name, value);
+    else if (strcmp(name, "--limit") == 0) o->limit = parse_positive(name, value);
     else o->input = value;
   }
   if (o->node == NULL) o->node = getenv("EDGENODE_NODE");
@@ -1042,6 +1061,361 @@ static int cmd_run(const options *o) {
   return 0;
 }
 
+/* ---- operations: tenants, drain, events, top --------------------------- */
+
+/* A table: left-aligned text columns, right-aligned numeric ones. */
+typedef struct table {
+  int ncols;
+  const char *const *heads;
+  const int *right;      /* per column: 1 = numbers */
+  char **cells;          /* row-major, ncols per row, owned */
+  size_t nrows;
+} table;
+
+static void table_add(table *t, char **row) {
+  t->cells = xrealloc(t->cells, (t->nrows + 1) * (size_t)t->ncols * sizeof *t->cells);
+  memcpy(t->cells + t->nrows * (size_t)t->ncols, row, (size_t)t->ncols * sizeof *row);
+  t->nrows++;
+}
+
+static void table_print(table *t) {
+  size_t *width = xcalloc((size_t)t->ncols, sizeof *width);
+  for (int c = 0; c < t->ncols; c++) width[c] = strlen(t->heads[c]);
+  for (size_t r = 0; r < t->nrows; r++)
+    for (int c = 0; c < t->ncols; c++) {
+      size_t len = strlen(t->cells[r * (size_t)t->ncols + (size_t)c]);
+      if (len > width[c]) width[c] = len;
+    }
+  for (size_t r = 0; r <= t->nrows; r++) {
+    for (int c = 0; c < t->ncols; c++) {
+      const char *s = r == 0 ? t->heads[c] : t->cells[(r - 1) * (size_t)t->ncols + (size_t)c];
+      int last = c == t->ncols - 1;
+      if (t->right[c]) printf("%*s%s", (int)width[c], s, last ? "" : "  ");
+      else if (last) fputs(s, stdout);
+      else printf("%-*s  ", (int)width[c], s);
+    }
+    fputc('\n', stdout);
+  }
+  for (size_t i = 0; i < t->nrows * (size_t)t->ncols; i++) free(t->cells[i]);
+  free(t->cells);
+  free(width);
+}
+
+/* 1536000 -> "1.5 MiB". */
+static char *format_bytes(double b) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t u = 0;
+  while (b >= 1024 && u + 1 < ARRAY_SIZE(units)) {
+    b /= 1024;
+    u++;
+  }
+  return u == 0 ? xasprintf("%.0f B", b) : xasprintf("%.1f %s", b, units[u]);
+}
+
+static double jnum(const json_t *obj, const char *key) {
+  return json_number_value(json_object_get(obj, key));
+}
+
+static const char *jstr(const json_t *obj, const char *key, const char *fallback) {
+  const char *s = json_string_value(json_object_get(obj, key));
+  return s ? s : fallback;
+}
+
+static json_t *call_json(const options *o, const char *method, const char *path) {
+  response r = call(o, method, path, NULL);
+  json_t *j = parse_body(&r);
+  response_free(&r);
+  if (!json_is_object(j)) fail("%s %s: the node's answer is not a JSON object", method, path);
+  return j;
+}
+
+static int cmd_tenants(const options *o) {
+  reject_options(o, "tenants", 0, 0);
+  expect_operands(o, "tenants", 0, 0);
+  response r = call(o, "GET", "/v1/tenants", NULL);
+  json_t *j = o->json ? NULL : parse_body(&r);
+  json_t *list = json_object_get(j, "tenants");
+  if (!json_is_array(list)) {
+    print_json_body(&r);
+  } else if (json_array_size(list) == 0) {
+    printf("no tenants\n");
+  } else {
+    static const char *const heads[] = {"NAME", "STATE", "REQUESTS", "ERRORS", "CPU_MS", "HEAP"};
+    static const int right[] = {0, 0, 1, 1, 1, 1};
+    table t = {6, heads, right, NULL, 0};
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+      char *row[6] = {xstrdup(jstr(e, "name", "?")), xstrdup(jstr(e, "state", "-")),
+                      xasprintf("%.0f", jnum(e, "requests")), xasprintf("%.0f", jnum(e, "errors")),
+                      xasprintf("%.1f", jnum(e, "cpu_ms")), format_bytes(jnum(e, "heap_used"))};
+      table_add(&t, row);
+    }
+    table_print(&t);
+  }
+  json_decref(j);
+  response_free(&r);
+  return 0;
+}
+
+static int cmd_tenant(const options *o) {
+  reject_options(o, "tenant", 0, 0);
+  expect_operands(o, "tenant", 1, 1);
+  char *path = xasprintf("/v1/tenants/%s", worker_name_arg(o));
+  response r = call(o, "GET", path, NULL);
+  free(path);
+  if (o->json) print_json_body(&r);
+  else print_human(&r);
+  response_free(&r);
+  return 0;
+}
+
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* drain: asks, then (unless --no-wait) follows GET /v1/node until "drained". */
+static int cmd_drain(const options *o) {
+  reject_options(o, "drain", 0, 0);
+  expect_operands(o, "drain", 0, 0);
+  response r = call(o, "POST", "/v1/node/drain", "");
+  json_t *j = parse_body(&r);
+  double grace = jnum(j, "grace_ms");
+  if (o->no_wait) {
+    if (o->json) print_json_body(&r);
+    else printf("%s (grace period %.0f ms)\n", jstr(j, "state", "draining"), grace);
+    json_decref(j);
+    response_free(&r);
+    return 0;
+  }
+  json_decref(j);
+  response_free(&r);
+  double start = mono_ms(), deadline = start + grace + 15000;
+  if (!o->json) printf("draining (grace period %.0f ms)...\n", grace);
+  fflush(stdout);
+  for (;;) {
+    json_t *node = call_json(o, "GET", "/v1/node");
+    const char *state = jstr(node, "state", "?");
+    if (strcmp(state, "drained") == 0) {
+      if (o->json) {
+        char *s = json_dumps(node, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (s == NULL) abort();
+        puts(s);
+        free(s);
+      } else {
+        printf("drained after %.1f s\n", (mono_ms() - start) / 1e3);
+      }
+      json_decref(node);
+      return 0;
+    }
+    json_decref(node);
+    if (mono_ms() > deadline) fail("the node is still %s after %.0f ms", state, mono_ms() - start);
+    sleep_ms(200);
+  }
+}
+
+static void print_details(const json_t *details) {
+  if (!json_is_object(details) || json_object_size(details) == 0) {
+    fputs("-", stdout);
+    return;
+  }
+  const char *k;
+  json_t *v;
+  int first = 1;
+  json_object_foreach((json_t *)details, k, v) {
+    printf("%s%s=", first ? "" : " ", k);
+    print_scalar(k, v);
+    first = 0;
+  }
+}
+
+static int cmd_events(const options *o) {
+  reject_options(o, "events", 0, 0);
+  expect_operands(o, "events", 0, 1);
+  char *path = o->nargs > 1 ? xasprintf("/v1/events?limit=%ld&tenant=%s", o->limit > 0 ? o->limit : 100,
+                                        worker_name_arg(o))
+                            : xasprintf("/v1/events?limit=%ld", o->limit > 0 ? o->limit : 100);
+  response r = call(o, "GET", path, NULL);
+  free(path);
+  json_t *j = o->json ? NULL : parse_body(&r);
+  json_t *list = json_object_get(j, "events");
+  if (!json_is_array(list)) {
+    print_json_body(&r);
+  } else if (json_array_size(list) == 0) {
+    printf("no events\n");
+  } else {
+    size_t i;
+    json_t *e;
+    printf("%-24s  %-12s  %-16s  %s\n", "TIME", "KIND", "TENANT", "DETAILS");
+    json_array_foreach(list, i, e) {
+      printf("%-24s  %-12s  %-16s  ", jstr(e, "time", "-"), jstr(e, "kind", "?"),
+             jstr(e, "tenant", "-"));
+      print_details(json_object_get(e, "details"));
+      fputc('\n', stdout);
+    }
+  }
+  json_decref(j);
+  response_free(&r);
+  return 0;
+}
+
+/* ---- top ---- */
+
+static struct termios top_saved_tty;
+static int top_tty_raw;
+static volatile sig_atomic_t top_stop;
+
+static void top_restore(void) {
+  if (top_tty_raw) tcsetattr(STDIN_FILENO, TCSANOW, &top_saved_tty);
+  top_tty_raw = 0;
+  if (isatty(STDOUT_FILENO)) fputs("\033[?25h", stdout); /* cursor back */
+  fflush(stdout);
+}
+
+static void top_on_signal(int sig) {
+  (void)sig;
+  top_stop = 1;
+}
+
+/* One tenant's line of `top`: rates from two samples `secs` apart. */
+static json_t *top_row(const json_t *now, const json_t *before, double secs) {
+  double dr = jnum(now, "requests") - (before ? jnum(before, "requests") : jnum(now, "requests"));
+  double de = jnum(now, "errors") - (before ? jnum(before, "errors") : jnum(now, "errors"));
+  double dc = jnum(now, "cpu_ms") - (before ? jnum(before, "cpu_ms") : jnum(now, "cpu_ms"));
+  if (secs <= 0) secs = 1;
+  /* Counters restart with the supervisor: never show negative rates. */
+  return json_pack("{s:s, s:s, s:f, s:f, s:f, s:I, s:I, s:I}", "name", jstr(now, "name", "?"),
+                   "state", jstr(now, "state", "-"), "requests_per_s", dr > 0 ? dr / secs : 0,
+                   "errors_per_s", de > 0 ? de / secs : 0, "cpu_ms_per_s", dc > 0 ? dc / secs : 0,
+                   "heap_used", (json_int_t)jnum(now, "heap_used"), "requests",
+                   (json_int_t)jnum(now, "requests"), "errors", (json_int_t)jnum(now, "errors"));
+}
+
+static int compare_rows(const void *a, const void *b) {
+  const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+  double rx = jnum(x, "requests_per_s") + jnum(x, "cpu_ms_per_s");
+  double ry = jnum(y, "requests_per_s") + jnum(y, "cpu_ms_per_s");
+  if (rx != ry) return rx < ry ? 1 : -1;
+  return strcmp(jstr(x, "name", ""), jstr(y, "name", ""));
+}
+
+/* The rows, busiest first. */
+static json_t *top_rows(json_t *now, json_t *before, double secs) {
+  json_t *index = json_object();
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(before, "tenants"), i, e)
+    json_object_set(index, jstr(e, "name", ""), e);
+  json_t *list = json_object_get(now, "tenants");
+  size_t n = json_array_size(list);
+  json_t **rows = xcalloc(n ? n : 1, sizeof *rows);
+  json_array_foreach(list, i, e) rows[i] = top_row(e, json_object_get(index, jstr(e, "name", "")), secs);
+  qsort(rows, n, sizeof *rows, compare_rows);
+  json_t *out = json_array();
+  for (i = 0; i < n; i++) json_array_append_new(out, rows[i]);
+  free(rows);
+  json_decref(index);
+  return out;
+}
+
+static void top_print(const options *o, json_t *rows, int live) {
+  if (o->json) {
+    json_t *body = json_pack("{s:O}", "tenants", rows);
+    char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (s == NULL) abort();
+    puts(s);
+    free(s);
+    json_decref(body);
+    return;
+  }
+  if (live) {
+    char when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%H:%M:%S", localtime_r(&t, &tm));
+    printf("\033[H\033[2Jedgectl top  %s  %s  %zu tenants  (q quits)\n\n", o->node, when,
+           json_array_size(rows));
+  }
+  static const char *const heads[] = {"NAME", "STATE", "REQ/S", "ERR/S", "CPU_MS/S", "HEAP", "REQUESTS"};
+  static const int right[] = {0, 0, 1, 1, 1, 1, 1};
+  table t = {7, heads, right, NULL, 0};
+  size_t i;
+  json_t *e;
+  json_array_foreach(rows, i, e) {
+    char *row[7] = {xstrdup(jstr(e, "name", "?")), xstrdup(jstr(e, "state", "-")),
+                    xasprintf("%.1f", jnum(e, "requests_per_s")),
+                    xasprintf("%.1f", jnum(e, "errors_per_s")),
+                    xasprintf("%.1f", jnum(e, "cpu_ms_per_s")), format_bytes(jnum(e, "heap_used")),
+                    xasprintf("%.0f", jnum(e, "requests"))};
+    table_add(&t, row);
+  }
+  table_print(&t);
+}
+
+/* Waits up to ms for 'q' on a terminal; returns 1 when the user wants out. */
+static int top_wait(long ms) {
+  double until = mono_ms() + (double)ms;
+  while (!top_stop) {
+    double left = until - mono_ms();
+    if (left <= 0) return 0;
+    struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+    int rc = poll(&pfd, top_tty_raw ? 1 : 0, (int)left + 1);
+    if (rc > 0) {
+      char c;
+      ssize_t got = read(STDIN_FILENO, &c, 1);
+      if (got <= 0 || c == 'q' || c == 'Q' || c == 4 /* Ctrl-D */) return 1;
+    }
+  }
+  return 1;
+}
+
+/* top: a live view refreshed every second; one snapshot when stdout is not a terminal. */
+static int cmd_top(const options *o) {
+  reject_options(o, "top", 0, 0);
+  expect_operands(o, "top", 0, 0);
+  int live = isatty(STDOUT_FILENO);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = top_on_signal; /* no SA_RESTART: poll() must return */
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  if (live && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &top_saved_tty) == 0) {
+    struct termios raw = top_saved_tty;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO); /* keys one at a time; Ctrl-C still a signal */
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0) top_tty_raw = 1;
+  }
+  atexit(top_restore); /* fail() exits from inside call() */
+  if (live && !o->json) fputs("\033[?25l", stdout);
+  json_t *before = call_json(o, "GET", "/v1/tenants");
+  double before_ms = mono_ms();
+  int quit = top_wait(1000);
+  while (!quit) {
+    json_t *now = call_json(o, "GET", "/v1/tenants");
+    double now_ms = mono_ms();
+    json_t *rows = top_rows(now, before, (now_ms - before_ms) / 1e3);
+    top_print(o, rows, live);
+    fflush(stdout);
+    json_decref(rows);
+    json_decref(before);
+    before = now;
+    before_ms = now_ms;
+    if (!live) break;
+    quit = top_wait(1000);
+  }
+  json_decref(before);
+  top_restore();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   options o;
   parse_args(argc, argv, &o);
@@ -1053,6 +1427,8 @@ int main(int argc, char **argv) {
   } commands[] = {
       {"deploy", cmd_deploy}, {"list", cmd_list}, {"show", cmd_show},
       {"delete", cmd_delete}, {"node", cmd_node}, {"run", cmd_run},
+      {"tenants", cmd_tenants}, {"tenant", cmd_tenant}, {"drain", cmd_drain},
+      {"events", cmd_events}, {"top", cmd_top},
   };
   int rc = -1;
   for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {

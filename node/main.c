@@ -11,8 +11,6 @@
 
 #include "node.h"
 
-#define KILL_AFTER_GRACE_MS 2000
-
 static node self;
 
 static void log_ready(node *n) {
@@ -29,6 +27,10 @@ void node_on_procs_changed(node *n) {
   if (!node_procs_all_ready(n)) return;
   n->ready_logged = 1;
   log_ready(n);
+  node_event_new(n, "start", NULL,
+                 json_pack("{s:s, s:i, s:i}", "version", EDGENODE_VERSION, "workers", n->n_procs,
+                           "pid", (int)getpid()));
+  node_notify("READY=1\nSTATUS=serving");
   if (n->cfg.dev) node_deploy_dev(n);
 }
 
@@ -37,6 +39,10 @@ static void on_handle_closed(uv_handle_t *h) { (void)h; }
 static void on_control_closed(http_server *s) { (void)s; }
 
 void node_on_procs_stopped(node *n) {
+  if (!n->drain_exit) { /* drained through the API: the supervisor stays */
+    node_drain_finished(n);
+    return;
+  }
   static int done;
   if (done) return;
   done = 1;
@@ -44,6 +50,7 @@ void node_on_procs_stopped(node *n) {
   n->kill_timer_open = 0;
   uv_close((uv_handle_t *)&n->sigterm, on_handle_closed);
   uv_close((uv_handle_t *)&n->sigint, on_handle_closed);
+  node_lifecycle_stop(n);
   node_procs_close(n);
   node_egress_stop(n); /* last: draining requests may still have been fetching */
   node_memwatch_stop(n);
@@ -52,35 +59,16 @@ void node_on_procs_stopped(node *n) {
   log_info("stopped");
 }
 
-static void on_kill_timer(uv_timer_t *t) {
-  node *n = container_of(t, node, kill_timer);
-  log_warn("grace period over: killing the remaining worker processes");
-  node_procs_kill(n);
-  node_egress_kill(n);
-}
-
 static void on_signal(uv_signal_t *h, int signum) {
   node *n = h->data;
-  if (n->state == NODE_DRAINING) {
+  if (n->state == NODE_DRAINING && n->drain_exit) {
     log_error("second signal (%s): killing worker processes and exiting", strsignal(signum));
     node_procs_kill(n);
     fflush(stderr);
     _exit(1);
   }
-  n->state = NODE_DRAINING;
-  char extra[96];
-  snprintf(extra, sizeof extra, "{\"signal\":\"%s\",\"grace_ms\":%lld}",
-           signum == SIGTERM ? "SIGTERM" : "SIGINT", (long long)n->cfg.grace_ms);
-  log_write(LOG_INFO, NULL, NULL, extra, "shutting down");
-  if (n->control_open) http_server_stop_accepting(&n->control);
-  if (n->listen_fd >= 0) close(n->listen_fd);
-  n->listen_fd = -1;
-  node_procs_drain(n);
-  uv_timer_init(n->loop, &n->kill_timer);
-  n->kill_timer_open = 1;
-  uv_timer_start(&n->kill_timer, on_kill_timer, (uint64_t)n->cfg.grace_ms + KILL_AFTER_GRACE_MS,
-                 0);
-  if (node_procs_live(n) == 0) node_on_procs_stopped(n);
+  /* After a drain through the API, the signal only adds the exit. */
+  node_drain(n, signum == SIGTERM ? "SIGTERM" : "SIGINT", 1);
 }
 
 static int start_signals(node *n) {
@@ -103,7 +91,7 @@ static char *worker_exe_path(void) {
 }
 
 /* Everything before the loop runs; returns 0 or prints why not. */
-static int start(node *n) {
+static int start(node *n, int argc, char **argv) {
   char *err = NULL;
   int rc = node_datadir_prepare(n->cfg.data_dir, &n->data_dir, &err);
   if (rc == 0) {
@@ -119,9 +107,12 @@ static int start(node *n) {
     rc = node_registry_open(db, &n->registry, &err);
     free(db);
   }
+  if (rc == 0) rc = node_events_open(n, &err);
   if (rc == 0) rc = node_listen_socket(n, &err);
   if (rc == 0) rc = node_control_start(n, &err);
   if (rc == 0 && (rc = start_signals(n)) != 0) err = xasprintf("signals: %s", uv_strerror(rc));
+  if (rc == 0 && (rc = node_lifecycle_start(n, argc, argv)) != 0)
+    err = xasprintf("SIGHUP: %s", uv_strerror(rc));
   if (rc == 0) {
     char extra[256];
     snprintf(extra, sizeof extra, "{\"version\":\"%s\",\"workers\":%d,\"pid\":%d}",
@@ -142,6 +133,7 @@ static int start(node *n) {
 }
 
 static void cleanup(node *n) {
+  node_events_close(n);
   node_registry_close(n->registry);
   if (n->listen_fd >= 0) close(n->listen_fd);
   free(n->procs);
@@ -184,7 +176,7 @@ int main(int argc, char **argv) {
   n->started_mono_ns = time_mono_ns();
   n->state = NODE_SERVING;
 
-  if (start(n) != 0) {
+  if (start(n, argc, argv) != 0) {
     node_procs_kill(n);
     node_egress_kill(n);
     cleanup(n);

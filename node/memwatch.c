@@ -49,6 +49,7 @@ static void memwatch_tick(uv_timer_t *t) {
     snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"rss_mb\":%llu,\"budget_mb\":%llu}",
              p->id, p->pid, (unsigned long long)(rss >> 20), (unsigned long long)(budget >> 20));
     log_write(LOG_ERROR, NULL, NULL, extra, "worker process over its memory budget: restarting it");
+    node_event_new(n, "memory_kill", NULL, json_loads(extra, 0, NULL));
     /* Draining could take seconds while memory keeps growing: end it now. */
     if (uv_process_kill(&p->process, SIGKILL) != 0) log_warn("could not kill worker-%d", p->id);
   }

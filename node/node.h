@@ -167,6 +167,12 @@ typedef struct node_proc {
   uv_timer_t restart_timer;
   int ever_ready;          /* for the one-time "ready" line */
   json_t *process_stats;   /* the last "process" member of PROTO_STATS (isolates, evictions) */
+  int retiring;            /* drain.c: drained for a reload; not restarted, the slot goes */
+  int recycling;           /* drain.c: drained for a reload; respawned at once with the new flags */
+  uint64_t cold_starts_total; /* metrics.c: summed over the slot's processes */
+  uint64_t evictions_total;
+  uint64_t evictions_seen; /* the current process's own count at its last report */
+  int stats_pid;           /* the process evictions_seen belongs to */
 } node_proc;
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
@@ -218,6 +224,9 @@ struct node {
   uv_timer_t kill_timer;
   int kill_timer_open;
   struct node_egress *egress; /* the egress process (egress.c) */
+  int drain_exit;          /* drain.c: exit once drained (a signal), not just drain (the API) */
+  int drained;             /* drain.c: a drain finished; the control API stays up */
+  struct node_events *events; /* events.c: the history behind GET /v1/events */
 };
 
 /* datadir.c */
@@ -312,6 +321,65 @@ int node_egress_route(node *n, http_request *req, const char *path);
 void node_egress_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, void *data);
 /* The worker was deleted: its rules go too. */
 void node_egress_forget(node *n, const char *name);
+
+/* procs.c, for drain.c's rolling restarts: slot capacity, spawning, resizing. */
+#define NODE_PROCS_CAPACITY (NODE_CONFIG_MAX_WORKERS + 1) /* + one surge slot */
+/* Spawns the slot's process (its previous one and its handles must be gone). */
+int node_proc_spawn(node_proc *p);
+/* Takes the next unused slot into service and spawns its process; NULL when full. */
+node_proc *node_procs_add(node *n);
+/* Sends PROTO_DRAIN {"grace_ms"} to one process (SIGTERM when it has no channel). */
+void node_proc_drain(node_proc *p);
+
+/* drain.c: draining, config reload on SIGHUP (rolling restarts), systemd notification. */
+/* Keeps argv for reloads and installs the SIGHUP handler. */
+int node_lifecycle_start(node *n, int argc, char **argv);
+/* Closes the lifecycle's handles (at shutdown). */
+void node_lifecycle_stop(node *n);
+/*
+ * Drains the node: /readyz turns 503, the ingress listening socket closes,
+ * every worker process is told to drain within grace_ms and none is
+ * restarted. `reason` ("api", "SIGTERM") is logged and recorded. With
+ * then_exit the control API stops accepting too and the supervisor exits once
+ * the processes are gone; without, it stays up and GET /v1/node reports
+ * "drained". Calling it again only upgrades to then_exit.
+ */
+void node_drain(node *n, const char *reason, int then_exit);
+/* main.c, when the last process is gone after a drain that does not exit. */
+void node_drain_finished(node *n);
+/* "serving", "draining" or "drained". */
+const char *node_state_name(const node *n);
+/* POST /v1/node/drain; returns 0 when `path` is not its route. */
+int node_drain_route(node *n, http_request *req, const char *path);
+/* procs.c, from a process's exit: 1 when drain.c asked for the exit (a reload)
+ * and took care of the slot, 0 for the usual restart path. */
+int node_proc_planned_exit(node_proc *p, int64_t status, int sig);
+/* sd_notify(3) when built with libsystemd; a no-op otherwise ("READY=1"). */
+void node_notify(const char *state);
+
+/* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
+int node_metrics_route(node *n, http_request *req, const char *path);
+/* procs.c, for every PROTO_STATS: per-process counters (cold starts, evictions). */
+void node_metrics_on_stats(node_proc *p, json_t *body);
+
+/* events.c: the history of state changes (GET /v1/events), newest first, the
+ * last NODE_EVENTS_MAX kept in memory and in node.db (table events). */
+#define NODE_EVENTS_MAX 1000
+/* Opens its own connection to DATA/node.db and loads the kept history. */
+int node_events_open(node *n, char **err);
+void node_events_close(node *n);
+/*
+ * Records one event: `kind` ("deploy", "delete", "crash", "restart", "drain",
+ * "drained", "reload", "memory_kill", "cordon", ...), the tenant it is about
+ * (NULL for the node), and details (a JSON object or NULL; borrowed). It does
+ * not log: the caller writes the state change's one log line. A failed write
+ * to node.db is logged and the event kept in memory.
+ */
+void node_event(node *n, const char *kind, const char *tenant, json_t *details);
+/* The same, taking the reference to `details`. */
+void node_event_new(node *n, const char *kind, const char *tenant, json_t *details);
+/* GET /v1/events; returns 0 when `path` is not its route. */
+int node_events_route(node *n, http_request *req, const char *path);
 
 /* main.c */
 /* Called by procs.c whenever a process became ready or exited. */

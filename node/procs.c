@@ -148,7 +148,7 @@ static node_validation *find_validation(node_proc *p, uint32_t id) {
 static node_proc *pick_ready(node *n) {
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[(n->next_proc + i) % n->n_procs];
-    if (p->state == NODE_PROC_READY && channel_usable(p)) {
+    if (p->state == NODE_PROC_READY && channel_usable(p) && !p->retiring && !p->recycling) {
       n->next_proc = (int)(p - n->procs + 1) % n->n_procs;
       return p;
     }
@@ -281,6 +281,7 @@ static void on_frame(proto_channel *ch, const proto_frame *f) {
       proto_channel_send(ch, PROTO_PONG, f->id, NULL, 0);
       break;
     case PROTO_STATS:
+      node_metrics_on_stats(p, body);
       node_tenants_on_stats(p->owner, p, body);
       break;
     case PROTO_PONG:
@@ -330,7 +331,10 @@ static void on_restart_timer(uv_timer_t *t) {
     uv_timer_start(&p->restart_timer, on_restart_timer, 10, 0);
     return;
   }
-  spawn_proc(p);
+  if (spawn_proc(p) == 0)
+    node_event_new(p->owner, "restart", NULL,
+                   json_pack("{s:i, s:i, s:i}", "worker", p->id, "pid", p->pid, "restarts",
+                             (int)p->restarts));
 }
 
 /* Returns the delay chosen. */
@@ -353,6 +357,7 @@ static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
   fail_validations(p, UV_ECANCELED);
   node_tenants_proc_gone(n, p);
   uint64_t lived_ms = (time_mono_ns() - p->started_mono_ns) / 1000000u;
+  if (node_proc_planned_exit(p, status, sig)) return;
   char extra[256];
   if (n->state == NODE_DRAINING) {
     p->state = NODE_PROC_STOPPED;
@@ -369,6 +374,7 @@ static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
            p->id, p->pid, (long long)status, sig, p->restarts, (unsigned long long)delay,
            (unsigned long long)lived_ms);
   log_write(LOG_WARN, NULL, NULL, extra, "worker exited: restarting");
+  node_event_new(n, status == 0 && sig == 0 ? "exit" : "crash", NULL, json_loads(extra, 0, NULL));
   node_on_procs_changed(n);
 }
 
@@ -458,17 +464,43 @@ int node_procs_start(node *n, char **err) {
     *err = xasprintf("worker executable %s: %s", n->worker_path, strerror(errno));
     return rc;
   }
+  /* Slots never move (their handles are embedded): room for every count a
+   * reload may ask for, plus the surge slot of a rolling restart. */
   n->n_procs = n->cfg.workers;
-  n->procs = xcalloc((size_t)n->n_procs, sizeof *n->procs);
-  for (int i = 0; i < n->n_procs; i++) {
+  n->procs = xcalloc(NODE_PROCS_CAPACITY, sizeof *n->procs);
+  for (int i = 0; i < NODE_PROCS_CAPACITY; i++) {
     node_proc *p = &n->procs[i];
     p->owner = n;
     p->id = i + 1;
     p->backoff_ms = BACKOFF_MIN_MS;
+    p->state = NODE_PROC_STOPPED;
     uv_timer_init(n->loop, &p->restart_timer);
-    spawn_proc(p);
   }
+  for (int i = 0; i < n->n_procs; i++) spawn_proc(&n->procs[i]);
   return 0;
+}
+
+int node_proc_spawn(node_proc *p) { return spawn_proc(p); }
+
+node_proc *node_procs_add(node *n) {
+  if (n->procs == NULL || n->n_procs >= NODE_PROCS_CAPACITY) return NULL;
+  node_proc *p = &n->procs[n->n_procs++];
+  uv_timer_stop(&p->restart_timer);
+  p->restarts = 0;
+  p->backoff_ms = BACKOFF_MIN_MS;
+  p->ever_ready = 0;
+  p->retiring = p->recycling = 0;
+  p->cold_starts_total = p->evictions_total = p->evictions_seen = 0;
+  p->stats_pid = 0;
+  p->pid = 0;
+  spawn_proc(p);
+  return p;
+}
+
+void node_proc_drain(node_proc *p) {
+  json_t *body = json_pack("{s:I}", "grace_ms", (json_int_t)p->owner->cfg.grace_ms);
+  if (send_json(p, PROTO_DRAIN, 0, body) != 0) uv_process_kill(&p->process, SIGTERM);
+  json_decref(body);
 }
 
 void node_procs_drain(node *n) {
@@ -498,7 +530,7 @@ void node_procs_kill(node *n) {
 }
 
 void node_procs_close(node *n) {
-  for (int i = 0; i < n->n_procs; i++)
+  for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++)
     if (!uv_is_closing((uv_handle_t *)&n->procs[i].restart_timer))
       uv_close((uv_handle_t *)&n->procs[i].restart_timer, NULL);
 }

@@ -4,7 +4,7 @@
  *
  * JavaScript (isolate/runtime/52-fetch.js) makes three calls:
  *   "fetch"  [handle, method, url, headers, body, redirect] -> the head
- *            {status, statusText, headers, url, redirected, done, body}
+ *            [status, statusText, headers, url, redirected, done, body]
  *   "read"   [handle] -> [bytes, last]
  *   "cancel" [handle] -> undefined
  * where handle is a number the isolate picked for the fetch. A stream is
@@ -379,24 +379,18 @@ static void on_head(worker *w, stream *s, const proto_frame *frame) {
   charge_hops(s, head);
   int done = json_is_true(json_object_get(head, "done"));
   json_t *headers = json_object_get(head, "headers");
+  /* An array, not an object: the isolate builds arrays without per-key lookups. */
   iso_wire v;
   iso_wire_init(&v);
-  iso_wire_object(&v, 7);
-  iso_wire_string(&v, "status", 6);
+  iso_wire_array(&v, 7);
   iso_wire_number(&v, (double)json_integer_value(json_object_get(head, "status")));
-  iso_wire_string(&v, "statusText", 10);
   wire_json_string(&v, json_object_get(head, "status_text"));
-  iso_wire_string(&v, "headers", 7);
   iso_wire_array(&v, (uint32_t)json_array_size(headers));
   for (size_t i = 0; i < json_array_size(headers); i++)
     wire_json_string(&v, json_array_get(headers, i));
-  iso_wire_string(&v, "url", 3);
   wire_json_string(&v, json_object_get(head, "url"));
-  iso_wire_string(&v, "redirected", 10);
   iso_wire_bool(&v, json_is_true(json_object_get(head, "redirected")));
-  iso_wire_string(&v, "done", 4);
   iso_wire_bool(&v, done);
-  iso_wire_string(&v, "body", 4);
   iso_wire_bytes(&v, bytes, n);
   json_decref(head);
   s->state = STREAM_OPEN;
@@ -472,6 +466,13 @@ static void on_link_closed(proto_channel *ch, int reason) {
 static void on_pipe_closed(uv_handle_t *h) {
   (void)h;
   elink.state = LINK_DOWN;
+  /* Fetches that took a freed slot after the failure deserve their own attempt. */
+  for (stream *s = elink.streams; s; s = s->next) {
+    if (awaiting_link(s)) {
+      link_connect(worker_self());
+      return;
+    }
+  }
 }
 
 static void on_connected(uv_connect_t *req, int status) {

@@ -248,6 +248,7 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
     if (t && why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_MEMORY)
       t->stats.memory_limit_hits++;
     if (t && why == SANDBOX_FAIL_WALL) t->stats.wall_limit_hits++;
+    if (t) t->stats.dirty = 1;
     int limit = why == SANDBOX_FAIL_WALL ||
                 (why == SANDBOX_FAIL_ISO && err &&
                  (err->kind == ISO_ERR_CPU || err->kind == ISO_ERR_MEMORY));

@@ -119,6 +119,17 @@ typedef struct timer_fire {
   uint64_t token;
 } timer_fire;
 
+/*
+ * Timers of a request this process no longer tracks (failed at a limit, or
+ * let go past twice its wall time) neither start nor fire: the isolate gives
+ * code that outlived its request a whole CPU limit on every entry, so a
+ * timer chain that survived its request's CPU limit would run for ever.
+ * Token 0 is the load's (top-level code).
+ */
+static int request_gone(uint64_t token) {
+  return token != 0 && token_map_get(&worker_self()->tokens, token) == NULL;
+}
+
 static void timer_fire_run(sched_unit *u) {
   timer_fire *tf = container_of(u, timer_fire, unit);
   loaded *l = tf->owner;
@@ -126,6 +137,7 @@ static void timer_fire_run(sched_unit *u) {
   uint64_t token = tf->token;
   free(tf);
   l->units--;
+  if (request_gone(token)) return;
   iso_worker_fire_timer(l->iso, token, id);
   tenant_collect_retired(worker_self());
 }
@@ -160,6 +172,7 @@ static void unit_dropped(sched_unit *u) {
 
 static int loaded_timer_start(void *data, uint64_t token, uint32_t timer_id, double delay_ms) {
   loaded *l = data;
+  if (request_gone(token)) return -1;
   struct vtimer *t = xcalloc(1, sizeof *t);
   if (uv_timer_init(worker_self()->loop, &t->handle) != 0) {
     free(t);

@@ -37,6 +37,9 @@ struct loaded {
   int retired;         /* replaced or deleted: free once idle */
   uint64_t last_used_ns; /* for least-recently-used eviction */
   const char *facet_id;  /* loader children with a facet of their own; NULL otherwise */
+  uint64_t facet_deadline_ns;    /* CPU deadline of the current unit's SQL (facet_link.c) */
+  uint64_t facet_deadline_token;
+  uint64_t facet_deadline_unit;
   loaded *next_retired;
   struct loader_state *loader; /* dynamic workers it started (loader_link.c), or NULL */
 };

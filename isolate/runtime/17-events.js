@@ -107,6 +107,55 @@ class CustomEvent extends Event {
 }
 defineInterface(CustomEvent, 'CustomEvent');
 
+// ErrorEvent and PromiseRejectionEvent (HTML), for portable code that makes
+// or inspects them; nothing in the runtime dispatches them.
+class ErrorEvent extends Event {
+  #message;
+  #filename;
+  #lineno;
+  #colno;
+  #error;
+
+  constructor(type, eventInitDict = undefined) {
+    requireArgs(arguments.length, 1, 'constructor', 'ErrorEvent');
+    super(type, eventInitDict);
+    const init = toDictionary(eventInitDict, 'eventInitDict');
+    const get = (k, d) => (init !== null && init[k] !== undefined ? init[k] : d);
+    this.#message = toDOMString(get('message', ''));
+    this.#filename = toUSVString(get('filename', ''));
+    this.#lineno = toIntegerModulo(get('lineno', 0), 32, false);
+    this.#colno = toIntegerModulo(get('colno', 0), 32, false);
+    this.#error = get('error', undefined);
+  }
+
+  get message() { return this.#message; }
+  get filename() { return this.#filename; }
+  get lineno() { return this.#lineno; }
+  get colno() { return this.#colno; }
+  get error() { return this.#error; }
+}
+defineInterface(ErrorEvent, 'ErrorEvent');
+
+class PromiseRejectionEvent extends Event {
+  #promise;
+  #reason;
+
+  constructor(type, eventInitDict) {
+    requireArgs(arguments.length, 2, 'constructor', 'PromiseRejectionEvent');
+    super(type, eventInitDict);
+    const init = toDictionary(eventInitDict, 'eventInitDict');
+    if (init === null || !isObjectLike(init.promise)) {
+      throw new TypeError("Failed to construct 'PromiseRejectionEvent': required member promise is not an object.");
+    }
+    this.#promise = init.promise;
+    this.#reason = init.reason;
+  }
+
+  get promise() { return this.#promise; }
+  get reason() { return this.#reason; }
+}
+defineInterface(PromiseRejectionEvent, 'PromiseRejectionEvent');
+
 class EventListenerEntry {
   constructor(callback, capture, once, passive) {
     this.callback = callback;
@@ -424,6 +473,8 @@ registerInspect(AbortController, (c) => ({ signal: c.signal }));
 
 defineGlobal('Event', Event);
 defineGlobal('CustomEvent', CustomEvent);
+defineGlobal('ErrorEvent', ErrorEvent);
+defineGlobal('PromiseRejectionEvent', PromiseRejectionEvent);
 defineGlobal('EventTarget', EventTarget);
 defineGlobal('AbortSignal', AbortSignal);
 defineGlobal('AbortController', AbortController);

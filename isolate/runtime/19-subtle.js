@@ -188,16 +188,25 @@ registerInspect(CryptoKey, (k) => ({
 
 // The usages a new key gets: checked against what its algorithm and type
 // allow (SyntaxError otherwise), deduplicated, in the standard's order.
-function keyUsages(usages, algName, type) {
+// sequence<KeyUsage>: read once, each entry a valid usage.
+function usageList(usages) {
   if (!isObjectLike(usages) || typeof usages[Symbol.iterator] !== 'function') {
     throw new TypeError('keyUsages must be a sequence of strings.');
   }
-  const [privateOrSecret, pub] = subtleUsages[algName];
-  const allowed = type === 'public' ? pub : privateOrSecret;
-  const asked = new Set();
+  const out = [];
   for (const u of usages) {
     const s = toDOMString(u);
     if (!allKeyUsages.has(s)) throw new TypeError(`'${s}' is not a valid key usage.`);
+    out.push(s);
+  }
+  return out;
+}
+
+function keyUsages(usages, algName, type) {
+  const [privateOrSecret, pub] = subtleUsages[algName];
+  const allowed = type === 'public' ? pub : privateOrSecret;
+  const asked = new Set();
+  for (const s of usages) {
     if (!allowed.includes(s)) {
       throw new DOMException(`Usage '${s}' is not valid for a ${type} ${algName} key.`, 'SyntaxError');
     }
@@ -336,7 +345,7 @@ function importCurveKey(format, keyData, alg, extractable, usagesIn) {
     parts = native_(format, requireBytes(keyData, 'keyData'), null);
   } else if (format === 'jwk') {
     const isEc = ecCurves.has(curve);
-    jwkCheckCommon(keyData, isEc ? 'EC' : 'OKP', [...usagesIn].map(toDOMString), extractable);
+    jwkCheckCommon(keyData, isEc ? 'EC' : 'OKP', usagesIn, extractable);
     if (keyData.crv !== curve) throw dataError(`The JWK "crv" member must be "${curve}".`);
     const x = base64urlDecode(keyData.x, 'x');
     let pub = x;
@@ -385,7 +394,7 @@ function importRsaKey(format, keyData, alg, extractable, usagesIn) {
     type = format === 'pkcs8' ? 'private' : 'public';
     parts = call(format, requireBytes(keyData, 'keyData'));
   } else if (format === 'jwk') {
-    jwkCheckCommon(keyData, 'RSA', [...usagesIn].map(toDOMString), extractable);
+    jwkCheckCommon(keyData, 'RSA', usagesIn, extractable);
     const want = rsaJwkAlgs[name][hash];
     if (keyData.alg !== undefined && keyData.alg !== want) {
       throw dataError(`The JWK "alg" member must be "${want}".`);
@@ -400,7 +409,8 @@ function importRsaKey(format, keyData, alg, extractable, usagesIn) {
   return newKey(type, extractable, rsaAlgorithm(name, hash, parts[0], parts[1]), usages, { rsa: parts });
 }
 
-function importKeyNow(format, keyData, algorithm, extractable, usages) {
+function importKeyNow(format, keyData, algorithm, extractable, usagesArg) {
+  const usages = usageList(usagesArg);
   format = toDOMString(format);
   if (!['raw', 'spki', 'pkcs8', 'jwk'].includes(format)) throw notSupported(`key format "${format}"`);
   const alg = normalizeAlgorithm(algorithm, 'importKey');
@@ -485,7 +495,8 @@ function exportKeyNow(format, key) {
 
 // Key generation --------------------------------------------------------------
 
-function generateKeyNow(algorithm, extractable, usagesIn) {
+function generateKeyNow(algorithm, extractable, usagesArg) {
+  const usagesIn = usageList(usagesArg);
   const alg = normalizeAlgorithm(algorithm, 'generateKey');
   const name = alg.name;
   const p = alg.params;
@@ -523,8 +534,8 @@ function generateKeyNow(algorithm, extractable, usagesIn) {
     while (expBytes.length > 1 && expBytes[0] === 0) expBytes = expBytes.subarray(1);
     const e = expBytes.length <= 4 ? expBytes.reduce((acc, b) => acc * 256 + b, 0) : 0;
     if (e !== 3 && e !== 65537) throw operationError('The public exponent must be 3 or 65537.');
-    if (bits < 1024 || bits > 8192 || bits % 8 !== 0) {
-      throw operationError('The modulus length must be a multiple of 8 from 1024 to 8192.');
+    if (bits < 1024 || bits > rsaMaxModulusBits || bits % 8 !== 0) {
+      throw operationError(`The modulus length must be a multiple of 8 from 1024 to ${rsaMaxModulusBits}.`);
     }
     const parts = primitive(native.cryptoRsaGenerate, bits, expBytes);
     privAlg = rsaAlgorithm(name, hash, parts[0], parts[1]);
@@ -548,7 +559,7 @@ function generateKeyNow(algorithm, extractable, usagesIn) {
     privMaterial = { curve, priv, pub };
     pubMaterial = { curve, priv: null, pub };
   }
-  const asked = [...usagesIn].map(toDOMString);
+  const asked = usagesIn;
   for (const u of asked) {
     const [a, b] = subtleUsages[name];
     if (!a.includes(u) && !b.includes(u)) {
@@ -571,6 +582,11 @@ function randomKeyBytes(n) {
 // Operations --------------------------------------------------------------
 
 const gcmTagLengths = new Set([32, 64, 96, 104, 112, 120, 128]);
+
+// Work a single native call does cannot be interrupted by the CPU limit's
+// watchdog: these bound it.
+const pbkdf2MaxIterations = 100000;
+const rsaMaxModulusBits = 4096;
 
 // AES-CTR with a counter of `length` bits: OpenSSL counts with all 128 bits,
 // so the data is cut where the low `length` bits would wrap around.
@@ -671,6 +687,10 @@ function deriveBitsNow(algorithm, baseKey, length, usage) {
     if (alg.name === 'PBKDF2') {
       const iterations = toEnforcedUnsignedLongLong(p.iterations, 'iterations');
       if (iterations === 0) throw operationError('PBKDF2 needs at least one iteration.');
+      // One native call the CPU limit cannot cut short: bounded, as in workerd.
+      if (iterations > pbkdf2MaxIterations) {
+        throw new DOMException(`PBKDF2 iteration counts above ${pbkdf2MaxIterations} are not supported.`, 'NotSupportedError');
+      }
       if (length === 0) return new Uint8Array(0);
       return primitive(native.cryptoPbkdf2, hash, m.bytes, salt, iterations, length / 8);
     }

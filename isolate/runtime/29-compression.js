@@ -8,6 +8,12 @@
 
 const compressionFormats = new Set(['gzip', 'deflate', 'deflate-raw']);
 
+// Taken while the runtime loads, before any tenant code: a script that
+// replaced globalThis.ArrayBuffer must never see (or forge) an arena, whose
+// bytes hold the host's pointers.
+const ArenaBuffer = ArrayBuffer;
+const zlibSliceBytes = 256 * 1024;
+
 function compressionFormat(format, iface) {
   requireArgs(format === undefined ? 0 : 1, 1, 'constructor', iface);
   const f = toDOMString(format);
@@ -27,9 +33,18 @@ function compressionChunk(chunk) {
 
 // A TransformStream running chunks through a new zlib stream.
 function zlibTransform(format, compress) {
-  let arena = new ArrayBuffer(native.zlibArenaSize(compress));
+  let arena = new ArenaBuffer(native.zlibArenaSize(compress));
   native.zlibInit(arena, format, compress);
   const push = (input, finish, controller) => {
+    // Large chunks go in slices: the CPU limit can stop a script only
+    // between native calls.
+    if (input !== null && input.length > zlibSliceBytes) {
+      for (let at = 0; at < input.length; at += zlibSliceBytes) {
+        const end = Math.min(input.length, at + zlibSliceBytes);
+        push(input.subarray(at, end), finish && end === input.length, controller);
+      }
+      return;
+    }
     if (arena === null) {
       if (input !== null && input.length > 0) {
         throw new TypeError('Trailing bytes after the end of the compressed data.');
@@ -93,6 +108,7 @@ defineInterface(DecompressionStream, 'DecompressionStream');
 // then: the host's digest is one-shot.
 class DigestStream extends WritableStream {
   #digest;
+  #written = 0;
 
   constructor(algorithm) {
     requireArgs(arguments.length, 1, 'constructor', 'DigestStream');
@@ -100,6 +116,7 @@ class DigestStream extends WritableStream {
     const chunks = [];
     let total = 0;
     let settle;
+    let self = null; // `this`, once super() has made it
     const promise = new Promise((resolve, reject) => {
       settle = { resolve, reject };
     });
@@ -116,6 +133,7 @@ class DigestStream extends WritableStream {
         }
         chunks.push(bytes);
         total += bytes.length;
+        if (self !== null) self.#written = total;
       },
       close() {
         try {
@@ -131,10 +149,15 @@ class DigestStream extends WritableStream {
       },
     });
     this.#digest = promise;
+    self = this;
   }
 
   get digest() {
     return this.#digest;
+  }
+
+  get bytesWritten() {
+    return BigInt(this.#written);
   }
 }
 defineInterface(DigestStream, 'DigestStream');

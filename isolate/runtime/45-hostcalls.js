@@ -38,7 +38,7 @@ async function hostCallAsync(binding, op, args) {
   throw hostError(outcome[1]);
 }
 
-// type → (name, config) => the object env[name] holds. Later files register
+// type -> (name, config) => the object env[name] holds. Later files register
 // theirs: bindingFactories.facet = (name, config) => ...
 const bindingFactories = Object.create(null);
 

@@ -5,8 +5,8 @@
 // never sees them) and streams the response back.
 //
 // Host calls: 'fetch' [handle, method, url, headers, body, redirect] answers
-// the response head {status, statusText, headers, url, redirected, done,
-// body}; 'read' [handle] answers [bytes, last] with more of the body;
+// the response head [status, statusText, headers, url, redirected, done,
+// body]; 'read' [handle] answers [bytes, last] with more of the body;
 // 'cancel' [handle] abandons the fetch. `handle` is a number this isolate
 // picks to name the fetch.
 
@@ -54,7 +54,11 @@ function fetchBodyStream(handle, first, done, state) {
   }, { highWaterMark: 0 });
 }
 
-function fetchResponse(request, handle, head, state) {
+function fetchResponse(request, handle, result, state) {
+  const head = {
+    status: result[0], statusText: result[1], headers: result[2], url: result[3],
+    redirected: result[4], done: result[5], body: result[6],
+  };
   const status = head.status;
   if (!(status >= 200 && status <= 599)) {
     if (!head.done) hostCallAsync('', 'cancel', [handle]).catch(() => {});

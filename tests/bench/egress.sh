@@ -228,12 +228,16 @@ const us = (v) => `${f0(v)} µs`;
 const pad = (s, n) => String(s).padStart(n);
 const u = stats.upstream;
 console.log('');
-console.log(`medians of ${rows.length / 3} rounds  requests/s (wrk)  p50 c1  added p50 c1  p99 c1  p50 c${conns}  p99 c${conns}  errors`);
+const cols = ['requests/s (wrk)', 'p50 c1', 'added p50 c1', 'p99 c1', `p50 c${conns}`, `p99 c${conns}`, 'errors'];
+const widths = [18, 10, 14, 11, 11, 11, 8];
+const line = (label, cells) => console.log(label.padEnd(22) + cells.map((c, i) => pad(c, widths[i])).join(''));
+line(`medians of ${rows.length / 3} rounds`, cols);
 for (const name of ['upstream', 'edgenode', 'workerd']) {
   const s = stats[name];
   const added = name === 'upstream' ? '' : us(s.p50_1 - u.p50_1);
-  console.log(`${name.padEnd(22)}${pad(f0(s.rps), 17)}${pad(us(s.p50_1), 8)}${pad(added, 14)}${pad(us(s.p99_1), 8)}${pad(us(s.p50), 9)}${pad(us(s.p99), 9)}${pad(s.errors, 8)}`);
+  line(name, [f0(s.rps), us(s.p50_1), added, us(s.p99_1), us(s.p50), us(s.p99), s.errors]);
 }
 const e = stats.edgenode, w = stats.workerd;
-console.log(`${'edgenode / workerd'.padEnd(22)}${pad((e.rps / w.rps).toFixed(2) + 'x', 17)}${pad((e.p50_1 / w.p50_1).toFixed(2) + 'x', 8)}${pad(((e.p50_1 - u.p50_1) / (w.p50_1 - u.p50_1)).toFixed(2) + 'x', 14)}`);
+line('edgenode / workerd', [(e.rps / w.rps).toFixed(2) + 'x', (e.p50_1 / w.p50_1).toFixed(2) + 'x',
+  ((e.p50_1 - u.p50_1) / (w.p50_1 - u.p50_1)).toFixed(2) + 'x', '', '', '', '']);
 EOF

@@ -135,11 +135,24 @@ export default {
 };
 EOF
 
+# Share of the CPUs busy over one second: other work on the machine slows
+# both servers (it is reported, and figures are then best read as ratios).
+cpu_busy() {
+  local a b
+  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
+  local total=0 idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) i
+  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
+  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
+}
+
 # --- machine ---------------------------------------------------------------
 cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1)
 echo "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, Linux $(uname -r)"
 echo "workerd: $("$workerd" --version 2>&1 | head -1)"
 echo "load: loadgen, $DURATION s per run, 1 and $CONNECTIONS connections, $ROUNDS rounds"
+busy=$(cpu_busy)
+echo "CPU busy before the run: $busy% (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+(( busy > 10 )) && echo "warning: other work is using the CPUs; figures will be noisy" >&2
 
 # --- servers ---------------------------------------------------------------
 edge_port=$(free_port)

@@ -177,7 +177,12 @@ async function runCase(c) {
     const unexpected = Object.keys(diffs).filter((k) => !ignore.has(k));
     const stale = allowed !== null && Object.keys(diffs).length === 0;
     const outcome = unexpected.length ? 'different' : Object.keys(diffs).length ? 'known-difference' : 'equal';
-    results.push({ case: c.name, request: i, label: req.label, outcome, diffs, stale });
+    // Both answers are kept for tests/compat/gen-compat-doc.mjs (the API
+    // surface table comes from the api-surface case's).
+    const bodies = a.body && b.body
+      ? { workerd: a.body.subarray(0, 65536).toString('utf8'), edgenode: b.body.subarray(0, 65536).toString('utf8') }
+      : undefined;
+    results.push({ case: c.name, request: i, label: req.label, outcome, diffs, stale, bodies });
     if (unexpected.length) {
       problems.push(`${req.label} (#${i}) differs in ${unexpected.join(', ')}:\n` +
         unexpected.map((k) => {

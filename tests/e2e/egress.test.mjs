@@ -613,6 +613,14 @@ test('a large body arrives whole; keep-alive connections are reused; Request obj
   assert.equal(c.body.length, 48 * 65536);
   assert.ok(c.chunks.length > 1, 'read in several pieces');
 
+  // the fetched Response returned as the worker's own, body streamed through
+  const proxied = await node.ingress('c1', `/proxy?url=${encodeURIComponent(`http://127.0.0.1:${P}/x/large`)}`);
+  assert.equal(proxied.status, 200);
+  assert.equal(proxied.body.length, 48 * 65536);
+  const echoed = await node.ingress('c1', `/proxy?url=${encodeURIComponent(`http://127.0.0.1:${P}/echo/p`)}`);
+  assert.equal(echoed.headers['x-echo'], 'yes');
+  assert.equal(echoed.json.headers['x-via'], 'proxy');
+
   const port = { url: `http://127.0.0.1:${P}/x/port` };
   const seq = await call({ sequence: [port, port, port, port, port] });
   const ports = new Set(seq.results.map((x) => x.body));

@@ -120,7 +120,7 @@ static const char *text(const tv *res, uint32_t row, uint32_t col) {
 /* ---- calling the store -------------------------------------------------- */
 
 typedef struct fx {
-  char dir[64];
+  char dir[256];
   facet_store *s;
   const char *tenant;
   const char *facet_id;
@@ -252,10 +252,16 @@ static double count_rows(fx *f, const char *table) {
   return n;
 }
 
+/* A fresh directory under $TMPDIR: prefix-XXXXXX. */
+static int make_temp_dir(char *out, size_t size, const char *prefix) {
+  const char *base = getenv("TMPDIR");
+  snprintf(out, size, "%s/%s-XXXXXX", base && *base ? base : "/tmp", prefix);
+  return mkdtemp(out) == NULL ? -1 : 0;
+}
+
 static int setup(void **state) {
   fx *f = xcalloc(1, sizeof *f);
-  snprintf(f->dir, sizeof f->dir, "/tmp/facets-test-XXXXXX");
-  if (mkdtemp(f->dir) == NULL) return -1;
+  if (make_temp_dir(f->dir, sizeof f->dir, "facets-test") != 0) return -1;
   f->s = facet_store_new(f->dir, NULL);
   if (f->s == NULL) return -1;
   f->tenant = "alpha";
@@ -1196,8 +1202,7 @@ static int bench(const char *dir_arg) {
   if (dir_arg != NULL) {
     snprintf(dir, sizeof dir, "%s", dir_arg);
   } else {
-    snprintf(dir, sizeof dir, "/tmp/facets-bench-XXXXXX");
-    if (mkdtemp(dir) == NULL) return 1;
+    if (make_temp_dir(dir, sizeof dir, "facets-bench") != 0) return 1;
   }
   const char *only = getenv("SYNC"); /* FULL or NORMAL: just that one */
   for (int mode = 0; mode < 2; mode++) {
@@ -1263,8 +1268,8 @@ static void bench_js_run(iso_worker *w, js_host *h, const char *path, int n, con
 }
 
 static int bench_js(void) {
-  char dir[] = "/tmp/facets-bench-js-XXXXXX";
-  if (mkdtemp(dir) == NULL || iso_platform_init() != 0) return 1;
+  char dir[256];
+  if (make_temp_dir(dir, sizeof dir, "facets-bench-js") != 0 || iso_platform_init() != 0) return 1;
   facet_store *s = facet_store_new(dir, NULL);
   fx f = {.s = s, .tenant = "bench", .token = 1};
   int n = env_int("N_TXN", 200000), reads = env_int("N_READ", 200000);

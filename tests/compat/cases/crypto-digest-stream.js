@@ -10,6 +10,9 @@ export default {
     await request.body.pipeTo(ds);
     const digest = await ds.digest;
     const check = await crypto.subtle.digest('SHA-256', new TextEncoder().encode('part one, part two, part three'));
-    return Response.json({ digest: hex(digest), same: hex(digest) === hex(check), isWritable: ds instanceof WritableStream });
+    return Response.json({
+      digest: hex(digest), same: hex(digest) === hex(check), isWritable: ds instanceof WritableStream,
+      bytesWritten: [typeof ds.bytesWritten, String(ds.bytesWritten)],
+    });
   },
 };

@@ -31,6 +31,9 @@ export default {
       r.pkcs8RoundTrip = (await crypto.subtle.exportKey('jwk', again)).d === jwk.d;
       const rawPub = await crypto.subtle.importKey('raw', await crypto.subtle.exportKey('raw', pub), alg, true, ['verify']);
       r.rawVerifies = await crypto.subtle.verify({ name: 'ECDSA', hash }, rawPub, sig, data);
+      const spkiPub = await crypto.subtle.importKey('spki', await crypto.subtle.exportKey('spki', pub), alg, true, ['verify']);
+      r.spkiVerifies = await crypto.subtle.verify({ name: 'ECDSA', hash }, spkiPub, sig, data);
+      r.pkcs8 = hex(pkcs8);
       out[jwk.crv] = r;
     }
     const gen = await crypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign', 'verify']);

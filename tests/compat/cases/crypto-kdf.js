@@ -28,6 +28,7 @@ export default {
     out.derivedHmac = [hmac.algorithm, hex(await crypto.subtle.exportKey('raw', hmac))];
     for (const [what, fn] of [
       ['zeroIterations', () => crypto.subtle.deriveBits({ name: 'PBKDF2', hash: 'SHA-256', salt: enc.encode('s'), iterations: 0 }, pw, 128)],
+      ['maxIterations', () => crypto.subtle.deriveBits({ name: 'PBKDF2', hash: 'SHA-1', salt: enc.encode('s'), iterations: 100000 }, pw, 128)],
       ['oddLength', () => crypto.subtle.deriveBits({ name: 'PBKDF2', hash: 'SHA-256', salt: enc.encode('s'), iterations: 1 }, pw, 7)],
       ['extractable', () => crypto.subtle.importKey('raw', enc.encode('p'), 'PBKDF2', true, ['deriveBits'])],
       ['exportKdf', () => crypto.subtle.exportKey('raw', pw)],

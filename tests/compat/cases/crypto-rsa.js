@@ -35,6 +35,11 @@ export default {
     out.jwkMembers = Object.keys(exported);
     out.publicJwk = await crypto.subtle.exportKey('jwk', pssPub);
     out.spkiRoundTrip = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.exportKey('spki', pssPub)))) === spkiB64;
+    // A JWT signer's usual path: a PKCS#8 key (as from a PEM file).
+    const pkcs8 = await crypto.subtle.exportKey('pkcs8', pssPriv);
+    out.pkcs8 = hex(await crypto.subtle.digest('SHA-256', pkcs8));
+    const rs256 = await crypto.subtle.importKey('pkcs8', pkcs8, { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' }, false, ['sign']);
+    out.rs256 = hex(await crypto.subtle.sign('RSASSA-PKCS1-v1_5', rs256, data));
     return Response.json(out);
   },
 };

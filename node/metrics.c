@@ -1,0 +1,292 @@
+/*
+ * GET /metrics: the node in Prometheus' text exposition format 0.0.4.
+ *
+ * Everything comes from what the supervisor already holds: per-tenant
+ * statistics (tenants.c, from the worker processes' PROTO_STATS), the process
+ * slots (procs.c) and their last process report, and /proc for resident
+ * memory. Nothing is computed per scrape beyond formatting, so a scrape costs
+ * about what GET /v1/tenants does.
+ *
+ * Conventions: base units (seconds, bytes), counters end in _total, one
+ * family's HELP and TYPE precede all of its samples, label values escaped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "node.h"
+
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* ---- per-process counters, fed from PROTO_STATS ------------------------------------------ */
+
+void node_metrics_on_stats(node_proc *p, json_t *body) {
+  const char *name;
+  json_t *delta;
+  json_object_foreach(json_object_get(body, "tenants"), name, delta) {
+    json_int_t c = json_integer_value(json_object_get(delta, "cold_starts"));
+    if (c > 0) p->cold_starts_total += (uint64_t)c;
+  }
+  json_t *evictions = json_object_get(json_object_get(body, "process"), "evictions");
+  if (!json_is_integer(evictions)) return;
+  /* The process counts since it started; the slot's counter must not go back
+   * when a new process takes over. */
+  uint64_t seen = (uint64_t)json_integer_value(evictions);
+  if (p->stats_pid != p->pid) {
+    p->stats_pid = p->pid;
+    p->evictions_seen = 0;
+  }
+  if (seen >= p->evictions_seen) p->evictions_total += seen - p->evictions_seen;
+  p->evictions_seen = seen;
+}
+
+/* ---- formatting ----------------------------------------------------------------------- */
+
+/* A label value with \, " and newline escaped. */
+static void put_label_value(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '\\') fputs("\\\\", f);
+    else if (*s == '"') fputs("\\\"", f);
+    else if (*s == '\n') fputs("\\n", f);
+    else fputc(*s, f);
+  }
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Floats with enough digits that rate() over a large counter stays exact. */
+static void put_value(FILE *f, double v) { fprintf(f, " %.15g\n", v); }
+
+static void sample(FILE *f, const char *name, const char *label, const char *value, double v) {
+  fputs(name, f);
+  if (label) {
+    fprintf(f, "{%s=\"", label);
+    put_label_value(f, value);
+    fputs("\"}", f);
+  }
+  put_value(f, v);
+}
+
+/* ---- the node ------------------------------------------------------------------------- */
+
+static void node_metrics(FILE *f, node *n) {
+  family(f, "edgenode_build_info", "gauge", "Version of edgenode and of the V8 its workers run.");
+  fputs("edgenode_build_info{version=\"", f);
+  put_label_value(f, EDGENODE_VERSION);
+  fputs("\",v8=\"", f);
+  put_label_value(f, n->v8_version ? n->v8_version : "");
+  fputs("\"} 1\n", f);
+
+  family(f, "edgenode_uptime_seconds", "gauge", "Seconds since the supervisor started.");
+  sample(f, "edgenode_uptime_seconds", NULL, NULL, (double)(time_mono_ns() - n->started_mono_ns) / 1e9);
+  family(f, "edgenode_start_time_seconds", "gauge",
+         "When the supervisor started, in seconds since the Unix epoch.");
+  sample(f, "edgenode_start_time_seconds", NULL, NULL, (double)n->started_at_ms / 1e3);
+
+  family(f, "edgenode_node_state", "gauge", "1 for the node's state: serving, draining or drained.");
+  static const char *const states[] = {"serving", "draining", "drained"};
+  const char *now = node_state_name(n);
+  for (size_t i = 0; i < ARRAY_SIZE(states); i++)
+    sample(f, "edgenode_node_state", "state", states[i], strcmp(now, states[i]) == 0);
+
+  family(f, "edgenode_mpk_enabled", "gauge",
+         "1 when isolates' heaps are protected by memory protection keys.");
+  sample(f, "edgenode_mpk_enabled", NULL, NULL, 0);
+
+  family(f, "edgenode_workers_configured", "gauge", "Worker processes the configuration asks for.");
+  sample(f, "edgenode_workers_configured", NULL, NULL, n->cfg.workers);
+  family(f, "edgenode_worker_memory_budget_bytes", "gauge",
+         "Resident memory a worker process may use before it is restarted.");
+  sample(f, "edgenode_worker_memory_budget_bytes", NULL, NULL, (double)node_worker_memory_budget(n));
+}
+
+/* ---- worker processes ------------------------------------------------------------------ */
+
+/* Resident bytes of `pid` from /proc, or -1 when unknown. */
+static double rss_bytes(int pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/statm", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return -1;
+  unsigned long long size = 0, resident = 0;
+  int got = fscanf(f, "%llu %llu", &size, &resident);
+  fclose(f);
+  return got == 2 ? (double)resident * (double)sysconf(_SC_PAGESIZE) : -1;
+}
+
+typedef enum { PROC_UP, PROC_ISOLATES, PROC_COLD, PROC_EVICTIONS, PROC_RESTARTS, PROC_RSS } proc_metric;
+
+static double proc_value(const node_proc *p, proc_metric m) {
+  switch (m) {
+    case PROC_UP: return p->state == NODE_PROC_READY;
+    case PROC_ISOLATES:
+      return (double)json_integer_value(json_object_get(p->process_stats, "isolates"));
+    case PROC_COLD: return (double)p->cold_starts_total;
+    case PROC_EVICTIONS: return (double)p->evictions_total;
+    case PROC_RESTARTS: return p->restarts;
+    case PROC_RSS: return p->alive && p->pid > 0 ? rss_bytes(p->pid) : 0;
+  }
+  return 0;
+}
+
+static void proc_metrics(FILE *f, node *n) {
+  static const struct {
+    const char *name, *type, *help;
+    proc_metric m;
+  } defs[] = {
+      {"edgenode_worker_up", "gauge", "1 when the worker process in this slot is serving.", PROC_UP},
+      {"edgenode_worker_isolates", "gauge", "Isolates resident in the worker process.", PROC_ISOLATES},
+      {"edgenode_worker_cold_starts_total", "counter", "Isolates created in this slot's processes.",
+       PROC_COLD},
+      {"edgenode_worker_evictions_total", "counter", "Isolates evicted in this slot's processes.",
+       PROC_EVICTIONS},
+      {"edgenode_worker_restarts_total", "counter",
+       "Times the slot's process exited unexpectedly and was restarted.", PROC_RESTARTS},
+      {"edgenode_worker_resident_memory_bytes", "gauge", "Resident memory of the worker process.",
+       PROC_RSS},
+  };
+  for (size_t d = 0; d < ARRAY_SIZE(defs); d++) {
+    family(f, defs[d].name, defs[d].type, defs[d].help);
+    for (int i = 0; i < n->n_procs; i++) {
+      const node_proc *p = &n->procs[i];
+      double v = proc_value(p, defs[d].m);
+      if (v < 0) continue; /* unknown now: leave the sample out rather than lie */
+      char slot[16];
+      snprintf(slot, sizeof slot, "%d", p->id);
+      sample(f, defs[d].name, "worker", slot, v);
+    }
+  }
+}
+
+/* ---- tenants -------------------------------------------------------------------------- */
+
+/* Every tenant worth a series: the deployed ones and those with statistics
+ * (deleted since the supervisor started), sorted by name. */
+static json_t *tenant_names(node *n) {
+  json_t *set = json_object();
+  json_t *rows = NULL;
+  if (node_registry_list(n->registry, &rows) == 0) {
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+      const char *name = json_string_value(json_object_get(row, "name"));
+      if (name) json_object_set_new(set, name, json_null());
+    }
+    json_decref(rows);
+  }
+  const char *name;
+  json_t *t;
+  json_object_foreach(n->tenants, name, t) json_object_set_new(set, name, json_null());
+  return set;
+}
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static double heap_used(json_t *t) {
+  double sum = 0;
+  const char *slot;
+  json_t *g;
+  json_object_foreach(json_object_get(t, "procs"), slot, g)
+    sum += (double)json_integer_value(json_object_get(g, "heap_used"));
+  return sum;
+}
+
+/* The cordon monitor will say; until it exists no tenant is cordoned. */
+static double tenant_cordoned(json_t *t) {
+  (void)t;
+  return 0;
+}
+
+static void tenant_metrics(FILE *f, node *n) {
+  json_t *set = tenant_names(n);
+  size_t count = json_object_size(set);
+  const char **names = xcalloc(count ? count : 1, sizeof *names);
+  size_t k = 0;
+  const char *name;
+  json_t *unused;
+  json_object_foreach(set, name, unused) names[k++] = name;
+  qsort(names, count, sizeof *names, compare_names);
+
+  static const struct {
+    const char *metric, *key, *type, *help;
+    double scale;
+  } plain[] = {
+      {"edgenode_tenant_requests_total", "requests", "counter", "Requests answered.", 1},
+      {"edgenode_tenant_errors_total", "errors", "counter",
+       "Responses with a status of 500 or more.", 1},
+      {"edgenode_tenant_cpu_seconds_total", "cpu_ms", "counter",
+       "CPU time of the tenant's JavaScript.", 1e-3},
+      {"edgenode_tenant_wall_seconds_total", "wall_ms", "counter",
+       "Time from complete request to response, summed.", 1e-3},
+      {"edgenode_tenant_cold_starts_total", "cold_starts", "counter",
+       "Isolates created for the tenant.", 1},
+      {"edgenode_tenant_heap_peak_bytes", "heap_peak", "gauge",
+       "Largest heap of one of the tenant's isolates seen in a report.", 1},
+  };
+  for (size_t d = 0; d < ARRAY_SIZE(plain); d++) {
+    family(f, plain[d].metric, plain[d].type, plain[d].help);
+    for (size_t i = 0; i < count; i++) {
+      json_t *v = json_object_get(json_object_get(n->tenants, names[i]), plain[d].key);
+      sample(f, plain[d].metric, "tenant", names[i], json_number_value(v) * plain[d].scale);
+    }
+  }
+
+  static const char *const kinds[] = {"cpu", "memory", "wall"};
+  family(f, "edgenode_tenant_limit_hits_total", "counter", "Requests ended by a limit, by kind.");
+  for (size_t i = 0; i < count; i++) {
+    json_t *t = json_object_get(n->tenants, names[i]);
+    for (size_t j = 0; j < ARRAY_SIZE(kinds); j++) {
+      char key[32];
+      snprintf(key, sizeof key, "%s_limit_hits", kinds[j]);
+      fputs("edgenode_tenant_limit_hits_total{tenant=\"", f);
+      put_label_value(f, names[i]);
+      fprintf(f, "\",kind=\"%s\"}", kinds[j]);
+      put_value(f, (double)json_integer_value(json_object_get(t, key)));
+    }
+  }
+
+  family(f, "edgenode_tenant_heap_bytes", "gauge",
+         "Heap of the tenant's isolates now, over all worker processes.");
+  for (size_t i = 0; i < count; i++)
+    sample(f, "edgenode_tenant_heap_bytes", "tenant", names[i],
+           heap_used(json_object_get(n->tenants, names[i])));
+
+  family(f, "edgenode_tenant_cordoned", "gauge",
+         "1 when the tenant runs cordoned in a dedicated worker process.");
+  for (size_t i = 0; i < count; i++)
+    sample(f, "edgenode_tenant_cordoned", "tenant", names[i],
+           tenant_cordoned(json_object_get(n->tenants, names[i])));
+
+  free(names);
+  json_decref(set);
+}
+
+static void respond_metrics(node *n, http_request *req) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f == NULL) abort(); /* only fails for want of memory */
+  node_metrics(f, n);
+  proc_metrics(f, n);
+  tenant_metrics(f, n);
+  if (fclose(f) != 0) abort();
+  http_header headers[] = {
+      {"Content-Type", CONTENT_TYPE},
+      {"Cache-Control", "no-store"},
+  };
+  http_respond(req, 200, headers, ARRAY_SIZE(headers), text, len);
+  free(text);
+}
+
+int node_metrics_route(node *n, http_request *req, const char *path) {
+  if (strcmp(path, "/metrics") != 0) return 0;
+  int head = strcmp(req->method, "HEAD") == 0;
+  if (strcmp(req->method, "GET") != 0 && !head) node_respond_method(req, "GET, HEAD");
+  else respond_metrics(n, req);
+  return 1;
+}
