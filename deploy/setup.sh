@@ -12,9 +12,9 @@ step() { printf '==> %s\n' "$*"; }
 packages=(
   build-essential cmake pkg-config
   libuv1-dev node-llhttp android-libboringssl-dev libsqlite3-dev sqlite3
-  libcmocka-dev libjansson-dev
+  libcmocka-dev libjansson-dev libssl-dev zlib1g-dev
   libicu72 libc-ares2 libnghttp2-14 libbrotli1 libuv1 libssl3 zlib1g
-  nodejs wrk
+  nodejs npm wrk
   libsystemd-dev prometheus
 )
 
@@ -24,9 +24,12 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-# Node.js may come from outside Debian (a newer one is fine for the test runner).
+# Node.js and npm may come from outside Debian (a newer one is fine for the tests).
 if command -v node >/dev/null 2>&1; then
   missing=("${missing[@]/nodejs}")
+fi
+if command -v npm >/dev/null 2>&1; then
+  missing=("${missing[@]/npm}")
 fi
 missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
 
