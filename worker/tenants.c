@@ -371,6 +371,7 @@ static void loaded_done(void *data, uint64_t token) {
   if (l->requests > 0) l->requests--;
   stats_heap(l->tenant, l->iso);
   facet_link_request_done(w, token);
+  egress_link_request_done(w, token);
   loader_request_done(w, l, token);
   inflight_finish(w, f);
 }

@@ -186,8 +186,6 @@ registerInspect(CryptoKey, (k) => ({
   type: k.type, extractable: k.extractable, algorithm: k.algorithm, usages: k.usages,
 }));
 
-// The usages a new key gets: checked against what its algorithm and type
-// allow (SyntaxError otherwise), deduplicated, in the standard's order.
 // sequence<KeyUsage>: read once, each entry a valid usage.
 function usageList(usages) {
   if (!isObjectLike(usages) || typeof usages[Symbol.iterator] !== 'function') {
@@ -202,6 +200,8 @@ function usageList(usages) {
   return out;
 }
 
+// The usages a new key gets: checked against what its algorithm and type
+// allow (SyntaxError otherwise), deduplicated, in the standard's order.
 function keyUsages(usages, algName, type) {
   const [privateOrSecret, pub] = subtleUsages[algName];
   const allowed = type === 'public' ? pub : privateOrSecret;

@@ -365,6 +365,44 @@ test('cached get() isolates count toward the process\'s isolate heap budget', as
   }
 });
 
+test('children left running, redeploys and eviction of their parent do not break anything', async () => {
+  const churn = (tag) => `
+    const slow = 'export default { async fetch() { await new Promise((r) => setTimeout(r, 30)); ' +
+                 'return new Response("slow ${tag}"); } };';
+    const code = { compatibilityDate: '2025-06-01', mainModule: 'c.js', modules: { 'c.js': slow } };
+    export default {
+      async fetch(request, env) {
+        // fired and forgotten: neither awaited nor given to waitUntil
+        for (let i = 0; i < 3; i++) env.LOADER.load(code).getEntrypoint().fetch('http://x/').catch(() => {});
+        const cached = env.LOADER.get('g' + (Math.random() * 3 | 0), async () => code);
+        const p = cached.getEntrypoint().fetch('http://x/');
+        if (new URL(request.url).pathname === '/wait') return new Response(await (await p).text());
+        p.catch(() => {});
+        return new Response('ok');
+      },
+    };`;
+  await node.deployOk('churn', { 'index.js': churn('v1') }, { bindings: LOADER, limits: { cpu_ms: 500 } });
+  const all = [];
+  for (let i = 0; i < 60; i++) {
+    all.push(node.ingress('churn', i % 2 ? '/wait' : '/'));
+    if (i === 20) all.push(node.deployOk('churn', { 'index.js': churn('v2') }, { bindings: LOADER, limits: { cpu_ms: 500 } }));
+    if (i === 40) all.push(node.deployOk('churn', { 'index.js': churn('v3') }, { bindings: LOADER, limits: { cpu_ms: 500 } }));
+    if (i % 10 === 0) await sleep(20);
+  }
+  const results = await Promise.all(all);
+  for (const r of results) {
+    if (r.status === 201 || r.status === 200) continue;
+    assert.fail(`unexpected ${r.status} ${r.text}`);
+  }
+  await waitFor(async () => (await node.ingress('churn', '/wait')).text === 'slow v3',
+    { timeout: 5000, what: 'v3 to answer' });
+  // everything left behind goes: the process keeps only live parents' cached children
+  await node.control('DELETE', '/v1/workers/churn');
+  const before = await isolates();
+  await waitFor(async () => (await isolates()) < before || before <= 8,
+    { timeout: 8000, what: `isolates to drop from ${before}` });
+});
+
 test('the same parent script shape as on workerd: load() then fetch(request)', async () => {
   // Exactly the documented usage, passing the incoming Request through.
   const parent = `export default {

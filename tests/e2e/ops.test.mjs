@@ -126,6 +126,7 @@ test('drain under a steady keep-alive load: every request completes or is refuse
   await sleep(300);
 
   const t0 = Date.now();
+  const atDrain = load.stats.completed;
   const drain = await node.control('POST', '/v1/node/drain');
   assert.equal(drain.status, 202, drain.text);
   assert.equal(drain.json.state, 'draining');
@@ -154,7 +155,7 @@ test('drain under a steady keep-alive load: every request completes or is refuse
   assert.ok(took >= 900, `the drain waited for the slow request (${took} ms)`);
   assert.ok(workerList(info).every((w) => w.state === 'stopped'), JSON.stringify(info.workers));
   assert.equal(await connectOutcome(node.listenPort), 'ECONNREFUSED', 'new connections are refused');
-  t.diagnostic(`drain: ${s.completed} completed (${s.completed - before} after the drain began), ` +
+  t.diagnostic(`drain: ${s.completed} completed (${s.completed - atDrain} finished after the drain began), ` +
     `${s.refused} refused, ${s.resent} resent (${s.resentReused} on reused keep-alive connections), ` +
     `drained in ${took} ms`);
 
