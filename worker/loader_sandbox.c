@@ -313,6 +313,7 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err) {
   options->calls = &sandbox_calls;
   options->limits = sb->base.limits;
   sb->base.iso = iso_worker_create(options, err);
+  pool_refill(worker_self());
   if (sb->base.iso == NULL) {
     sb->broken = 1;
     return -1;

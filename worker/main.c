@@ -235,6 +235,7 @@ static int start(worker *w) {
   if (facet_link_start(w) != 0) log_warn("env.DB bindings will fail on this process");
   stats_start(w);
   wall_start(w);
+  pool_start(w);
   evict_start(w);
   uv_timer_init(w->loop, &w->drain_timer);
   uv_signal_init(w->loop, &w->sigterm);
@@ -269,6 +270,7 @@ int main(int argc, char **argv) {
   uv_run(self.loop, UV_RUN_DEFAULT);
   loader_free_all(&self);
   tenant_free_all(&self);
+  pool_stop(&self);
   facet_link_stop(&self);
   sched_close(&self.sched);
   token_map_free(&self.tokens);

@@ -130,6 +130,7 @@ typedef struct worker {
   uv_timer_t stats_timer;
   uv_timer_t wall_timer;
   uv_timer_t evict_timer;
+  uv_idle_t pool_idle;   /* fills the pool of blank isolates (pool.c) */
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
   size_t loaded_count;   /* live isolates (current and retired) */
   uint64_t evictions;
@@ -218,6 +219,12 @@ void stats_heap(tenant *t, iso_worker *iso);
 void wall_start(worker *w);
 void wall_track(worker *w, inflight *f);
 void wall_untrack(worker *w, inflight *f);
+
+/* pool.c: blank isolates made ahead, off the request path. */
+void pool_start(worker *w);
+/* Call after an isolate was taken: resumes filling when the loop is idle. */
+void pool_refill(worker *w);
+void pool_stop(worker *w);
 
 /* main.c */
 worker *worker_self(void);
