@@ -112,14 +112,18 @@ typedef struct iso_host {
   void (*done)(void *data, uint64_t token);
 } iso_host;
 
-/* Once per process, before anything else. Returns 0 or -1. */
+/* Once per process, before anything else: starts V8 and evaluates the
+ * runtime (the Web APIs in JavaScript) into a startup snapshot that every
+ * worker is then made from; that takes a few hundred milliseconds of one
+ * core. Returns 0 or -1. */
 int iso_platform_init(void);
 
 /* "10.2.154.26-node.37" */
 const char *iso_v8_version(void);
 
 /*
- * Creates an isolate and context and loads the modules: compile all,
+ * Creates an isolate and context (or takes a blank one from the pool: see
+ * iso_pool_fill()) and loads the modules: compile all,
  * instantiate and evaluate `main_module` (top-level await is allowed, bounded
  * by the CPU limit), and check that its default export has a fetch function.
  * `env_json` is a JSON object text that becomes the handler's `env` (may be
@@ -129,7 +133,10 @@ iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
                            const iso_module *modules, size_t n_modules, const char *main_module,
                            const char *env_json, iso_error *err);
 
-/* Disposes the isolate. Pending requests get no more callbacks. */
+/* Disposes the isolate. Pending requests get no more callbacks. Disposing
+ * returns the isolate's memory to the system and costs milliseconds: a host
+ * that frees a worker right after a request may do it from an idle callback
+ * instead. */
 void iso_worker_free(iso_worker *w);
 
 /*

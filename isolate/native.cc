@@ -7,7 +7,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/random.h>
+
+#include <unicode/uidna.h>
 
 #include "internal.h"
 
@@ -303,6 +306,60 @@ void native_structured_clone(const Info &info) {
   delegate.FreeBufferMemory(bytes.first);
 }
 
+/* UTS #46 as the URL Standard's "domain to ASCII" (beStrict false) uses it:
+ * CheckBidi, CheckJoiners, nontransitional processing, and neither
+ * UseSTD3ASCIIRules, CheckHyphens nor VerifyDnsLength. */
+const UIDNA *uts46;
+
+void uts46_open() {
+  UErrorCode status = U_ZERO_ERROR;
+  uts46 = uidna_openUTS46(UIDNA_CHECK_BIDI | UIDNA_CHECK_CONTEXTJ | UIDNA_NONTRANSITIONAL_TO_ASCII,
+                          &status);
+  if (U_FAILURE(status))
+    uts46 = nullptr;
+}
+
+/* The errors the URL Standard's options turn off. */
+constexpr uint32_t kIdnaIgnored = UIDNA_ERROR_EMPTY_LABEL | UIDNA_ERROR_LABEL_TOO_LONG |
+                                  UIDNA_ERROR_DOMAIN_NAME_TOO_LONG | UIDNA_ERROR_LEADING_HYPHEN |
+                                  UIDNA_ERROR_TRAILING_HYPHEN | UIDNA_ERROR_HYPHEN_3_4;
+
+/* domainToASCII(domain) → the ASCII form, or '' when it is not a valid domain */
+void native_domain_to_ascii(const Info &info) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  v8::Isolate *isolate = info.GetIsolate();
+  info.GetReturnValue().SetEmptyString();
+  if (!info[0]->IsString() || pthread_once(&once, uts46_open) != 0 || uts46 == nullptr)
+    return;
+  v8::Local<v8::String> s = info[0].As<v8::String>();
+  size_t len = (size_t)s->Utf8Length(isolate);
+  if (len > INT32_MAX / 4)
+    return;
+  /* Lone surrogates become U+FFFD, which UTS #46 disallows: an error, as it should be. */
+  std::vector<char> in(len + 1);
+  s->WriteUtf8(isolate, in.data(), (int)len, nullptr,
+               v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+  std::vector<char> out(len * 2 + 64);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    UErrorCode status = U_ZERO_ERROR;
+    UIDNAInfo idna_info = UIDNA_INFO_INITIALIZER;
+    int32_t n = uidna_nameToASCII_UTF8(uts46, in.data(), (int32_t)len, out.data(),
+                                       (int32_t)out.size(), &idna_info, &status);
+    if (status == U_BUFFER_OVERFLOW_ERROR && attempt == 0) {
+      out.resize((size_t)n + 1);
+      continue;
+    }
+    if (U_FAILURE(status) || (idna_info.errors & ~kIdnaIgnored) != 0)
+      return;
+    v8::Local<v8::String> ascii;
+    if (v8::String::NewFromOneByte(isolate, (const uint8_t *)out.data(),
+                                   v8::NewStringType::kNormal, n)
+            .ToLocal(&ascii))
+      info.GetReturnValue().Set(ascii);
+    return;
+  }
+}
+
 /* Appends the flat [name, value, ...] array to `buf` and `headers`; the
  * header pointers are set by headers_fix() once the buffer stops moving. */
 bool headers_collect(v8::Isolate *isolate, v8::Local<v8::Context> context, v8::Local<v8::Array> flat,
@@ -428,6 +485,7 @@ const struct {
     {"done", native_done},
     {"callSync", hostcall_sync},
     {"callAsync", hostcall_async},
+    {"domainToASCII", native_domain_to_ascii},
 };
 
 }  // namespace
@@ -440,6 +498,8 @@ const intptr_t *native_references() {
   return refs;
 }
 
+/* Only the core table: the extras of natives.h are added per context, after
+ * deserialization (their callbacks are not external references). */
 v8::Local<v8::Object> native_new(v8::Local<v8::Context> context) {
   v8::Isolate *isolate = context->GetIsolate();
   v8::Local<v8::Object> native = v8::Object::New(isolate);

@@ -1,8 +1,12 @@
 /*
  * Natives beyond the core contract of runtime/README.md, each group in its
  * own source file: Web Crypto primitives (crypto.cc, OpenSSL 3 EVP), zlib
- * streams (compress.cc) and small helpers (natives.cc). native_new() adds
- * them all to the `native` object with natives_add().
+ * streams (compress.cc) and small helpers (natives.cc). natives_add() adds
+ * them all to a worker's `native` object once its context has been
+ * deserialized from the startup snapshot (context_start() in isolate.cc).
+ * They are not in the snapshot, whose external references only list the
+ * core table of native.cc: never call natives_add() from native_new(), or
+ * making the snapshot aborts the process.
  */
 #ifndef EDGENODE_ISOLATE_NATIVES_H
 #define EDGENODE_ISOLATE_NATIVES_H

@@ -15,6 +15,7 @@
 void stats_request_done(worker *w, inflight *f) {
   (void)w;
   tenant_stats *s = &f->tenant->stats;
+  if (f->tenant->spec == NULL && f->tenant->refs == 0) return; /* not a deployed worker */
   s->requests++;
   if (f->status >= 500) s->errors++;
   if (f->start_ns) s->wall_ns += time_mono_ns() - f->start_ns;

@@ -18,6 +18,19 @@ tenant *tenant_find(worker *w, const char *name, size_t len) {
   return NULL;
 }
 
+static void tenant_remove(worker *w, tenant *t) {
+  for (tenant **p = &w->tenants; *p; p = &(*p)->next) {
+    if (*p == t) {
+      *p = t->next;
+      break;
+    }
+  }
+  json_decref(t->spec);
+  free(t->load_error);
+  free(t->name);
+  free(t);
+}
+
 tenant *tenant_get_or_add(worker *w, const char *name, size_t len) {
   tenant *t = tenant_find(w, name, len);
   if (t) return t;
@@ -228,6 +241,7 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
   }
   loaded *l = xcalloc(1, sizeof *l);
   l->tenant = t;
+  t->refs++;
   l->spec = json_incref(t->spec);
   l->version = json_integer_value(json_object_get(t->spec, "version"));
   spec_limits(t->spec, &l->limits);
@@ -256,6 +270,7 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
     log_write(LOG_ERROR, t->name, NULL, NULL, "worker failed to load: %s", *error);
     iso_error_clear(&err);
     json_decref(l->spec);
+    t->refs--;
     free(l);
     return NULL;
   }
@@ -263,6 +278,7 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
 }
 
 static void loaded_free(loaded *l) {
+  l->tenant->refs--;
   loader_parent_free(worker_self(), l);
   worker_self()->loaded_count--;
   sched_queue_clear(&worker_self()->sched, &l->queue, unit_dropped);
@@ -555,6 +571,10 @@ void tenant_spec_arrived(worker *w, uint32_t id, const proto_frame *frame) {
                  status == 404 ? "unknown worker" : "worker spec unavailable", extra);
     free(extra);
     json_decref(body);
+    /* Any Host name reaches this point: keep no record of names that are
+     * not deployed, or clients could grow this process's memory at will. */
+    if (status == 404 && t->refs == 0 && t->current == NULL && t->waiting == NULL)
+      tenant_remove(w, t);
     return;
   }
   t->spec = body;

@@ -71,6 +71,7 @@ struct tenant {
   loaded *current;       /* the version new requests go to */
   char *load_error;      /* set when current failed to load; cleared on change */
   tenant_stats stats;
+  size_t refs;           /* loaded versions pointing here (current and retired) */
   tenant *next;
 };
 

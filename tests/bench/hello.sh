@@ -11,7 +11,7 @@
 #
 # Environment: DURATION (seconds, default 10), CONNECTIONS (64), ROUNDS (3),
 # WARMUP (seconds per server before the first round, 3),
-# PERF=FILE to record `perf record -g` of one edgenode worker process during
+# PERF=FILE to record `perf record -g` of the edgenode-worker processes during
 # the last edgenode wrk run (read it with `perf report -i FILE --no-children`).
 set -euo pipefail
 
@@ -194,9 +194,9 @@ run_wrk workerd "$WARMUP" >/dev/null
 for round in $(seq "$ROUNDS"); do
   for name in edgenode workerd; do
     if [[ -n $PERF && $name == edgenode && $round == "$ROUNDS" ]]; then
-      worker=$(pgrep -P "$edge_pid" | head -1 || true)
-      [[ -n $worker ]] || die "no edgenode worker process found for perf"
-      perf record -g -o "$PERF" -p "$worker" -- sleep "$DURATION" >"$tmp/perf.log" 2>&1 &
+      workers=$(pgrep -d, -x -P "$edge_pid" edgenode-worker || true)
+      [[ -n $workers ]] || die "no edgenode-worker process found for perf"
+      perf record -g -o "$PERF" -p "$workers" -- sleep "$DURATION" >"$tmp/perf.log" 2>&1 &
       perf_pid=$!
     fi
     read -r rps requests ticks < <(run_wrk "$name" "$DURATION")

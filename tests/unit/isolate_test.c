@@ -1232,6 +1232,27 @@ static void test_web_apis(void **state) {
       &generous);
 }
 
+
+static void test_url_idna(void **state) {
+  (void)state;
+  /* Hosts go through ICU's UTS #46 as the URL Standard says: mapping,
+   * nontransitional processing, CheckBidi and CheckJoiners, but no STD3
+   * rules, hyphen checks or DNS lengths. */
+  expect_body("export default { fetch() {\n"
+              "  const host = (s) => { try { return new URL(s).host; } catch (e) { return e.name; } };\n"
+              "  return new Response([\n"
+              "    'http://b\\u00fccher.example/', 'http://B\\u00dcCHER.example/',\n"
+              "    'http://fa\\u00df.de/', 'http://\\u2615.us/', 'http://\\uff21\\uff22.com/',\n"
+              "    'http://a\\u200db.com/', 'http://\\u05d0a.com/', 'http://-x-.com/',\n"
+              "    'http://ab--c.com/', 'http://xn--bcher-kva.example/', 'http://a..b/',\n"
+              "    'http://\\ud800.com/',\n"
+              "  ].map(host).join(' '));\n"
+              "} };",
+              "/",
+              "xn--bcher-kva.example xn--bcher-kva.example xn--fa-hia.de xn--53h.us ab.com "
+              "TypeError TypeError -x-.com ab--c.com xn--bcher-kva.example a..b TypeError");
+}
+
 static void test_utf8_decode(void **state) {
   (void)state;
   /* Invalid sequences become U+FFFD per maximal subpart, as the Encoding
@@ -1728,6 +1749,7 @@ int main(void) {
       cmocka_unit_test(test_console),
       cmocka_unit_test(test_console_in_continuation),
       cmocka_unit_test(test_web_apis),
+      cmocka_unit_test(test_url_idna),
       cmocka_unit_test(test_utf8_decode),
       cmocka_unit_test(test_cpu_limit),
       cmocka_unit_test(test_cpu_limit_async_and_timer),
