@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <strings.h>
 
 #include "base.h"
@@ -871,6 +872,15 @@ static void server_maybe_closed(http_server *s) {
   if (s->on_closed) s->on_closed(s);
 }
 
+/* Bytes waiting in the kernel for this connection that the loop has not read yet. */
+static int conn_has_unread_bytes(http_conn *c) {
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return 0;
+  char byte;
+  ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0;
+}
+
 void http_server_stop_accepting(http_server *s) {
   http_server_int *si = s->conns;
   if (si == NULL || s->closing) return;
@@ -883,6 +893,9 @@ void http_server_stop_accepting(http_server *s) {
       case HTTP_PH_NEW:
       case HTTP_PH_IDLE:
         if (c->inbuf_len > 0) break; /* a pipelined request is next: serve it */
+        /* A client that connected just before the drain may have sent its
+         * request already, unread by us: closing now would reset it. */
+        if (c->phase == HTTP_PH_NEW && conn_has_unread_bytes(c)) break;
         /* A response may still be on its way out: let it finish. */
         if (c->tcp.write_queue_size > 0) conn_finish(c);
         else conn_close(c);

@@ -418,8 +418,8 @@ void hostcall_async(const Info &info) {
     return;
   info.GetReturnValue().Set(resolver->GetPromise());
   if (w == nullptr || w->host_calls.call_async == nullptr) {
-    if (resolver->Resolve(context, unavailable(isolate)).IsNothing())
-      return;
+    /* Resolve() fails only under a termination, which speaks for itself. */
+    resolver->Resolve(context, unavailable(isolate)).FromMaybe(false);
     return;
   }
   call_args ca;
@@ -445,9 +445,9 @@ void hostcall_async(const Info &info) {
     if (it != w->async_calls.end()) {
       w->async_calls.erase(it);
       v8::Local<v8::Value> out = outcome_of(w, context, false, result.data, result.len);
-      if (!out.IsEmpty() && resolver->Resolve(context, out).IsNothing()) {
-        /* Only a termination gets here; the promise stays pending. */
-      }
+      /* Empty or Nothing only under a termination: the promise stays pending. */
+      if (!out.IsEmpty())
+        resolver->Resolve(context, out).FromMaybe(false);
     }
   }
   iso_wire_free(&result);

@@ -449,13 +449,17 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   /* Errors remember where they were created: the tenant's line, not the runtime's. */
   w->isolate->SetCaptureStackTraceForUncaughtExceptions(true, 16, v8::StackTrace::kOverview);
 
-  v8::Isolate::Scope isolate_scope(w->isolate);
-  v8::HandleScope handles(w->isolate);
-  v8::Local<v8::Context> context = v8::Context::New(w->isolate);
-  if (context.IsEmpty() || !context_start(w, context, err)) {
+  bool ok;
+  {
+    v8::Isolate::Scope isolate_scope(w->isolate);
+    v8::HandleScope handles(w->isolate);
+    v8::Local<v8::Context> context = v8::Context::New(w->isolate);
+    ok = !context.IsEmpty() && context_start(w, context, err);
+  }
+  if (!ok) {
     if (err->kind == ISO_OK)
       error_set(err, ISO_ERR_INTERNAL, "could not create a context");
-    worker_destroy(w);
+    worker_destroy(w);  /* outside the isolate's scopes */
     return nullptr;
   }
   return w;

@@ -10,7 +10,9 @@
 #include <pthread.h>
 #include <sys/random.h>
 
+#include <unicode/uchar.h>
 #include <unicode/uidna.h>
+#include <unicode/utf8.h>
 
 #include "internal.h"
 
@@ -307,13 +309,17 @@ void native_structured_clone(const Info &info) {
 }
 
 /* UTS #46 as the URL Standard's "domain to ASCII" (beStrict false) uses it:
- * CheckBidi, CheckJoiners, nontransitional processing, and neither
- * UseSTD3ASCIIRules, CheckHyphens nor VerifyDnsLength. */
+ * CheckJoiners, nontransitional processing, and neither UseSTD3ASCIIRules,
+ * CheckHyphens nor VerifyDnsLength. CheckBidi is done here rather than by
+ * ICU 72, which applies RFC 5893 to every label of a domain with any
+ * right-to-left label: the current standard (and its tests: "1.\u064A" is
+ * valid) applies it to the labels that hold right-to-left characters. */
 const UIDNA *uts46;
 
 void uts46_open() {
   UErrorCode status = U_ZERO_ERROR;
-  uts46 = uidna_openUTS46(UIDNA_CHECK_BIDI | UIDNA_CHECK_CONTEXTJ | UIDNA_NONTRANSITIONAL_TO_ASCII,
+  uts46 = uidna_openUTS46(UIDNA_CHECK_CONTEXTJ | UIDNA_NONTRANSITIONAL_TO_ASCII |
+                              UIDNA_NONTRANSITIONAL_TO_UNICODE,
                           &status);
   if (U_FAILURE(status))
     uts46 = nullptr;
@@ -323,6 +329,99 @@ void uts46_open() {
 constexpr uint32_t kIdnaIgnored = UIDNA_ERROR_EMPTY_LABEL | UIDNA_ERROR_LABEL_TOO_LONG |
                                   UIDNA_ERROR_DOMAIN_NAME_TOO_LONG | UIDNA_ERROR_LEADING_HYPHEN |
                                   UIDNA_ERROR_TRAILING_HYPHEN | UIDNA_ERROR_HYPHEN_3_4;
+
+/* RFC 5893 section 2 for one label (UTF-8), when it holds R, AL or AN. */
+bool bidi_label_ok(const uint8_t *s, int32_t n) {
+  std::vector<UCharDirection> dirs;
+  bool rtl = false;
+  for (int32_t i = 0; i < n;) {
+    UChar32 c;
+    U8_NEXT(s, i, n, c);
+    if (c < 0)
+      return false;
+    UCharDirection d = u_charDirection(c);
+    rtl = rtl || d == U_RIGHT_TO_LEFT || d == U_RIGHT_TO_LEFT_ARABIC || d == U_ARABIC_NUMBER;
+    dirs.push_back(d);
+  }
+  if (!rtl)
+    return true;
+  size_t last = dirs.size() - 1;
+  while (last > 0 && dirs[last] == U_DIR_NON_SPACING_MARK)
+    last--;
+  UCharDirection first = dirs[0], end = dirs[last];
+  if (first == U_RIGHT_TO_LEFT || first == U_RIGHT_TO_LEFT_ARABIC) {
+    bool en = false, an = false;
+    for (UCharDirection d : dirs) {
+      switch (d) {
+      case U_EUROPEAN_NUMBER: en = true; break;
+      case U_ARABIC_NUMBER: an = true; break;
+      case U_RIGHT_TO_LEFT: case U_RIGHT_TO_LEFT_ARABIC: case U_EUROPEAN_NUMBER_SEPARATOR:
+      case U_COMMON_NUMBER_SEPARATOR: case U_EUROPEAN_NUMBER_TERMINATOR: case U_OTHER_NEUTRAL:
+      case U_BOUNDARY_NEUTRAL: case U_DIR_NON_SPACING_MARK:
+        break;
+      default:
+        return false;
+      }
+    }
+    return !(en && an) && (end == U_RIGHT_TO_LEFT || end == U_RIGHT_TO_LEFT_ARABIC ||
+                           end == U_EUROPEAN_NUMBER || end == U_ARABIC_NUMBER);
+  }
+  if (first == U_LEFT_TO_RIGHT) {
+    for (UCharDirection d : dirs) {
+      switch (d) {
+      case U_LEFT_TO_RIGHT: case U_EUROPEAN_NUMBER: case U_EUROPEAN_NUMBER_SEPARATOR:
+      case U_COMMON_NUMBER_SEPARATOR: case U_EUROPEAN_NUMBER_TERMINATOR: case U_OTHER_NEUTRAL:
+      case U_BOUNDARY_NEUTRAL: case U_DIR_NON_SPACING_MARK:
+        break;
+      default:
+        return false;
+      }
+    }
+    return end == U_LEFT_TO_RIGHT || end == U_EUROPEAN_NUMBER;
+  }
+  return false;
+}
+
+/* UTS #46 with the options above; false on any error that counts. */
+bool idna_convert(bool to_ascii, const char *in, int32_t len, std::vector<char> *out,
+                  int32_t *out_len) {
+  out->resize((size_t)len * 2 + 64);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    UErrorCode status = U_ZERO_ERROR;
+    UIDNAInfo info = UIDNA_INFO_INITIALIZER;
+    int32_t n = to_ascii ? uidna_nameToASCII_UTF8(uts46, in, len, out->data(),
+                                                  (int32_t)out->size(), &info, &status)
+                         : uidna_nameToUnicodeUTF8(uts46, in, len, out->data(),
+                                                   (int32_t)out->size(), &info, &status);
+    if (status == U_BUFFER_OVERFLOW_ERROR && attempt == 0) {
+      out->resize((size_t)n + 1);
+      continue;
+    }
+    if (U_FAILURE(status) || (info.errors & ~kIdnaIgnored) != 0)
+      return false;
+    *out_len = n;
+    return true;
+  }
+  return false;
+}
+
+/* CheckBidi over the Unicode form of an ASCII domain with "xn--" labels. */
+bool idna_bidi_ok(const std::vector<char> &ascii, int32_t len) {
+  std::vector<char> uni;
+  int32_t n;
+  if (!idna_convert(false, ascii.data(), len, &uni, &n))
+    return false;
+  const uint8_t *s = (const uint8_t *)uni.data();
+  int32_t start = 0;
+  for (int32_t i = 0; i <= n; i++) {
+    if (i < n && s[i] != '.')
+      continue;
+    if (i > start && !bidi_label_ok(s + start, i - start))
+      return false;
+    start = i + 1;
+  }
+  return true;
+}
 
 /* domainToASCII(domain) → the ASCII form, or '' when it is not a valid domain */
 void native_domain_to_ascii(const Info &info) {
@@ -339,25 +438,18 @@ void native_domain_to_ascii(const Info &info) {
   std::vector<char> in(len + 1);
   s->WriteUtf8(isolate, in.data(), (int)len, nullptr,
                v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
-  std::vector<char> out(len * 2 + 64);
-  for (int attempt = 0; attempt < 2; attempt++) {
-    UErrorCode status = U_ZERO_ERROR;
-    UIDNAInfo idna_info = UIDNA_INFO_INITIALIZER;
-    int32_t n = uidna_nameToASCII_UTF8(uts46, in.data(), (int32_t)len, out.data(),
-                                       (int32_t)out.size(), &idna_info, &status);
-    if (status == U_BUFFER_OVERFLOW_ERROR && attempt == 0) {
-      out.resize((size_t)n + 1);
-      continue;
-    }
-    if (U_FAILURE(status) || (idna_info.errors & ~kIdnaIgnored) != 0)
-      return;
-    v8::Local<v8::String> ascii;
-    if (v8::String::NewFromOneByte(isolate, (const uint8_t *)out.data(),
-                                   v8::NewStringType::kNormal, n)
-            .ToLocal(&ascii))
-      info.GetReturnValue().Set(ascii);
+  std::vector<char> out;
+  int32_t n;
+  if (!idna_convert(true, in.data(), (int32_t)len, &out, &n))
     return;
-  }
+  /* Only a punycoded label can hold a right-to-left character. */
+  if (memmem(out.data(), (size_t)n, "xn--", 4) != nullptr && !idna_bidi_ok(out, n))
+    return;
+  v8::Local<v8::String> ascii;
+  if (v8::String::NewFromOneByte(isolate, (const uint8_t *)out.data(), v8::NewStringType::kNormal,
+                                 n)
+          .ToLocal(&ascii))
+    info.GetReturnValue().Set(ascii);
 }
 
 /* Appends the flat [name, value, ...] array to `buf` and `headers`; the

@@ -12,7 +12,8 @@
 # Environment: DURATION (seconds, default 10), CONNECTIONS (64), ROUNDS (3),
 # WARMUP (seconds per server before the first round, 3),
 # PERF=FILE to record `perf record -g` of the edgenode-worker processes during
-# the last edgenode wrk run (read it with `perf report -i FILE --no-children`).
+# one more edgenode wrk run after the measured ones (read it with
+# `perf report -i FILE --no-children`).
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -193,17 +194,7 @@ run_wrk workerd "$WARMUP" >/dev/null
 : >"$tmp/results"
 for round in $(seq "$ROUNDS"); do
   for name in edgenode workerd; do
-    if [[ -n $PERF && $name == edgenode && $round == "$ROUNDS" ]]; then
-      workers=$(pgrep -d, -x -P "$edge_pid" edgenode-worker || true)
-      [[ -n $workers ]] || die "no edgenode-worker process found for perf"
-      perf record -g -o "$PERF" -p "$workers" -- sleep "$DURATION" >"$tmp/perf.log" 2>&1 &
-      perf_pid=$!
-    fi
     read -r rps requests ticks < <(run_wrk "$name" "$DURATION")
-    if [[ -n ${perf_pid:-} ]]; then
-      wait "$perf_pid" || { cat "$tmp/perf.log" >&2; die "perf record failed"; }
-      perf_pid=
-    fi
     cpu_us=$(( requests > 0 ? ticks * 1000000 / clk_tck / requests : 0 ))
     lg=$("$loadgen" -t2 -c"$CONNECTIONS" -d"$DURATION" -H "$HOST_HEADER" "$(url_of "$name")")
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$rps" "$cpu_us" "$lg" >>"$tmp/results"
@@ -211,6 +202,18 @@ for round in $(seq "$ROUNDS"); do
       "$round" "$name" "$rps" "$cpu_us" "$lg"
   done
 done
+
+# Profiling slows the profiled processes down, so it gets a run of its own
+# that is not part of the figures.
+if [[ -n $PERF ]]; then
+  workers=$(pgrep -d, -x -P "$edge_pid" edgenode-worker || true)
+  [[ -n $workers ]] || die "no edgenode-worker process found for perf"
+  say "profiling edgenode-worker processes $workers into $PERF"
+  perf record -g -o "$PERF" -p "$workers" -- sleep "$DURATION" >"$tmp/perf.log" 2>&1 &
+  perf_pid=$!
+  run_wrk edgenode "$DURATION" >/dev/null
+  wait "$perf_pid" || { cat "$tmp/perf.log" >&2; die "perf record failed"; }
+fi
 
 # --- summary ---------------------------------------------------------------
 node - "$tmp/results" <<'EOF'
