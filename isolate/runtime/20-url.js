@@ -615,11 +615,10 @@ const { URL, URLSearchParams } = (() => {
       return upper ? domain.toLowerCase() : domain;
     }
     let result;
-    // ICU is faster; where it refuses a name, this file's own UTS #46 has
-    // the last word (ICU 72 applies RFC 5893's Bidi rule to labels that the
-    // URL Standard accepts, such as the digit label of "1.\u064A").
-    result = nativeToASCII !== null ? `${ReflectApply(nativeToASCII, nativeSelf, [domain])}` : '';
-    if (result === '') {
+    if (nativeToASCII !== null) {
+      result = `${ReflectApply(nativeToASCII, nativeSelf, [domain])}`;
+      if (result === '') return null;
+    } else {
       result = idnaToASCIIJS(domain);
       if (result === null) return null;
     }
