@@ -56,6 +56,12 @@ static const char usage_text[] =
     "                         reloads, newest first (default 100)\n"
     "  top                    live per-tenant view, refreshed every second (q quits);\n"
     "                         one snapshot when the output is not a terminal\n"
+    "  secret set NAME        store a secret for egress header injection; the value\n"
+    "                         is read from standard input (one trailing newline dropped)\n"
+    "  secret list            secret names and when they were set (never values)\n"
+    "  secret delete NAME     remove a secret\n"
+    "  facet NAME             a worker's facet: size, pages, tables and row counts\n"
+    "  facet backup NAME FILE write a consistent copy of the live facet to FILE\n"
     "\n"
     "options:\n"
     "  --node URL             control API address (env EDGENODE_NODE,\n"
@@ -1041,6 +1047,89 @@ static void print_run_result(const response *r) {
   json_decref(j);
 }
 
+/* Secret values come from standard input, so they never show in a process
+ * list or a shell history. */
+static char *read_stdin_all(size_t *len) {
+  size_t cap = 4096, n = 0;
+  char *buf = xmalloc(cap);
+  size_t got;
+  while ((got = fread(buf + n, 1, cap - n - 1, stdin)) > 0) {
+    n += got;
+    if (cap - n < 2) buf = xrealloc(buf, cap *= 2);
+  }
+  if (ferror(stdin)) fail("reading the secret from standard input: %s", strerror(errno));
+  buf[n] = '\0';
+  if (strlen(buf) != n) fail("the secret holds a NUL byte: only text secrets are supported");
+  *len = n;
+  return buf;
+}
+
+static int cmd_secret(const options *o) {
+  reject_options(o, "secret", 0, 0);
+  const char *sub = o->nargs > 1 ? o->args[1] : "";
+  if (strcmp(sub, "list") == 0) {
+    expect_operands(o, "secret", 1, 1);
+    response r = call(o, "GET", "/v1/secrets", NULL);
+    print_json_body(&r);
+    response_free(&r);
+    return 0;
+  }
+  if (strcmp(sub, "set") != 0 && strcmp(sub, "delete") != 0)
+    usage_error("secret: expected 'set NAME', 'list' or 'delete NAME'");
+  expect_operands(o, "secret", 2, 2);
+  char *path = xasprintf("/v1/secrets/%s", o->args[2]);
+  response r;
+  if (strcmp(sub, "set") == 0) {
+    if (isatty(STDIN_FILENO)) fprintf(stderr, "edgectl: reading the value of %s from standard input\n", o->args[2]);
+    size_t len;
+    char *value = read_stdin_all(&len);
+    if (len > 0 && value[len - 1] == '\n') value[--len] = '\0';
+    if (len == 0) fail("secret %s: the value on standard input is empty", o->args[2]);
+    json_t *body = json_pack("{s:s%}", "value", value, len);
+    if (body == NULL) fail("secret %s: the value is not valid UTF-8", o->args[2]);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    free(value);
+    if (text == NULL) fail("out of memory");
+    r = call(o, "PUT", path, text);
+    free(text);
+    if (!o->json) printf("secret %s set\n", o->args[2]);
+  } else {
+    r = call(o, "DELETE", path, NULL);
+    if (!o->json) printf("secret %s deleted\n", o->args[2]);
+  }
+  if (o->json) print_json_body(&r);
+  free(path);
+  response_free(&r);
+  return 0;
+}
+
+static int cmd_facet(const options *o) {
+  reject_options(o, "facet", 0, 0);
+  int backup = o->nargs > 1 && strcmp(o->args[1], "backup") == 0;
+  if (!backup) {
+    expect_operands(o, "facet", 1, 1);
+    char *path = xasprintf("/v1/workers/%s/facet", worker_name_arg(o));
+    response r = call(o, "GET", path, NULL);
+    free(path);
+    print_json_body(&r);
+    response_free(&r);
+    return 0;
+  }
+  expect_operands(o, "facet", 3, 3);
+  const char *name = o->args[2], *file = o->args[3];
+  char *path = xasprintf("/v1/workers/%s/facet/backup", name);
+  response r = call(o, "GET", path, NULL);
+  free(path);
+  FILE *f = fopen(file, "wb");
+  if (f == NULL) fail("%s: %s", file, strerror(errno));
+  if (fwrite(r.body, 1, r.body_len, f) != r.body_len || fclose(f) != 0)
+    fail("writing %s: %s", file, strerror(errno));
+  printf("backup of %s's facet written to %s (%zu bytes)\n", name, file, r.body_len);
+  response_free(&r);
+  return 0;
+}
+
 static int cmd_run(const options *o) {
   reject_options(o, "run", 1, 1);
   expect_operands(o, "run", 1, -1);
@@ -1428,7 +1517,8 @@ int main(int argc, char **argv) {
       {"deploy", cmd_deploy}, {"list", cmd_list}, {"show", cmd_show},
       {"delete", cmd_delete}, {"node", cmd_node}, {"run", cmd_run},
       {"tenants", cmd_tenants}, {"tenant", cmd_tenant}, {"drain", cmd_drain},
-      {"events", cmd_events}, {"top", cmd_top},
+      {"events", cmd_events}, {"top", cmd_top}, {"secret", cmd_secret},
+      {"facet", cmd_facet},
   };
   int rc = -1;
   for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {

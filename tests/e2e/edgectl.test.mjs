@@ -26,11 +26,11 @@ after(async () => {
   if (node) await node.stop({ clean: true });
 });
 
-function ctl(args, { json = false, token, nodeUrl, cwd = work } = {}) {
+function ctl(args, { json = false, token, nodeUrl, cwd = work, input } = {}) {
   const base = ['--node', nodeUrl ?? `http://127.0.0.1:${node.controlPort}`,
     '--token-file', token ?? path.join(node.dataDir, 'control.token')];
   if (json) base.push('--json');
-  return runProcess(EDGECTL, [...base, ...args], { cwd, timeout: 15000 });
+  return runProcess(EDGECTL, [...base, ...args], { cwd, timeout: 15000, input });
 }
 
 function ok(r, what) {
@@ -203,4 +203,45 @@ test('README tour: edgectl deploy api ./examples/api.js, then /items?id=3', asyn
   ok(await ctl(['deploy', 'hello', './examples/hello.js'], { cwd: SOURCE_DIR }), 'deploy hello');
   const hello = await node.ingress('hello', '/');
   assert.equal(hello.status, 200);
+});
+
+test('secret set reads the value from stdin; list shows names only; delete removes it', async () => {
+  const value = 'do-not-print-this-value';
+  const set = ok(await ctl(['secret', 'set', 'EDGECTL_TOKEN'], { input: `${value}\n` }), 'secret set');
+  assert.doesNotMatch(set.stdout + set.stderr, new RegExp(value));
+  const list = parseJson(ok(await ctl(['secret', 'list']), 'secret list'), 'secret list');
+  assert.deepEqual(list.secrets.map((s) => s.name), ['EDGECTL_TOKEN']);
+  assert.doesNotMatch(JSON.stringify(list), new RegExp(value));
+  ok(await ctl(['secret', 'delete', 'EDGECTL_TOKEN']), 'secret delete');
+  const again = parseJson(ok(await ctl(['secret', 'list']), 'secret list'), 'secret list');
+  assert.deepEqual(again.secrets, []);
+  const empty = await ctl(['secret', 'set', 'EMPTY'], { input: '' });
+  assert.equal(empty.code, 1, empty.stderr);
+  assert.match(empty.stderr, /empty/);
+  assert.ok(!node.logs.some((l) => l.raw.includes(value)), 'the secret value never reaches a log line');
+});
+
+test('facet shows a worker\'s database and facet backup writes a copy', async () => {
+  writeFile(work, 'db.js', `export default { fetch(req, env) {
+    env.DB.exec('CREATE TABLE IF NOT EXISTS t (v TEXT)');
+    env.DB.exec('INSERT INTO t VALUES (?)', 'row');
+    return new Response(String(env.DB.exec('SELECT count(*) AS n FROM t').one().n));
+  } };\n`);
+  const deployed = await node.control('PUT', '/v1/workers/dbw', {
+    body: JSON.stringify({ modules: { 'db.js': (await import('node:fs')).readFileSync(path.join(work, 'db.js'), 'utf8') },
+      bindings: { DB: { type: 'facet' } } }),
+    headers: { 'Content-Type': 'application/json' },
+  });
+  assert.ok(deployed.status < 300, deployed.text);
+  assert.equal((await node.ingress('dbw', '/')).text, '1');
+  const shown = parseJson(ok(await ctl(['facet', 'dbw']), 'facet'), 'facet');
+  assert.deepEqual(shown.tables, [{ name: 't', rows: 1 }]);
+  const file = path.join(work, 'dbw-backup.sqlite');
+  const r = ok(await ctl(['facet', 'backup', 'dbw', file]), 'facet backup');
+  assert.match(r.stdout, /written/);
+  const head = (await import('node:fs')).readFileSync(file).subarray(0, 16).toString('latin1');
+  assert.equal(head, 'SQLite format 3\0');
+  const missing = await ctl(['facet', 'backup', 'hello', path.join(work, 'none.sqlite')]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /no facet/);
 });
