@@ -385,7 +385,6 @@ static void loaded_done(void *data, uint64_t token) {
   f->tenant->stats.cpu_ns += iso_worker_request_cpu_ns(l->iso, token);
   if (f->req) ingress_fail(w, f, 500, "worker finished without a response", NULL);
   if (l->requests > 0) l->requests--;
-  stats_heap(l->tenant, l->iso);
   facet_link_request_done(w, token);
   egress_link_request_done(w, token);
   loader_request_done(w, l, token);

@@ -7,7 +7,9 @@
 # serving the same file, then alternates between them ROUNDS times:
 #   wrk -t2 -cC -dDs            throughput, as wrk reports it
 #   loadgen -t2 -cC -dD         per-request latency, every response timed
-# and prints the medians of each figure and the ratio edgenode/workerd.
+# and prints the medians of each figure and the ratio edgenode/workerd, with
+# each server's CPU time per request (user + system of its whole process
+# group over the wrk run), which other work on the machine disturbs less.
 #
 # Environment: DURATION (seconds, default 10), CONNECTIONS (64), ROUNDS (3),
 # WARMUP (seconds per server before the first round, 3),
@@ -36,6 +38,7 @@ die() { printf 'hello.sh: %s\n' "$*" >&2; exit 1; }
 # edgenode's worker processes too, even if the supervisor is wedged.
 cleanup() {
   local g
+  [[ -n ${perf_pid:-} ]] && kill "$perf_pid" 2>/dev/null
   for g in "${pgids[@]}"; do
     kill -TERM -- "-$g" 2>/dev/null || true
   done
@@ -213,6 +216,7 @@ if [[ -n $PERF ]]; then
   perf_pid=$!
   run_wrk edgenode "$DURATION" >/dev/null
   wait "$perf_pid" || { cat "$tmp/perf.log" >&2; die "perf record failed"; }
+  perf_pid=
 fi
 
 # --- summary ---------------------------------------------------------------
