@@ -12,7 +12,7 @@ step() { printf '==> %s\n' "$*"; }
 packages=(
   build-essential cmake pkg-config
   libuv1-dev node-llhttp android-libboringssl-dev libsqlite3-dev sqlite3
-  libcmocka-dev libjansson-dev libssl-dev zlib1g-dev
+  libcmocka-dev libjansson-dev libssl-dev zlib1g-dev libicu-dev
   libicu72 libc-ares2 libnghttp2-14 libbrotli1 libuv1 libssl3 zlib1g
   nodejs npm wrk
   libsystemd-dev prometheus
