@@ -61,6 +61,13 @@ static void req_reset(http_req *r) {
   memset(&r->pub, 0, sizeof r->pub);
   r->dispatched = 0;
   r->is_head = 0;
+  r->http10 = 0;
+  r->streaming = 0;
+  r->stream_chunked = 0;
+  r->stream_bodyless = 0;
+  r->stream_keep = 0;
+  r->drain_cb = NULL;
+  r->drain_arg = NULL;
   r->arena_len = 0;
   r->target_off = 0;
   r->body_expect = 0;
@@ -259,6 +266,7 @@ static int on_headers_complete(llhttp_t *p) {
   r->pub.headers = r->hdrs;
   r->pub.start_ns = time_mono_ns();
   r->is_head = p->method == HTTP_HEAD;
+  r->http10 = p->http_minor == 0;
   c->phase = HTTP_PH_BODY;
 
   int chunked = (p->flags & F_CHUNKED) != 0;
@@ -434,6 +442,14 @@ static void on_conn_handle_closed(uv_handle_t *h) {
   server_maybe_closed(s);
 }
 
+/* Tells a streamed response's writer that it may go on (or must stop). */
+static void drain_notify(http_req *r, int status) {
+  http_drain_cb cb = r->drain_cb;
+  if (cb == NULL) return;
+  r->drain_cb = NULL;
+  cb(r->drain_arg, status);
+}
+
 /*
  * Closes now. A request still with the handler is detached (conn = NULL) and
  * reported through on_abort; the handler's later http_respond just frees it.
@@ -461,6 +477,7 @@ static void conn_close(http_conn *c) {
   }
   r->pub.conn = NULL;
   s->in_flight--;
+  drain_notify(r, UV_ECONNRESET);
   if (s->on_abort) s->on_abort(s, &r->pub);
 }
 
@@ -534,6 +551,8 @@ void http__conn_write_done(http_conn *c, int status) {
     c->write_blocked = 0;
     if (c->phase == HTTP_PH_IDLE && c->inbuf_len > 0) conn_timer(c, HTTP_TM_RESUME, 0);
   }
+  if (c->req != NULL && c->req->streaming && c->tcp.write_queue_size <= HTTP_WRITE_LOW)
+    drain_notify(c->req, 0);
 }
 
 /* ---- parsing and dispatch ---- */
@@ -715,37 +734,26 @@ static void on_connection(uv_stream_t *listener, int status) {
 
 /* ---- responses ---- */
 
-int http_respond(http_request *req, int status, const http_header *headers, size_t n_headers,
-                 const void *body, size_t body_len) {
-  http_req *r = (http_req *)req;
-  http_conn *c = req->conn;
-  if (c == NULL) {
-    req_free(r);
-    return UV_ECONNRESET;
-  }
-  http_server *s = c->server;
-  http_server_int *si = s->conns;
-  if (status < 100 || status > 999) status = 500;
+/* Detaches a request whose response is fully queued from its connection. */
+static void conn_release_request(http_conn *c, http_req *r) {
   c->req = NULL;
-  req->conn = NULL;
-  s->in_flight--;
-  int keep = req->keep_alive && !si->draining;
-  /* headers and body may point into the request: write before recycling it. */
-  int rc = http__write_response(c, status, headers, n_headers, body, body_len, keep, r->is_head);
+  r->pub.conn = NULL;
+  c->server->in_flight--;
   if (HTTP_RECYCLE && c->spare == NULL) {
     req_reset(r);
     c->spare = r;
   } else {
     req_free(r);
   }
-  if (rc != 0) {
-    conn_close(c);
-    return UV_ECONNRESET;
-  }
+}
+
+/* After a response: close, or wait for (or parse) the next request. */
+static void conn_after_response(http_conn *c, int keep) {
+  http_server *s = c->server;
   if (c->tcp.write_queue_size > HTTP_WRITE_HIGH) c->write_blocked = 1;
   if (!keep) {
     conn_finish(c);
-    return 0;
+    return;
   }
   c->phase = HTTP_PH_IDLE;
   if (!c->in_parse && c->inbuf_len > 0 && !c->write_blocked) {
@@ -756,7 +764,118 @@ int http_respond(http_request *req, int status, const http_header *headers, size
     conn_timer(c, HTTP_TM_IDLE, s->config.idle_timeout_ms);
     if (c->inbuf_len < HTTP_PIPELINE_MAX) conn_read_start(c);
   }
+}
+
+/* The last bytes of r's response were queued with result rc. */
+static int conn_response_queued(http_conn *c, http_req *r, int rc, int keep) {
+  conn_release_request(c, r);
+  if (rc != 0) {
+    conn_close(c);
+    return UV_ECONNRESET;
+  }
+  conn_after_response(c, keep);
   return 0;
+}
+
+int http_respond(http_request *req, int status, const http_header *headers, size_t n_headers,
+                 const void *body, size_t body_len) {
+  http_req *r = (http_req *)req;
+  http_conn *c = req->conn;
+  if (c == NULL) {
+    req_free(r);
+    return UV_ECONNRESET;
+  }
+  if (r->streaming) {
+    http_respond_abort(req);
+    return UV_ECONNRESET;
+  }
+  http_server_int *si = c->server->conns;
+  if (status < 100 || status > 999) status = 500;
+  int keep = req->keep_alive && !si->draining;
+  /* headers and body may point into the request: write before recycling it. */
+  int rc = http__write_response(c, status, headers, n_headers, body, body_len, keep, r->is_head);
+  return conn_response_queued(c, r, rc, keep);
+}
+
+int http_respond_start(http_request *req, int status, const http_header *headers,
+                       size_t n_headers) {
+  http_req *r = (http_req *)req;
+  http_conn *c = req->conn;
+  if (r->streaming) return UV_EINVAL;
+  if (c == NULL) return UV_ECONNRESET;
+  http_server_int *si = c->server->conns;
+  if (status < 100 || status > 999) status = 500;
+  r->streaming = 1;
+  r->stream_bodyless = r->is_head || status < 200 || status == 204 || status == 304;
+  r->stream_chunked = !r->http10;
+  /* An HTTP/1.0 client learns where the body ends only from the close. */
+  r->stream_keep = req->keep_alive && !si->draining && (r->stream_chunked || r->stream_bodyless);
+  int rc = http__write_stream_head(c, status, headers, n_headers, r->stream_keep,
+                                   r->stream_chunked && !r->stream_bodyless);
+  if (rc != 0) {
+    conn_close(c);
+    return UV_ECONNRESET;
+  }
+  return 0;
+}
+
+int http_respond_write(http_request *req, const void *data, size_t len) {
+  http_req *r = (http_req *)req;
+  http_conn *c = req->conn;
+  if (!r->streaming) return UV_EINVAL;
+  if (c == NULL) return UV_ECONNRESET;
+  if (r->stream_bodyless || len == 0) return 0;
+  if (http__write_chunk(c, data, len, r->stream_chunked) != 0) {
+    conn_close(c);
+    return UV_ECONNRESET;
+  }
+  return c->tcp.write_queue_size > HTTP_WRITE_LOW ? 1 : 0;
+}
+
+int http_respond_on_drain(http_request *req, http_drain_cb cb, void *arg) {
+  http_req *r = (http_req *)req;
+  http_conn *c = req->conn;
+  if (!r->streaming) return UV_EINVAL;
+  if (c == NULL) return UV_ECONNRESET;
+  if (r->drain_cb != NULL) return UV_EBUSY;
+  if (c->tcp.write_queue_size <= HTTP_WRITE_LOW) return UV_EINVAL;
+  r->drain_cb = cb;
+  r->drain_arg = arg;
+  return 0;
+}
+
+int http_respond_end(http_request *req) {
+  http_req *r = (http_req *)req;
+  http_conn *c = req->conn;
+  if (c == NULL || !r->streaming) {
+    if (c == NULL) {
+      req_free(r);
+      return UV_ECONNRESET;
+    }
+    return http_respond(req, 500, NULL, 0, NULL, 0);
+  }
+  int keep = r->stream_keep;
+  int rc = 0;
+  if (r->stream_chunked && !r->stream_bodyless) rc = http__write_chunk(c, NULL, 0, 1);
+  drain_notify(r, UV_ECANCELED);
+  return conn_response_queued(c, r, rc, keep);
+}
+
+void http_respond_abort(http_request *req) {
+  http_req *r = (http_req *)req;
+  http_conn *c = req->conn;
+  if (c == NULL) {
+    req_free(r);
+    return;
+  }
+  /* Detach first so that closing does not report the request as aborted to
+   * the handler that is aborting it. */
+  drain_notify(r, UV_ECANCELED);
+  c->req = NULL;
+  r->pub.conn = NULL;
+  c->server->in_flight--;
+  req_free(r);
+  conn_close(c);
 }
 
 int http_respond_error(http_request *req, int status, const char *message,

@@ -120,6 +120,45 @@ int http_respond(http_request *req, int status, const http_header *headers, size
 int http_respond_error(http_request *req, int status, const char *message,
                        const char *extra_json);
 
+/*
+ * Streamed responses, for bodies produced while they are sent.
+ *
+ * http_respond_start() sends the status line and headers; the body follows in
+ * chunks (Transfer-Encoding: chunked; to an HTTP/1.0 client, unframed and the
+ * connection closes after it). Then http_respond_write() as often as needed,
+ * and exactly one of http_respond_end() (the body is complete) or
+ * http_respond_abort() (it is not: the connection is closed so the client
+ * sees a truncated response, never a short one that looks whole). Both free
+ * the request. http_respond() and http_respond_error() on a started response
+ * abort it, since its status line is already gone.
+ *
+ * Every call works on a request whose client went away (req->conn == NULL):
+ * writes then fail with UV_ECONNRESET and end/abort just free it.
+ */
+typedef void (*http_drain_cb)(void *arg, int status /* 0, or < 0: the connection is gone */);
+
+/* Returns 0, or UV_ECONNRESET when the client is gone, or UV_EINVAL when the
+ * response was already started. */
+int http_respond_start(http_request *req, int status, const http_header *headers,
+                       size_t n_headers);
+
+/* Queues body bytes (copied). Returns 0 when more may be written now, 1 when
+ * the connection's queue is full (wait for http_respond_on_drain first), or a
+ * negative libuv error. Bytes of a bodyless response (HEAD, 204, 304) are dropped. */
+int http_respond_write(http_request *req, const void *data, size_t len);
+
+/* Calls cb once: when the queue has gone down after a write that returned 1,
+ * or when the connection closes. Returns 0, or UV_EBUSY (a wait is already
+ * set), UV_ECONNRESET (the client is gone) or UV_EINVAL (nothing to wait
+ * for); cb is then never called. */
+int http_respond_on_drain(http_request *req, http_drain_cb cb, void *arg);
+
+/* Ends the body and frees the request. Returns 0 or UV_ECONNRESET. */
+int http_respond_end(http_request *req);
+
+/* Cuts the response short (closes the connection) and frees the request. */
+void http_respond_abort(http_request *req);
+
 /* Case-insensitive header lookup; NULL when absent. */
 const char *http_request_header(const http_request *req, const char *name);
 

@@ -48,6 +48,14 @@ typedef struct http_req {
   http_request pub;            /* first: the handler's pointer is ours */
   int dispatched;              /* handed to the handler */
   int is_head;
+  int http10;                  /* HTTP/1.0 client: no chunked coding, close after */
+  /* A streamed response (http_respond_start) in progress. */
+  int streaming;
+  int stream_chunked;          /* body goes out in chunks; otherwise until close */
+  int stream_bodyless;         /* HEAD, 1xx, 204, 304: body bytes are dropped */
+  int stream_keep;             /* keep-alive decided when the head went out */
+  http_drain_cb drain_cb;      /* waits for the write queue to go down */
+  void *drain_arg;
   char *arena;                 /* method, target, header names and values, NUL-terminated */
   size_t arena_len;
   size_t arena_cap;
@@ -114,6 +122,14 @@ typedef struct http_server_int {
 int http__write_response(http_conn *c, int status, const http_header *headers,
                          size_t n_headers, const void *body, size_t body_len, int keep_alive,
                          int head_only);
+
+/* The head of a streamed response: Transfer-Encoding: chunked when `chunked`,
+ * otherwise no length at all (the body ends when the connection closes). */
+int http__write_stream_head(http_conn *c, int status, const http_header *headers,
+                            size_t n_headers, int keep_alive, int chunked);
+
+/* Queues body bytes of a streamed response, framed as one chunk when `chunked`. */
+int http__write_chunk(http_conn *c, const void *data, size_t len, int chunked);
 
 /* Queues raw bytes (copied when they cannot be written at once). */
 int http__write_raw(http_conn *c, const char *data, size_t len);

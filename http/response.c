@@ -189,9 +189,14 @@ int http__write_raw(http_conn *c, const char *data, size_t len) {
   return write_bufs(c, &b, 1);
 }
 
-int http__write_response(http_conn *c, int status, const http_header *headers,
-                         size_t n_headers, const void *body, size_t body_len, int keep_alive,
-                         int head_only) {
+/* How the body of a response is delimited. */
+typedef enum { FRAME_LENGTH, FRAME_CHUNKED, FRAME_CLOSE } body_framing;
+
+/* Serializes the status line and headers into `stack` (or the heap when they
+ * do not fit); returns the buffer, its length in *len. */
+static char *format_head(http_conn *c, int status, const http_header *headers, size_t n_headers,
+                         int keep_alive, body_framing framing, size_t body_len, char *stack,
+                         size_t stack_size, size_t *len) {
   const char *server_name = c->server->config.server_name;
   const char *reason = http_status_text(status);
   const char *date = http_date();
@@ -200,15 +205,15 @@ int http__write_response(http_conn *c, int status, const http_header *headers,
   int bodyless = status < 200 || status == 204 || status == 304;
 
   size_t need = sizeof("HTTP/1.1 000 \r\n") + reason_len + sizeof("Date: \r\n") + date_len +
-                sizeof("Connection: keep-alive\r\n") + sizeof("Content-Length: \r\n") + 20 + 2;
+                sizeof("Connection: keep-alive\r\n") + sizeof("Transfer-Encoding: chunked\r\n") +
+                20 + 2;
   if (server_len) need += sizeof("Server: \r\n") + server_len;
   for (size_t i = 0; i < n_headers; i++) {
     size_t nl, vl;
     if (header_writable(&headers[i], &nl, &vl)) need += nl + vl + 4;
   }
 
-  char stack[4096];
-  char *head = need <= sizeof stack ? stack : xmalloc(need);
+  char *head = need <= stack_size ? stack : xmalloc(need);
   char *p = head;
   p = PUT_LIT(p, "HTTP/1.1 ");
   *p++ = (char)('0' + status / 100 % 10);
@@ -225,10 +230,12 @@ int http__write_response(http_conn *c, int status, const http_header *headers,
     p = PUT_LIT(p, "\r\n");
   }
   p = keep_alive ? PUT_LIT(p, "Connection: keep-alive\r\n") : PUT_LIT(p, "Connection: close\r\n");
-  if (!bodyless) {
+  if (!bodyless && framing == FRAME_LENGTH) {
     p = PUT_LIT(p, "Content-Length: ");
     p = put_u64(p, body_len);
     p = PUT_LIT(p, "\r\n");
+  } else if (!bodyless && framing == FRAME_CHUNKED) {
+    p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
   }
   for (size_t i = 0; i < n_headers; i++) {
     size_t nl, vl;
@@ -240,10 +247,21 @@ int http__write_response(http_conn *c, int status, const http_header *headers,
     p = PUT_LIT(p, "\r\n");
   }
   p = PUT_LIT(p, "\r\n");
+  *len = (size_t)(p - head);
+  return head;
+}
 
+int http__write_response(http_conn *c, int status, const http_header *headers,
+                         size_t n_headers, const void *body, size_t body_len, int keep_alive,
+                         int head_only) {
+  char stack[4096];
+  size_t head_len;
+  char *head = format_head(c, status, headers, n_headers, keep_alive, FRAME_LENGTH, body_len,
+                           stack, sizeof stack, &head_len);
+  int bodyless = status < 200 || status == 204 || status == 304;
   uv_buf_t bufs[2];
   unsigned nbufs = 1;
-  bufs[0] = uv_buf_init(head, (unsigned)(p - head));
+  bufs[0] = uv_buf_init(head, (unsigned)head_len);
   if (!bodyless && !head_only && body_len > 0) {
     bufs[1] = uv_buf_init((char *)body, (unsigned)body_len);
     nbufs = 2;
@@ -251,6 +269,50 @@ int http__write_response(http_conn *c, int status, const http_header *headers,
   int r = write_bufs(c, bufs, nbufs);
   if (head != stack) free(head);
   return r;
+}
+
+int http__write_stream_head(http_conn *c, int status, const http_header *headers,
+                            size_t n_headers, int keep_alive, int chunked) {
+  char stack[4096];
+  size_t head_len;
+  char *head = format_head(c, status, headers, n_headers, keep_alive,
+                           chunked ? FRAME_CHUNKED : FRAME_CLOSE, 0, stack, sizeof stack,
+                           &head_len);
+  uv_buf_t buf = uv_buf_init(head, (unsigned)head_len);
+  int r = write_bufs(c, &buf, 1);
+  if (head != stack) free(head);
+  return r;
+}
+
+int http__write_chunk(http_conn *c, const void *data, size_t len, int chunked) {
+  if (!chunked) {
+    if (len == 0) return 0;
+    uv_buf_t buf = uv_buf_init((char *)data, (unsigned)len);
+    return write_bufs(c, &buf, 1);
+  }
+  /* A zero-length chunk is the terminator: "0\r\n\r\n". */
+  static const char hex[] = "0123456789abcdef";
+  char size[24];
+  char *p = size + sizeof size;
+  size_t n = len;
+  do {
+    *--p = hex[n & 15];
+    n >>= 4;
+  } while (n);
+  uv_buf_t bufs[3];
+  char line[24];
+  size_t line_len = (size_t)(size + sizeof size - p);
+  memcpy(line, p, line_len);
+  line[line_len++] = '\r';
+  line[line_len++] = '\n';
+  bufs[0] = uv_buf_init(line, (unsigned)line_len);
+  bufs[1] = uv_buf_init((char *)data, (unsigned)len);
+  bufs[2] = uv_buf_init((char *)"\r\n", 2);
+  if (len == 0) {
+    bufs[1] = bufs[2];
+    return write_bufs(c, bufs, 2);
+  }
+  return write_bufs(c, bufs, 3);
 }
 
 char *http__error_json(const char *message, const char *extra_json, size_t *len) {

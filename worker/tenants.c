@@ -176,6 +176,10 @@ static void unit_dropped(sched_unit *u) {
     free(tf);
     return;
   }
+  if (stream_owns_unit(u)) {
+    stream_unit_dropped(u);
+    return;
+  }
   inflight *f = container_of(u, inflight, unit);
   worker *w = worker_self();
   f->loaded->requests--;

@@ -209,6 +209,13 @@ int loader_evict_before(worker *w, uint64_t before_ns);
 /* At exit, before the tenants go: frees every dynamic worker and one-shot run. */
 void loader_free_all(worker *w);
 
+/* stream.c: streamed response bodies (the runtime's " response" binding). */
+int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+int stream_link_call_async(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+/* Drain completions queued on an isolate that is being freed. */
+int stream_owns_unit(const sched_unit *u);
+void stream_unit_dropped(sched_unit *u);
+
 /* run.c: PROTO_RUN, a one-shot isolate for POST /v1/run. */
 void run_on_frame(worker *w, const proto_frame *frame);
 

@@ -9,6 +9,7 @@ class RequestState {
     this.pending = 0;     // waitUntil() promises not yet settled
     this.settled = false; // respond or fail has been called
     this.done = false;    // done has been called
+    this.streaming = false; // the body is still going out (pumpResponseBody)
     this.timers = null;   // Set of ids of timers still pending
   }
 
@@ -58,7 +59,7 @@ async function trackWaitUntil(state, promise) {
     reportError(err);
   }
   state.pending--;
-  if (state.pending === 0 && state.settled) finishRequest(state);
+  if (state.pending === 0 && state.settled && !state.streaming) finishRequest(state);
 }
 
 function finishRequest(state) {
@@ -118,8 +119,35 @@ function sendResponse(state, response) {
   respondRequest(state, responseStatus(response), responseHeaderList(response), bytes);
 }
 
-// Streams are buffered for now: the response goes out once the stream ends.
+// A body stream still being produced goes to the client chunk by chunk
+// through the host's response binding (worker/stream.c); hosts without one
+// (dynamic workers, one-shot runs) and streams that are complete already get
+// the body in one piece.
+const kResponseBinding = ' response';
+
+function streamIsComplete(object) {
+  const stream = rsStateOf(object);
+  if (stream.state === 'closed') return true;
+  return stream.reader === null && stream.state === 'readable' && stream.controller.closeRequested;
+}
+
 async function sendStreamedResponse(state, response, stream) {
+  const status = responseStatus(response);
+  const headerList = responseHeaderList(response);
+  if (!streamIsComplete(stream)) {
+    let started = false;
+    try {
+      started = native.callSync(kResponseBinding, 'start', [status, headerList])[0] === true;
+    } catch {
+      // No streaming here: buffered below.
+    }
+    if (started) {
+      state.settled = true;
+      state.streaming = true;
+      await pumpResponseBody(state, stream);
+      return;
+    }
+  }
   let bytes;
   try {
     bytes = await readableStreamReadAll(stream);
@@ -127,7 +155,34 @@ async function sendStreamedResponse(state, response, stream) {
     failRequest(state, 'exception', err);
     return;
   }
-  respondRequest(state, responseStatus(response), responseHeaderList(response), bytes);
+  respondRequest(state, status, headerList, bytes);
+}
+
+async function pumpResponseBody(state, object) {
+  const stream = rsStateOf(object);
+  const reader = acquireReader(stream);
+  try {
+    for (;;) {
+      const result = await readerReadPromise(reader);
+      if (result.done) break;
+      const bytes = chunkToBytes(result.value);
+      if (hostCallSync(kResponseBinding, 'write', [bytes])) {
+        await hostCallAsync(kResponseBinding, 'drain', []);
+      }
+    }
+    hostCallSync(kResponseBinding, 'end', []);
+  } catch (err) {
+    rsCancel(stream, err).then(undefined, () => {});
+    try {
+      native.callSync(kResponseBinding, 'abort', [`${err && err.message !== undefined ? err.message : err}`]);
+    } catch {
+      // The host has let go of the request already.
+    }
+  } finally {
+    if (reader.stream !== null) readerRelease(reader);
+    state.streaming = false;
+    if (state.pending === 0) finishRequest(state);
+  }
 }
 
 async function awaitResponse(state, result) {
