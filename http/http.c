@@ -68,6 +68,12 @@ static void req_reset(http_req *r) {
   r->stream_keep = 0;
   r->drain_cb = NULL;
   r->drain_arg = NULL;
+  r->body_taken = 0;
+  r->body_total = 0;
+  r->body_done = 0;
+  r->body_error = 0;
+  r->body_cb = NULL;
+  r->body_arg = NULL;
   r->arena_len = 0;
   r->target_off = 0;
   r->body_expect = 0;
@@ -283,6 +289,15 @@ static int on_headers_complete(llhttp_t *p) {
       return -1;
     }
   }
+  size_t above = cfg->stream_body_above;
+  if (above > 0 && has_body && (chunked || p->content_length > above)) {
+    /* The handler gets the request now and the body as it comes. */
+    http_server_int *si = c->server->conns;
+    r->pub.body_streamed = 1;
+    r->pub.keep_alive = llhttp_should_keep_alive(p) && !p->upgrade && !si->draining;
+    c->ready = 1;
+    return HPE_PAUSED;
+  }
   return 0;
 }
 
@@ -301,9 +316,47 @@ static int on_chunk_header(llhttp_t *p) {
   return 0;
 }
 
+static int body_window_full(const http_conn *c) {
+  const http_req *r = c->req;
+  return r != NULL && r->pub.body_len - r->body_taken > HTTP_BODY_WINDOW;
+}
+
+static void body_notify(http_req *r, int status) {
+  http_drain_cb cb = r->body_cb;
+  if (cb == NULL) return;
+  r->body_cb = NULL;
+  cb(r->body_arg, status);
+}
+
+static int on_streamed_body(http_conn *c, http_req *r, const char *at, size_t len) {
+  size_t max = c->server->config.max_body_bytes;
+  if (len > max - r->body_total) {
+    body_too_large(c);
+    return -1;
+  }
+  r->body_total += len;
+  if (r->body_taken == r->pub.body_len) r->body_taken = r->pub.body_len = 0;
+  size_t need = r->pub.body_len + len;
+  if (need > r->body_cap) {
+    size_t cap = r->body_cap ? r->body_cap : 16384;
+    while (cap < need) cap *= 2;
+    r->body_buf = xrealloc(r->body_buf, cap);
+    r->body_cap = cap;
+  }
+  memcpy(r->body_buf + r->pub.body_len, at, len);
+  r->pub.body_len = need;
+  body_notify(r, 0);
+  if (r->pub.body_len - r->body_taken > HTTP_BODY_WINDOW) {
+    c->body_paused = 1;
+    return HPE_PAUSED;
+  }
+  return 0;
+}
+
 static int on_body(llhttp_t *p, const char *at, size_t len) {
   http_conn *c = p->data;
   http_req *r = c->req;
+  if (r->pub.body_streamed) return on_streamed_body(c, r, at, len);
   size_t max = c->server->config.max_body_bytes;
   if (len > max - r->pub.body_len) {
     body_too_large(c);
@@ -328,6 +381,14 @@ static int on_message_complete(llhttp_t *p) {
   http_conn *c = p->data;
   http_req *r = c->req;
   http_server_int *si = c->server->conns;
+  if (r->pub.body_streamed) {
+    /* The handler has had it since its head; what follows waits for the response. */
+    r->body_done = 1;
+    c->body_streaming = 0;
+    c->body_paused = 1;
+    body_notify(r, 0);
+    return HPE_PAUSED;
+  }
   r->pub.body = r->pub.body_len ? r->body_buf : NULL;
   /* An upgrade we do not perform leaves the byte stream undefined: close. */
   r->pub.keep_alive = llhttp_should_keep_alive(p) && !p->upgrade && !si->draining;
@@ -391,7 +452,12 @@ static void conn_update_timer(http_conn *c) {
       conn_timer(c, HTTP_TM_BODY, cfg->idle_timeout_ms);
       break;
     case HTTP_PH_HANDLER:
-      conn_timer_stop(c);
+      /* A streamed body must keep moving, unless the handler is the one behind. */
+      if (c->timer_mode == HTTP_TM_RESUME) break;
+      if (c->body_streaming && !body_window_full(c))
+        conn_timer(c, HTTP_TM_BODY, cfg->idle_timeout_ms);
+      else
+        conn_timer_stop(c);
       break;
   }
 }
@@ -478,6 +544,8 @@ static void conn_close(http_conn *c) {
   r->pub.conn = NULL;
   s->in_flight--;
   drain_notify(r, UV_ECONNRESET);
+  if (r->pub.body_streamed && !r->body_done && r->body_error == 0) r->body_error = UV_ECONNRESET;
+  body_notify(r, UV_ECONNRESET);
   if (s->on_abort) s->on_abort(s, &r->pub);
 }
 
@@ -525,12 +593,39 @@ static void conn_finish(http_conn *c) {
   conn_timer(c, HTTP_TM_LINGER, c->server->config.idle_timeout_ms);
 }
 
+/*
+ * A request whose body broke while the handler read it as it came: the
+ * server answers for it (the handler's response, if any, goes nowhere) and
+ * the handler's reads fail with `error`.
+ */
+static void body_detach(http_conn *c, http_req *r, int error) {
+  http_server *s = c->server;
+  r->body_error = error;
+  c->body_streaming = 0;
+  c->req = NULL;
+  r->pub.conn = NULL;
+  s->in_flight--;
+  drain_notify(r, UV_ECONNRESET);
+  body_notify(r, error);
+  if (s->on_abort) s->on_abort(s, &r->pub);
+}
+
+static int body_error_of(int status) {
+  return status == 413 ? UV_E2BIG : status == 408 ? UV_ETIMEDOUT : UV_EPROTO;
+}
+
 /* Sends an error response of our own (JSON) and closes. */
 static void conn_fail(http_conn *c, int status, const char *message) {
   if (c->phase == HTTP_PH_CLOSING) return;
-  if (c->phase == HTTP_PH_HANDLER) { /* the handler owns the response */
-    conn_close(c);
-    return;
+  if (c->phase == HTTP_PH_HANDLER) {
+    http_req *r = c->req;
+    /* The handler owns the response, unless the body it is reading broke
+     * before it started one. */
+    if (r == NULL || !r->pub.body_streamed || r->streaming) {
+      conn_close(c);
+      return;
+    }
+    body_detach(c, r, body_error_of(status));
   }
   size_t len;
   char *body = http__error_json(message, NULL, &len);
@@ -558,7 +653,8 @@ void http__conn_write_done(http_conn *c, int status) {
 /* ---- parsing and dispatch ---- */
 
 static int conn_can_parse(const http_conn *c) {
-  return c->phase != HTTP_PH_HANDLER && c->phase != HTTP_PH_CLOSING && !c->write_blocked;
+  if (c->phase == HTTP_PH_HANDLER) return c->body_streaming && !body_window_full(c);
+  return c->phase != HTTP_PH_CLOSING && !c->write_blocked;
 }
 
 static void conn_dispatch(http_conn *c) {
@@ -574,6 +670,7 @@ static void conn_dispatch(http_conn *c) {
   c->phase = HTTP_PH_HANDLER;
   r->dispatched = 1;
   r->pub.conn = c;
+  c->body_streaming = (uint8_t)r->pub.body_streamed;
   s->in_flight++;
   s->on_request(s, &r->pub);
 }
@@ -594,7 +691,7 @@ static ssize_t conn_execute(http_conn *c, const char *data, size_t len) {
     }
     return (ssize_t)len;
   }
-  if (err == HPE_PAUSED && c->ready) {
+  if (err == HPE_PAUSED && (c->ready || c->body_paused)) {
     const char *pos = llhttp_get_error_pos(&c->parser);
     llhttp_resume(&c->parser);
     return pos - data;
@@ -624,6 +721,10 @@ static size_t conn_feed(http_conn *c, const char *data, size_t len) {
     ssize_t n = conn_execute(c, data + used, len - used);
     if (n < 0) break;
     used += (size_t)n;
+    if (c->body_paused) {
+      c->body_paused = 0;
+      break;
+    }
     if (!c->ready) break;
     conn_dispatch(c);
   }
@@ -734,8 +835,14 @@ static void on_connection(uv_stream_t *listener, int status) {
 
 /* ---- responses ---- */
 
+/* A request body still arriving when the response goes out is not read to
+ * its end: the connection cannot carry another request after it. */
+static int body_complete(const http_req *r) { return !r->pub.body_streamed || r->body_done; }
+
 /* Detaches a request whose response is fully queued from its connection. */
 static void conn_release_request(http_conn *c, http_req *r) {
+  c->body_streaming = 0;
+  body_notify(r, UV_ECANCELED);
   c->req = NULL;
   r->pub.conn = NULL;
   c->server->in_flight--;
@@ -791,7 +898,7 @@ int http_respond(http_request *req, int status, const http_header *headers, size
   }
   http_server_int *si = c->server->conns;
   if (status < 100 || status > 999) status = 500;
-  int keep = req->keep_alive && !si->draining;
+  int keep = req->keep_alive && !si->draining && body_complete(r);
   /* headers and body may point into the request: write before recycling it. */
   int rc = http__write_response(c, status, headers, n_headers, body, body_len, keep, r->is_head);
   return conn_response_queued(c, r, rc, keep);
@@ -809,7 +916,8 @@ int http_respond_start(http_request *req, int status, const http_header *headers
   r->stream_bodyless = r->is_head || status < 200 || status == 204 || status == 304;
   r->stream_chunked = !r->http10;
   /* An HTTP/1.0 client learns where the body ends only from the close. */
-  r->stream_keep = req->keep_alive && !si->draining && (r->stream_chunked || r->stream_bodyless);
+  r->stream_keep = req->keep_alive && !si->draining && body_complete(r) &&
+                   (r->stream_chunked || r->stream_bodyless);
   int rc = http__write_stream_head(c, status, headers, n_headers, r->stream_keep,
                                    r->stream_chunked && !r->stream_bodyless);
   if (rc != 0) {
@@ -876,6 +984,36 @@ void http_respond_abort(http_request *req) {
   c->server->in_flight--;
   req_free(r);
   conn_close(c);
+}
+
+int http_request_body_read(http_request *req, const uint8_t **data) {
+  http_req *r = (http_req *)req;
+  if (!req->body_streamed) return UV_EINVAL;
+  size_t avail = req->body_len - r->body_taken;
+  if (avail > 0) {
+    *data = r->body_buf + r->body_taken;
+    r->body_taken = req->body_len;
+    http_conn *c = req->conn;
+    /* Parsing stopped while the window was full: go on, outside this call. */
+    if (c != NULL && c->body_streaming && (c->inbuf_len > 0 || c->read_stopped))
+      conn_timer(c, HTTP_TM_RESUME, 0);
+    return (int)avail;
+  }
+  if (r->body_error != 0) return r->body_error;
+  if (r->body_done) return 0;
+  if (req->conn == NULL) return UV_ECONNRESET;
+  return UV_EAGAIN;
+}
+
+int http_request_body_wait(http_request *req, http_drain_cb cb, void *arg) {
+  http_req *r = (http_req *)req;
+  if (!req->body_streamed || req->conn == NULL || r->body_error != 0 || r->body_done ||
+      req->body_len > r->body_taken)
+    return UV_EINVAL;
+  if (r->body_cb != NULL) return UV_EBUSY;
+  r->body_cb = cb;
+  r->body_arg = arg;
+  return 0;
 }
 
 int http_respond_error(http_request *req, int status, const char *message,

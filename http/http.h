@@ -44,6 +44,7 @@ typedef struct http_request {
   uint64_t start_ns;     /* monotonic time the head was complete */
   http_conn *conn;       /* NULL once the client went away (see on_abort) */
   void *data;            /* the handler's */
+  int body_streamed;     /* the body follows: read it with http_request_body_read() */
 } http_request;
 
 /*
@@ -62,6 +63,9 @@ typedef struct http_server_config {
   uint64_t header_timeout_ms;  /* default 10000 */
   uint64_t idle_timeout_ms;    /* default 60000 */
   const char *server_name;     /* "Server:" header value; NULL for none */
+  /* Non-zero: requests with a chunked body or one longer than this many bytes
+   * are handed over as soon as their head is in, with body_streamed set. */
+  size_t stream_body_above;
 } http_server_config;
 
 struct http_server {
@@ -158,6 +162,29 @@ int http_respond_end(http_request *req);
 
 /* Cuts the response short (closes the connection) and frees the request. */
 void http_respond_abort(http_request *req);
+
+/*
+ * Streamed request bodies. For a request with body_streamed set, body bytes
+ * arrive after the handler got it; the server stops reading the socket while
+ * HTTP_BODY_WINDOW bytes wait to be taken. max_body_bytes still applies.
+ *
+ * http_request_body_read() takes what has arrived: returns the number of
+ * bytes (*data points at them until the next call on this request), 0 at the
+ * end of the body, UV_EAGAIN when none are there yet (then wait with
+ * http_request_body_wait()), or an error: UV_E2BIG (over max_body_bytes),
+ * UV_EPROTO (malformed chunked coding), UV_ETIMEDOUT (the body stopped
+ * arriving), UV_ECONNRESET (the client went away). On the first three the
+ * server itself answers 413, 400 or 408 and closes the connection; the
+ * handler's response then goes nowhere, as for a client that left.
+ * Responding before the body was read to its end closes the connection after
+ * the response.
+ */
+int http_request_body_read(http_request *req, const uint8_t **data);
+
+/* Calls cb once (never from inside this call) when body bytes, the end or an
+ * error can be read. Returns 0, UV_EBUSY (a wait is set) or UV_EINVAL (not a
+ * streamed body, or something can be read now). */
+int http_request_body_wait(http_request *req, http_drain_cb cb, void *arg);
 
 /* Case-insensitive header lookup; NULL when absent. */
 const char *http_request_header(const http_request *req, const char *name);

@@ -22,6 +22,10 @@
 /* After our FIN, how long we keep draining what the client still sends so
  * that closing does not turn into a RST that destroys our last response. */
 #define HTTP_LINGER_MS 2000
+/* Request bodies larger than this (or chunked) are streamed to a handler
+ * that asked for it; past this many bytes received and not yet taken, the
+ * socket is no longer read. */
+#define HTTP_BODY_WINDOW (256u << 10)
 /* Bytes a request keeps inline before its arena or header table go to the heap. */
 #define HTTP_ARENA_INLINE 2048
 #define HTTP_HEADERS_INLINE 32
@@ -56,6 +60,14 @@ typedef struct http_req {
   int stream_keep;             /* keep-alive decided when the head went out */
   http_drain_cb drain_cb;      /* waits for the write queue to go down */
   void *drain_arg;
+  /* A streamed request body (http_request.body_streamed): body_buf holds
+   * bytes received and not yet taken, from body_taken to pub.body_len. */
+  size_t body_taken;
+  size_t body_total;           /* bytes received so far, against max_body_bytes */
+  int body_done;               /* the whole body has been received */
+  int body_error;              /* < 0: the body cannot be completed */
+  http_drain_cb body_cb;       /* waits for body bytes (or the end, or an error) */
+  void *body_arg;
   char *arena;                 /* method, target, header names and values, NUL-terminated */
   size_t arena_len;
   size_t arena_cap;
@@ -101,6 +113,8 @@ struct http_conn {
   uint8_t closed;
   uint8_t timer_armed;
   uint8_t eof;          /* the client sent FIN */
+  uint8_t body_streaming; /* the handler has the request; its body is still parsed */
+  uint8_t body_paused;  /* the parser paused inside a streamed body (window full, or its end) */
 };
 
 /* Internal state behind http_server.conns. */

@@ -564,8 +564,9 @@ bool request_args(iso_worker *w, uint64_t token, const iso_request *req,
   argv[1] = method;
   argv[2] = url;
   argv[3] = v8::Array::New(isolate, flat, req->n_headers * 2);
-  argv[4] = v8::Null(isolate);
-  if (req->body_len > 0) {
+  bool streamed = req->body == ISO_BODY_STREAMED;
+  argv[4] = streamed ? v8::True(isolate).As<v8::Value>() : v8::Null(isolate).As<v8::Value>();
+  if (!streamed && req->body_len > 0) {
     uint8_t *data;
     v8::Local<v8::Uint8Array> body;
     if (!new_bytes(w, req->body_len, &data).ToLocal(&body))
@@ -779,3 +780,6 @@ int iso_validate(const iso_limits *limits, const iso_module *modules, size_t n_m
   iso_worker_free(w);
   return 0;
 }
+
+/* Only its address matters: iso_request.body == ISO_BODY_STREAMED. */
+const uint8_t iso_body_streamed_marker[1] = {0};

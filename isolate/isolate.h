@@ -71,9 +71,15 @@ typedef struct iso_request {
   size_t url_len;
   const iso_header *headers;
   size_t n_headers;
-  const uint8_t *body;  /* NULL when empty */
+  const uint8_t *body;  /* NULL when empty; ISO_BODY_STREAMED (below) */
   size_t body_len;
 } iso_request;
+
+/* As iso_request.body (with body_len 0): the body is not here yet.
+ * request.body then reads it as it arrives, through host calls on the
+ * binding " request" (see isolate/runtime/README.md). */
+extern const uint8_t iso_body_streamed_marker[1];
+#define ISO_BODY_STREAMED (iso_body_streamed_marker)
 
 /* A worker's response; valid only during the respond callback. */
 typedef struct iso_response {

@@ -8,13 +8,15 @@
 #include "base.h"
 #include "worker.h"
 
-/* The runtime's own binding for streamed responses (stream.c); deployed
- * binding names are identifiers, so none can be this. */
+/* The runtime's own bindings for streamed bodies (stream.c); deployed
+ * binding names are identifiers, so none can be these. */
 #define RESPONSE_BINDING " response"
+#define REQUEST_BINDING " request"
 
 static const char *binding_type(const loaded *l, const char *binding) {
   if (binding[0] == '\0') return "fetch";
-  if (strcmp(binding, RESPONSE_BINDING) == 0) return "response";
+  if (strcmp(binding, RESPONSE_BINDING) == 0 || strcmp(binding, REQUEST_BINDING) == 0)
+    return "stream";
   json_t *b = json_object_get(json_object_get(l->spec, "bindings"), binding);
   return json_string_value(json_object_get(b, "type"));
 }
@@ -31,7 +33,7 @@ static int bindings_call_sync(void *data, const iso_call *call, iso_wire *result
   loaded *l = data;
   const char *type = binding_type(l, call->binding);
   if (type && strcmp(type, "facet") == 0) return facet_link_call(worker_self(), l, call, result);
-  if (type && strcmp(type, "response") == 0)
+  if (type && strcmp(type, "stream") == 0)
     return stream_link_call_sync(worker_self(), l, call, result);
   wire_error(result, "TypeError", "this binding has no synchronous operations");
   return -1;
@@ -42,7 +44,7 @@ static int bindings_call_async(void *data, const iso_call *call, iso_wire *resul
   const char *type = binding_type(l, call->binding);
   if (type && strcmp(type, "fetch") == 0) return egress_link_call(worker_self(), l, call, result);
   if (type && strcmp(type, "loader") == 0) return loader_link_call(worker_self(), l, call, result);
-  if (type && strcmp(type, "response") == 0)
+  if (type && strcmp(type, "stream") == 0)
     return stream_link_call_async(worker_self(), l, call, result);
   wire_error(result, "TypeError", "this binding has no asynchronous operations");
   return -1;

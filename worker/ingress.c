@@ -79,8 +79,8 @@ void ingress_run(sched_unit *unit) {
       .url_len = strlen(url),
       .headers = headers,
       .n_headers = req->n_headers,
-      .body = req->body,
-      .body_len = req->body_len,
+      .body = req->body_streamed ? ISO_BODY_STREAMED : req->body,
+      .body_len = req->body_streamed ? 0 : req->body_len,
   };
   loaded *l = f->loaded;
   uint64_t token = f->token;

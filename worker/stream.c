@@ -1,9 +1,11 @@
 /*
- * Streamed responses. When a fetch handler returns a Response whose body is
- * a ReadableStream still being produced, the runtime sends the status and
- * headers at once and each chunk as it comes, through host calls on the
- * binding " response" (a name no deployed binding can have: binding names
- * are identifiers):
+ * Streamed bodies, in both directions, through host calls on two bindings of
+ * the runtime's own (names no deployed binding can have: those are
+ * identifiers).
+ *
+ * " response": when a fetch handler returns a Response whose body is a
+ * ReadableStream still being produced, the status and headers go out at once
+ * and each chunk as it comes:
  *   start(status, [name, value, ...])  sync: the head goes out, chunked
  *   write(bytes)                       sync: true when the client is behind
  *   drain()                            async: resolves once it caught up
@@ -12,19 +14,29 @@
  * Only requests that came in through the ingress can stream; anything else
  * (dynamic workers, one-shot runs) gets an error from start() and the
  * runtime buffers the body as before.
+ *
+ * " request": a large or chunked request body (http.h: body_streamed) is
+ * read by request.body as it arrives:
+ *   read(token)   sync: bytes, null at the end, false when none are there yet
+ *   wait(token)   async: resolves once read() has something to say
+ * The token is the one the body belongs to, so a stream read from another
+ * request's code still reads its own request's body.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "base.h"
 #include "worker.h"
 
-typedef struct drain_wait {
+/* A drain() or wait() promise waiting for the connection. */
+typedef struct stream_wait {
   sched_unit unit;
   loaded *loaded;
   uint64_t token;
   uint32_t call_id;
   int status;
-} drain_wait;
+  int resolve_always; /* wait(): the next read() tells what happened */
+} stream_wait;
 
 static int fail(iso_wire *result, const char *message) {
   bindings_error(result, "TypeError", message);
@@ -103,7 +115,48 @@ static void abort_stream(worker *w, inflight *f, iso_wire_reader *args, iso_wire
   iso_wire_undefined(result);
 }
 
+/* The request whose body a read() or wait() is for: its token is the first argument. */
+static inflight *body_request(worker *w, loaded *l, const iso_call *call) {
+  iso_wire_reader args;
+  iso_wire_value v;
+  iso_wire_reader_init(&args, call->args, call->args_len);
+  if (iso_wire_next(&args, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count < 1 ||
+      iso_wire_next(&args, &v) != 1 || v.type != ISO_WIRE_NUMBER || v.number < 1)
+    return NULL;
+  inflight *f = token_map_get(&w->tokens, (uint64_t)v.number);
+  if (f == NULL || f->loaded != l || f->req == NULL || !f->req->body_streamed) return NULL;
+  return f;
+}
+
+static int body_error(iso_wire *result, int rc) {
+  if (rc == UV_E2BIG) {
+    char message[96];
+    snprintf(message, sizeof message, "The request body is larger than the node's limit of %zu bytes",
+             worker_self()->config.max_body_bytes);
+    return fail(result, message);
+  }
+  if (rc == UV_EPROTO) return fail(result, "The request body is malformed (chunked coding)");
+  if (rc == UV_ETIMEDOUT) return fail(result, "The request body stopped arriving");
+  return fail(result, "The client closed the connection before its request body was complete");
+}
+
+static int body_read(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+  inflight *f = body_request(w, l, call);
+  if (f == NULL) return fail(result, "The request body can no longer be read: the response was sent");
+  const uint8_t *data = NULL;
+  int rc = http_request_body_read(f->req, &data);
+  if (rc > 0) iso_wire_bytes(result, data, (size_t)rc);
+  else if (rc == 0) iso_wire_null(result);
+  else if (rc == UV_EAGAIN) iso_wire_bool(result, 0);
+  else return body_error(result, rc);
+  return 0;
+}
+
 int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+  if (strcmp(call->binding, " request") == 0) {
+    if (strcmp(call->op, "read") == 0) return body_read(w, l, call, result);
+    return fail(result, "unknown request body operation");
+  }
   inflight *f = stream_request(w, l, call);
   if (f == NULL) return fail(result, "this request has no client to stream to");
   iso_wire_reader args;
@@ -125,8 +178,8 @@ int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *
 }
 
 /* The isolate's turn: settle the drain() promise. */
-static void drain_run(sched_unit *u) {
-  drain_wait *d = container_of(u, drain_wait, unit);
+static void wait_run(sched_unit *u) {
+  stream_wait *d = container_of(u, stream_wait, unit);
   worker *w = worker_self();
   loaded *l = d->loaded;
   l->units--;
@@ -134,33 +187,39 @@ static void drain_run(sched_unit *u) {
   if (f != NULL && f->loaded == l) {
     iso_wire v;
     iso_wire_init(&v);
-    if (d->status == 0) iso_wire_undefined(&v);
+    int ok = d->status == 0 || d->resolve_always;
+    if (ok) iso_wire_undefined(&v);
     else bindings_error(&v, "TypeError", "the client closed the connection");
-    iso_worker_complete(l->iso, d->token, d->call_id, d->status == 0, v.data, v.len);
+    iso_worker_complete(l->iso, d->token, d->call_id, ok, v.data, v.len);
     iso_wire_free(&v);
   }
   free(d);
   tenant_collect_retired(w);
 }
 
-/* From the connection (write done or closed), possibly with another
- * isolate on the stack: the completion waits for this isolate's turn. */
-static void on_drain(void *arg, int status) {
-  drain_wait *d = arg;
+/* From the connection (progress or close), possibly with another isolate
+ * on the stack: the completion waits for this isolate's turn. */
+static void on_ready(void *arg, int status) {
+  stream_wait *d = arg;
   d->status = status;
   sched_submit(&worker_self()->sched, &d->loaded->queue, &d->unit);
 }
 
 int stream_link_call_async(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  inflight *f = stream_request(w, l, call);
+  int request_body = strcmp(call->binding, " request") == 0;
+  inflight *f = request_body ? body_request(w, l, call) : stream_request(w, l, call);
   if (f == NULL) return fail(result, "this request has no client to stream to");
-  if (strcmp(call->op, "drain") != 0) return fail(result, "unknown response operation");
-  drain_wait *d = xcalloc(1, sizeof *d);
-  d->unit.run = drain_run;
+  if (strcmp(call->op, request_body ? "wait" : "drain") != 0)
+    return fail(result, "unknown stream operation");
+  stream_wait *d = xcalloc(1, sizeof *d);
+  d->unit.run = wait_run;
   d->loaded = l;
   d->token = call->token;
   d->call_id = call->call_id;
-  if (http_respond_on_drain(f->req, on_drain, d) != 0) {
+  d->resolve_always = request_body;
+  int rc = request_body ? http_request_body_wait(f->req, on_ready, d)
+                        : http_respond_on_drain(f->req, on_ready, d);
+  if (rc != 0) {
     free(d);
     return fail(result, "the client closed the connection");
   }
@@ -169,10 +228,10 @@ int stream_link_call_async(worker *w, loaded *l, const iso_call *call, iso_wire 
   return 0;
 }
 
-int stream_owns_unit(const sched_unit *u) { return u->run == drain_run; }
+int stream_owns_unit(const sched_unit *u) { return u->run == wait_run; }
 
 void stream_unit_dropped(sched_unit *u) {
-  drain_wait *d = container_of(u, drain_wait, unit);
+  stream_wait *d = container_of(u, stream_wait, unit);
   d->loaded->units--;
   free(d);
 }

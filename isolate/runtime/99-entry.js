@@ -158,6 +158,27 @@ async function sendStreamedResponse(state, response, stream) {
   respondRequest(state, status, headerList, bytes);
 }
 
+// A request body the host passes on as it arrives (worker/stream.c). The
+// token names the request it belongs to, whoever reads it.
+const kRequestBinding = ' request';
+
+function incomingBodyStream(token) {
+  return new ReadableStream({
+    async pull(c) {
+      for (;;) {
+        const piece = hostCallSync(kRequestBinding, 'read', [token]);
+        if (piece === false) {
+          await hostCallAsync(kRequestBinding, 'wait', [token]);
+          continue;
+        }
+        if (piece === null) c.close();
+        else c.enqueue(new Uint8Array(piece));
+        return;
+      }
+    },
+  });
+}
+
 async function pumpResponseBody(state, object) {
   const stream = rsStateOf(object);
   const reader = acquireReader(stream);
@@ -218,6 +239,7 @@ function dispatch(token, method, url, headers, body) {
     return;
   }
   if (body === undefined || method === 'GET' || method === 'HEAD') body = null;
+  else if (body === true) body = incomingBodyStream(token);
   const request = newIncomingRequest(method, url, headers, body);
   const ctx = new ExecutionContext(kPrivate, state);
   let result;

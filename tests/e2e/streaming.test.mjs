@@ -1,7 +1,8 @@
-// Streamed response bodies: a worker that returns a ReadableStream still being
-// produced sends its head at once and each chunk as it comes (chunked
-// transfer coding), with back-pressure, and a stream that fails after the head
-// cuts the connection rather than ending the body as if it were whole.
+// Streamed bodies. A worker that returns a ReadableStream still being produced
+// sends its head at once and each chunk as it comes (chunked transfer
+// coding), with back-pressure, and a stream that fails after the head cuts the
+// connection rather than ending the body as if it were whole. A large or
+// chunked request body reaches request.body as it arrives.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
@@ -90,6 +91,32 @@ export default {
         }));
       }
       case '/cancelled': return new Response(String(cancelled));
+      case '/count': {
+        let bytes = 0;
+        let pieces = 0;
+        const hash = [];
+        for await (const piece of request.body) {
+          bytes += piece.length;
+          pieces++;
+          if (pieces === 1) hash.push(piece[0]);
+        }
+        return Response.json({ bytes, pieces, first: hash[0] ?? null });
+      }
+      case '/echo': return new Response(request.body);
+      case '/first-piece': {
+        // Answers from the first piece: the client is still sending the rest.
+        const reader = request.body.getReader();
+        const { value } = await reader.read();
+        return new Response('first piece of ' + value.length + ' bytes');
+      }
+      case '/read-error': {
+        try {
+          await request.arrayBuffer();
+          return new Response('read it all');
+        } catch (err) {
+          return new Response(err.name + ': ' + err.message, { status: 413 });
+        }
+      }
       case '/complete': {
         // Everything is queued before the response goes: one piece, with a length.
         return new Response(new ReadableStream({
@@ -258,4 +285,81 @@ test('a stream complete before the response goes out is sent with a Content-Leng
   assert.equal(res.text, 'all at once');
   assert.equal(res.headers['content-length'], '11');
   assert.equal(res.headers['transfer-encoding'], undefined);
+});
+
+// A chunked request body, written piece by piece by the client.
+function chunkedRequest(host, path, pieces) {
+  const head = `POST ${path} HTTP/1.1\r\nHost: ${host}\r\nTransfer-Encoding: chunked\r\n\r\n`;
+  const body = pieces.map((p) => Buffer.concat([Buffer.from(p.length.toString(16) + '\r\n'), p, Buffer.from('\r\n')]));
+  return [Buffer.from(head), ...body, Buffer.from('0\r\n\r\n')];
+}
+
+test('a large request body reaches request.body as it arrives, and the connection serves on', async () => {
+  const conn = new RawConn(node.listenPort);
+  await conn.connect();
+  try {
+    const body = Buffer.alloc(3 * 1024 * 1024 + 17, 7);
+    const res = await conn.request(Buffer.concat([
+      Buffer.from(`POST /count HTTP/1.1\r\nHost: bulk.localhost\r\nContent-Length: ${body.length}\r\n\r\n`), body]));
+    assert.equal(res.status, 200);
+    assert.equal(res.json?.bytes ?? JSON.parse(res.text).bytes, body.length);
+    assert.ok(JSON.parse(res.text).pieces > 1, 'read in several pieces');
+    const next = await conn.request(getRequest('bulk.localhost', '/'));
+    assert.equal(next.text, 'ok');
+  } finally {
+    conn.close();
+  }
+});
+
+test('a chunked request body echoed back arrives byte for byte', async () => {
+  const pieces = [];
+  for (let i = 0; i < 64; i++) pieces.push(Buffer.alloc(30000 + i, i));
+  const expected = Buffer.concat(pieces);
+  const res = await rawRequest(node.listenPort, chunkedRequest('bulk.localhost', '/echo', pieces), { timeout: 20000 });
+  const parsed = parseOne(res.data, { eof: true });
+  assert.ok(parsed, 'a complete response');
+  assert.equal(parsed.response.status, 200);
+  assert.ok(parsed.response.body.equals(expected));
+});
+
+test('a worker can answer before the request body is complete; the connection then closes', async () => {
+  let answered;
+  const gotAnswer = new Promise((resolve) => { answered = resolve; });
+  const parts = [Buffer.from(`POST /first-piece HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 1000000\r\n\r\n`), Buffer.alloc(70000, 1)];
+  const res = await rawRequest(node.listenPort, parts, {
+    timeout: 10000,
+    onData: (buf) => { if (parseOne(buf, { eof: false })) answered(); },
+  });
+  await gotAnswer;
+  const parsed = parseOne(res.data, { eof: true });
+  assert.equal(parsed.response.status, 200);
+  assert.match(parsed.response.text, /^first piece of \d+ bytes$/);
+  assert.equal(parsed.response.headers.connection, 'close');
+  assert.equal(res.closed, true);
+});
+
+test('a chunked body that grows over the limit gets 413 from the node, and the worker a clear error', async () => {
+  const from = node.logs.length;
+  const piece = Buffer.alloc(1024 * 1024, 3);
+  const pieces = Array.from({ length: 11 }, () => piece);
+  const res = await rawRequest(node.listenPort, chunkedRequest('bulk.localhost', '/read-error', pieces), { timeout: 20000 });
+  const parsed = parseOne(res.data, { eof: true });
+  assert.equal(parsed.response.status, 413);
+  assert.match(JSON.parse(parsed.response.text).error, /request body/);
+  assert.equal(res.closed, true, 'the rest of the body is never read: the connection closes');
+  // The worker's own answer (it caught the read error) goes nowhere; it keeps serving.
+  const ok = await node.ingress('bulk', '/');
+  assert.equal(ok.text, 'ok');
+  assert.equal(node.logs.slice(from).filter((l) => /uncaught/.test(l.json?.msg ?? '')).length, 0);
+});
+
+test('a client that leaves mid-body fails the read; the worker serves on', async () => {
+  const from = node.logs.length;
+  const res = await rawRequest(node.listenPort,
+    [Buffer.from(`POST /read-error HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 500000\r\n\r\n`), Buffer.alloc(100000, 2)],
+    { timeout: 300, endWrite: true });
+  assert.equal(parseOne(res.data, { eof: false }), null, 'no response to a request the client abandoned');
+  const ok = await node.ingress('stream', '/');
+  assert.equal(ok.text, 'ok');
+  assert.equal(node.logs.slice(from).filter((l) => l.json?.level === 'error' && /uncaught/.test(l.json?.msg ?? '')).length, 0);
 });
