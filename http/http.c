@@ -35,6 +35,7 @@ static void conn_close(http_conn *c);
 static void conn_fail(http_conn *c, int status, const char *message);
 static void conn_drain(http_conn *c);
 static void conn_update_timer(http_conn *c);
+static void conn_dispatch(http_conn *c);
 static void server_maybe_closed(http_server *s);
 
 /* ---- requests and their arena ---- */
@@ -449,7 +450,7 @@ static void conn_update_timer(http_conn *c) {
       if (c->timer_mode != HTTP_TM_HEADER) conn_timer(c, HTTP_TM_HEADER, cfg->header_timeout_ms);
       break;
     case HTTP_PH_BODY: /* progress restarts it: a trickling body still has to move */
-      conn_timer(c, HTTP_TM_BODY, cfg->idle_timeout_ms);
+      if (c->timer_mode != HTTP_TM_RESUME) conn_timer(c, HTTP_TM_BODY, cfg->idle_timeout_ms);
       break;
     case HTTP_PH_HANDLER:
       /* A streamed body must keep moving, unless the handler is the one behind. */
@@ -487,7 +488,9 @@ static void on_timer(uv_timer_t *t) {
       conn_close(c);
       break;
     case HTTP_TM_RESUME:
-      conn_drain(c);
+      /* A request taken back whole by http_request_buffer_body waits here. */
+      if (c->ready && c->req != NULL && !c->req->dispatched) conn_dispatch(c);
+      else conn_drain(c);
       if (c->phase != HTTP_PH_CLOSING) conn_update_timer(c);
       break;
     case HTTP_TM_NONE:
@@ -654,7 +657,8 @@ void http__conn_write_done(http_conn *c, int status) {
 
 static int conn_can_parse(const http_conn *c) {
   if (c->phase == HTTP_PH_HANDLER) return c->body_streaming && !body_window_full(c);
-  return c->phase != HTTP_PH_CLOSING && !c->write_blocked;
+  /* ready: a whole request waits to be handed over (http_request_buffer_body). */
+  return c->phase != HTTP_PH_CLOSING && !c->write_blocked && !c->ready;
 }
 
 static void conn_dispatch(http_conn *c) {
@@ -1003,6 +1007,28 @@ int http_request_body_read(http_request *req, const uint8_t **data) {
   if (r->body_done) return 0;
   if (req->conn == NULL) return UV_ECONNRESET;
   return UV_EAGAIN;
+}
+
+int http_request_buffer_body(http_request *req) {
+  http_req *r = (http_req *)req;
+  http_conn *c = req->conn;
+  if (!req->body_streamed || r->streaming || r->body_taken > 0 || r->body_cb != NULL)
+    return UV_EINVAL;
+  if (c == NULL) return UV_ECONNRESET;
+  /* Nothing was taken: body_buf holds the body from its first byte, as the
+   * buffering path would have it, and parsing goes on that way. */
+  req->body_streamed = 0;
+  req->conn = NULL;
+  r->dispatched = 0;
+  c->server->in_flight--;
+  c->body_streaming = 0;
+  c->phase = HTTP_PH_BODY;
+  if (r->body_done) {
+    r->pub.body = req->body_len ? r->body_buf : NULL;
+    c->ready = 1;
+  }
+  conn_timer(c, HTTP_TM_RESUME, 0);
+  return 0;
 }
 
 int http_request_body_wait(http_request *req, http_drain_cb cb, void *arg) {

@@ -181,6 +181,13 @@ void http_respond_abort(http_request *req);
  */
 int http_request_body_read(http_request *req, const uint8_t **data);
 
+/* Gives a streamed-body request back: the server reads its body whole and
+ * then hands the request to the handler again, as an ordinary one (for a
+ * handler that must forward the body, not process it). Only before any of
+ * the body was read. Returns 0 (the handler must forget req now),
+ * UV_EINVAL or UV_ECONNRESET. */
+int http_request_buffer_body(http_request *req);
+
 /* Calls cb once (never from inside this call) when body bytes, the end or an
  * error can be read. Returns 0, UV_EBUSY (a wait is set) or UV_EINVAL (not a
  * streamed body, or something can be read now). */

@@ -11,7 +11,7 @@
 #include "egress.h"
 #include "node.h"
 
-typedef enum opt_kind { OPT_ADDR, OPT_STRING, OPT_INT, OPT_BOOL, OPT_LEVEL, OPT_LIST } opt_kind;
+typedef enum opt_kind { OPT_ADDR, OPT_STRING, OPT_INT, OPT_BOOL, OPT_LEVEL, OPT_LIST, OPT_RULES } opt_kind;
 
 typedef struct option_def {
   const char *key;  /* file key; the flag is "--" + key with '_' -> '-' */
@@ -36,6 +36,11 @@ static const option_def options[] = {
     {"log_level", OPT_LEVEL, 0, 0},
     {"egress_allow_cidr", OPT_LIST, 0, 0},
     {"ca_file", OPT_LIST, 0, 0},
+    {"cordon_rules", OPT_RULES, 0, 0},
+    {"cordon_memory_mb", OPT_INT, 0, 1048576},
+    {"cordon_nice", OPT_INT, 0, 19},
+    {"cordon_suspend_crashes", OPT_INT, 0, 1000},
+    {"cordon_suspend_window_s", OPT_INT, 1, 86400},
 };
 
 static const char usage_text[] =
@@ -66,6 +71,14 @@ static const char usage_text[] =
     "                              (127.0.0.1/32, fd00::/8; repeatable, adds to the file's)\n"
     "  --ca-file FILE              PEM certificates the egress trusts besides the\n"
     "                              system's (repeatable, adds to the file's)\n"
+    "  --cordon-rules RULE         a cordon monitor rule, METRIC >= N [in DURATION]\n"
+    "                              (repeatable, adds to the file's; default: see docs)\n"
+    "  --cordon-memory-mb M        RSS budget of a cordoned tenant's dedicated process\n"
+    "                              (default 0: as a shared worker process)\n"
+    "  --cordon-nice N             nice value of dedicated processes, 0..19 (default 10)\n"
+    "  --cordon-suspend-crashes N  crashes of a dedicated process that suspend its tenant\n"
+    "                              (default 3; 0 never suspends) ...\n"
+    "  --cordon-suspend-window-s S ... within S seconds (default 600)\n"
     "  --help                      this text\n"
     "  --version                   print the version\n"
     "\n"
@@ -102,6 +115,9 @@ void node_config_init(node_config *c) {
   c->isolate_memory_mb = 1024;
   c->idle_timeout_s = 300;
   c->log_level = LOG_INFO;
+  c->cordon_nice = 10;
+  c->cordon_suspend_crashes = 3;
+  c->cordon_suspend_window_s = 600;
 }
 
 void node_config_free(node_config *c) {
@@ -115,6 +131,28 @@ void node_config_free(node_config *c) {
   free(c->ca_files);
   c->egress_allow_cidr = c->ca_files = NULL;
   c->n_egress_allow_cidr = c->n_ca_files = 0;
+  free(c->cordon_rules);
+  c->cordon_rules = NULL;
+  c->n_cordon_rules = 0;
+}
+
+/* Appends one cordon rule; NULL or what is wrong with it (a static buffer). */
+static const char *add_rule(node_config *c, const char *text) {
+  static char msg[400];
+  const char *why = NULL;
+  cordon_rule r;
+  c->cordon_rules_set = 1;
+  if (c->n_cordon_rules >= CORDON_MAX_RULES) {
+    snprintf(msg, sizeof msg, "at most %d rules", CORDON_MAX_RULES);
+    return msg;
+  }
+  if (cordon_rule_parse(text, &r, &why) != 0) {
+    snprintf(msg, sizeof msg, "rule %zu (\"%.80s\"): %s", c->n_cordon_rules + 1, text, why);
+    return msg;
+  }
+  c->cordon_rules = xrealloc(c->cordon_rules, (c->n_cordon_rules + 1) * sizeof *c->cordon_rules);
+  c->cordon_rules[c->n_cordon_rules++] = r;
+  return NULL;
 }
 
 /* Appends one value of a repeatable option; NULL or what is wrong with it. */
@@ -209,6 +247,10 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "worker_memory_mb") == 0) c->worker_memory_mb = v;
       else if (strcmp(o->key, "isolate_memory_mb") == 0) c->isolate_memory_mb = v;
       else if (strcmp(o->key, "idle_timeout_s") == 0) c->idle_timeout_s = v;
+      else if (strcmp(o->key, "cordon_memory_mb") == 0) c->cordon_memory_mb = v;
+      else if (strcmp(o->key, "cordon_nice") == 0) c->cordon_nice = (int)v;
+      else if (strcmp(o->key, "cordon_suspend_crashes") == 0) c->cordon_suspend_crashes = (int)v;
+      else if (strcmp(o->key, "cordon_suspend_window_s") == 0) c->cordon_suspend_window_s = v;
       else c->max_body_mb = (int)v;
       return NULL;
     }
@@ -231,6 +273,19 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       json_array_foreach(json, i, item) {
         if (!json_is_string(item)) return "must be a string or an array of strings";
         const char *why = add_list_item(c, o->key, json_string_value(item));
+        if (why) return why;
+      }
+      return NULL;
+    }
+    case OPT_RULES: {
+      if (text) return add_rule(c, text);
+      if (!json_is_array(json)) return "must be an array of rules such as \"cpu_limit_hits >= 3 in 60s\"";
+      c->cordon_rules_set = 1; /* [] turns the monitor off */
+      size_t i;
+      json_t *item;
+      json_array_foreach(json, i, item) {
+        if (!json_is_string(item)) return "every rule must be a string such as \"cpu_limit_hits >= 3 in 60s\"";
+        const char *why = add_rule(c, json_string_value(item));
         if (why) return why;
       }
       return NULL;

@@ -49,6 +49,10 @@ static const char usage_text[] =
     "                         run modules once on the node and print the result\n"
     "  tenants                per-tenant statistics: state, requests, errors, CPU, heap\n"
     "  tenant NAME            one tenant's statistics, state and limits\n"
+    "  cordon NAME [--reason TEXT]\n"
+    "                         move a tenant into a worker process of its own\n"
+    "  uncordon NAME          return a cordoned (or suspended) tenant to the shared\n"
+    "                         worker processes\n"
     "  drain [--no-wait]      drain the node (no new connections, in-flight requests\n"
     "                         finish) and wait until it is drained\n"
     "  events [TENANT] [--limit N]\n"
@@ -82,6 +86,7 @@ typedef struct options {
   const char *input;      /* --input, JSON text */
   int no_wait;            /* drain: return once the drain has started */
   long limit;             /* events: how many; 0 when not given */
+  const char *reason;     /* cordon: --reason */
   const char **args;      /* positional: the command and its operands */
   int nargs;
 } options;
@@ -283,7 +288,8 @@ static void parse_args(int argc, char **argv, options *o) {
     size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
     const char *value = eq ? eq + 1 : NULL;
     static const char *const valued[] = {"--node",   "--token-file", "--main",
-                                         "--cpu-ms", "--memory-mb",  "--input", "--limit"};
+                                         "--cpu-ms", "--memory-mb",  "--input", "--limit",
+                                         "--reason"};
     const char *name = NULL;
     for (size_t k = 0; k < ARRAY_SIZE(valued); k++) {
       if (strlen(valued[k]) == nlen && strncmp(a, valued[k], nlen) == 0) name = valued[k];
@@ -299,6 +305,7 @@ static void parse_args(int argc, char **argv, options *o) {
     else if (strcmp(name, "--cpu-ms") == 0) o->cpu_ms = parse_positive(name, value);
     else if (strcmp(name, "--memory-mb") == 0) o->memory_mb = parse_positive(name, value);
     else if (strcmp(name, "--limit") == 0) o->limit = parse_positive(name, value);
+    else if (strcmp(name, "--reason") == 0) o->reason = value;
     else o->input = value;
   }
   if (o->node == NULL) o->node = getenv("EDGENODE_NODE");
@@ -1259,6 +1266,45 @@ static int cmd_tenant(const options *o) {
   return 0;
 }
 
+/* cordon / uncordon: one line for people, the node's answer with --json. */
+static int cordon_command(const options *o, const char *cmd) {
+  int is_cordon = strcmp(cmd, "cordon") == 0;
+  reject_options(o, cmd, 0, 0);
+  expect_operands(o, cmd, 1, 1);
+  if (!is_cordon && o->reason) usage_error("uncordon does not take --reason");
+  const char *name = worker_name_arg(o);
+  char *path = xasprintf("/v1/tenants/%s/%s", name, cmd);
+  char *body = NULL;
+  if (is_cordon && o->reason) {
+    json_t *j = json_pack("{s:s}", "reason", o->reason);
+    if (j == NULL) usage_error("--reason must be UTF-8 text");
+    body = dump_compact(j);
+    json_decref(j);
+  }
+  response r = call(o, "POST", path, body ? body : "");
+  free(path);
+  free(body);
+  if (o->json) {
+    print_json_body(&r);
+  } else {
+    json_t *j = parse_body(&r);
+    if (is_cordon) {
+      json_t *d = json_object_get(j, "dedicated");
+      printf("%s: cordoned (%s); dedicated worker process %.0f\n", name, jstr(j, "reason", "-"),
+             jnum(d, "pid"));
+    } else {
+      printf("%s: uncordoned (was %s); back in the shared worker processes\n", name,
+             jstr(j, "was", "cordoned"));
+    }
+    json_decref(j);
+  }
+  response_free(&r);
+  return 0;
+}
+
+static int cmd_cordon(const options *o) { return cordon_command(o, "cordon"); }
+static int cmd_uncordon(const options *o) { return cordon_command(o, "uncordon"); }
+
 static double mono_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1518,7 +1564,7 @@ int main(int argc, char **argv) {
       {"delete", cmd_delete}, {"node", cmd_node}, {"run", cmd_run},
       {"tenants", cmd_tenants}, {"tenant", cmd_tenant}, {"drain", cmd_drain},
       {"events", cmd_events}, {"top", cmd_top}, {"secret", cmd_secret},
-      {"facet", cmd_facet},
+      {"facet", cmd_facet}, {"cordon", cmd_cordon}, {"uncordon", cmd_uncordon},
   };
   int rc = -1;
   for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {

@@ -108,6 +108,7 @@ static int start(node *n, int argc, char **argv) {
     free(db);
   }
   if (rc == 0) rc = node_events_open(n, &err);
+  if (rc == 0) rc = node_cordons_open(n, &err);
   if (rc == 0) rc = node_listen_socket(n, &err);
   if (rc == 0) rc = node_control_start(n, &err);
   if (rc == 0 && (rc = start_signals(n)) != 0) err = xasprintf("signals: %s", uv_strerror(rc));
@@ -121,6 +122,7 @@ static int start(node *n, int argc, char **argv) {
     n->worker_path = worker_exe_path();
     rc = node_egress_start(n, &err);
     if (rc == 0) rc = node_procs_start(n, &err);
+    if (rc == 0) node_cordons_start(n);
     if (rc == 0 && (rc = node_memwatch_start(n)) != 0)
       err = xasprintf("memory watch: %s", uv_strerror(rc));
   }
@@ -133,6 +135,7 @@ static int start(node *n, int argc, char **argv) {
 }
 
 static void cleanup(node *n) {
+  node_cordons_close(n);
   node_events_close(n);
   node_registry_close(n->registry);
   if (n->listen_fd >= 0) close(n->listen_fd);

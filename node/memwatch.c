@@ -37,22 +37,30 @@ uint64_t node_worker_memory_budget(const node *n) {
   return share < (256u << 20) ? (256u << 20) : share;
 }
 
+static void check(node *n, node_proc *p, uint64_t budget) {
+  if (!p->alive || p->pid <= 0) return;
+  uint64_t rss = rss_bytes(p->pid);
+  if (rss <= budget) return;
+  const char *tenant = p->cordon ? node_cordons_tenant_name(p) : NULL;
+  char extra[160];
+  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"rss_mb\":%llu,\"budget_mb\":%llu}",
+           p->id, p->pid, (unsigned long long)(rss >> 20), (unsigned long long)(budget >> 20));
+  log_write(LOG_ERROR, tenant, NULL, extra, "worker process over its memory budget: restarting it");
+  node_event_new(n, "memory_kill", tenant, json_loads(extra, 0, NULL));
+  /* The whole process's memory: not the fault of whichever tenant happens to run. */
+  p->memory_killed = 1;
+  /* Draining could take seconds while memory keeps growing: end it now. */
+  if (uv_process_kill(&p->process, SIGKILL) != 0) log_warn("could not kill worker-%d", p->id);
+}
+
 static void memwatch_tick(uv_timer_t *t) {
   node *n = container_of(t, node, memwatch_timer);
   uint64_t budget = node_worker_memory_budget(n);
-  for (int i = 0; i < n->n_procs; i++) {
-    node_proc *p = &n->procs[i];
-    if (!p->alive || p->pid <= 0) continue;
-    uint64_t rss = rss_bytes(p->pid);
-    if (rss <= budget) continue;
-    char extra[160];
-    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"rss_mb\":%llu,\"budget_mb\":%llu}",
-             p->id, p->pid, (unsigned long long)(rss >> 20), (unsigned long long)(budget >> 20));
-    log_write(LOG_ERROR, NULL, NULL, extra, "worker process over its memory budget: restarting it");
-    node_event_new(n, "memory_kill", NULL, json_loads(extra, 0, NULL));
-    /* Draining could take seconds while memory keeps growing: end it now. */
-    if (uv_process_kill(&p->process, SIGKILL) != 0) log_warn("could not kill worker-%d", p->id);
-  }
+  for (int i = 0; i < n->n_procs; i++) check(n, &n->procs[i], budget);
+  /* A dedicated process has a budget of its own (a cordoned tenant alone). */
+  budget = node_cordon_memory_budget(n);
+  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p))
+    check(n, p, budget);
 }
 
 int node_memwatch_start(node *n) {

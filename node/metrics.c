@@ -196,11 +196,6 @@ static double heap_used(json_t *t) {
   return sum;
 }
 
-/* The cordon monitor will say; until it exists no tenant is cordoned. */
-static double tenant_cordoned(json_t *t) {
-  (void)t;
-  return 0;
-}
 
 static void tenant_metrics(FILE *f, node *n) {
   json_t *set = tenant_names(n);
@@ -257,10 +252,15 @@ static void tenant_metrics(FILE *f, node *n) {
            heap_used(json_object_get(n->tenants, names[i])));
 
   family(f, "edgenode_tenant_cordoned", "gauge",
-         "1 when the tenant runs cordoned in a dedicated worker process.");
+         "1 when the tenant is cordoned: out of the shared worker processes (dedicated or suspended).");
   for (size_t i = 0; i < count; i++)
     sample(f, "edgenode_tenant_cordoned", "tenant", names[i],
-           tenant_cordoned(json_object_get(n->tenants, names[i])));
+           strcmp(node_cordon_state(n, names[i]), "active") != 0);
+  family(f, "edgenode_tenant_suspended", "gauge",
+         "1 when the tenant is suspended (its dedicated process kept crashing): answered 503.");
+  for (size_t i = 0; i < count; i++)
+    sample(f, "edgenode_tenant_suspended", "tenant", names[i],
+           strcmp(node_cordon_state(n, names[i]), "suspended") == 0);
 
   free(names);
   json_decref(set);

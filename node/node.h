@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "base.h"
+#include "cordon.h"
 #include "http.h"
 #include "proto.h"
 
@@ -42,6 +43,13 @@ typedef struct node_config {
   size_t n_egress_allow_cidr;
   char **ca_files;           /* owned; certificates the egress trusts besides the system's */
   size_t n_ca_files;
+  cordon_rule *cordon_rules; /* owned; the monitor's rules (cordon/cordon.h) */
+  size_t n_cordon_rules;
+  int cordon_rules_set;      /* "cordon_rules" was given: no defaults, even when empty */
+  int64_t cordon_memory_mb;  /* RSS budget of a dedicated process; 0 = as a shared one */
+  int cordon_nice;           /* nice value of dedicated processes */
+  int cordon_suspend_crashes; /* dedicated-process crashes that suspend the tenant ... */
+  int64_t cordon_suspend_window_s; /* ... within this many seconds */
 } node_config;
 
 enum {
@@ -173,6 +181,11 @@ typedef struct node_proc {
   uint64_t evictions_total;
   uint64_t evictions_seen; /* the current process's own count at its last report */
   int stats_pid;           /* the process evictions_seen belongs to */
+  struct node_cordon *cordon; /* cordons.c: the tenant a dedicated process runs; NULL for shared slots */
+  proto_running *running;  /* shared slots: the page naming the tenant whose code runs */
+  int running_fd;          /* its memfd; -1 before the first spawn */
+  int memory_killed;       /* memwatch killed it: a budget, not a crash of the running tenant */
+  int timer_closed;        /* cordons.c: a dedicated slot's restart timer is closed (slot going) */
 } node_proc;
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
@@ -227,6 +240,7 @@ struct node {
   int drain_exit;          /* drain.c: exit once drained (a signal), not just drain (the API) */
   int drained;             /* drain.c: a drain finished; the control API stays up */
   struct node_events *events; /* events.c: the history behind GET /v1/events */
+  struct node_cordons *cordons; /* cordons.c: cordoned tenants and the monitor */
 };
 
 /* datadir.c */
@@ -380,6 +394,56 @@ void node_event(node *n, const char *kind, const char *tenant, json_t *details);
 void node_event_new(node *n, const char *kind, const char *tenant, json_t *details);
 /* GET /v1/events; returns 0 when `path` is not its route. */
 int node_events_route(node *n, http_request *req, const char *path);
+
+/* procs.c, for cordons.c */
+/* Schedules the slot's restart with its back-off; returns the delay. */
+uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms);
+/* Sends a JSON frame to one process; 0 or a negative error (logged). */
+int node_proc_send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body);
+/* 1 when the process's channel can take frames. */
+int node_proc_usable(const node_proc *p);
+
+/* cordons.c: cordoned tenants, their dedicated processes, the cordon monitor.
+ * The state lives in the table `cordons` of node.db and survives restarts. */
+/* Opens the table (own connection), loads the state, builds the monitor. */
+int node_cordons_open(node *n, char **err);
+/* Starts the dedicated processes of the cordoned tenants (after the shared ones). */
+void node_cordons_start(node *n);
+void node_cordons_close(node *n);
+/* From procs.c: a report, a worker event, a HELLO, a PROTO_CORDON_DONE. */
+void node_cordons_on_stats(node *n, node_proc *p, json_t *body);
+void node_cordons_on_event(node *n, node_proc *p, json_t *body);
+void node_cordons_on_hello(node_proc *p);
+void node_cordons_on_done(node_proc *p, json_t *body);
+/* From procs.c when a shared process died: the tenant whose code ran, or NULL. */
+const char *node_cordons_crash_tenant(node_proc *p);
+/* A shared process exited: it forwards nothing any more (uncordons stop waiting for it). */
+void node_cordons_shared_exit(node_proc *p);
+/* A shared process crashed while `tenant`'s code ran (feeds the monitor). */
+void node_cordons_on_crash(node *n, const char *tenant, json_t *details);
+/* A dedicated process exited (procs.c did the common part). */
+void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms);
+/* A dedicated process's handle closed; frees the slot once all are. */
+void node_cordons_proc_closed(node_proc *p);
+/* Node drain / kill / liveness / shutdown, for the dedicated processes. */
+void node_cordons_drain(node *n);
+void node_cordons_kill(node *n);
+int node_cordons_live(const node *n);
+void node_cordons_stop(node *n);
+/* Iterates the dedicated processes: pass NULL first. */
+node_proc *node_cordons_next_proc(node *n, node_proc *prev);
+/* For spawning a dedicated process: its tenant and its private listening socket. */
+const char *node_cordons_tenant_name(const node_proc *p);
+int node_cordons_listen_fd(const node_proc *p);
+/* RSS budget of a dedicated process. */
+uint64_t node_cordon_memory_budget(const node *n);
+/* "active", "cordoned" or "suspended". */
+const char *node_cordon_state(const node *n, const char *name);
+/* The tenant's cordon as shown by the API (state, reason, rule, since, by,
+ * dedicated process), or NULL when it is active. New reference. */
+json_t *node_cordon_view(const node *n, const char *name);
+/* POST /v1/tenants/{name}/cordon|uncordon: 1 when `sub` is one of them. */
+int node_cordons_route(node *n, http_request *req, const char *name, const char *sub);
 
 /* main.c */
 /* Called by procs.c whenever a process became ready or exited. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #define LISTEN_BACKLOG 1024
 
 static int spawn_proc(node_proc *p);
+static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms);
 
 const char *node_proc_state_name(node_proc_state s) {
   switch (s) {
@@ -97,6 +99,12 @@ static int send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body) {
               proto_type_name(type), channel_strerror(rc));
   return rc;
 }
+
+int node_proc_send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body) {
+  return send_json(p, type, id, body);
+}
+
+int node_proc_usable(const node_proc *p) { return channel_usable(p); }
 
 static void send_error(node_proc *p, uint32_t id, int status, const char *message) {
   json_t *body = json_pack("{s:i, s:s}", "status", status, "error", message);
@@ -207,8 +215,10 @@ static void on_hello(node_proc *p, json_t *body) {
   p->state = NODE_PROC_READY;
   char extra[128];
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
-  log_write(LOG_INFO, NULL, NULL, extra, "worker ready");
-  node_on_procs_changed(n);
+  log_write(LOG_INFO, p->cordon ? node_cordons_tenant_name(p) : NULL, NULL, extra, "worker ready");
+  /* Before any spec request of the process is answered: where tenants run. */
+  node_cordons_on_hello(p);
+  if (!p->cordon) node_on_procs_changed(n);
 }
 
 /* The registry row as a PROTO_WORKER_SPEC payload: no timestamps, limits filled. */
@@ -283,9 +293,15 @@ static void on_frame(proto_channel *ch, const proto_frame *f) {
     case PROTO_STATS:
       node_metrics_on_stats(p, body);
       node_tenants_on_stats(p->owner, p, body);
+      node_cordons_on_stats(p->owner, p, body);
+      break;
+    case PROTO_EVENT:
+      node_cordons_on_event(p->owner, p, body);
+      break;
+    case PROTO_CORDON_DONE:
+      node_cordons_on_done(p, body);
       break;
     case PROTO_PONG:
-    case PROTO_EVENT:
       break;
     default:
       log_write(LOG_DEBUG, NULL, NULL, NULL, "worker-%d: unexpected %s frame", p->id,
@@ -314,13 +330,17 @@ static void on_channel_close(proto_channel *ch, int reason) {
     uv_process_kill(&p->process, SIGKILL);
   }
   fail_validations(p, UV_ECANCELED);
-  check_stopped(p->owner);
+  node *n = p->owner;
+  if (p->cordon) node_cordons_proc_closed(p); /* may free p */
+  check_stopped(n);
 }
 
 static void on_process_closed(uv_handle_t *h) {
   node_proc *p = container_of((uv_process_t *)h, node_proc, process);
+  node *n = p->owner;
   p->process_open = 0;
-  check_stopped(p->owner);
+  if (p->cordon) node_cordons_proc_closed(p); /* may free p */
+  check_stopped(n);
 }
 
 static void on_restart_timer(uv_timer_t *t) {
@@ -332,10 +352,12 @@ static void on_restart_timer(uv_timer_t *t) {
     return;
   }
   if (spawn_proc(p) == 0)
-    node_event_new(p->owner, "restart", NULL,
+    node_event_new(p->owner, "restart", p->cordon ? node_cordons_tenant_name(p) : NULL,
                    json_pack("{s:i, s:i, s:i}", "worker", p->id, "pid", p->pid, "restarts",
                              (int)p->restarts));
 }
+
+uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms) { return schedule_restart(p, lived_ms); }
 
 /* Returns the delay chosen. */
 static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms) {
@@ -357,6 +379,11 @@ static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
   fail_validations(p, UV_ECANCELED);
   node_tenants_proc_gone(n, p);
   uint64_t lived_ms = (time_mono_ns() - p->started_mono_ns) / 1000000u;
+  if (p->cordon) {
+    node_cordons_proc_exit(p, status, sig, lived_ms);
+    return;
+  }
+  node_cordons_shared_exit(p);
   if (node_proc_planned_exit(p, status, sig)) return;
   char extra[256];
   if (n->state == NODE_DRAINING) {
@@ -367,14 +394,21 @@ static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
     check_stopped(n);
     return;
   }
+  const char *tenant = status == 0 && sig == 0 ? NULL : node_cordons_crash_tenant(p);
+  p->memory_killed = 0;
   uint64_t delay = schedule_restart(p, lived_ms);
   snprintf(extra, sizeof extra,
            "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d,\"restarts\":%u,"
            "\"delay_ms\":%llu,\"uptime_ms\":%llu}",
            p->id, p->pid, (long long)status, sig, p->restarts, (unsigned long long)delay,
            (unsigned long long)lived_ms);
-  log_write(LOG_WARN, NULL, NULL, extra, "worker exited: restarting");
-  node_event_new(n, status == 0 && sig == 0 ? "exit" : "crash", NULL, json_loads(extra, 0, NULL));
+  log_write(LOG_WARN, tenant, NULL, extra, "worker exited: restarting");
+  json_t *details = json_loads(extra, 0, NULL);
+  /* The tenant whose code was running when the process died (running slot). */
+  if (tenant) json_object_set_new(details, "running", json_string(tenant));
+  node_event(n, status == 0 && sig == 0 ? "exit" : "crash", tenant, details);
+  if (tenant) node_cordons_on_crash(n, tenant, details);
+  json_decref(details);
   node_on_procs_changed(n);
 }
 
@@ -383,6 +417,28 @@ static void on_pipe_closed(uv_handle_t *h) {
   node_proc *p = container_of((uv_pipe_t *)h, node_proc, channel.pipe);
   p->channel_open = 0;
   check_stopped(p->owner);
+}
+
+/* The shared page a shared worker process names its running tenant in; made
+ * once per slot and zeroed for every process. 0, or -1 when unavailable. */
+static int running_slot(node_proc *p) {
+  if (p->cordon) return -1;
+  if (p->running == NULL) {
+    size_t size = (sizeof(proto_running) + 4095) & ~(size_t)4095;
+    int fd = memfd_create("edgenode-running", MFD_CLOEXEC);
+    if (fd < 0) return -1;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, (off_t)size) == 0)
+      m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      close(fd);
+      return -1;
+    }
+    p->running = m;
+    p->running_fd = fd;
+  }
+  memset((void *)p->running, 0, sizeof *p->running);
+  return 0;
 }
 
 static int spawn_proc(node_proc *p) {
@@ -402,11 +458,30 @@ static int spawn_proc(node_proc *p) {
     args[ARRAY_SIZE(args) - 3] = "--egress-socket";
     args[ARRAY_SIZE(args) - 2] = (char *)node_egress_socket(n);
   }
+  /* Dedicated processes: their tenant, its private socket, its own heap budget. */
+  char *extra_args[8] = {NULL};
+  int listen_fd = n->listen_fd;
+  int has_running = running_slot(p) == 0;
+  if (p->cordon) {
+    extra_args[0] = "--tenant";
+    extra_args[1] = (char *)node_cordons_tenant_name(p);
+    listen_fd = node_cordons_listen_fd(p);
+    snprintf(isolate_memory, sizeof isolate_memory, "%llu",
+             (unsigned long long)(node_cordon_memory_budget(n) >> 20) / 2);
+  } else if (has_running) {
+    extra_args[0] = "--running-fd";
+    extra_args[1] = "5";
+  }
+  char *all_args[ARRAY_SIZE(args) + ARRAY_SIZE(extra_args)];
+  size_t k = 0;
+  for (size_t i = 0; args[i]; i++) all_args[k++] = args[i];
+  for (size_t i = 0; extra_args[i]; i++) all_args[k++] = extra_args[i];
+  all_args[k] = NULL;
 
   memset(&p->channel, 0, sizeof p->channel);
   int rc = uv_pipe_init(n->loop, &p->channel.pipe, 0);
   if (rc != 0) return rc;
-  uv_stdio_container_t stdio[5];
+  uv_stdio_container_t stdio[6];
   stdio[0].flags = UV_IGNORE;
   stdio[1].flags = UV_INHERIT_FD;
   stdio[1].data.fd = 1;
@@ -415,14 +490,16 @@ static int spawn_proc(node_proc *p) {
   stdio[3].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
   stdio[3].data.stream = (uv_stream_t *)&p->channel.pipe;
   stdio[4].flags = UV_INHERIT_FD;
-  stdio[4].data.fd = n->listen_fd;
+  stdio[4].data.fd = listen_fd;
+  stdio[5].flags = has_running ? UV_INHERIT_FD : UV_IGNORE;
+  stdio[5].data.fd = p->running_fd;
 
   uv_process_options_t opts;
   memset(&opts, 0, sizeof opts);
   opts.exit_cb = on_proc_exit;
   opts.file = n->worker_path;
-  opts.args = args;
-  opts.stdio_count = 5;
+  opts.args = all_args;
+  opts.stdio_count = 6;
   opts.stdio = stdio;
 
   p->started_mono_ns = time_mono_ns();
@@ -443,6 +520,7 @@ static int spawn_proc(node_proc *p) {
   p->channel_open = 1;
   p->alive = 1;
   p->pid = p->process.pid;
+  p->memory_killed = 0;
   rc = proto_channel_start(&p->channel, on_frame, on_channel_close, p);
   if (rc != 0) {
     log_write(LOG_ERROR, NULL, NULL, NULL, "worker-%d: channel start failed: %s", p->id,
@@ -474,6 +552,7 @@ int node_procs_start(node *n, char **err) {
     p->id = i + 1;
     p->backoff_ms = BACKOFF_MIN_MS;
     p->state = NODE_PROC_STOPPED;
+    p->running_fd = -1;
     uv_timer_init(n->loop, &p->restart_timer);
   }
   for (int i = 0; i < n->n_procs; i++) spawn_proc(&n->procs[i]);
@@ -516,6 +595,7 @@ void node_procs_drain(node *n) {
     if (send_json(p, PROTO_DRAIN, 0, body) != 0) uv_process_kill(&p->process, SIGTERM);
   }
   json_decref(body);
+  node_cordons_drain(n);
 }
 
 void node_procs_kill(node *n) {
@@ -527,12 +607,14 @@ void node_procs_kill(node *n) {
     log_write(LOG_WARN, NULL, NULL, extra, "killing worker");
     uv_process_kill(&p->process, SIGKILL);
   }
+  node_cordons_kill(n);
 }
 
 void node_procs_close(node *n) {
   for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++)
     if (!uv_is_closing((uv_handle_t *)&n->procs[i].restart_timer))
       uv_close((uv_handle_t *)&n->procs[i].restart_timer, NULL);
+  node_cordons_stop(n);
 }
 
 int node_procs_live(const node *n) {
@@ -541,7 +623,7 @@ int node_procs_live(const node *n) {
     const node_proc *p = &n->procs[i];
     if (p->alive || p->process_open || p->channel_open) live++;
   }
-  return live;
+  return live + node_cordons_live(n);
 }
 
 int node_procs_all_ready(const node *n) {

@@ -10,8 +10,8 @@
 #include "node.h"
 
 static const char *const counters[] = {
-    "requests",       "errors",           "cpu_limit_hits", "memory_limit_hits",
-    "wall_limit_hits", "cold_starts",
+    "requests",        "errors",      "cpu_limit_hits",  "memory_limit_hits",
+    "wall_limit_hits", "cold_starts", "uncaught_errors",
 };
 static const char *const sums[] = {"cpu_ms", "wall_ms"};
 
@@ -79,9 +79,14 @@ void node_tenants_free(node *n) {
   n->tenants = NULL;
 }
 
-/* The shown form: totals, heap summed over processes, where it is loaded. */
-static json_t *tenant_view(const char *name, json_t *t) {
+/* The shown form: where it runs, totals, heap summed over processes, where it is loaded. */
+static json_t *tenant_view(node *n, const char *name, json_t *t) {
   json_t *out = json_pack("{s:s, s:s}", "name", name, "state", "active");
+  json_t *cordon = node_cordon_view(n, name);
+  if (cordon) {
+    json_object_update(out, cordon); /* state, reason, rule, since, by, dedicated */
+    json_decref(cordon);
+  }
   json_int_t heap = 0;
   json_t *loaded_in = json_array();
   if (t) {
@@ -123,7 +128,7 @@ static void list_tenants(node *n, http_request *req) {
   json_t *row;
   json_array_foreach(rows, i, row) {
     const char *name = json_string_value(json_object_get(row, "name"));
-    json_array_append_new(list, tenant_view(name, json_object_get(n->tenants, name)));
+    json_array_append_new(list, tenant_view(n, name, json_object_get(n->tenants, name)));
   }
   json_decref(rows);
   json_t *body = json_pack("{s:o}", "tenants", list);
@@ -134,13 +139,14 @@ static void list_tenants(node *n, http_request *req) {
 static void show_tenant(node *n, http_request *req, const char *name) {
   json_t *row = NULL;
   json_t *stats = json_object_get(n->tenants, name);
-  if (node_registry_get(n->registry, name, &row) != 0 && stats == NULL) {
+  if (node_registry_get(n->registry, name, &row) != 0 && stats == NULL &&
+      strcmp(node_cordon_state(n, name), "active") == 0) {
     json_t *body = json_pack("{s:s, s:s}", "error", "unknown tenant", "name", name);
     node_respond_json(req, 404, body, NULL);
     json_decref(body);
     return;
   }
-  json_t *view = tenant_view(name, stats);
+  json_t *view = tenant_view(n, name, stats);
   json_object_set_new(view, "deployed", json_boolean(row != NULL));
   if (row) json_object_set(view, "limits", json_object_get(row, "limits"));
   json_decref(row);
@@ -157,7 +163,13 @@ int node_tenants_route(node *n, http_request *req, const char *path) {
   }
   if (strncmp(path, prefix, sizeof prefix - 1) != 0) return 0;
   const char *name = path + sizeof prefix - 1;
-  if (strchr(name, '/') != NULL) return 0;
+  const char *slash = strchr(name, '/');
+  if (slash != NULL) {
+    char *tenant = xstrndup(name, (size_t)(slash - name));
+    int handled = node_cordons_route(n, req, tenant, slash + 1);
+    free(tenant);
+    return handled;
+  }
   if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
   else show_tenant(n, req, name);
   return 1;

@@ -61,6 +61,20 @@ typedef enum proto_type {
   /* supervisor -> worker (id): one-shot run (POST /v1/run); reply PROTO_RUN_RESULT */
   PROTO_RUN = 13,
   PROTO_RUN_RESULT = 14,
+  /* supervisor -> shared worker process (one-way, or with an id): where a tenant's
+   * requests go. {"name", "state": "active"|"cordoned"|"suspended", "port": N,
+   * "ready": bool, "error": "..."}. "cordoned": the tenant runs only in its dedicated
+   * process, which serves plain HTTP on 127.0.0.1:port; the shared process forwards
+   * the tenant's requests there (holding them while "ready" is false, briefly), lets
+   * the requests it is running finish, then discards the tenant's isolates and closes
+   * its facet. "suspended": answer 503 with "error". "active": run it here again.
+   * Sent for every cordoned or suspended tenant right after the process's HELLO, and
+   * to every shared process on each change. Sent with an id, it is answered with
+   * PROTO_CORDON_DONE once no request of the tenant is on its way to the dedicated
+   * process from that worker process any more. */
+  PROTO_CORDON = 15,
+  /* shared worker process -> supervisor (reply, same id): {"name"}. */
+  PROTO_CORDON_DONE = 16,
 
   /* ---- the egress process (egress/, docs/egress.md) ----
    * The egress says PROTO_HELLO {"pid": N, "process": "egress"} to the
@@ -102,6 +116,23 @@ typedef enum proto_type {
   PROTO_FETCH_CANCEL = 29,
   PROTO_TYPE_MAX = 64 /* types at or above this are rejected by the decoder */
 } proto_type;
+
+/*
+ * The running slot: one page shared by the supervisor and one shared worker
+ * process (a memfd the worker gets as --running-fd and maps). Before the worker
+ * enters a tenant's JavaScript it writes the tenant's name and sets `running`;
+ * when the code returns it clears `running`. The supervisor reads the page
+ * only after the process died, to name the tenant whose code was running when
+ * it crashed. Plain stores, no system call on the request path.
+ */
+#define PROTO_RUNNING_MAGIC 0x45445255u /* "EDRU" */
+#define PROTO_RUNNING_NAME_MAX 64
+typedef struct proto_running {
+  uint32_t magic;                        /* PROTO_RUNNING_MAGIC once the worker mapped it */
+  volatile uint32_t running;             /* 1 while tenant code runs */
+  volatile uint64_t entries;             /* times tenant code was entered */
+  volatile char tenant[PROTO_RUNNING_NAME_MAX]; /* NUL-terminated: the tenant last entered */
+} proto_running;
 
 /* Errors are negative; proto_strerror() names them. */
 enum {

@@ -120,7 +120,9 @@ static void complete(worker *w, loaded *l, uint64_t token, uint32_t call_id, int
                      iso_wire *value) {
   if (token_live(w, token, l)) {
     /* Its CPU time is the request's: iso_worker_request_cpu_ns counts it. */
+    if (l->tenant) worker_running_enter(w, l->tenant->name);
     iso_worker_complete(l->iso, token, call_id, ok, value->data, value->len);
+    worker_running_leave(w);
     /* The completion may have ended the request and retired its isolate. */
     tenant_collect_retired(w);
   }

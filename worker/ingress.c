@@ -84,7 +84,9 @@ void ingress_run(sched_unit *unit) {
   };
   loaded *l = f->loaded;
   uint64_t token = f->token;
+  worker_running_enter(w, l->tenant->name);
   int rc = iso_worker_dispatch(l->iso, token, &ir);
+  worker_running_leave(w);
   if (headers != stack_headers) free(headers);
   free(url);
   /* Most requests are over by now; the rest wait on timers or host calls. */
@@ -101,6 +103,35 @@ void ingress_run(sched_unit *unit) {
   }
 }
 
+void inflight_hand_off(worker *w, inflight *f) {
+  http_request *req = f->req;
+  tenant *t = f->tenant;
+  f->req = NULL;
+  /* Not counted here: the dedicated process reports the request. */
+  token_map_del(&w->tokens, f->token);
+  free(f);
+  handoff_submit(w, t, req);
+}
+
+void ingress_respond_suspended(tenant *t, http_request *req) {
+  json_t *extra = json_pack("{s:s, s:s, s:s}", "tenant", t->name, "state", "suspended",
+                            "request_id", req->id);
+  char *text = json_dumps(extra, JSON_COMPACT);
+  json_decref(extra);
+  http_respond_error(req, 503,
+                     t->cordon_error ? t->cordon_error
+                                     : "tenant suspended: an operator must uncordon it",
+                     text);
+  free(text);
+}
+
+/* A dedicated process serves its own tenant only (it is reached through its
+ * private port alone, so anything else is a mistake). */
+static int misdirected(worker *w, const char *name, size_t len) {
+  const char *own = w->config.dedicated;
+  return own && (strlen(own) != len || memcmp(own, name, len) != 0);
+}
+
 void ingress_on_request(http_server *server, http_request *req) {
   worker *w = server->data;
   const char *name;
@@ -108,6 +139,19 @@ void ingress_on_request(http_server *server, http_request *req) {
   if (route_name(http_request_header(req, "host"), &name, &len) != 0) {
     http_respond_error(req, 400, "missing or invalid Host header: its first label names the worker",
                        NULL);
+    return;
+  }
+  if (misdirected(w, name, len)) {
+    http_respond_error(req, 404, "unknown worker", NULL);
+    return;
+  }
+  tenant *elsewhere = w->config.dedicated ? NULL : tenant_find(w, name, len);
+  if (elsewhere && elsewhere->placement == TENANT_SUSPENDED) {
+    ingress_respond_suspended(elsewhere, req);
+    return;
+  }
+  if (elsewhere && elsewhere->placement == TENANT_CORDONED) {
+    handoff_submit(w, elsewhere, req);
     return;
   }
   inflight *f = xcalloc(1, sizeof *f);

@@ -203,8 +203,10 @@ static void completion_run(sched_unit *u) {
   loader_completion *done = container_of(u, loader_completion, unit);
   loaded *parent = done->parent;
   parent->units--;
+  if (parent->tenant) worker_running_enter(worker_self(), parent->tenant->name);
   iso_worker_complete(parent->iso, done->token, done->call_id, done->ok, done->value.data,
                       done->value.len);
+  worker_running_leave(worker_self());
   iso_wire_free(&done->value);
   free(done);
   tenant_collect_retired(worker_self());

@@ -2,10 +2,12 @@
  * edgenode-worker: one of the supervisor's worker processes. See worker.h.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base.h"
@@ -20,7 +22,7 @@ static void usage(void) {
           "usage: edgenode-worker --id N --ipc-fd FD --listen-fd FD --data DIR\n"
           "                       [--max-body-bytes B] [--header-timeout-ms T]\n"
           "                       [--isolate-memory-mb M] [--idle-timeout-s S]\n"
-          "                       [--egress-socket PATH]\n"
+          "                       [--egress-socket PATH] [--tenant NAME] [--running-fd FD]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "Started by edgenode; not meant to be run by hand.\n");
 }
@@ -46,10 +48,13 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"isolate-memory-mb", required_argument, NULL, 'm'},
       {"idle-timeout-s", required_argument, NULL, 'e'},
       {"egress-socket", required_argument, NULL, 'g'},
+      {"tenant", required_argument, NULL, 'T'},
+      {"running-fd", required_argument, NULL, 'r'},
       {NULL, 0, NULL, 0},
   };
   c->id = 0;
-  c->ipc_fd = c->listen_fd = -1;
+  c->ipc_fd = c->listen_fd = c->running_fd = -1;
+  c->dedicated = NULL;
   c->data_dir = "./data";
   c->max_body_bytes = 10u * 1024 * 1024;
   c->header_timeout_ms = 10000;
@@ -68,6 +73,11 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'm': if (parse_long(optarg, 16, 1L << 20, &v)) return -1; c->isolate_memory_mb = (uint64_t)v; break;
       case 'e': if (parse_long(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
       case 'g': c->egress_socket = optarg; break;
+      case 'T':
+        if (!worker_name_valid(optarg, strlen(optarg))) return -1;
+        c->dedicated = optarg;
+        break;
+      case 'r': if (parse_long(optarg, 0, 65535, &v)) return -1; c->running_fd = (int)v; break;
       case 'v':
         if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
         else if (strcmp(optarg, "info") == 0) *level = LOG_INFO;
@@ -180,6 +190,82 @@ static void on_drain(worker *w, const proto_frame *frame) {
   start_drain(w, grace > 0 ? (uint64_t)grace : 10000, "supervisor");
 }
 
+/* ---- the running slot and placement ---- */
+
+static void map_running_slot(worker *w) {
+  if (w->config.running_fd < 0) return;
+  void *p = mmap(NULL, sizeof(proto_running), PROT_READ | PROT_WRITE, MAP_SHARED,
+                 w->config.running_fd, 0);
+  close(w->config.running_fd);
+  if (p == MAP_FAILED) {
+    log_warn("cannot map the running slot: %s (crashes will not name a tenant)", strerror(errno));
+    return;
+  }
+  w->running_slot = p;
+  w->running_slot->magic = PROTO_RUNNING_MAGIC;
+}
+
+void worker_running_enter(worker *w, const char *tenant) {
+  proto_running *r = w->running_slot;
+  if (r == NULL) return;
+  /* The supervisor reads the page after the process is gone, so only the
+   * compiler's ordering matters: the name is in place before `running`. */
+  if (strncmp((const char *)r->tenant, tenant, PROTO_RUNNING_NAME_MAX) != 0) {
+    size_t len = strnlen(tenant, PROTO_RUNNING_NAME_MAX - 1);
+    memcpy((char *)r->tenant, tenant, len);
+    r->tenant[len] = '\0';
+  }
+  r->entries++;
+  atomic_signal_fence(memory_order_seq_cst);
+  r->running = 1;
+}
+
+void worker_running_leave(worker *w) {
+  if (w->running_slot) w->running_slot->running = 0;
+}
+
+void worker_cordon_settled(worker *w, tenant *t) {
+  if (t->cordon_done_id == 0 || t->handoffs > 0 || t->handoff_waiting) return;
+  json_t *body = json_pack("{s:s}", "name", t->name);
+  uint32_t id = t->cordon_done_id;
+  t->cordon_done_id = 0;
+  reply_json(w, PROTO_CORDON_DONE, id, body);
+}
+
+static tenant_placement placement_of(const char *state) {
+  if (state && strcmp(state, "cordoned") == 0) return TENANT_CORDONED;
+  if (state && strcmp(state, "suspended") == 0) return TENANT_SUSPENDED;
+  return TENANT_SHARED;
+}
+
+static void on_cordon(worker *w, const proto_frame *frame) {
+  json_t *body = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if (name == NULL || !worker_name_valid(name, strlen(name))) {
+    json_decref(body);
+    return;
+  }
+  if (w->config.dedicated) { /* a dedicated process runs its tenant whatever it is told */
+    if (frame->id) reply_json(w, PROTO_CORDON_DONE, frame->id, json_pack("{s:s}", "name", name));
+    json_decref(body);
+    return;
+  }
+  tenant *t = tenant_get_or_add(w, name, strlen(name));
+  json_int_t port = json_integer_value(json_object_get(body, "port"));
+  const char *error = json_string_value(json_object_get(body, "error"));
+  t->cordon_port = port > 0 && port < 65536 ? (int)port : 0;
+  t->cordon_ready = json_is_true(json_object_get(body, "ready")) && t->cordon_port > 0;
+  free(t->cordon_error);
+  t->cordon_error = error ? xstrdup(error) : NULL;
+  tenant_set_placement(w, t, placement_of(json_string_value(json_object_get(body, "state"))));
+  if (frame->id) {
+    t->cordon_done_id = frame->id;
+    worker_cordon_settled(w, t);
+  }
+  handoff_flush(w, t);
+  json_decref(body);
+}
+
 static void on_frame(proto_channel *ch, const proto_frame *frame) {
   worker *w = ch->data;
   switch (frame->type) {
@@ -189,6 +275,7 @@ static void on_frame(proto_channel *ch, const proto_frame *frame) {
     case PROTO_VALIDATE: on_validate(w, frame); break;
     case PROTO_RUN: run_on_frame(w, frame); break;
     case PROTO_DRAIN: on_drain(w, frame); break;
+    case PROTO_CORDON: on_cordon(w, frame); break;
     case PROTO_PING: proto_channel_send(ch, PROTO_PONG, frame->id, NULL, 0); break;
     default: log_debug("ignoring %s from the supervisor", proto_type_name(frame->type));
   }
@@ -201,8 +288,8 @@ static void on_supervisor_closed(proto_channel *ch, int reason) {
 }
 
 static int say_hello(worker *w) {
-  json_t *hello = json_pack("{s:i,s:i,s:s}", "id", w->config.id, "pid", (int)getpid(), "v8",
-                            iso_v8_version());
+  json_t *hello = json_pack("{s:i,s:i,s:s,s:s?}", "id", w->config.id, "pid", (int)getpid(), "v8",
+                            iso_v8_version(), "tenant", w->config.dedicated);
   char *text = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
   int rc = proto_channel_send(&w->supervisor, PROTO_HELLO, 0, text, strlen(text));
@@ -214,6 +301,7 @@ static int start(worker *w) {
   int rc;
   w->loop = uv_default_loop();
   token_map_init(&w->tokens);
+  map_running_slot(w);
   if ((rc = proto_channel_open_fd(&w->supervisor, w->loop, w->config.ipc_fd, on_frame,
                                   on_supervisor_closed, w)) != 0) {
     log_error("cannot open the supervisor link on fd %d: %s", w->config.ipc_fd, uv_strerror(rc));
@@ -260,8 +348,9 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
-  char process[32];
-  snprintf(process, sizeof process, "worker-%d", self.config.id);
+  char process[96];
+  if (self.config.dedicated) snprintf(process, sizeof process, "cordon-%s", self.config.dedicated);
+  else snprintf(process, sizeof process, "worker-%d", self.config.id);
   log_init(process, level);
   signal(SIGPIPE, SIG_IGN);
   if (iso_platform_init() != 0) {
@@ -271,6 +360,7 @@ int main(int argc, char **argv) {
   if (start(&self) != 0) return 1;
   uv_run(self.loop, UV_RUN_DEFAULT);
   loader_free_all(&self);
+  handoff_stop(&self);
   tenant_free_all(&self);
   pool_stop(&self);
   facet_link_stop(&self);

@@ -34,7 +34,7 @@ void stats_heap(tenant *t, iso_worker *iso) {
 
 static json_t *stats_json(const tenant *t) {
   const tenant_stats *s = &t->stats;
-  return json_pack("{s:I,s:I,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "requests",
+  json_t *j = json_pack("{s:I,s:I,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "requests",
                    (json_int_t)s->requests, "errors", (json_int_t)s->errors, "cpu_ms",
                    s->cpu_ns / 1e6, "wall_ms", s->wall_ns / 1e6, "cpu_limit_hits",
                    (json_int_t)s->cpu_limit_hits, "memory_limit_hits",
@@ -42,6 +42,8 @@ static json_t *stats_json(const tenant *t) {
                    (json_int_t)s->wall_limit_hits, "cold_starts", (json_int_t)s->cold_starts,
                    "heap_used", (json_int_t)s->heap_used, "heap_peak", (json_int_t)s->heap_peak,
                    "loaded", t->current != NULL);
+  json_object_set_new(j, "uncaught_errors", json_integer((json_int_t)s->uncaught_errors));
+  return j;
 }
 
 static void stats_report(uv_timer_t *timer) {

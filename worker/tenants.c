@@ -27,6 +27,7 @@ static void tenant_remove(worker *w, tenant *t) {
   }
   json_decref(t->spec);
   free(t->load_error);
+  free(t->cordon_error);
   free(t->name);
   free(t);
 }
@@ -151,7 +152,9 @@ static void timer_fire_run(sched_unit *u) {
   free(tf);
   l->units--;
   if (request_gone(token)) return;
+  worker_running_enter(worker_self(), l->tenant->name);
   iso_worker_fire_timer(l->iso, token, id);
+  worker_running_leave(worker_self());
   tenant_collect_retired(worker_self());
 }
 
@@ -264,7 +267,9 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
       .bindings_json = caps,
   };
   iso_error err = {0};
+  worker_running_enter(worker_self(), t->name); /* the modules' top-level code runs */
   l->iso = iso_worker_create(&options, &err);
+  worker_running_leave(worker_self());
   free(env);
   free(caps);
   free(mods);
@@ -299,12 +304,20 @@ static void loaded_retire(worker *w, loaded *l) {
   w->retired = l;
 }
 
+/* A tenant that moved out of this process closes its facet once nothing of
+ * it runs here: its dedicated process writes the same file from now on. */
+static void tenant_moved_out(worker *w, tenant *t) {
+  if (t->placement != TENANT_SHARED && t->refs == 0) facet_link_changed(w, t->name);
+}
+
 void tenant_collect_retired(worker *w) {
   for (loaded **p = &w->retired; *p;) {
     loaded *l = *p;
     if (l->requests == 0 && l->units == 0) {
+      tenant *t = l->tenant;
       *p = l->next_retired;
       loaded_free(l);
+      tenant_moved_out(w, t);
     } else {
       p = &l->next_retired;
     }
@@ -369,6 +382,7 @@ static void loaded_respond(void *data, uint64_t token, const iso_response *res,
       ingress_fail(w, f, 500, err->message, NULL);
       break;
     default: {
+      f->tenant->stats.uncaught_errors++;
       json_t *extra = json_pack("{s:s}", "stack", err && err->stack ? err->stack : "");
       char *extra_text = json_dumps(extra, JSON_COMPACT);
       json_decref(extra);
@@ -470,7 +484,37 @@ void evict_start(worker *w) {
 
 /* ---- routing requests to versions ---- */
 
+void tenant_set_placement(worker *w, tenant *t, tenant_placement placement) {
+  tenant_placement was = t->placement;
+  t->placement = placement;
+  if (was != TENANT_SHARED || placement == TENANT_SHARED) return;
+  char extra[64];
+  snprintf(extra, sizeof extra, "{\"placement\":\"%s\"}",
+           placement == TENANT_CORDONED ? "cordoned" : "suspended");
+  log_write(LOG_INFO, t->name, NULL, extra, "tenant moved out of this process: %zu requests finish here",
+            t->current ? t->current->requests : 0);
+  loaded_retire(w, t->current);
+  t->current = NULL;
+  t->stats.heap_used = 0;
+  t->stats.dirty = 1; /* the next report says it is no longer loaded here */
+  tenant_collect_retired(w);
+  tenant_moved_out(w, t);
+}
+
 static void tenant_run(worker *w, tenant *t, inflight *f) {
+  if (t->placement != TENANT_SHARED && w->config.dedicated == NULL) {
+    /* Moved out while the request waited for the spec. */
+    if (t->placement == TENANT_CORDONED) {
+      inflight_hand_off(w, f);
+    } else {
+      http_request *req = f->req;
+      f->req = NULL;
+      f->status = 503;
+      if (req) ingress_respond_suspended(t, req);
+      inflight_finish(w, f);
+    }
+    return;
+  }
   if (t->current && iso_worker_broken(t->current->iso)) {
     loaded_retire(w, t->current);
     t->current = NULL;
@@ -576,7 +620,8 @@ void tenant_spec_arrived(worker *w, uint32_t id, const proto_frame *frame) {
     json_decref(body);
     /* Any Host name reaches this point: keep no record of names that are
      * not deployed, or clients could grow this process's memory at will. */
-    if (status == 404 && t->refs == 0 && t->current == NULL && t->waiting == NULL)
+    if (status == 404 && t->refs == 0 && t->current == NULL && t->waiting == NULL &&
+        t->placement == TENANT_SHARED && t->handoffs == 0 && t->handoff_waiting == NULL)
       tenant_remove(w, t);
     return;
   }
@@ -612,6 +657,7 @@ void tenant_free_all(worker *w) {
     if (t->current) loaded_free(t->current);
     json_decref(t->spec);
     free(t->load_error);
+    free(t->cordon_error);
     free(t->name);
     free(t);
   }

@@ -55,10 +55,18 @@ typedef struct tenant_stats {
   uint64_t memory_limit_hits;
   uint64_t wall_limit_hits;
   uint64_t cold_starts;
+  uint64_t uncaught_errors;  /* requests that ended in an uncaught exception */
   size_t heap_used;          /* gauge: the current isolate's heap */
   size_t heap_peak;          /* high-water mark since the last report */
   int dirty;
 } tenant_stats;
+
+/* Where a tenant's requests run, as the supervisor said (PROTO_CORDON). */
+typedef enum tenant_placement {
+  TENANT_SHARED = 0,   /* here, in this shared process */
+  TENANT_CORDONED,     /* in its dedicated process: forwarded (handoff.c) */
+  TENANT_SUSPENDED,    /* nowhere: 503 until an operator uncordons it */
+} tenant_placement;
 
 /* What this process knows of one deployed worker. */
 struct tenant {
@@ -72,6 +80,13 @@ struct tenant {
   char *load_error;      /* set when current failed to load; cleared on change */
   tenant_stats stats;
   size_t refs;           /* loaded versions pointing here (current and retired) */
+  tenant_placement placement;
+  int cordon_port;       /* the dedicated process's private port (127.0.0.1) */
+  int cordon_ready;      /* the dedicated process is up: forward at once */
+  char *cordon_error;    /* suspended: the message clients get */
+  uint32_t cordon_done_id; /* a PROTO_CORDON to answer once no handoff is left; 0 = none */
+  size_t handoffs;       /* requests being forwarded to the dedicated process */
+  struct handoff *handoff_waiting; /* held until the dedicated process is ready */
   tenant *next;
 };
 
@@ -113,6 +128,8 @@ typedef struct worker_config {
   uint64_t isolate_memory_mb; /* heap budget of all isolates: evict idle ones past it */
   uint64_t idle_timeout_s;    /* evict isolates idle this long */
   const char *egress_socket;  /* the egress process's unix socket; NULL: fetch() fails */
+  const char *dedicated;      /* --tenant: the one tenant a dedicated process serves; NULL when shared */
+  int running_fd;             /* the supervisor's running slot (proto_running), or -1 */
 } worker_config;
 
 typedef struct worker {
@@ -138,6 +155,9 @@ typedef struct worker {
   inflight *running;     /* requests dispatched and not done (for the wall-time limit) */
   uv_signal_t sigterm;
   uv_signal_t sigint;
+  proto_running *running_slot; /* shared with the supervisor; NULL without --running-fd */
+  uv_timer_t handoff_timer;    /* expires handoffs held too long (handoff.c) */
+  int handoff_timer_on;
 } worker;
 
 /* tenants.c */
@@ -237,5 +257,35 @@ void pool_stop(worker *w);
 /* main.c */
 worker *worker_self(void);
 void worker_maybe_exit(worker *w);
+/*
+ * The running slot (proto.h): call worker_running_enter() right before
+ * entering a tenant's JavaScript and worker_running_leave() right after, so
+ * that the supervisor can name the tenant if the process dies in between.
+ * Two stores (and a copy when the tenant changes): cheap enough for every entry.
+ */
+void worker_running_enter(worker *w, const char *tenant);
+void worker_running_leave(worker *w);
+/* Answers the PROTO_CORDON with id t->cordon_done_id when no handoff is left. */
+void worker_cordon_settled(worker *w, tenant *t);
+
+/* tenants.c: placement (PROTO_CORDON) */
+/* Moves the tenant out of (or back into) this process: a tenant leaving has
+ * its current version retired (running requests finish) and its facet closed
+ * once the last of its versions is freed. */
+void tenant_set_placement(worker *w, tenant *t, tenant_placement placement);
+
+/* ingress.c */
+/* Takes the request out of an inflight that will not run here (its tenant is
+ * cordoned) and forwards it; the inflight is freed. */
+void inflight_hand_off(worker *w, inflight *f);
+/* 503 with the supervisor's message for a suspended tenant. */
+void ingress_respond_suspended(tenant *t, http_request *req);
+
+/* handoff.c: forwarding a cordoned tenant's requests to its dedicated process
+ * over loopback HTTP; the client sees the dedicated process's answer. */
+void handoff_submit(worker *w, tenant *t, http_request *req);
+/* The dedicated process is ready (or the tenant moved): start or settle what was held. */
+void handoff_flush(worker *w, tenant *t);
+void handoff_stop(worker *w);
 
 #endif

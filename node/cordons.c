@@ -1,0 +1,837 @@
+/*
+ * Cordoning: the monitor (cordon/) fed by the worker processes' reports, the
+ * cordoned tenants' state in node.db, their dedicated worker processes, and
+ * the control API's cordon and uncordon routes.
+ *
+ * A cordoned tenant runs in a worker process of its own, started with
+ * --tenant NAME at a lower scheduling priority with its own memory budget.
+ * That process serves HTTP on a private loopback socket that the supervisor
+ * binds and keeps for as long as the cordon lasts, so that the port stays the
+ * same across restarts of the process and a request forwarded while it
+ * restarts waits in the socket's backlog. Shared worker processes learn where
+ * each tenant runs from PROTO_CORDON and forward its requests there.
+ *
+ * Moving in: the state is written to node.db, the socket bound, the process
+ * spawned; every shared process is told at once (it forwards new requests,
+ * holding them until the dedicated process said HELLO, lets its running ones
+ * finish, then discards the tenant's isolates and closes its facet).
+ * Moving out (uncordon): every shared process is told first and answers once
+ * nothing of the tenant is on its way to the dedicated process; only then is
+ * the dedicated process drained, so that no forwarded request is dropped.
+ * A dedicated process that crashes is restarted with back-off; crashing
+ * cordon_suspend_crashes times within cordon_suspend_window_s suspends the
+ * tenant (503 everywhere) until an operator uncordons it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "node.h"
+
+#define LISTEN_BACKLOG 1024
+#define DONE_TIMEOUT_EXTRA_MS 5000 /* past grace_ms, stop waiting for shared processes */
+#define MAX_CRASHES 32
+#define REASON_MAX 500
+#define DEDICATED_ID_BASE 1001
+
+typedef enum cordon_state { CORDONED = 1, SUSPENDED = 2 } cordon_state;
+
+typedef struct node_cordon {
+  struct node_cordon *next;
+  node *owner;
+  char *name;
+  cordon_state state;
+  char *reason;
+  char *rule;              /* the monitor's rule, NULL when an operator cordoned it */
+  char *by;                /* "monitor" or "operator" */
+  int64_t since_ms;
+  node_proc *proc;         /* the dedicated process slot; NULL when suspended */
+  int listen_fd;           /* its private socket, -1 when none */
+  int port;
+  int64_t crashes[MAX_CRASHES]; /* monotonic ms of the latest crashes, a ring */
+  unsigned n_crashes;
+  /* Uncordoning: waiting for the shared processes, then for the process to exit. */
+  int leaving;
+  unsigned char waiting_for[NODE_PROCS_CAPACITY]; /* shared slots yet to answer */
+  uv_timer_t done_timer;
+  int done_timer_open;
+} node_cordon;
+
+struct node_cordons {
+  sqlite3 *db;
+  cordon_monitor *monitor;
+  node_cordon *list;       /* cordoned and suspended tenants */
+  node_cordon *leaving;    /* uncordoned, their dedicated process still draining */
+  int next_id;
+  int64_t last_expire_ms;
+};
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS cordons ("
+    "  name TEXT PRIMARY KEY,"
+    "  state TEXT NOT NULL,"      /* cordoned | suspended */
+    "  reason TEXT NOT NULL,"
+    "  rule TEXT,"
+    "  by TEXT NOT NULL,"
+    "  since INTEGER NOT NULL);"; /* milliseconds since the epoch */
+
+static int64_t mono_ms(void) { return (int64_t)(time_mono_ns() / 1000000u); }
+
+static const char *state_name(cordon_state s) { return s == SUSPENDED ? "suspended" : "cordoned"; }
+
+static node_cordon *find(const node *n, const char *name) {
+  if (n->cordons == NULL) return NULL;
+  for (node_cordon *c = n->cordons->list; c; c = c->next)
+    if (strcmp(c->name, name) == 0) return c;
+  return NULL;
+}
+
+const char *node_cordons_tenant_name(const node_proc *p) { return p->cordon ? p->cordon->name : NULL; }
+int node_cordons_listen_fd(const node_proc *p) { return p->cordon ? p->cordon->listen_fd : -1; }
+
+uint64_t node_cordon_memory_budget(const node *n) {
+  if (n->cfg.cordon_memory_mb > 0) return (uint64_t)n->cfg.cordon_memory_mb << 20;
+  return node_worker_memory_budget(n);
+}
+
+const char *node_cordon_state(const node *n, const char *name) {
+  node_cordon *c = find(n, name);
+  return c ? state_name(c->state) : "active";
+}
+
+static void log_json(log_level level, const char *tenant, json_t *extra, const char *msg) {
+  char *text = json_dumps(extra, JSON_COMPACT);
+  log_write(level, tenant, NULL, text, "%s", msg);
+  free(text);
+}
+
+/* ---- node.db ------------------------------------------------------------------------- */
+
+static int persist(node *n, const node_cordon *c) {
+  sqlite3 *db = n->cordons->db;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db,
+                         "INSERT OR REPLACE INTO cordons (name, state, reason, rule, by, since) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, state_name(c->state), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, c->reason, -1, SQLITE_STATIC);
+  if (c->rule) sqlite3_bind_text(st, 4, c->rule, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 4);
+  sqlite3_bind_text(st, 5, c->by, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 6, c->since_ms);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static int unpersist(node *n, const char *name) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(n->cordons->db, "DELETE FROM cordons WHERE name = ?", -1, &st, NULL) !=
+      SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static node_cordon *entry_new(node *n, const char *name, cordon_state state, const char *reason,
+                              const char *rule, const char *by, int64_t since_ms) {
+  node_cordon *c = xcalloc(1, sizeof *c);
+  c->owner = n;
+  c->name = xstrdup(name);
+  c->state = state;
+  c->reason = xstrdup(reason);
+  c->rule = rule ? xstrdup(rule) : NULL;
+  c->by = xstrdup(by);
+  c->since_ms = since_ms;
+  c->listen_fd = -1;
+  return c;
+}
+
+static void entry_free(node_cordon *c) {
+  if (c->listen_fd >= 0) close(c->listen_fd);
+  free(c->name);
+  free(c->reason);
+  free(c->rule);
+  free(c->by);
+  free(c);
+}
+
+static int load(node *n) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(n->cordons->db,
+                         "SELECT name, state, reason, rule, by, since FROM cordons ORDER BY name",
+                         -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    const char *state = (const char *)sqlite3_column_text(st, 1);
+    const char *reason = (const char *)sqlite3_column_text(st, 2);
+    const char *rule = (const char *)sqlite3_column_text(st, 3);
+    const char *by = (const char *)sqlite3_column_text(st, 4);
+    if (name == NULL || !worker_name_valid(name, strlen(name))) continue;
+    node_cordon *c = entry_new(n, name, state && strcmp(state, "suspended") == 0 ? SUSPENDED : CORDONED,
+                               reason ? reason : "", rule, by ? by : "operator",
+                               sqlite3_column_int64(st, 5));
+    c->next = n->cordons->list;
+    n->cordons->list = c;
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+/* ---- telling the shared processes -------------------------------------------------------- */
+
+static json_t *placement_json(const node_cordon *c, const char *state) {
+  json_t *body = json_pack("{s:s, s:s}", "name", c->name, "state", state);
+  if (strcmp(state, "cordoned") == 0) {
+    json_object_set_new(body, "port", json_integer(c->port));
+    json_object_set_new(body, "ready", json_boolean(c->proc && c->proc->state == NODE_PROC_READY));
+  } else if (strcmp(state, "suspended") == 0) {
+    char *msg = xasprintf("tenant suspended: %s; an operator must uncordon it", c->reason);
+    json_object_set_new(body, "error", json_string(msg));
+    free(msg);
+  }
+  return body;
+}
+
+static void tell(node_proc *p, const node_cordon *c, const char *state, uint32_t id) {
+  json_t *body = placement_json(c, state);
+  node_proc_send_json(p, PROTO_CORDON, id, body);
+  json_decref(body);
+}
+
+static void broadcast(node *n, const node_cordon *c) {
+  for (int i = 0; i < n->n_procs; i++)
+    if (node_proc_usable(&n->procs[i])) tell(&n->procs[i], c, state_name(c->state), 0);
+}
+
+void node_cordons_on_hello(node_proc *p) {
+  node *n = p->owner;
+  if (n->cordons == NULL) return;
+  if (p->cordon) { /* the dedicated process is up: forward to it */
+    /* Lowered only now: at a low priority on a busy machine, starting V8
+     * took seconds, and the tenant's requests wait for it meanwhile.
+     * Lowering another process's priority needs no privilege. */
+    if (setpriority(PRIO_PROCESS, (id_t)p->pid, n->cfg.cordon_nice) != 0)
+      log_write(LOG_WARN, p->cordon->name, NULL, NULL, "setpriority: %s", strerror(errno));
+    if (!p->cordon->leaving) broadcast(n, p->cordon);
+    return;
+  }
+  for (node_cordon *c = n->cordons->list; c; c = c->next) tell(p, c, state_name(c->state), 0);
+}
+
+/* ---- dedicated processes ---------------------------------------------------------------- */
+
+static int bind_private(node_cordon *c, char **err) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *err = xasprintf("socket: %s", strerror(errno));
+    return -errno;
+  }
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  if (bind(fd, (struct sockaddr *)&addr, len) != 0 || listen(fd, LISTEN_BACKLOG) != 0 ||
+      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+    int rc = -errno;
+    *err = xasprintf("private socket: %s", strerror(errno));
+    close(fd);
+    return rc;
+  }
+  c->listen_fd = fd;
+  c->port = ntohs(addr.sin_port);
+  return 0;
+}
+
+static int start_dedicated(node *n, node_cordon *c) {
+  char *err = NULL;
+  if (c->listen_fd < 0 && bind_private(c, &err) != 0) {
+    log_write(LOG_ERROR, c->name, NULL, NULL, "cannot start the dedicated process: %s", err);
+    free(err);
+    return -1;
+  }
+  node_proc *p = xcalloc(1, sizeof *p);
+  p->owner = n;
+  p->id = DEDICATED_ID_BASE + n->cordons->next_id++;
+  p->backoff_ms = 100;
+  p->state = NODE_PROC_STOPPED;
+  p->running_fd = -1;
+  p->cordon = c;
+  uv_timer_init(n->loop, &p->restart_timer);
+  c->proc = p;
+  if (node_proc_spawn(p) != 0) return -1; /* spawn failures schedule a restart themselves */
+  return 0;
+}
+
+/* The slot goes once its process, channel and timer are closed. */
+static void proc_timer_closed(uv_handle_t *h) {
+  node_proc *p = container_of((uv_timer_t *)h, node_proc, restart_timer);
+  p->state = NODE_PROC_STOPPED;
+  p->timer_closed = 1;
+  node_cordons_proc_closed(p);
+}
+
+static void release_proc(node_proc *p) {
+  node_cordon *c = p->cordon;
+  if (c && c->proc == p) c->proc = NULL;
+  uv_timer_stop(&p->restart_timer);
+  if (!uv_is_closing((uv_handle_t *)&p->restart_timer))
+    uv_close((uv_handle_t *)&p->restart_timer, proc_timer_closed);
+}
+
+static void leaving_remove(node *n, node_cordon *c) {
+  for (node_cordon **pp = &n->cordons->leaving; *pp; pp = &(*pp)->next) {
+    if (*pp == c) {
+      *pp = c->next;
+      break;
+    }
+  }
+}
+
+static void done_timer_closed(uv_handle_t *h) {
+  node_cordon *c = container_of((uv_timer_t *)h, node_cordon, done_timer);
+  entry_free(c);
+}
+
+void node_cordons_proc_closed(node_proc *p) {
+  if (!p->timer_closed || p->process_open || p->channel_open) return;
+  node_cordon *c = p->cordon;
+  node *n = p->owner;
+  json_decref(p->process_stats);
+  free(p);
+  if (c && c->leaving && c->proc == NULL) {
+    leaving_remove(n, c);
+    if (c->done_timer_open) uv_close((uv_handle_t *)&c->done_timer, done_timer_closed);
+    else entry_free(c);
+  }
+  (void)n;
+}
+
+/* ---- cordon, suspend, uncordon ------------------------------------------------------------- */
+
+static json_t *entry_view(const node_cordon *c) {
+  char since[32];
+  node_iso8601(c->since_ms, since);
+  json_t *v = json_pack("{s:s, s:s, s:s?, s:s, s:s}", "state", state_name(c->state), "reason",
+                        c->reason, "rule", c->rule, "by", c->by, "since", since);
+  if (c->port) json_object_set_new(v, "port", json_integer(c->port));
+  node_proc *p = c->proc;
+  if (p) {
+    json_t *d = json_pack("{s:i, s:i, s:s, s:i}", "worker", p->id, "pid", p->pid, "state",
+                          node_proc_state_name(p->state), "restarts", (int)p->restarts);
+    json_object_set_new(v, "dedicated", d);
+  }
+  json_object_set_new(v, "crashes", json_integer(c->n_crashes));
+  return v;
+}
+
+json_t *node_cordon_view(const node *n, const char *name) {
+  node_cordon *c = find(n, name);
+  return c ? entry_view(c) : NULL;
+}
+
+/* Cordons `name`; returns the entry, or NULL when node.db refused the state. */
+static node_cordon *cordon(node *n, const char *name, const char *reason, const char *rule,
+                           const char *by, json_t *details) {
+  node_cordon *c = entry_new(n, name, CORDONED, reason, rule, by, time_now_ms());
+  if (persist(n, c) != 0) {
+    log_write(LOG_ERROR, name, NULL, NULL, "cannot record the cordon in node.db: %s",
+              sqlite3_errmsg(n->cordons->db));
+    entry_free(c);
+    return NULL;
+  }
+  c->next = n->cordons->list;
+  n->cordons->list = c;
+  cordon_monitor_forget(n->cordons->monitor, name);
+  int started = start_dedicated(n, c) == 0;
+  json_t *extra = json_pack("{s:s, s:s?, s:s, s:i}", "reason", reason, "rule", rule, "by", by,
+                            "port", c->port);
+  if (details) json_object_update_missing(extra, details);
+  if (c->proc) json_object_set_new(extra, "pid", json_integer(c->proc->pid));
+  log_json(started ? LOG_WARN : LOG_ERROR, name, extra,
+           rule ? "tenant cordoned: a rule fired; moving it to a dedicated process"
+                : "tenant cordoned by an operator; moving it to a dedicated process");
+  node_event(n, "cordon", name, extra);
+  json_decref(extra);
+  broadcast(n, c);
+  return c;
+}
+
+static void suspend(node *n, node_cordon *c, unsigned crashes) {
+  c->state = SUSPENDED;
+  free(c->reason);
+  c->reason = xasprintf("its dedicated worker process crashed %u times within %lld s", crashes,
+                        (long long)n->cfg.cordon_suspend_window_s);
+  c->since_ms = time_now_ms();
+  if (persist(n, c) != 0)
+    log_write(LOG_ERROR, c->name, NULL, NULL, "cannot record the suspension in node.db: %s",
+              sqlite3_errmsg(n->cordons->db));
+  /* Forwarded requests still in the backlog are refused now, not left hanging. */
+  if (c->listen_fd >= 0) close(c->listen_fd);
+  c->listen_fd = -1;
+  c->port = 0;
+  json_t *extra = json_pack("{s:s, s:i, s:I}", "reason", c->reason, "crashes", (int)crashes,
+                            "window_s", (json_int_t)n->cfg.cordon_suspend_window_s);
+  log_json(LOG_ERROR, c->name, extra, "tenant suspended: its dedicated process keeps crashing");
+  node_event(n, "suspend", c->name, extra);
+  json_decref(extra);
+  broadcast(n, c);
+}
+
+static void drain_leaving(node_cordon *c) {
+  if (c->done_timer_open) uv_timer_stop(&c->done_timer);
+  node_proc *p = c->proc;
+  if (p == NULL) { /* suspended, or between a crash and its restart */
+    leaving_remove(c->owner, c);
+    if (c->done_timer_open) uv_close((uv_handle_t *)&c->done_timer, done_timer_closed);
+    else entry_free(c);
+    return;
+  }
+  if (p->alive) {
+    node_proc_drain(p);
+  } else {
+    release_proc(p);
+  }
+}
+
+static int waiting_any(const node_cordon *c) {
+  for (int i = 0; i < NODE_PROCS_CAPACITY; i++)
+    if (c->waiting_for[i]) return 1;
+  return 0;
+}
+
+static void on_done_timeout(uv_timer_t *t) {
+  node_cordon *c = container_of(t, node_cordon, done_timer);
+  log_write(LOG_WARN, c->name, NULL, NULL,
+            "uncordon: not every shared process answered in time; draining the dedicated process");
+  memset(c->waiting_for, 0, sizeof c->waiting_for);
+  drain_leaving(c);
+}
+
+static void uncordon(node *n, node_cordon *c, const char *by) {
+  for (node_cordon **pp = &n->cordons->list; *pp; pp = &(*pp)->next) {
+    if (*pp == c) {
+      *pp = c->next;
+      break;
+    }
+  }
+  if (unpersist(n, c->name) != 0)
+    log_write(LOG_ERROR, c->name, NULL, NULL, "cannot remove the cordon from node.db: %s",
+              sqlite3_errmsg(n->cordons->db));
+  json_t *extra = json_pack("{s:s, s:s, s:s}", "was", state_name(c->state), "reason", c->reason,
+                            "by", by);
+  log_json(LOG_INFO, c->name, extra, "tenant uncordoned: back to the shared processes");
+  node_event(n, "uncordon", c->name, extra);
+  json_decref(extra);
+  cordon_monitor_forget(n->cordons->monitor, c->name);
+  c->leaving = 1;
+  c->next = n->cordons->leaving;
+  n->cordons->leaving = c;
+  /* Shared processes first: each answers once it forwards nothing more. */
+  for (int i = 0; i < n->n_procs; i++) {
+    node_proc *p = &n->procs[i];
+    if (!node_proc_usable(p)) continue;
+    tell(p, c, "active", proto_channel_request_id(&p->channel));
+    c->waiting_for[i] = 1;
+  }
+  uv_timer_init(n->loop, &c->done_timer);
+  c->done_timer_open = 1;
+  uv_timer_start(&c->done_timer, on_done_timeout,
+                 (uint64_t)n->cfg.grace_ms + DONE_TIMEOUT_EXTRA_MS, 0);
+  if (!waiting_any(c)) drain_leaving(c);
+}
+
+void node_cordons_on_done(node_proc *p, json_t *body) {
+  node *n = p->owner;
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if (name == NULL || n->cordons == NULL || p->cordon) return;
+  int slot = (int)(p - n->procs);
+  if (slot < 0 || slot >= NODE_PROCS_CAPACITY) return;
+  for (node_cordon *c = n->cordons->leaving; c; c = c->next) {
+    if (strcmp(c->name, name) != 0 || !c->waiting_for[slot]) continue;
+    c->waiting_for[slot] = 0;
+    if (!waiting_any(c)) drain_leaving(c);
+    return;
+  }
+}
+
+void node_cordons_shared_exit(node_proc *p) {
+  node *n = p->owner;
+  if (n->cordons == NULL || p->cordon) return;
+  int slot = (int)(p - n->procs);
+  node_cordon *c = n->cordons->leaving;
+  while (c) {
+    node_cordon *next = c->next;
+    if (c->waiting_for[slot]) {
+      c->waiting_for[slot] = 0;
+      if (!waiting_any(c)) drain_leaving(c);
+    }
+    c = next;
+  }
+}
+
+/* Crashes within the window, counting this one. */
+static unsigned count_crash(node *n, node_cordon *c) {
+  int64_t now = mono_ms();
+  c->crashes[c->n_crashes % MAX_CRASHES] = now;
+  c->n_crashes++;
+  unsigned recent = 0;
+  unsigned kept = c->n_crashes < MAX_CRASHES ? c->n_crashes : MAX_CRASHES;
+  for (unsigned i = 0; i < kept; i++)
+    if (now - c->crashes[i] <= n->cfg.cordon_suspend_window_s * 1000) recent++;
+  return recent;
+}
+
+void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms) {
+  node *n = p->owner;
+  node_cordon *c = p->cordon;
+  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:I}", "worker", p->id, "pid", p->pid,
+                            "exit_status", (json_int_t)status, "signal", sig, "uptime_ms",
+                            (json_int_t)lived_ms);
+  if (n->state == NODE_DRAINING || c->leaving) {
+    log_json(status == 0 && sig == 0 ? LOG_INFO : LOG_WARN, c->name, extra,
+             "dedicated worker exited");
+    json_decref(extra);
+    release_proc(p);
+    return;
+  }
+  unsigned recent = count_crash(n, c);
+  json_object_set_new(extra, "crashes", json_integer(recent));
+  node_event(n, "crash", c->name, extra);
+  if (n->cfg.cordon_suspend_crashes > 0 && recent >= (unsigned)n->cfg.cordon_suspend_crashes) {
+    log_json(LOG_ERROR, c->name, extra, "dedicated worker exited");
+    json_decref(extra);
+    release_proc(p);
+    suspend(n, c, recent);
+    return;
+  }
+  uint64_t delay = node_proc_schedule_restart(p, lived_ms);
+  json_object_set_new(extra, "delay_ms", json_integer((json_int_t)delay));
+  log_json(LOG_WARN, c->name, extra, "dedicated worker exited: restarting");
+  json_decref(extra);
+  broadcast(n, c); /* not ready: shared processes hold the tenant's requests briefly */
+}
+
+/* ---- the monitor ---------------------------------------------------------------------- */
+
+static void fire(node *n, const char *name, const cordon_verdict *v) {
+  if (find(n, name)) return;
+  json_t *row = NULL;
+  if (node_registry_get(n->registry, name, &row) != 0) { /* not deployed (any more) */
+    cordon_monitor_forget(n->cordons->monitor, name);
+    return;
+  }
+  json_decref(row);
+  char *reason = xasprintf("rule %s fired (%llu observed)", v->rule.text,
+                           (unsigned long long)v->observed);
+  json_t *details = json_pack("{s:I}", "observed", (json_int_t)v->observed);
+  cordon(n, name, reason, v->rule.text, "monitor", details);
+  json_decref(details);
+  free(reason);
+}
+
+static void observe(node *n, const char *name, cordon_metric m, json_int_t amount) {
+  if (amount <= 0) return;
+  cordon_verdict v;
+  if (cordon_monitor_add(n->cordons->monitor, name, m, (uint64_t)amount, mono_ms(), &v))
+    fire(n, name, &v);
+}
+
+void node_cordons_on_stats(node *n, node_proc *p, json_t *body) {
+  if (n->cordons == NULL || p->cordon) return; /* a dedicated process's tenant is cordoned already */
+  static const struct {
+    const char *key;
+    cordon_metric metric;
+  } counts[] = {
+      {"cpu_limit_hits", CORDON_CPU_LIMIT_HITS},
+      {"memory_limit_hits", CORDON_MEMORY_LIMIT_HITS},
+      {"wall_limit_hits", CORDON_WALL_LIMIT_HITS},
+      {"uncaught_errors", CORDON_UNCAUGHT_ERRORS},
+  };
+  const char *name;
+  json_t *delta;
+  json_object_foreach(json_object_get(body, "tenants"), name, delta) {
+    if (!worker_name_valid(name, strlen(name)) || find(n, name)) continue;
+    for (size_t i = 0; i < ARRAY_SIZE(counts); i++)
+      observe(n, name, counts[i].metric, json_integer_value(json_object_get(delta, counts[i].key)));
+    json_int_t peak = json_integer_value(json_object_get(delta, "heap_peak"));
+    if (peak > 0) observe(n, name, CORDON_HEAP_MB, (peak + (1 << 20) - 1) >> 20);
+  }
+  int64_t now = mono_ms();
+  if (now - n->cordons->last_expire_ms > 60000) {
+    n->cordons->last_expire_ms = now;
+    cordon_monitor_expire(n->cordons->monitor, now);
+  }
+}
+
+void node_cordons_on_event(node *n, node_proc *p, json_t *body) {
+  const char *event = json_string_value(json_object_get(body, "event"));
+  const char *tenant = json_string_value(json_object_get(body, "tenant"));
+  if (event == NULL || strcmp(event, "mpk_fault") != 0) return;
+  if (tenant && !worker_name_valid(tenant, strlen(tenant))) tenant = NULL;
+  json_t *details = json_deep_copy(body);
+  json_object_del(details, "event");
+  json_object_del(details, "tenant");
+  json_object_set_new(details, "worker", json_integer(p->id));
+  log_json(LOG_ERROR, tenant, details, "memory protection fault");
+  node_event(n, "mpk_fault", tenant, details);
+  json_decref(details);
+  if (tenant && n->cordons && !find(n, tenant)) observe(n, tenant, CORDON_MPK_FAULTS, 1);
+}
+
+const char *node_cordons_crash_tenant(node_proc *p) {
+  proto_running *r = p->running;
+  if (r == NULL || r->magic != PROTO_RUNNING_MAGIC || !r->running || p->memory_killed) return NULL;
+  static char name[PROTO_RUNNING_NAME_MAX];
+  memcpy(name, (const char *)r->tenant, sizeof name);
+  name[sizeof name - 1] = '\0';
+  return worker_name_valid(name, strlen(name)) ? name : NULL;
+}
+
+void node_cordons_on_crash(node *n, const char *tenant, json_t *details) {
+  (void)details;
+  if (n->cordons == NULL || find(n, tenant)) return;
+  observe(n, tenant, CORDON_CRASHES, 1);
+}
+
+/* ---- node lifecycle --------------------------------------------------------------------- */
+
+int node_cordons_open(node *n, char **err) {
+  struct node_cordons *cs = xcalloc(1, sizeof *cs);
+  n->cordons = cs;
+  char *path = xasprintf("%s/node.db", n->data_dir);
+  int rc = sqlite3_open_v2(path, &cs->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(cs->db, 5000);
+    /* A cordon must survive a crash of the machine: FULL, like the registry. */
+    if (sqlite3_exec(cs->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", NULL, NULL,
+                     NULL) != SQLITE_OK ||
+        sqlite3_exec(cs->db, schema, NULL, NULL, NULL) != SQLITE_OK || load(n) != 0)
+      rc = SQLITE_ERROR;
+  }
+  if (rc != SQLITE_OK) {
+    *err = xasprintf("%s: cordons: %s", path, cs->db ? sqlite3_errmsg(cs->db) : sqlite3_errstr(rc));
+    free(path);
+    node_cordons_close(n);
+    return -EIO;
+  }
+  free(path);
+  const cordon_rule *rules = n->cfg.cordon_rules;
+  size_t n_rules = n->cfg.n_cordon_rules;
+  cordon_rule defaults[CORDON_MAX_RULES];
+  if (!n->cfg.cordon_rules_set) {
+    n_rules = 0;
+    for (size_t i = 0; i < cordon_n_default_rules && i < CORDON_MAX_RULES; i++) {
+      const char *why;
+      if (cordon_rule_parse(cordon_default_rules[i], &defaults[n_rules], &why) == 0) n_rules++;
+    }
+    rules = defaults;
+  }
+  cs->monitor = cordon_monitor_new(rules, n_rules);
+  json_t *list = json_array();
+  for (size_t i = 0; i < n_rules; i++) json_array_append_new(list, json_string(rules[i].text));
+  json_t *extra = json_pack("{s:o}", "rules", list);
+  log_json(LOG_INFO, NULL, extra, "cordon monitor rules");
+  json_decref(extra);
+  /* The sockets now, so that the first HELLO of a shared process can name the ports. */
+  for (node_cordon *c = cs->list; c; c = c->next) {
+    if (c->state != CORDONED) continue;
+    char *why = NULL;
+    if (bind_private(c, &why) != 0) {
+      log_write(LOG_ERROR, c->name, NULL, NULL, "cordon: %s", why);
+      free(why);
+    }
+  }
+  return 0;
+}
+
+void node_cordons_start(node *n) {
+  if (n->cordons == NULL) return;
+  for (node_cordon *c = n->cordons->list; c; c = c->next) {
+    json_t *extra = json_pack("{s:s, s:s, s:s?}", "state", state_name(c->state), "reason",
+                              c->reason, "rule", c->rule);
+    log_json(LOG_INFO, c->name, extra, "tenant still cordoned from before the restart");
+    json_decref(extra);
+    if (c->state == CORDONED) start_dedicated(n, c);
+  }
+}
+
+static void free_list(node_cordon *c) {
+  while (c) {
+    node_cordon *next = c->next;
+    if (c->proc) { /* only at exit: the loop is gone, and with it every handle */
+      json_decref(c->proc->process_stats);
+      free(c->proc);
+    }
+    entry_free(c);
+    c = next;
+  }
+}
+
+void node_cordons_close(node *n) {
+  struct node_cordons *cs = n->cordons;
+  if (cs == NULL) return;
+  free_list(cs->list);
+  free_list(cs->leaving);
+  cordon_monitor_free(cs->monitor);
+  sqlite3_close(cs->db);
+  free(cs);
+  n->cordons = NULL;
+}
+
+node_proc *node_cordons_next_proc(node *n, node_proc *prev) {
+  if (n->cordons == NULL) return NULL;
+  int found = prev == NULL;
+  node_cordon *lists[] = {n->cordons->list, n->cordons->leaving};
+  for (size_t k = 0; k < ARRAY_SIZE(lists); k++) {
+    for (node_cordon *c = lists[k]; c; c = c->next) {
+      if (c->proc == NULL) continue;
+      if (found) return c->proc;
+      if (c->proc == prev) found = 1;
+    }
+  }
+  return NULL;
+}
+
+void node_cordons_drain(node *n) {
+  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p)) {
+    if (p->state == NODE_PROC_RESTARTING) {
+      uv_timer_stop(&p->restart_timer);
+      p->state = NODE_PROC_STOPPED;
+    }
+    if (p->alive) node_proc_drain(p);
+  }
+}
+
+void node_cordons_kill(node *n) {
+  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p))
+    if (p->alive) uv_process_kill(&p->process, SIGKILL);
+}
+
+int node_cordons_live(const node *n) {
+  int live = 0;
+  node *m = (node *)n;
+  for (node_proc *p = node_cordons_next_proc(m, NULL); p; p = node_cordons_next_proc(m, p))
+    if (p->alive || p->process_open || p->channel_open) live++;
+  return live;
+}
+
+void node_cordons_stop(node *n) {
+  if (n->cordons == NULL) return;
+  node_cordon *lists[] = {n->cordons->list, n->cordons->leaving};
+  for (size_t k = 0; k < ARRAY_SIZE(lists); k++) {
+    for (node_cordon *c = lists[k]; c; c = c->next) {
+      if (c->proc && !uv_is_closing((uv_handle_t *)&c->proc->restart_timer))
+        uv_close((uv_handle_t *)&c->proc->restart_timer, NULL);
+      if (c->done_timer_open && !uv_is_closing((uv_handle_t *)&c->done_timer))
+        uv_close((uv_handle_t *)&c->done_timer, NULL);
+    }
+  }
+}
+
+/* ---- control API ---------------------------------------------------------------------- */
+
+static void respond(http_request *req, int status, json_t *body) {
+  node_respond_json(req, status, body, NULL);
+  json_decref(body);
+}
+
+/* The optional {"reason": "..."} body; NULL with the answer sent when bad. */
+static char *read_reason(http_request *req) {
+  if (req->body_len == 0) return xstrdup("cordoned by an operator");
+  json_error_t jerr;
+  json_t *body = json_loadb((const char *)req->body, req->body_len, 0, &jerr);
+  if (!json_is_object(body)) {
+    respond(req, 400, json_pack("{s:s, s:s}", "error",
+                                "body must be a JSON object such as {\"reason\": \"...\"}",
+                                "detail", body ? "not an object" : jerr.text));
+    json_decref(body);
+    return NULL;
+  }
+  json_t *r = json_object_get(body, "reason");
+  if (r && (!json_is_string(r) || json_string_length(r) == 0 || json_string_length(r) > REASON_MAX)) {
+    respond(req, 400, json_pack("{s:s, s:s, s:i}", "error",
+                                "\"reason\" must be a non-empty string of at most 500 bytes", "key",
+                                "reason", "max", REASON_MAX));
+    json_decref(body);
+    return NULL;
+  }
+  char *reason = xstrdup(r ? json_string_value(r) : "cordoned by an operator");
+  json_decref(body);
+  return reason;
+}
+
+static json_t *answer(const char *name, const node_cordon *c) {
+  json_t *v = c ? entry_view(c) : json_pack("{s:s}", "state", "active");
+  json_object_set_new(v, "name", json_string(name));
+  return v;
+}
+
+static void post_cordon(node *n, http_request *req, const char *name) {
+  char *reason = read_reason(req);
+  if (reason == NULL) return;
+  node_cordon *c = find(n, name);
+  if (c) {
+    respond(req, 409, json_pack("{s:s, s:s, s:s}", "error", "tenant is already cordoned", "name",
+                                name, "state", state_name(c->state)));
+  } else if ((c = cordon(n, name, reason, NULL, "operator", NULL)) == NULL) {
+    node_respond_error(req, 500, "cannot record the cordon in node.db");
+  } else {
+    respond(req, 200, answer(name, c));
+  }
+  free(reason);
+}
+
+static void post_uncordon(node *n, http_request *req, const char *name) {
+  node_cordon *c = find(n, name);
+  if (c == NULL) {
+    respond(req, 409, json_pack("{s:s, s:s, s:s}", "error", "tenant is not cordoned", "name", name,
+                                "state", "active"));
+    return;
+  }
+  const char *was = state_name(c->state);
+  json_t *body = json_pack("{s:s, s:s, s:s}", "name", name, "state", "active", "was", was);
+  uncordon(n, c, "operator");
+  respond(req, 200, body);
+}
+
+int node_cordons_route(node *n, http_request *req, const char *name, const char *sub) {
+  int is_cordon = strcmp(sub, "cordon") == 0;
+  if (!is_cordon && strcmp(sub, "uncordon") != 0) return 0;
+  if (strcmp(req->method, "POST") != 0) {
+    node_respond_method(req, "POST");
+    return 1;
+  }
+  if (!worker_name_valid(name, strlen(name))) {
+    respond(req, 400, json_pack("{s:s}", "error",
+                                "invalid tenant name: must match [a-z0-9][a-z0-9-]{0,62}"));
+    return 1;
+  }
+  json_t *row = NULL;
+  int rc = node_registry_get(n->registry, name, &row);
+  json_decref(row);
+  if (rc == -ENOENT && find(n, name) == NULL) {
+    respond(req, 404, json_pack("{s:s, s:s}", "error", "unknown tenant", "name", name));
+    return 1;
+  }
+  if (rc != 0 && rc != -ENOENT) {
+    node_respond_error(req, 500, "registry read failed");
+    return 1;
+  }
+  if (is_cordon) post_cordon(n, req, name);
+  else post_uncordon(n, req, name);
+  return 1;
+}

@@ -1,0 +1,385 @@
+// Cordoning end to end: the monitor moves a misbehaving tenant into a worker
+// process of its own, operators cordon and uncordon by hand, the state
+// survives a restart, a dedicated process that keeps crashing gets its tenant
+// suspended, a shared process's crash is blamed on the tenant whose code was
+// running, and a facet under write load moves without losing or repeating an
+// acknowledged write. Real binaries, sockets and SQLite files throughout.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import {
+  EDGECTL, SOURCE_DIR, parseOne, rawRequest, runEdgenode, runProcess, startNode, tempDir, waitFor,
+  workerList, writeFile,
+} from './lib/node.mjs';
+
+const COUNTER = readFileSync(path.join(SOURCE_DIR, 'tests/e2e/fixtures/facets/counter.js'), 'utf8');
+
+// /spin never returns (the CPU limit ends it); anything else logs and answers.
+const NOISY = `export default {
+  fetch(request) {
+    const url = new URL(request.url);
+    if (url.pathname === '/spin') { while (true) {} }
+    if (url.pathname === '/busy') {
+      console.log('busy: spinning');
+      const end = Date.now() + Number(url.searchParams.get('ms') ?? 3000);
+      while (Date.now() < end) {}
+      return new Response('done');
+    }
+    console.log('served ' + url.pathname);
+    return new Response('ok ' + url.pathname);
+  },
+};`;
+
+const STEADY = `export default { fetch() { return new Response('steady'); } };`;
+
+function config(dir, obj) {
+  return writeFile(dir, 'edgenode.json', JSON.stringify(obj));
+}
+
+async function tenant(node, name) {
+  const r = await node.control('GET', `/v1/tenants/${name}`);
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+}
+
+// Waits until the tenant's dedicated process said HELLO; returns the tenant.
+async function dedicatedReady(node, name, { notPid } = {}) {
+  return waitFor(async () => {
+    const t = await tenant(node, name);
+    const d = t.dedicated;
+    return t.state === 'cordoned' && d?.state === 'ready' && d.pid !== notPid ? t : null;
+  }, { timeout: 20000, what: `${name}'s dedicated process` });
+}
+
+// The process that logged the tenant's most recent console line with `text`.
+async function servedBy(node, name, urlPath) {
+  const r = await node.ingress(name, urlPath);
+  assert.equal(r.status, 200, r.text);
+  const line = await node.waitForLog((l) => l.json?.tenant === name && l.json.msg === `served ${urlPath}`,
+    { timeout: 5000, what: `console line of ${urlPath}` });
+  return line.json.process;
+}
+
+async function edgectl(node, ...args) {
+  return runProcess(EDGECTL, ['--node', `http://127.0.0.1:${node.controlPort}`, '--token-file',
+    node.tokenFile, ...args]);
+}
+
+test('a rule fires after 3 CPU-limit hits: the tenant moves to a dedicated process', async () => {
+  const dir = tempDir();
+  const node = await startNode({
+    workers: 2, configFile: config(dir, { cordon_rules: ['cpu_limit_hits >= 3 in 60s'] }),
+  });
+  try {
+    await node.deployOk('noisy', NOISY, { json: true, limits: { cpu_ms: 20 } });
+    await node.deployOk('steady', STEADY);
+    assert.match(await servedBy(node, 'noisy', '/before'), /^worker-\d+$/);
+    for (let i = 0; i < 3; i++) {
+      const r = await node.ingress('noisy', '/spin');
+      assert.equal(r.status, 503, r.text);
+    }
+    const t = await dedicatedReady(node, 'noisy');
+    assert.equal(t.rule, 'cpu_limit_hits >= 3 in 60s');
+    assert.equal(t.by, 'monitor');
+    assert.match(t.reason, /cpu_limit_hits >= 3 in 60s/);
+    assert.ok(!Number.isNaN(Date.parse(t.since)));
+    const shared = await node.workerPids();
+    assert.ok(!shared.includes(t.dedicated.pid), `dedicated pid ${t.dedicated.pid} is a shared one`);
+
+    // Its code now runs only in its own process, whichever shared process
+    // accepted the connection; the client sees the same answers.
+    for (let i = 0; i < 6; i++) assert.equal(await servedBy(node, 'noisy', `/after-${i}`), 'cordon-noisy');
+    const r = await node.ingress('noisy', '/spin');
+    assert.equal(r.status, 503);
+    assert.equal(r.json.error, 'exceeded CPU limit');
+    // Other tenants never noticed.
+    for (let i = 0; i < 5; i++) assert.equal((await node.ingress('steady', '/')).text, 'steady');
+    assert.equal((await tenant(node, 'steady')).state, 'active');
+
+    const ev = await node.control('GET', '/v1/events?kind=cordon');
+    assert.equal(ev.json.events[0].tenant, 'noisy');
+    assert.equal(ev.json.events[0].details.rule, 'cpu_limit_hits >= 3 in 60s');
+    const m = await node.control('GET', '/metrics');
+    assert.match(m.text, /^edgenode_tenant_cordoned\{tenant="noisy"\} 1$/m);
+    assert.match(m.text, /^edgenode_tenant_cordoned\{tenant="steady"\} 0$/m);
+    const list = await node.control('GET', '/v1/tenants');
+    assert.equal(list.json.tenants.find((x) => x.name === 'noisy').state, 'cordoned');
+    await waitFor(async () => {
+      const x = await tenant(node, 'noisy');
+      return x.loaded_in.length === 1 && x.loaded_in[0] === x.dedicated.worker;
+    }, { timeout: 10000, what: 'noisy loaded in its dedicated process only' });
+  } finally {
+    await node.stop();
+  }
+});
+
+test('edgectl cordon and uncordon; the cordon survives a restart', async () => {
+  const dataDir = tempDir();
+  let node = await startNode({ workers: 2, dataDir });
+  try {
+    await node.deployOk('quiet', NOISY, { json: true });
+    let r = await edgectl(node, 'cordon', 'quiet', '--reason', 'noisy neighbour');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /quiet: cordoned \(noisy neighbour\)/);
+    let t = await dedicatedReady(node, 'quiet');
+    assert.equal(t.reason, 'noisy neighbour');
+    assert.equal(t.by, 'operator');
+    assert.equal(t.rule, null);
+    assert.equal(await servedBy(node, 'quiet', '/a'), 'cordon-quiet');
+    r = await edgectl(node, 'tenants');
+    assert.match(r.stdout, /^quiet\s+cordoned\b/m);
+    await node.stop({ clean: true });
+
+    node = await startNode({ workers: 2, dataDir });
+    t = await dedicatedReady(node, 'quiet');
+    assert.equal(t.reason, 'noisy neighbour');
+    assert.equal(await servedBy(node, 'quiet', '/b'), 'cordon-quiet');
+
+    r = await edgectl(node, '--json', 'uncordon', 'quiet');
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { name: 'quiet', state: 'active', was: 'cordoned' });
+    assert.equal((await tenant(node, 'quiet')).state, 'active');
+    assert.match(await servedBy(node, 'quiet', '/c'), /^worker-\d+$/);
+    // The dedicated process drains away once no shared process forwards to it.
+    await node.waitForLog((l) => l.json?.process === 'cordon-quiet' && l.json.msg === 'exiting',
+      { timeout: 20000, what: 'the dedicated process exiting' });
+    const ev = await node.control('GET', '/v1/events?tenant=quiet');
+    const kinds = ev.json.events.map((e) => e.kind);
+    assert.ok(kinds.indexOf('uncordon') < kinds.indexOf('cordon'), kinds.join(','));
+    r = await edgectl(node, 'uncordon', 'quiet');
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /not cordoned \(HTTP 409\)/);
+  } finally {
+    await node.stop();
+  }
+});
+
+// Echoes the request body back as a stream, with its SHA-256 in a header.
+const ECHO = `export default {
+  async fetch(request) {
+    const body = new Uint8Array(await request.arrayBuffer());
+    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', body));
+    const hex = [...digest].map((b) => b.toString(16).padStart(2, '0')).join('');
+    let sent = 0;
+    const stream = new ReadableStream({
+      pull(c) {
+        if (sent >= body.length) { c.close(); return; }
+        c.enqueue(body.subarray(sent, sent + 65536));
+        sent += 65536;
+      },
+    });
+    return new Response(stream, { headers: { 'x-sha256': hex } });
+  },
+};`;
+
+test('large and chunked bodies reach a cordoned tenant whole, both ways', async () => {
+  const node = await startNode({ workers: 2 });
+  try {
+    await node.deployOk('echo', ECHO, { json: true, limits: { cpu_ms: 5000 } });
+    const r = await edgectl(node, 'cordon', 'echo', '--reason', 'bodies');
+    assert.equal(r.code, 0, r.stderr);
+    await dedicatedReady(node, 'echo');
+    const body = Buffer.alloc(700 * 1024);
+    for (let i = 0; i < body.length; i++) body[i] = (i * 7) & 255;
+    const sha = createHash('sha256').update(body).digest('hex');
+    // Several times: the shared process that takes the connection varies.
+    for (let i = 0; i < 4; i++) {
+      const res = await node.ingress('echo', '/', { method: 'POST', body });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.headers['x-sha256'], sha);
+      assert.ok(res.body.equals(body));
+      const pieces = [body.subarray(0, 100000), body.subarray(100000, 400000), body.subarray(400000)];
+      const chunked = [Buffer.from('POST / HTTP/1.1\r\nHost: echo.localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n'),
+        ...pieces.map((p) => Buffer.concat([Buffer.from(p.length.toString(16) + '\r\n'), p, Buffer.from('\r\n')])),
+        Buffer.from('0\r\n\r\n')];
+      const raw = await rawRequest(node.listenPort, chunked, { timeout: 20000 });
+      const parsed = parseOne(raw.data, { eof: true });
+      assert.equal(parsed?.response.status, 200);
+      assert.equal(parsed.response.headers['x-sha256'], sha);
+    }
+  } finally {
+    await node.stop();
+  }
+});
+
+test('a dedicated process is restarted; crashing 3 times suspends the tenant', async () => {
+  const dir = tempDir();
+  const node = await startNode({
+    workers: 2, configFile: config(dir, { cordon_suspend_crashes: 3, cordon_suspend_window_s: 600 }),
+  });
+  node.allowCrashes = true;
+  try {
+    await node.deployOk('fragile', NOISY, { json: true });
+    await node.deployOk('steady', STEADY);
+    let r = await node.control('POST', '/v1/tenants/fragile/cordon', { body: { reason: 'test' } });
+    assert.equal(r.status, 200, r.text);
+    let t = await dedicatedReady(node, 'fragile');
+    process.kill(t.dedicated.pid, 'SIGKILL');
+    t = await dedicatedReady(node, 'fragile', { notPid: t.dedicated.pid });
+    assert.equal(t.dedicated.restarts, 1);
+    assert.equal(await servedBy(node, 'fragile', '/again'), 'cordon-fragile');
+    const ev = await node.control('GET', '/v1/events?tenant=fragile&kind=crash');
+    assert.equal(ev.json.events.length, 1);
+
+    process.kill(t.dedicated.pid, 'SIGKILL');
+    t = await dedicatedReady(node, 'fragile', { notPid: t.dedicated.pid });
+    process.kill(t.dedicated.pid, 'SIGKILL');
+    t = await waitFor(async () => {
+      const x = await tenant(node, 'fragile');
+      return x.state === 'suspended' ? x : null;
+    }, { timeout: 10000, what: 'fragile suspended' });
+    assert.equal(t.dedicated, undefined);
+    r = await node.ingress('fragile', '/x');
+    assert.equal(r.status, 503);
+    assert.match(r.json.error, /^tenant suspended: .*crashed 3 times.*uncordon/);
+    assert.equal(r.json.state, 'suspended');
+    assert.equal((await node.ingress('steady', '/')).text, 'steady');
+    const m = await node.control('GET', '/metrics');
+    assert.match(m.text, /^edgenode_tenant_suspended\{tenant="fragile"\} 1$/m);
+    const sus = await node.control('GET', '/v1/events?tenant=fragile&kind=suspend');
+    assert.equal(sus.json.events.length, 1);
+
+    r = await node.control('POST', '/v1/tenants/fragile/uncordon');
+    assert.deepEqual(r.json, { name: 'fragile', state: 'active', was: 'suspended' });
+    assert.match(await servedBy(node, 'fragile', '/back'), /^worker-\d+$/);
+  } finally {
+    await node.stop();
+  }
+});
+
+test('a shared process that crashes is blamed on the tenant whose code was running', async () => {
+  const node = await startNode({ workers: 2 });
+  node.allowCrashes = true;
+  try {
+    await node.deployOk('crasher', NOISY, { json: true, limits: { cpu_ms: 30000 } });
+    await node.deployOk('steady', STEADY);
+    const from = node.logs.length;
+    const pending = node.ingress('crasher', '/busy?ms=20000').catch((e) => e);
+    const line = await node.waitForLog((l) => l.json?.tenant === 'crasher' && l.json.msg === 'busy: spinning',
+      { from, timeout: 10000, what: 'the busy request running' });
+    const id = Number(/^worker-(\d+)$/.exec(line.json.process)[1]);
+    const victim = workerList(await node.nodeInfo()).find((w) => w.id === id);
+    process.kill(victim.pid, 'SIGKILL');
+    await pending; // the client of the killed process gets an error; that is all it gets
+    const t = await dedicatedReady(node, 'crasher');
+    assert.equal(t.rule, 'crashes >= 1 in 600s');
+    const ev = await node.control('GET', '/v1/events?kind=crash');
+    const crash = ev.json.events.find((e) => e.details.pid === victim.pid);
+    assert.equal(crash.tenant, 'crasher');
+    assert.equal(crash.details.running, 'crasher');
+    assert.equal(await servedBy(node, 'crasher', '/fine'), 'cordon-crasher');
+    assert.equal((await node.ingress('steady', '/')).text, 'steady');
+    assert.equal((await tenant(node, 'steady')).state, 'active');
+  } finally {
+    await node.stop();
+  }
+});
+
+test('facet under write load: every acknowledged write is kept, none twice', async () => {
+  const node = await startNode({ workers: 2 });
+  try {
+    await node.deployOk('ledger', { 'index.js': COUNTER }, { bindings: { DB: { type: 'facet' } } });
+    let next = 0;
+    let stop = false;
+    const acked = [];
+    const failed = [];
+    async function hammer() {
+      while (!stop) {
+        const n = ++next;
+        try {
+          const r = await node.ingress('ledger', `/write?n=${n}`, { method: 'POST' });
+          if (r.status >= 200 && r.status < 300) acked.push(n);
+          else failed.push(`${n}: ${r.status} ${r.text}`);
+        } catch (err) {
+          failed.push(`${n}: ${err.message}`);
+        }
+      }
+    }
+    const clients = Array.from({ length: 8 }, hammer);
+    const moves = (async () => {
+      const until = async (k) => waitFor(() => acked.length >= k, { timeout: 30000, what: `${k} writes` });
+      await until(50);
+      let r = await node.control('POST', '/v1/tenants/ledger/cordon', { body: { reason: 'load test' } });
+      assert.equal(r.status, 200, r.text);
+      await dedicatedReady(node, 'ledger');
+      await until(acked.length + 100);
+      r = await node.control('POST', '/v1/tenants/ledger/uncordon');
+      assert.equal(r.status, 200, r.text);
+      await until(acked.length + 100);
+      r = await node.control('POST', '/v1/tenants/ledger/cordon', { body: { reason: 'again' } });
+      assert.equal(r.status, 200, r.text);
+      await until(acked.length + 100);
+    })();
+    try {
+      await moves;
+    } finally {
+      stop = true;
+      await Promise.all(clients);
+    }
+    assert.deepEqual(failed, [], 'requests lost during the moves');
+    const count = await node.ingress('ledger', '/count');
+    assert.equal(count.status, 200, count.text);
+    assert.equal(count.json.count, acked.length);
+    const ids = await node.ingress('ledger', '/ids');
+    assert.deepEqual(ids.json, [...acked].sort((a, b) => a - b));
+  } finally {
+    await node.stop();
+  }
+});
+
+test('bad inputs get clear errors and change nothing', async () => {
+  const node = await startNode({ workers: 1 });
+  try {
+    await node.deployOk('known', STEADY);
+    let r = await node.control('POST', '/v1/tenants/nobody/cordon', { body: { reason: 'x' } });
+    assert.equal(r.status, 404);
+    assert.deepEqual(r.json, { error: 'unknown tenant', name: 'nobody' });
+    r = await node.control('POST', '/v1/tenants/nobody/uncordon');
+    assert.equal(r.status, 404);
+    r = await node.control('POST', '/v1/tenants/known/cordon', { body: { reason: 'x' }, token: null });
+    assert.equal(r.status, 401);
+    r = await node.control('POST', '/v1/tenants/known/cordon', { body: '{"reason": ', headers: { 'content-type': 'application/json' } });
+    assert.equal(r.status, 400);
+    assert.match(r.json.error, /JSON object/);
+    r = await node.control('POST', '/v1/tenants/known/cordon', { body: { reason: 42 } });
+    assert.equal(r.status, 400);
+    assert.equal(r.json.key, 'reason');
+    r = await node.control('GET', '/v1/tenants/known/cordon');
+    assert.equal(r.status, 405);
+    assert.equal(r.headers.allow, 'POST');
+    r = await node.control('POST', '/v1/tenants/Bad_Name/cordon');
+    assert.equal(r.status, 400);
+    r = await node.control('POST', '/v1/tenants/known/uncordon');
+    assert.equal(r.status, 409);
+    assert.equal((await tenant(node, 'known')).state, 'active');
+    const ev = await node.control('GET', '/v1/events?kind=cordon');
+    assert.deepEqual(ev.json.events, []);
+
+    r = await node.control('POST', '/v1/tenants/known/cordon');
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.reason, 'cordoned by an operator');
+    r = await node.control('POST', '/v1/tenants/known/cordon');
+    assert.equal(r.status, 409);
+    assert.equal(r.json.state, 'cordoned');
+  } finally {
+    await node.stop();
+  }
+
+  const dir = tempDir();
+  let res = await runEdgenode(['--config', config(dir, { cordon_rules: ['cpu_limit_hits >= 3 in 60s', 'cpu > 1'] }),
+    '--data', dir]);
+  assert.equal(res.code, 2, res.stderr);
+  assert.match(res.stderr, /"cordon_rules": rule 2 \("cpu > 1"\): unknown metric/);
+  res = await runEdgenode(['--config', config(dir, { cordon_rules: 'crashes >= 1' }), '--data', dir]);
+  assert.equal(res.code, 2);
+  assert.match(res.stderr, /"cordon_rules": must be an array/);
+  res = await runEdgenode(['--cordon-rules', 'crashes >= 1 in forever', '--data', dir]);
+  assert.equal(res.code, 2);
+  assert.match(res.stderr, /--cordon-rules: rule 1 .*window/);
+  res = await runEdgenode(['--config', config(dir, { cordon_nice: 40 }), '--data', dir]);
+  assert.equal(res.code, 2);
+  assert.match(res.stderr, /"cordon_nice": must be an integer between 0 and 19/);
+});
