@@ -65,6 +65,44 @@ else
   step "V8 (libnode108) already unpacked in third_party/v8"
 fi
 
+# The memory-protection-key test (tests/mpk/) boots an emulated machine that
+# has PKU: QEMU, a static busybox for its initramfs, and Debian's kernel. The
+# kernel package is only unpacked (its /boot) into third_party/kernel/:
+# installing it would run bootloader hooks, which fail in containers. None
+# of this is needed to build or run edgenode: where it cannot be had, the
+# test is skipped and says why.
+mpk_packages=(qemu-system-x86 busybox-static)
+mpk_missing=()
+for p in "${mpk_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || mpk_missing+=("$p")
+done
+if [ "${#mpk_missing[@]}" -gt 0 ]; then
+  apt_update_once
+  step "installing packages for the emulated MPK test: ${mpk_missing[*]}"
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${mpk_missing[@]}" || step "could not install ${mpk_missing[*]}: the MPK test will be skipped"
+else
+  step "packages for the emulated MPK test already installed"
+fi
+kernel_dir="$top/third_party/kernel"
+if [ ! -f "$kernel_dir/.complete" ]; then
+  apt_update_once
+  kernel_pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+               awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+  ktmp=$(mktemp -d)
+  if [ -n "$kernel_pkg" ] && (cd "$ktmp" && apt-get download "$kernel_pkg" >/dev/null 2>&1); then
+    step "unpacking $kernel_pkg (linux-image-amd64) /boot into third_party/kernel"
+    rm -rf "$kernel_dir" && mkdir -p "$kernel_dir"
+    dpkg-deb --fsys-tarfile "$ktmp"/*.deb | tar -x -C "$kernel_dir" ./boot
+    touch "$kernel_dir/.complete"
+  else
+    step "could not download linux-image-amd64: the MPK test will be skipped"
+  fi
+  rm -rf "$ktmp"
+else
+  step "kernel for the emulated MPK test already unpacked in third_party/kernel"
+fi
+
 step "configuring (build/, $build_type)"
 cmake -S "$top" -B "$top/build" -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
 step "building"

@@ -29,6 +29,13 @@ void throw_range_error(v8::Isolate *isolate, const char *msg) {
 
 /* ---- JavaScript → wire ---- */
 
+bool ascii(const uint8_t *p, size_t n) {
+  uint8_t any = 0;
+  for (size_t i = 0; i < n; i++)
+    any |= p[i];
+  return any < 0x80;
+}
+
 struct encoder {
   iso_worker *w;
   v8::Isolate *isolate;
@@ -65,6 +72,22 @@ struct encoder {
   }
 
   bool string(v8::Local<v8::String> s) {
+    if (s->IsOneByte()) {
+      /* Latin-1 storage: ASCII (almost every string) is its own UTF-8, and
+       * copying it is cheaper than measuring and encoding it as UTF-8. */
+      size_t n = (size_t)s->Length(), at = out->len;
+      if (too_big(n + 5))
+        return false;
+      uint8_t *p = wire_append(out, 5 + n);
+      p[0] = ISO_WIRE_STRING;
+      for (int i = 0; i < 4; i++)
+        p[1 + i] = (uint8_t)(n >> (8 * i));
+      if (n > 0)
+        s->WriteOneByte(isolate, p + 5, 0, (int)n, v8::String::NO_NULL_TERMINATION);
+      if (ascii(p + 5, n))
+        return true;
+      out->len = at;
+    }
     size_t len = (size_t)s->Utf8Length(isolate);
     if (too_big(len + 5))
       return false;
@@ -266,11 +289,18 @@ struct decoder {
     if (depth >= kMaxDepth)
       return malformed();
     v8::EscapableHandleScope scope(isolate);
-    std::vector<v8::Local<v8::Value>> items(n);
+    /* Small arrays (a facet's exec result) need no allocation of their own. */
+    v8::Local<v8::Value> small[8];
+    std::vector<v8::Local<v8::Value>> large;
+    v8::Local<v8::Value> *items = small;
+    if (n > 8) {
+      large.resize(n);
+      items = large.data();
+    }
     for (uint32_t i = 0; i < n; i++)
       if (!value(depth + 1, &items[i]))
         return false;
-    *out = scope.Escape(v8::Array::New(isolate, items.data(), n));
+    *out = scope.Escape(v8::Array::New(isolate, items, n));
     return true;
   }
 
@@ -339,13 +369,85 @@ v8::Local<v8::Value> unavailable(v8::Isolate *isolate) {
   return outcome(isolate, false, str(isolate, "host calls are not available here"));
 }
 
+/* Buffers of synchronous calls, kept per thread from one call to the next:
+ * a facet's exec is small and frequent, and allocating its argument and
+ * result buffers every time showed in its profile. A call made while
+ * another one is in progress on the thread (a host callback that enters
+ * JavaScript again) gets buffers of its own. */
+struct kept_wires {
+  iso_wire args{}, result{};
+  bool busy = false;
+  ~kept_wires() {
+    iso_wire_free(&args);
+    iso_wire_free(&result);
+  }
+};
+thread_local kept_wires kept;
+
+/* Larger buffers go back after the call: one big value is not kept for the
+ * life of the thread. */
+constexpr size_t kKeepBytes = 64 * 1024;
+
+/* The argument and result buffers of one call: the thread's kept ones when
+ * free, else new ones. Both start empty. */
+struct wires {
+  iso_wire own_args{}, own_result{};
+  iso_wire *args = &own_args, *result = &own_result;
+  bool borrowed = false;
+
+  explicit wires(bool reuse) {
+    if (!reuse || kept.busy)
+      return;
+    kept.busy = borrowed = true;
+    args = &kept.args;
+    result = &kept.result;
+    args->len = result->len = 0;
+  }
+  ~wires() {
+    if (borrowed) {
+      for (iso_wire *w : {args, result})
+        if (w->cap > kKeepBytes)
+          iso_wire_free(w);
+      kept.busy = false;
+    }
+    iso_wire_free(&own_args);
+    iso_wire_free(&own_result);
+  }
+  wires(const wires &) = delete;
+  wires &operator=(const wires &) = delete;
+};
+
 /* What both calls share: checks their arguments and encodes them. */
 struct call_args {
   std::string binding, op;
-  iso_wire args;
-  call_args() { iso_wire_init(&args); }
-  ~call_args() { iso_wire_free(&args); }
+  wires buf;
+  explicit call_args(bool reuse) : buf(reuse) {}
 };
+
+/* A short string into a std::string: no heap copy on the way for names
+ * that fit its inline buffer, as binding and operation names do. */
+void utf8_into(v8::Isolate *isolate, v8::Local<v8::String> s, std::string *out) {
+  int n = s->Length();
+  if (n <= 32) {
+    /* Whatever the string's representation, an ASCII name is narrowed from
+     * a copy of its 16-bit units, cheaper than measuring it as UTF-8. */
+    uint16_t units[32];
+    uint16_t any = 0;
+    s->Write(isolate, units, 0, n, v8::String::NO_NULL_TERMINATION);
+    for (int i = 0; i < n; i++)
+      any |= units[i];
+    if (any < 0x80) {
+      out->resize((size_t)n);
+      for (int i = 0; i < n; i++)
+        (*out)[(size_t)i] = (char)units[i];
+      return;
+    }
+  }
+  out->resize((size_t)s->Utf8Length(isolate));
+  if (!out->empty())
+    s->WriteUtf8(isolate, &(*out)[0], (int)out->size(), nullptr,
+                 v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+}
 
 bool prepare(iso_worker *w, const Info &info, call_args *ca) {
   v8::Isolate *isolate = info.GetIsolate();
@@ -354,15 +456,32 @@ bool prepare(iso_worker *w, const Info &info, call_args *ca) {
     throw_type_error(isolate, "expected (binding, op, args)");
     return false;
   }
-  v8::String::Utf8Value binding(isolate, info[0]), op(isolate, info[1]);
-  if (*binding == nullptr || *op == nullptr) {
-    throw_type_error(isolate, "expected (binding, op, args)");
+  utf8_into(isolate, info[0].As<v8::String>(), &ca->binding);
+  utf8_into(isolate, info[1].As<v8::String>(), &ca->op);
+  encoder enc{w, isolate, context, w->object_proto.Get(isolate), ca->buf.args, w->memory_cap};
+  return enc.array(info[2].As<v8::Array>(), 0);
+}
+
+/* prepare() for (binding, op, ...args): the arguments are read from the
+ * call itself, one API call fewer per value than from an array. */
+bool prepare_direct(iso_worker *w, const Info &info, call_args *ca) {
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  if (info.Length() < 2 || !info[0]->IsString() || !info[1]->IsString()) {
+    throw_type_error(isolate, "expected (binding, op, ...args)");
     return false;
   }
-  ca->binding.assign(*binding, (size_t)binding.length());
-  ca->op.assign(*op, (size_t)op.length());
-  encoder enc{w, isolate, context, w->object_proto.Get(isolate), &ca->args, w->memory_cap};
-  return enc.array(info[2].As<v8::Array>(), 0);
+  utf8_into(isolate, info[0].As<v8::String>(), &ca->binding);
+  utf8_into(isolate, info[1].As<v8::String>(), &ca->op);
+  encoder enc{w, isolate, context, w->object_proto.Get(isolate), ca->buf.args, w->memory_cap};
+  uint32_t n = (uint32_t)info.Length() - 2;
+  if (enc.too_big(5 + (size_t)n))
+    return false;
+  iso_wire_array(ca->buf.args, n);
+  for (int i = 2; i < info.Length(); i++)
+    if (!enc.value(info[i], 1))
+      return false;
+  return true;
 }
 
 iso_call call_of(iso_worker *w, v8::Isolate *isolate, const call_args &ca, uint32_t id) {
@@ -370,8 +489,14 @@ iso_call call_of(iso_worker *w, v8::Isolate *isolate, const call_args &ca, uint3
                   id,
                   ca.binding.c_str(),
                   ca.op.c_str(),
-                  ca.args.data,
-                  ca.args.len};
+                  ca.buf.args->data,
+                  ca.buf.args->len};
+}
+
+/* The host's call_sync for an encoded call; its result goes to ca.buf.result. */
+int run_sync(iso_worker *w, v8::Isolate *isolate, call_args &ca) {
+  iso_call call = call_of(w, isolate, ca, 0);
+  return w->host_calls.call_sync(w->host.data, &call, ca.buf.result);
 }
 
 /* A host callback may have freed the worker: its JavaScript stops here. */
@@ -393,19 +518,43 @@ void hostcall_sync(const Info &info) {
     info.GetReturnValue().Set(unavailable(isolate));
     return;
   }
-  call_args ca;
+  call_args ca(true);
   if (!prepare(w, info, &ca))
     return;
-  iso_call call = call_of(w, isolate, ca, 0);
-  iso_wire result;
-  iso_wire_init(&result);
-  int rc = w->host_calls.call_sync(w->host.data, &call, &result);
+  iso_wire *result = ca.buf.result;
+  int rc = run_sync(w, isolate, ca);
   if (!worker_gone(w, isolate)) {
-    v8::Local<v8::Value> out = outcome_of(w, context, rc == 0, result.data, result.len);
+    v8::Local<v8::Value> out = outcome_of(w, context, rc == 0, result->data, result->len);
     if (!out.IsEmpty())
       info.GetReturnValue().Set(out);
   }
-  iso_wire_free(&result);
+}
+
+/* callSyncDirect(binding, op, ...args) → the value; the host's error value
+ * is thrown as it is (the runtime makes an Error of it). For frequent calls:
+ * no argument array to read back and no [ok, value] pair to build. */
+void hostcall_sync_direct(const Info &info) {
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  iso_worker *w = worker_of(context);
+  if (w == nullptr || w->host_calls.call_sync == nullptr) {
+    isolate->ThrowException(str(isolate, "host calls are not available here"));
+    return;
+  }
+  call_args ca(true);
+  if (!prepare_direct(w, info, &ca))
+    return;
+  iso_wire *result = ca.buf.result;
+  int rc = run_sync(w, isolate, ca);
+  if (worker_gone(w, isolate))
+    return;
+  v8::Local<v8::Value> value;
+  if (!wire_decode(w, context, result->data, result->len).ToLocal(&value))
+    return; /* the decoder threw */
+  if (rc == 0)
+    info.GetReturnValue().Set(value);
+  else
+    isolate->ThrowException(value);
 }
 
 /* callAsync(binding, op, args) → a promise of [true, value] | [false, error] */
@@ -422,7 +571,8 @@ void hostcall_async(const Info &info) {
     resolver->Resolve(context, unavailable(isolate)).FromMaybe(false);
     return;
   }
-  call_args ca;
+  /* The host may keep the arguments until it completes: buffers of its own. */
+  call_args ca(false);
   if (!prepare(w, info, &ca)) {
     info.GetReturnValue().SetUndefined();
     return;

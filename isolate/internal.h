@@ -79,18 +79,27 @@ size_t snapshot_index(snapshot_slot slot);
 
 /* ---- isolate.cc: the worker ---- */
 
-/* ArrayBuffer contents live outside V8's heap: this caps them per isolate. */
+struct arena;
+
+/* ArrayBuffer contents live outside V8's heap: this caps them per isolate.
+ * With memory protection keys they come from `keyed`, on pages of the
+ * isolate's key (mpk.cc); otherwise from malloc. */
 class allocator final : public v8::ArrayBuffer::Allocator {
  public:
-  explicit allocator(size_t cap) : cap_(cap) {}
+  explicit allocator(size_t cap, arena *keyed = nullptr) : cap_(cap), keyed_(keyed) {}
+  ~allocator() override;
   void *Allocate(size_t length) override;
   void *AllocateUninitialized(size_t length) override;
   void Free(void *data, size_t length) override;
+  /* Allocations refused so far: a request that fails after one hit the cap. */
+  uint64_t refusals() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
   bool reserve(size_t length);
   size_t cap_;
+  arena *keyed_;
   std::atomic<size_t> used_{0};  /* backing stores may be freed on V8's threads */
+  std::atomic<uint64_t> refused_{0};
 };
 
 struct module_entry {
@@ -102,6 +111,7 @@ struct pending_request {
   uint64_t token;
   bool responded;
   uint64_t cpu_ns;  /* used by the entries made for it, the current one excepted */
+  uint64_t refusals; /* the allocator's refusals() when it started */
 };
 
 /* An async host call waiting for iso_worker_complete(). */
@@ -109,6 +119,9 @@ struct async_call {
   uint64_t token;
   v8::Global<v8::Promise::Resolver> resolver;
 };
+
+/* The outermost call into a worker, which V8 running out of memory returns to (isolate.cc). */
+struct oom_guard;
 
 /* A growable byte buffer reused across requests. */
 struct scratch {
@@ -127,6 +140,7 @@ struct iso_worker {
   size_t memory_cap;  /* bytes: V8's heap, and separately ArrayBuffer contents */
   v8::Isolate *isolate = nullptr;
   iso::allocator *array_buffers = nullptr;
+  int pkey = 0;  /* memory protection key of its pages; 0 without MPK */
   v8::Global<v8::Context> context;
   v8::Global<v8::Function> set_handler;  /* the runtime's entry points */
   v8::Global<v8::Function> dispatch;
@@ -147,6 +161,8 @@ struct iso_worker {
   int depth = 0;              /* nested entries into JavaScript */
   int calls = 0;              /* public calls on the stack */
   bool broken = false;        /* the heap limit was hit */
+  bool retiring = false;      /* the ArrayBuffer cap failed a request: no new ones */
+  iso::oom_guard *oom = nullptr; /* where V8 running out of memory returns to */
   bool heap_hit = false;      /* ... during the current entry */
   bool free_requested = false; /* iso_worker_free() came from a callback */
 };
@@ -208,6 +224,7 @@ uint8_t *wire_append(iso_wire *w, size_t more);
 /* ---- hostcalls.cc ---- */
 
 void hostcall_sync(const v8::FunctionCallbackInfo<v8::Value> &info);
+void hostcall_sync_direct(const v8::FunctionCallbackInfo<v8::Value> &info);
 void hostcall_async(const v8::FunctionCallbackInfo<v8::Value> &info);
 /* Resolves async call `call_id` (if still waiting) with [ok, value]. Returns
  * false when JavaScript was terminated meanwhile. */
@@ -222,6 +239,59 @@ bool hostcall_settle(iso_worker *w, v8::Local<v8::Context> context, uint32_t cal
 v8::Local<v8::Object> native_new(v8::Local<v8::Context> context);
 /* Their callbacks, null-terminated: the snapshot's external references. */
 const intptr_t *native_references();
+
+/* ---- mpk.cc: memory protection keys between isolates (docs/mpk.md) ---- */
+
+/* Whether any of the below does anything ("on", or "dry" for tests). */
+bool mpk_active();
+/* iso_platform_init(), in this order: detects PKU and sets V8's flags,
+ * wraps the platform (keyed page allocator), then takes the keys V8 left. */
+void mpk_init_before_v8();
+std::unique_ptr<v8::Platform> mpk_wrap_platform(std::unique_ptr<v8::Platform> platform);
+void mpk_init_after_v8();
+/* After the snapshot is made: keeps V8's shared read-only heap on key 0. */
+void mpk_pin_shared_heap();
+/* A key for a new isolate: the one fewest live isolates hold; 0 without MPK. */
+int mpk_key_take();
+void mpk_key_release(int key);
+
+/* While alive, the thread is in `w`: pages V8 allocates get w's key and
+ * PKRU lets only key 0 and w's key through. Nests; restores on exit. */
+class mpk_scope {
+ public:
+  explicit mpk_scope(iso_worker *w);
+  ~mpk_scope();
+  mpk_scope(const mpk_scope &) = delete;
+  mpk_scope &operator=(const mpk_scope &) = delete;
+
+ private:
+  bool active_;
+  uint32_t saved_pkru_ = 0;
+  int saved_key_ = 0;
+  iso_worker *saved_worker_ = nullptr;
+};
+
+/* While alive, every isolate's pages are accessible: V8's own background work. */
+class mpk_open_scope {
+ public:
+  mpk_open_scope();
+  ~mpk_open_scope();
+  mpk_open_scope(const mpk_open_scope &) = delete;
+  mpk_open_scope &operator=(const mpk_open_scope &) = delete;
+
+ private:
+  bool active_;
+  uint32_t saved_pkru_ = 0;
+};
+
+/* A thread of ours that never enters an isolate (the watchdog) closes every key. */
+void mpk_thread_close();
+
+/* ArrayBuffer contents on pages of one key; NULL without MPK. */
+arena *arena_new(int key);
+void arena_free(arena *a);
+void *arena_alloc(arena *a, size_t length, bool zero);
+void arena_release(arena *a, void *data, size_t length);
 
 }  // namespace iso
 

@@ -6,6 +6,7 @@
  * calls into the runtime, runs the microtask checkpoint, and afterwards turns
  * a termination (CPU or heap limit) into failures of the requests concerned.
  */
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +20,10 @@ namespace iso {
 bool allocator::reserve(size_t length) {
   size_t used = used_.load(std::memory_order_relaxed);
   do {
-    if (length > cap_ - used)
+    if (length > cap_ - used) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
       return false;
+    }
   } while (!used_.compare_exchange_weak(used, used + length, std::memory_order_relaxed));
   return true;
 }
@@ -28,7 +31,7 @@ bool allocator::reserve(size_t length) {
 void *allocator::Allocate(size_t length) {
   if (!reserve(length))
     return nullptr;
-  void *p = calloc(1, length ? length : 1);
+  void *p = keyed_ ? arena_alloc(keyed_, length, true) : calloc(1, length ? length : 1);
   if (p == nullptr)
     used_.fetch_sub(length, std::memory_order_relaxed);
   return p;
@@ -37,7 +40,7 @@ void *allocator::Allocate(size_t length) {
 void *allocator::AllocateUninitialized(size_t length) {
   if (!reserve(length))
     return nullptr;
-  void *p = malloc(length ? length : 1);
+  void *p = keyed_ ? arena_alloc(keyed_, length, false) : malloc(length ? length : 1);
   if (p == nullptr)
     used_.fetch_sub(length, std::memory_order_relaxed);
   return p;
@@ -46,8 +49,15 @@ void *allocator::AllocateUninitialized(size_t length) {
 void allocator::Free(void *data, size_t length) {
   if (data == nullptr)
     return;
-  free(data);
+  if (keyed_)
+    arena_release(keyed_, data, length);
+  else
+    free(data);
   used_.fetch_sub(length, std::memory_order_relaxed);
+}
+
+allocator::~allocator() {
+  arena_free(keyed_);
 }
 
 char *scratch::reserve(size_t more) {
@@ -139,6 +149,20 @@ void request_respond(iso_worker *w, uint64_t token, const iso_response *res,
   if (p == nullptr || p->responded)
     return;
   p->responded = true;
+  iso_error hit;
+  if (err != nullptr && err->kind == ISO_ERR_EXCEPTION &&
+      w->array_buffers->refusals() != p->refusals) {
+    /* The ArrayBuffer cap refused memory while this request ran, and it
+     * failed: that is the memory limit, whatever exception it ended with.
+     * As after a heap-limit hit the isolate is discarded (its buffers may be
+     * held by module state, and disposing returns them at once), but the
+     * other requests in it were not cut short: they may finish. */
+    hit = *err;
+    hit.kind = ISO_ERR_MEMORY;
+    hit.message = const_cast<char *>("exceeded memory limit");
+    err = &hit;
+    w->retiring = true;
+  }
   w->host.respond(w->host.data, token, res, err);
 }
 
@@ -311,12 +335,90 @@ void run_function(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
 
 size_t near_heap_limit(void *data, size_t current_limit, size_t) {
   iso_worker *w = static_cast<iso_worker *>(data);
+  /* Called again in the same entry: a builtin is growing the heap in C++,
+   * where the termination is never looked at. Refusing makes V8 give up,
+   * which the worker's guard turns into this worker's failure. */
+  if (w->heap_hit && w->oom != nullptr)
+    return current_limit;
   w->broken = true;
   w->heap_hit = true;
   w->isolate->TerminateExecution();
-  /* Returning the same limit makes V8 abort the process: give it room to
+  /* Returning the same limit here makes V8 give up at once: give it room to
    * unwind; the worker is discarded afterwards. */
   return current_limit + (32u << 20);
+}
+
+/* ---- V8 out of memory: the worker's loss, not the process's ----
+ *
+ * V8 gives up when one allocation does not fit under the heap limit even
+ * after the callback above (Array.prototype.fill growing a dictionary, a
+ * builtin that never looks at the termination): it calls the OOM handler,
+ * and aborts the process if that returns. The handler instead jumps back to
+ * the outermost call into the worker that was running, past V8's frames and
+ * the shim's scopes in between. That isolate never runs JavaScript again:
+ * its requests fail with the memory limit and it is disposed (its heap is
+ * whole: the allocation that failed is all that did not happen). */
+}  // namespace
+
+struct oom_guard {
+  sigjmp_buf jmp;
+  iso_worker *w;
+  oom_guard *outer;  /* another worker's, entered from a host callback */
+};
+
+namespace {
+
+thread_local oom_guard *oom_top;
+
+void oom_handler(const char *location, bool) {
+  /* Only the innermost guard: jumping to an outer one would also skip
+   * another worker's frames, which nothing would then undo. */
+  if (oom_top != nullptr && oom_top->w->isolate == v8::Isolate::GetCurrent()) {
+    log_warn("V8 ran out of memory in a worker (%s): it is discarded", location);
+    siglongjmp(oom_top->jmp, 1);
+  }
+  log_error("V8 ran out of memory outside a worker's call (%s): the process ends", location);
+}
+
+/* After the jump: what the skipped frames would have undone. */
+void oom_recover(iso_worker *w) {
+  bool fired;
+  watchdog_disarm(&w->watch, &fired);
+  while (v8::Isolate::GetCurrent() == w->isolate)
+    w->isolate->Exit();
+  w->depth = 0;
+  w->token = 0;
+  w->broken = true;
+  w->heap_hit = true;
+  fail_all(w, ISO_ERR_MEMORY, "exceeded memory limit");
+}
+
+/* Runs fn(), which enters the worker's isolate. Returns false when V8 ran
+ * out of memory in it: the worker is then broken and its requests failed. */
+template <typename F>
+bool guarded(iso_worker *w, F &&fn) {
+  if (w->oom != nullptr) {  /* an outer call into this worker guards it */
+    fn();
+    return true;
+  }
+  /* Closing it after a jump frees the handle blocks the skipped scopes
+   * would have (a builtin's loop can fill tens of megabytes of them). */
+  v8::HandleScope handles(w->isolate);
+  oom_guard g;
+  g.w = w;
+  g.outer = oom_top;
+  if (sigsetjmp(g.jmp, 0) != 0) {
+    oom_top = g.outer;
+    w->oom = nullptr;
+    oom_recover(w);
+    return false;
+  }
+  oom_top = &g;
+  w->oom = &g;
+  fn();
+  oom_top = g.outer;
+  w->oom = nullptr;
+  return true;
 }
 
 bool no_wasm(v8::Local<v8::Context>, v8::Local<v8::String>) {
@@ -431,7 +533,10 @@ constexpr uint32_t kDefaultMemoryMb = 128;
 iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   iso_worker *w = new iso_worker();
   w->memory_cap = (size_t)memory_mb << 20;
-  w->array_buffers = new allocator(w->memory_cap);
+  w->pkey = mpk_key_take();
+  w->array_buffers = new allocator(w->memory_cap, arena_new(w->pkey));
+  /* From here every page of the isolate gets its key. */
+  mpk_scope inside(w);
 
   v8::Isolate::CreateParams params;
   params.array_buffer_allocator = w->array_buffers;
@@ -442,6 +547,7 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   w->watch.isolate = w->isolate;
   w->isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
   w->isolate->AddNearHeapLimitCallback(near_heap_limit, w);
+  w->isolate->SetOOMErrorHandler(oom_handler);
   w->isolate->SetAllowWasmCodeGenerationCallback(no_wasm);
   w->isolate->SetHostImportModuleDynamicallyCallback(module_import_dynamic);
   /* A blocked futex uses no CPU: the watchdog would never stop it. */
@@ -501,6 +607,8 @@ iso_worker *pool_take(uint32_t memory_mb) {
 }
 
 void worker_destroy(iso_worker *w) {
+  int pkey = w->pkey;
+  mpk_scope inside(w);
   if (w->isolate != nullptr) {
     w->modules.clear();
     w->async_calls.clear();
@@ -514,6 +622,7 @@ void worker_destroy(iso_worker *w) {
   delete w->array_buffers;  /* after Dispose: the isolate frees its buffers through it */
   free(w->out.data);
   delete w;
+  mpk_key_release(pkey);
 }
 
 /* Keeps the worker alive while a public call is on the stack, so that a host
@@ -577,7 +686,7 @@ bool request_args(iso_worker *w, uint64_t token, const iso_request *req,
   return true;
 }
 
-int worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req) {
+int worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req, bool *started) {
   v8::Isolate *isolate = w->isolate;
   v8::Isolate::Scope isolate_scope(isolate);
   v8::HandleScope handles(isolate);
@@ -591,7 +700,8 @@ int worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req) {
       fail_all(w, ISO_ERR_MEMORY, "exceeded memory limit");
     return -1;
   }
-  w->pending.push_back(pending_request{token, false, 0});
+  w->pending.push_back(pending_request{token, false, 0, w->array_buffers->refusals()});
+  *started = true;
   run_function(w, context, token, w->dispatch, 5, argv);
   return 0;
 }
@@ -648,7 +758,11 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
     iso_error_clear(&local);
     return nullptr;
   }
-  if (!worker_load(w, o, err)) {
+  mpk_scope inside(w);
+  bool loaded = false;
+  if (!guarded(w, [&]() { loaded = worker_load(w, o, err); }))
+    error_set(err, ISO_ERR_MEMORY, "exceeded memory limit");
+  if (!loaded) {
     worker_destroy(w);
     iso_error_clear(&local);
     return nullptr;
@@ -707,26 +821,33 @@ void iso_worker_free(iso_worker *w) {
 }
 
 int iso_worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req) {
-  if (w == nullptr || req == nullptr || w->broken || w->free_requested ||
+  if (w == nullptr || req == nullptr || w->broken || w->retiring || w->free_requested ||
       token >= (1ull << 53) || pending_find(w, token) != nullptr)
     return -1;
+  mpk_scope inside(w);  /* outlives the guard, which may free w */
   call_guard guard(w);
-  return worker_dispatch(w, token, req);
+  int rc = -1;
+  bool started = false;
+  if (!guarded(w, [&]() { rc = worker_dispatch(w, token, req, &started); }))
+    rc = started ? 0 : -1;  /* started: it was failed, respond was called */
+  return rc;
 }
 
 void iso_worker_fire_timer(iso_worker *w, uint64_t token, uint32_t timer_id) {
   if (w == nullptr || w->broken || w->free_requested)
     return;
+  mpk_scope inside(w);  /* outlives the guard, which may free w */
   call_guard guard(w);
-  worker_fire_timer(w, token, timer_id);
+  guarded(w, [&]() { worker_fire_timer(w, token, timer_id); });
 }
 
 void iso_worker_complete(iso_worker *w, uint64_t token, uint32_t call_id, int ok,
                          const uint8_t *value, size_t value_len) {
   if (w == nullptr || w->broken || w->free_requested || w->async_calls.count(call_id) == 0)
     return;
+  mpk_scope inside(w);  /* outlives the guard, which may free w */
   call_guard guard(w);
-  worker_complete(w, token, call_id, ok, value, value_len);
+  guarded(w, [&]() { worker_complete(w, token, call_id, ok, value, value_len); });
 }
 
 size_t iso_worker_pending(const iso_worker *w) {
@@ -755,13 +876,14 @@ size_t iso_worker_pending_calls(const iso_worker *w) {
 }
 
 int iso_worker_broken(const iso_worker *w) {
-  return w->broken ? 1 : 0;
+  return w->broken || w->retiring ? 1 : 0;
 }
 
 void iso_worker_heap_stats(iso_worker *w, iso_heap_stats *out) {
   memset(out, 0, sizeof(*out));
   if (w == nullptr)
     return;
+  mpk_scope inside(w);  /* the statistics are read from its pages */
   v8::HeapStatistics hs;
   w->isolate->GetHeapStatistics(&hs);
   out->used_bytes = hs.used_heap_size();

@@ -47,7 +47,7 @@ typedef enum iso_error_kind {
   ISO_ERR_NO_HANDLER = 4, /* no default export with a fetch function */
   ISO_ERR_BAD_RETURN = 5, /* fetch returned something that is not a Response */
   ISO_ERR_CPU = 6,        /* terminated at the CPU limit */
-  ISO_ERR_MEMORY = 7,     /* terminated at the heap limit; discard the worker */
+  ISO_ERR_MEMORY = 7,     /* past the memory limit (heap or ArrayBuffers); discard the worker */
   ISO_ERR_INTERNAL = 8,
 } iso_error_kind;
 
@@ -197,7 +197,11 @@ size_t iso_worker_pending(const iso_worker *w);
  */
 uint64_t iso_worker_request_cpu_ns(const iso_worker *w, uint64_t token);
 
-/* Set once the worker hit its memory limit: it must not be given new requests. */
+/* Set once the worker hit its memory limit: it must not be given new
+ * requests. After its heap limit, or V8 running out of memory in it, its
+ * requests have all been failed; after a request failed at its ArrayBuffer
+ * cap, the others run on (timers and completions are still accepted) and the
+ * host frees it once they are done. */
 int iso_worker_broken(const iso_worker *w);
 
 typedef struct iso_heap_stats {
@@ -348,6 +352,55 @@ void iso_worker_complete(iso_worker *w, uint64_t token, uint32_t call_id, int ok
  * code that outlived its request. A host that evicts idle workers should
  * wait until both are 0 (or cancel the calls itself). */
 size_t iso_worker_pending_calls(const iso_worker *w);
+
+/* ---- Memory protection keys between isolates (docs/mpk.md) ----
+ *
+ * Where the CPU and kernel have PKU, iso_platform_init() allocates the
+ * protection keys V8 leaves (up to 15) and gives every isolate one, spread
+ * so that live isolates share keys as little as possible. An isolate's heap
+ * pages and ArrayBuffer contents carry its key; while the shim is inside an
+ * isolate (running its JavaScript, creating or disposing it) only key 0 and
+ * that isolate's key are accessible to the thread, and outside every
+ * isolate none of the isolates' keys are. A stray read of another isolate's
+ * memory then faults with SIGSEGV, si_code SEGV_PKUERR.
+ * EDGENODE_MPK=off in the environment turns it off; EDGENODE_MPK=dry runs
+ * every code path but the key system calls and PKRU writes (for tests on
+ * machines without PKU; reported as not enabled).
+ */
+typedef struct iso_mpk_status {
+  int enabled;         /* 1 when heaps are tagged and PKRU is switched */
+  int keys;            /* keys isolates are spread over; 0 when not enabled */
+  int single_threaded; /* V8 runs with --single-threaded (MPK on or dry) */
+  const char *reason;  /* why not enabled ("the CPU has no PKU", ...), "" when enabled */
+} iso_mpk_status;
+
+/* Valid after iso_platform_init(). */
+void iso_mpk_status_get(iso_mpk_status *out);
+
+/* The protection key of w's pages: 1..15, 0 without MPK. */
+int iso_worker_pkey(const iso_worker *w);
+
+/* The worker the calling thread is inside right now (the innermost call
+ * into one), or NULL; always NULL without MPK. Async-signal-safe: it is
+ * what a fault handler names. */
+iso_worker *iso_worker_current(void);
+
+/* The host's `data` of w (NULL for a blank pooled worker). Async-signal-safe. */
+void *iso_worker_host_data(const iso_worker *w);
+
+/* A signal handler that runs any of our code calls this first: the thread
+ * then has the PKRU of code outside every isolate, whatever it was
+ * interrupted in. Async-signal-safe; does nothing without MPK. */
+void iso_mpk_signal_enter(void);
+
+/* For tests of the protection itself (tests/mpk/): calls fn(arg) inside w,
+ * as its JavaScript would run (w's key accessible, other isolates' not). */
+void iso_worker_call_inside(iso_worker *w, void (*fn)(void *arg), void *arg);
+
+/* For the same tests: where the value of global property `name` of w's
+ * context lives: an ArrayBuffer view's contents, or an object's address on
+ * w's heap. NULL when there is no such object. Only looks, runs no JavaScript. */
+const void *iso_worker_address_of(iso_worker *w, const char *name);
 
 #ifdef __cplusplus
 }

@@ -576,6 +576,7 @@ const struct {
     {"fail", native_fail},
     {"done", native_done},
     {"callSync", hostcall_sync},
+    {"callSyncDirect", hostcall_sync_direct},
     {"callAsync", hostcall_async},
     {"domainToASCII", native_domain_to_ascii},
 };

@@ -26,7 +26,8 @@ int iso_platform_init(void) {
     return iso::platform_ready() ? 0 : -1;
   /* Each worker process runs one loop per core: one background thread for
    * V8's compilers and GC is its fair share. */
-  platform = v8::platform::NewDefaultPlatform(1);
+  iso::mpk_init_before_v8();
+  platform = iso::mpk_wrap_platform(v8::platform::NewDefaultPlatform(1));
   if (platform == nullptr)
     return -1;
   v8::V8::InitializePlatform(platform.get());
@@ -38,6 +39,7 @@ int iso_platform_init(void) {
     log_warn("V8 could not initialise ICU: Intl may not work");
   if (!v8::V8::Initialize())
     return -1;
+  iso::mpk_init_after_v8();
   /* The runtime is evaluated once here, not once per worker. */
   uint64_t t0 = time_mono_ns();
   std::string error;
@@ -47,6 +49,7 @@ int iso_platform_init(void) {
   }
   log_debug("runtime snapshot: %d bytes in %.1f ms", iso::snapshot_blob()->raw_size,
             (double)(time_mono_ns() - t0) / 1e6);
+  iso::mpk_pin_shared_heap();
   return 0;
 }
 

@@ -84,6 +84,8 @@ uint64_t watchdog_scan(uint64_t now) {
 }
 
 void *watchdog_main(void *) {
+  /* Started from inside whichever isolate armed first: it needs no isolate's pages. */
+  mpk_thread_close();
   pthread_mutex_lock(&mu);
   for (;;) {
     uint64_t next = watchdog_scan(clock_ns(CLOCK_MONOTONIC));

@@ -85,6 +85,8 @@ static void get_node(node *n, http_request *req) {
                               node_proc_state_name(p->state), "restarts", (int)p->restarts,
                               "started_at", at);
     if (p->process_stats) json_object_update(entry, p->process_stats);
+    json_object_set_new(entry, "mpk", json_pack("{s:b, s:i}", "enabled", p->mpk_enabled, "keys",
+                                                p->mpk_keys));
     json_array_append_new(procs, entry);
   }
   json_t *body = json_pack(
@@ -92,6 +94,7 @@ static void get_node(node *n, http_request *req) {
       n->v8_version, "uptime_s", (json_int_t)((time_mono_ns() - n->started_mono_ns) / 1000000000u),
       "started_at", started, "state", node_state_name(n), "listen",
       n->listen_addr, "control", n->control_addr, "pid", (int)getpid(), "workers", procs);
+  json_object_set_new(body, "mpk_enabled", json_boolean(node_mpk_enabled(n)));
   json_object_set_new(body, "worker_memory_budget_mb",
                       json_integer((json_int_t)(node_worker_memory_budget(n) >> 20)));
   node_respond_json(req, 200, body, NULL);

@@ -94,7 +94,7 @@ static void node_metrics(FILE *f, node *n) {
 
   family(f, "edgenode_mpk_enabled", "gauge",
          "1 when isolates' heaps are protected by memory protection keys.");
-  sample(f, "edgenode_mpk_enabled", NULL, NULL, 0);
+  sample(f, "edgenode_mpk_enabled", NULL, NULL, node_mpk_enabled(n));
 
   family(f, "edgenode_workers_configured", "gauge", "Worker processes the configuration asks for.");
   sample(f, "edgenode_workers_configured", NULL, NULL, n->cfg.workers);

@@ -186,6 +186,8 @@ typedef struct node_proc {
   int running_fd;          /* its memfd; -1 before the first spawn */
   int memory_killed;       /* memwatch killed it: a budget, not a crash of the running tenant */
   int timer_closed;        /* cordons.c: a dedicated slot's restart timer is closed (slot going) */
+  int mpk_enabled;         /* its HELLO: isolates protected by memory protection keys */
+  int mpk_keys;            /* keys it spreads its isolates over */
 } node_proc;
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
@@ -315,6 +317,9 @@ uint64_t node_worker_memory_budget(const node *n);
 void node_tenants_on_stats(node *n, node_proc *p, json_t *body);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
 void node_tenants_proc_gone(node *n, node_proc *p);
+/* 1 when every ready shared worker process protects its isolates with memory
+ * protection keys (and there is at least one), 0 otherwise. */
+int node_mpk_enabled(const node *n);
 /* GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);
 void node_tenants_free(node *n);

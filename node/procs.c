@@ -211,6 +211,9 @@ static void on_hello(node_proc *p, json_t *body) {
     free(n->v8_version);
     n->v8_version = xstrdup(v8);
   }
+  json_t *mpk = json_object_get(body, "mpk");
+  p->mpk_enabled = json_is_true(json_object_get(mpk, "enabled"));
+  p->mpk_keys = (int)json_integer_value(json_object_get(mpk, "keys"));
   if (p->state != NODE_PROC_STARTING) return;
   p->state = NODE_PROC_READY;
   char extra[128];
@@ -219,6 +222,17 @@ static void on_hello(node_proc *p, json_t *body) {
   /* Before any spec request of the process is answered: where tenants run. */
   node_cordons_on_hello(p);
   if (!p->cordon) node_on_procs_changed(n);
+}
+
+int node_mpk_enabled(const node *n) {
+  int ready = 0;
+  for (int i = 0; i < n->n_procs; i++) {
+    const node_proc *p = &n->procs[i];
+    if (p->state != NODE_PROC_READY) continue;
+    if (!p->mpk_enabled) return 0;
+    ready++;
+  }
+  return ready > 0;
 }
 
 /* The registry row as a PROTO_WORKER_SPEC payload: no timestamps, limits filled. */

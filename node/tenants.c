@@ -67,6 +67,8 @@ void node_tenants_proc_gone(node *n, node_proc *p) {
   int proc_id = p->id;
   json_decref(p->process_stats);
   p->process_stats = NULL;
+  p->mpk_enabled = 0;
+  p->mpk_keys = 0;
   char slot[16];
   snprintf(slot, sizeof slot, "%d", proc_id);
   const char *name;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "mpk.h"
 #include "worker.h"
 
 static worker self;
@@ -291,6 +292,7 @@ static void on_supervisor_closed(proto_channel *ch, int reason) {
 static int say_hello(worker *w) {
   json_t *hello = json_pack("{s:i,s:i,s:s,s:s?}", "id", w->config.id, "pid", (int)getpid(), "v8",
                             iso_v8_version(), "tenant", w->config.dedicated);
+  json_object_set_new(hello, "mpk", mpk_start(w->config.id, w->config.ipc_fd));
   char *text = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
   int rc = proto_channel_send(&w->supervisor, PROTO_HELLO, 0, text, strlen(text));

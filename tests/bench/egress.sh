@@ -23,86 +23,30 @@ WARMUP=${WARMUP:-3}
 WORKERS=${WORKERS:-2}
 HOST_HEADER=bench.localhost
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=${BUILD_DIR:-$repo/build-release}
-cache=$repo/build-release/bench-cache
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgenode-egress-bench.XXXXXX")
-pgids=()
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init egress.sh egress
 
-say() { printf '== %s\n' "$*" >&2; }
-die() { printf 'egress.sh: %s\n' "$*" >&2; exit 1; }
-
-cleanup() {
-  local g
-  for g in "${pgids[@]}"; do kill -TERM -- "-$g" 2>/dev/null || true; done
-  for g in "${pgids[@]}"; do
-    for _ in $(seq 50); do
-      kill -0 -- "-$g" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL -- "-$g" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-for tool in cmake cc wrk npm node curl setsid pkg-config; do
-  command -v "$tool" >/dev/null || die "$tool is required"
-done
-
-free_port() {
-  node -e 'const s = require("net").createServer();
-           s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
-}
-
-cpu_busy() {
-  local a b
-  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
-  local total=0 idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) i
-  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
-  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
-}
+bench_need cmake cc wrk npm node curl setsid pkg-config
 
 # --- build -----------------------------------------------------------------
-say "building Release in ${build#$repo/}/"
-cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$tmp/cmake.log" 2>&1 ||
-  { cat "$tmp/cmake.log" >&2; die "cmake configure failed"; }
-cmake --build "$build" -j"$(nproc)" --target edgenode edgenode-worker edgenode-egress loadgen \
-  >"$tmp/build.log" 2>&1 || { tail -40 "$tmp/build.log" >&2; die "build failed"; }
+bench_build edgenode edgenode-worker edgenode-egress loadgen
 loadgen=$build/bin/loadgen
 # shellcheck disable=SC2046
 cc -O2 -o "$tmp/upstream" "$repo/tests/bench/egress_upstream.c" $(pkg-config --cflags --libs libuv) ||
   die "compiling the upstream failed"
-
-# --- workerd ---------------------------------------------------------------
-workerd=${WORKERD:-$cache/workerd}
-if [[ ! -x $workerd ]]; then
-  say "installing the npm package workerd"
-  npm install --prefix "$tmp/npm" --no-audit --no-fund workerd >"$tmp/npm.log" 2>&1 ||
-    { cat "$tmp/npm.log" >&2; die "npm install workerd failed"; }
-  mkdir -p "$cache"
-  cp "$tmp/npm/node_modules/@cloudflare/workerd-linux-64/bin/workerd" "$workerd.part"
-  mv "$workerd.part" "$workerd"
-fi
+bench_workerd
 
 # --- machine ---------------------------------------------------------------
-cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1)
-echo "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, Linux $(uname -r)"
+echo "machine: $(machine_desc)"
 echo "workerd: $("$workerd" --version 2>&1 | head -1)"
-busy=$(cpu_busy)
-echo "CPU busy before the run: $busy%"
-(( busy > 10 )) && echo "warning: other work is using the CPUs ($busy%); figures will be noisy" >&2
+report_busy
 echo "load: $DURATION s per run, $CONNECTIONS connections, $ROUNDS rounds, $WORKERS edgenode worker processes"
 
 # --- servers ---------------------------------------------------------------
 up_port=$(free_port)
-edge_port=$(free_port)
-edge_control=$(free_port)
 wd_port=$(free_port)
 
-(exec setsid "$tmp/upstream" "$up_port" >"$tmp/upstream.log" 2>&1) &
-pgids+=("$!")
+bench_spawn "$tmp" "$tmp/upstream.log" "$tmp/upstream" "$up_port"
 
 upstream_url="http://127.0.0.1:$up_port/data"
 cat >"$tmp/worker.js" <<EOF
@@ -114,12 +58,8 @@ export default {
 };
 EOF
 
-say "starting edgenode on 127.0.0.1:$edge_port"
-(cd "$repo" && exec setsid "$build/bin/edgenode" --listen "127.0.0.1:$edge_port" \
-  --control "127.0.0.1:$edge_control" --data "$tmp/data" --workers "$WORKERS" \
-  --egress-allow-cidr 127.0.0.1/32 >"$tmp/edgenode.log" 2>&1) &
-edge_pid=$!
-pgids+=("$edge_pid")
+say "starting edgenode ($WORKERS worker processes)"
+edgenode_start "$(free_port)" "$(free_port)" --workers "$WORKERS" --egress-allow-cidr 127.0.0.1/32
 
 mkdir -p "$tmp/workerd"
 cp "$tmp/worker.js" "$tmp/workerd/worker.js"
@@ -139,13 +79,8 @@ const bench :Workerd.Worker = (
 );
 EOF
 say "starting workerd on 127.0.0.1:$wd_port"
-(cd "$tmp/workerd" && exec setsid "$workerd" serve config.capnp >"$tmp/workerd.log" 2>&1) &
-wd_pid=$!
-pgids+=("$wd_pid")
+workerd_start "$tmp/workerd" config.capnp
 
-for _ in $(seq 300); do grep -q '"msg":"ready"' "$tmp/edgenode.log" && break; sleep 0.1; done
-grep -q '"msg":"ready"' "$tmp/edgenode.log" || { tail -20 "$tmp/edgenode.log" >&2; die "edgenode did not start"; }
-token=$(cat "$tmp/data/control.token")
 node - "$edge_control" "$token" "$tmp/worker.js" "$up_port" <<'EOF' || die "deploying the worker failed"
 const [port, token, file, up] = process.argv.slice(2);
 const body = JSON.stringify({

@@ -25,156 +25,44 @@ WARMUP=${WARMUP:-3}
 PERF=${PERF:-}
 HOST_HEADER=hello.localhost
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=$repo/build-release
-cache=$build/bench-cache
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgenode-bench.XXXXXX")
-pgids=()
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init hello.sh hello
+bench_on_cleanup() { [[ -n ${perf_pid:-} ]] && kill "$perf_pid" 2>/dev/null; }
 
-say() { printf '== %s\n' "$*" >&2; }
-die() { printf 'hello.sh: %s\n' "$*" >&2; exit 1; }
-
-# Every server runs in its own process group (setsid), so one kill reaches
-# edgenode's worker processes too, even if the supervisor is wedged.
-cleanup() {
-  local g
-  [[ -n ${perf_pid:-} ]] && kill "$perf_pid" 2>/dev/null
-  for g in "${pgids[@]}"; do
-    kill -TERM -- "-$g" 2>/dev/null || true
-  done
-  for g in "${pgids[@]}"; do
-    for _ in $(seq 50); do
-      kill -0 -- "-$g" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL -- "-$g" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-for tool in cmake wrk npm node curl setsid; do
-  command -v "$tool" >/dev/null || die "$tool is required"
-done
-
-free_port() {
-  node -e 'const s = require("net").createServer();
-           s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
-}
-
-# Share of the CPUs busy over one second: other work on the machine skews
-# both servers, so it is measured (and reported) before they start.
-cpu_busy() {
-  local a b
-  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
-  local total=0 idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) i
-  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
-  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
-}
+bench_need cmake wrk npm node curl setsid
 
 # --- build -----------------------------------------------------------------
-say "building Release in build-release/"
-cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$tmp/cmake.log" 2>&1 ||
-  { cat "$tmp/cmake.log" >&2; die "cmake configure failed"; }
 targets=(edgenode edgenode-worker loadgen)
 # The node starts its egress process when the binary is next to it; it idles
 # here (hello makes no outbound calls) but keeps the node as deployed.
 [[ -f $repo/egress/CMakeLists.txt ]] && targets+=(edgenode-egress)
-cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" \
-  >"$tmp/build.log" 2>&1 || { tail -40 "$tmp/build.log" >&2; die "build failed"; }
+bench_build "${targets[@]}"
 loadgen=$build/bin/loadgen
-
-# --- workerd ---------------------------------------------------------------
-workerd=$cache/workerd
-if [[ ! -x $workerd ]]; then
-  say "installing the npm package workerd"
-  npm install --prefix "$tmp/npm" --no-audit --no-fund workerd >"$tmp/npm.log" 2>&1 ||
-    { cat "$tmp/npm.log" >&2; die "npm install workerd failed"; }
-  mkdir -p "$cache"
-  cp "$tmp/npm/node_modules/@cloudflare/workerd-linux-64/bin/workerd" "$workerd.part"
-  mv "$workerd.part" "$workerd"
-fi
+bench_workerd
 
 # --- machine ---------------------------------------------------------------
-cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1)
-echo "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, Linux $(uname -r)"
+echo "machine: $(machine_desc)"
 echo "workerd: $("$workerd" --version 2>&1 | head -1); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
-busy=$(cpu_busy)
-echo "CPU busy before the run: $busy%"
-if (( busy > 10 )); then
-  echo "warning: other work is using the CPUs ($busy%); figures will be noisy" >&2
-fi
+report_busy
 echo "load: $DURATION s per run, $CONNECTIONS connections, $ROUNDS rounds, Host: $HOST_HEADER"
 
 # --- servers ---------------------------------------------------------------
-edge_port=$(free_port)
-edge_control=$(free_port)
+say "starting edgenode"
+edgenode_start "$(free_port)" "$(free_port)" --workers 2 --dev
 wd_port=$(free_port)
-
-say "starting edgenode on 127.0.0.1:$edge_port"
-(cd "$repo" && exec setsid "$build/bin/edgenode" --listen "127.0.0.1:$edge_port" \
-  --control "127.0.0.1:$edge_control" --data "$tmp/data" --workers 2 --dev \
-  >"$tmp/edgenode.log" 2>&1) &
-edge_pid=$!
-pgids+=("$edge_pid")
 
 mkdir -p "$tmp/workerd"
 cp "$repo/examples/hello.js" "$tmp/workerd/hello.js"
-cat >"$tmp/workerd/config.capnp" <<EOF
-using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [ (name = "main", worker = .hello) ],
-  sockets = [ (name = "http", address = "127.0.0.1:$wd_port", http = (), service = "main") ],
-);
-const hello :Workerd.Worker = (
-  modules = [ (name = "hello.js", esModule = embed "hello.js") ],
-  compatibilityDate = "2025-01-01",
-);
-EOF
+workerd_config "$tmp/workerd" "$wd_port" hello.js
 say "starting workerd on 127.0.0.1:$wd_port"
-(cd "$tmp/workerd" && exec setsid "$workerd" serve config.capnp >"$tmp/workerd.log" 2>&1) &
-wd_pid=$!
-pgids+=("$wd_pid")
-
-# Waits until $1 (pid) has logged readiness (pattern $3 in file $2, if given)
-# and its port $4 answers the hello worker.
-wait_ready() {
-  local pid=$1 log=$2 pattern=$3 port=$4 name=$5
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || { tail -20 "$log" >&2; die "$name exited during start-up"; }
-    if [[ -z $pattern ]] || grep -q "$pattern" "$log"; then
-      if curl -sf -m 2 -H "Host: $HOST_HEADER" "http://127.0.0.1:$port/" >"$tmp/body" 2>/dev/null &&
-        grep -q 'Hello' "$tmp/body"; then
-        return 0
-      fi
-    fi
-    sleep 0.1
-  done
-  tail -20 "$log" >&2
-  die "$name did not become ready in 30 s"
-}
-wait_ready "$edge_pid" "$tmp/edgenode.log" '"msg":"ready"' "$edge_port" edgenode
-wait_ready "$wd_pid" "$tmp/workerd.log" '' "$wd_port" workerd
+workerd_start "$tmp/workerd" config.capnp
+wait_http edgenode "http://127.0.0.1:$edge_port/" "$HOST_HEADER" Hello
+wait_http workerd "http://127.0.0.1:$wd_port/" "$HOST_HEADER" Hello
 
 # --- load ------------------------------------------------------------------
 url_of() { [[ $1 == edgenode ]] && echo "http://127.0.0.1:$edge_port/" || echo "http://127.0.0.1:$wd_port/"; }
 pgid_of() { [[ $1 == edgenode ]] && echo "$edge_pid" || echo "$wd_pid"; }
 clk_tck=$(getconf CLK_TCK)
-
-# CPU time (user + system, clock ticks) used so far by every process of a
-# server's process group. Over a run it gives the server's CPU cost per
-# request, which other work on the machine disturbs far less than the rate.
-group_ticks() {
-  local pid total=0 stat rest f
-  for pid in $(pgrep -g "$1"); do
-    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
-    rest=${stat##*) }         # the command name may contain spaces
-    read -r -a f <<<"$rest"   # f[11], f[12] = utime, stime (fields 14, 15)
-    total=$(( total + f[11] + f[12] ))
-  done
-  echo "$total"
-}
 
 # Prints "requests/s requests cpu_ticks" of one wrk run; warns on errors it reports.
 run_wrk() {

@@ -27,59 +27,15 @@ RSS_SECONDS=${RSS_SECONDS:-60}
 RSS_SECONDS_WORKERD=${RSS_SECONDS_WORKERD:-10}
 HOST_HEADER=parent.localhost
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=$repo/${BUILD:-build-release}
-cache=$build/bench-cache
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgenode-loader-bench.XXXXXX")
-pgids=()
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init loader.sh loader
 
-say() { printf '== %s\n' "$*" >&2; }
-die() { printf 'loader.sh: %s\n' "$*" >&2; exit 1; }
-
-# Every server runs in its own process group (setsid): one kill reaches
-# edgenode's worker processes too.
-cleanup() {
-  local g
-  for g in "${pgids[@]}"; do kill -TERM -- "-$g" 2>/dev/null || true; done
-  for g in "${pgids[@]}"; do
-    for _ in $(seq 50); do
-      kill -0 -- "-$g" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL -- "-$g" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-for tool in cmake npm node curl setsid ps; do
-  command -v "$tool" >/dev/null || die "$tool is required"
-done
-
-free_port() {
-  node -e 'const s = require("net").createServer();
-           s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
-}
+bench_need cmake npm node curl setsid ps
 
 # --- build -----------------------------------------------------------------
-say "building Release in $build"
-cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$tmp/cmake.log" 2>&1 ||
-  { cat "$tmp/cmake.log" >&2; die "cmake configure failed"; }
-cmake --build "$build" -j"$(nproc)" --target edgenode edgenode-worker loadgen \
-  >"$tmp/build.log" 2>&1 || { tail -40 "$tmp/build.log" >&2; die "build failed"; }
+bench_build edgenode edgenode-worker loadgen
 loadgen=$build/bin/loadgen
-
-# --- workerd ---------------------------------------------------------------
-workerd=$cache/workerd
-if [[ ! -x $workerd ]]; then
-  say "installing the npm package workerd"
-  npm install --prefix "$tmp/npm" --no-audit --no-fund workerd >"$tmp/npm.log" 2>&1 ||
-    { cat "$tmp/npm.log" >&2; die "npm install workerd failed"; }
-  mkdir -p "$cache"
-  cp "$tmp/npm/node_modules/@cloudflare/workerd-linux-64/bin/workerd" "$workerd.part"
-  mv "$workerd.part" "$workerd"
-fi
+bench_workerd
 
 # --- the parent script: one file, both servers -------------------------------
 mkdir -p "$tmp/workerd"
@@ -135,87 +91,33 @@ export default {
 };
 EOF
 
-# Share of the CPUs busy over one second: other work on the machine slows
-# both servers (it is reported, and figures are then best read as ratios).
-cpu_busy() {
-  local a b
-  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
-  local total=0 idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) i
-  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
-  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
-}
-
 # --- machine ---------------------------------------------------------------
-cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1)
-echo "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, Linux $(uname -r)"
+echo "machine: $(machine_desc)"
 echo "workerd: $("$workerd" --version 2>&1 | head -1)"
 echo "load: loadgen, $DURATION s per run, 1 and $CONNECTIONS connections, $ROUNDS rounds"
-busy=$(cpu_busy)
-echo "CPU busy before the run: $busy% (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-(( busy > 10 )) && echo "warning: other work is using the CPUs; figures will be noisy" >&2
+report_busy
 
 # --- servers ---------------------------------------------------------------
-edge_port=$(free_port)
-edge_control=$(free_port)
+say "starting edgenode (2 worker processes)"
+edgenode_start "$(free_port)" "$(free_port)" --workers 2 --log-level warn
 wd_port=$(free_port)
-
-say "starting edgenode on 127.0.0.1:$edge_port (2 worker processes)"
-(cd "$repo" && exec setsid "$build/bin/edgenode" --listen "127.0.0.1:$edge_port" \
-  --control "127.0.0.1:$edge_control" --data "$tmp/data" --workers 2 --log-level warn \
-  >"$tmp/edgenode.log" 2>&1) &
-edge_pid=$!
-pgids+=("$edge_pid")
-for _ in $(seq 300); do
-  curl -sf "http://127.0.0.1:$edge_control/readyz" >/dev/null 2>&1 && break
-  kill -0 "$edge_pid" 2>/dev/null || { tail -20 "$tmp/edgenode.log" >&2; die "edgenode exited"; }
-  sleep 0.1
-done
-token=$(cat "$tmp/data/control.token")
 node -e '
   const fs = require("fs");
   const body = { main_module: "parent.js", modules: { "parent.js": fs.readFileSync(process.argv[1], "utf8") },
                  bindings: { LOADER: { type: "loader" } }, limits: { cpu_ms: 1000, wall_ms: 300000 } };
   process.stdout.write(JSON.stringify(body));' "$tmp/workerd/parent.js" >"$tmp/deploy.json"
-curl -sf -X PUT -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-  --data-binary "@$tmp/deploy.json" "http://127.0.0.1:$edge_control/v1/workers/parent" >/dev/null ||
-  die "deploying the parent to edgenode failed"
+edgenode_deploy parent "$tmp/deploy.json"
 
-cat >"$tmp/workerd/config.capnp" <<EOF
-using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [ (name = "main", worker = .parent) ],
-  sockets = [ (name = "http", address = "127.0.0.1:$wd_port", http = (), service = "main") ],
-);
-const parent :Workerd.Worker = (
-  modules = [ (name = "parent.js", esModule = embed "parent.js") ],
-  compatibilityDate = "2025-01-01",
-  bindings = [ (name = "LOADER", workerLoader = ()) ],
-);
-EOF
+workerd_config "$tmp/workerd" "$wd_port" parent.js '(name = "LOADER", workerLoader = ())'
 say "starting workerd on 127.0.0.1:$wd_port"
-(cd "$tmp/workerd" && exec setsid "$workerd" serve --experimental config.capnp \
-  >"$tmp/workerd.log" 2>&1) &
-wd_pid=$!
-pgids+=("$wd_pid")
+workerd_start "$tmp/workerd" config.capnp --experimental
 
 url_of() {
   [[ $1 == edgenode ]] && echo "http://127.0.0.1:$edge_port$2" || echo "http://127.0.0.1:$wd_port$2"
 }
 for name in edgenode workerd; do
-  for _ in $(seq 300); do
-    if curl -sf -m 5 -H "Host: $HOST_HEADER" "$(url_of "$name" /warm)" 2>/dev/null | grep -q warm; then
-      continue 2
-    fi
-    sleep 0.1
-  done
-  tail -20 "$tmp/$name.log" >&2
-  die "$name does not answer /warm"
+  wait_http "$name" "$(url_of "$name" /warm)" "$HOST_HEADER" warm
 done
-
-# RSS in KiB of a process group (edgenode: the supervisor and its workers).
-rss_of() {
-  ps -o rss= -s "$1" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'
-}
 
 # --- latency and throughput ---------------------------------------------------
 say "warming up"

@@ -1,7 +1,7 @@
 /*
  * loadgen: a closed-loop HTTP/1.1 load generator that times every response.
  *
- *   loadgen [-c CONNECTIONS] [-d SECONDS] [-t THREADS] [-H HOST] URL
+ *   loadgen [-c CONNECTIONS] [-d SECONDS] [-t THREADS] [-H HOST] [-n COUNT] URL
  *
  * Each connection keeps exactly one request outstanding on a keep-alive
  * connection: it writes the request, waits for the complete response, and
@@ -10,6 +10,10 @@
  * last byte of its response has been parsed. Every sample is stored, so the
  * percentiles are exact (nearest rank); nothing is synthesised for requests
  * that were never sent, unlike tools that correct for coordinated omission.
+ *
+ * With -n COUNT the Host header holds "%d" (-H 'w%d.localhost'), which each
+ * request replaces by the next of 0 .. COUNT-1 in turn, over all connections:
+ * COUNT tenants requested round-robin.
  *
  * One JSON line goes to stdout:
  *   {"requests":N,"errors":N,"seconds":S,"rps":R,
@@ -23,6 +27,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <llhttp.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +75,9 @@ struct loadgen_thread {
   uv_thread_t tid;
   llhttp_settings_t settings;
   const struct sockaddr *addr;
-  const uv_buf_t *request;
+  const uv_buf_t *requests; /* n_requests of them, taken in turn */
+  size_t n_requests;
+  atomic_size_t *next;       /* shared by all threads */
   conn *conns;
   int nconns;
   uint64_t duration_ms;
@@ -209,18 +216,21 @@ static void on_write(uv_write_t *req, int status) {
 
 static void conn_send(conn *c) {
   loadgen_thread *t = c->thread;
+  const uv_buf_t *request = t->requests;
+  if (t->n_requests > 1)
+    request += atomic_fetch_add_explicit(t->next, 1, memory_order_relaxed) % t->n_requests;
   c->in_flight = true;
   c->sent_ns = uv_hrtime();
   /* The request is small: the kernel almost always takes it whole, which
    * avoids a write request round trip through the loop. */
-  int n = uv_try_write((uv_stream_t *)&c->tcp, t->request, 1);
-  if (n == (int)t->request->len)
+  int n = uv_try_write((uv_stream_t *)&c->tcp, request, 1);
+  if (n == (int)request->len)
     return;
   if (n < 0 && n != UV_EAGAIN) {
     conn_fail(c);
     return;
   }
-  uv_buf_t rest = *t->request;
+  uv_buf_t rest = *request;
   if (n > 0) {
     rest.base += n;
     rest.len -= (size_t)n;
@@ -292,7 +302,8 @@ static void thread_main(void *arg) {
 }
 
 static void thread_init(loadgen_thread *t, int nconns, const struct sockaddr *addr,
-                        const uv_buf_t *request, uint64_t duration_ms) {
+                        const uv_buf_t *requests, size_t n_requests, atomic_size_t *next,
+                        uint64_t duration_ms) {
   memset(t, 0, sizeof(*t));
   int r = uv_loop_init(&t->loop);
   if (r == 0)
@@ -304,7 +315,9 @@ static void thread_init(loadgen_thread *t, int nconns, const struct sockaddr *ad
   llhttp_settings_init(&t->settings);
   t->settings.on_message_complete = on_message_complete;
   t->addr = addr;
-  t->request = request;
+  t->requests = requests;
+  t->n_requests = n_requests;
+  t->next = next;
   t->duration_ms = duration_ms;
   t->nconns = nconns;
   t->conns = xcalloc((size_t)nconns, sizeof(*t->conns));
@@ -429,11 +442,12 @@ static int resolve(const char *host, int port, struct sockaddr_storage *out) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: loadgen [-c CONNECTIONS] [-d SECONDS] [-t THREADS] [-H HOST] URL\n"
+          "usage: loadgen [-c CONNECTIONS] [-d SECONDS] [-t THREADS] [-H HOST] [-n COUNT] URL\n"
           "  -c  concurrent keep-alive connections, one request each (default 64)\n"
           "  -d  duration in seconds, fractions allowed (default 10)\n"
           "  -t  client threads, each with its own event loop (default 1)\n"
-          "  -H  value of the Host header (default: host[:port] of URL)\n");
+          "  -H  value of the Host header (default: host[:port] of URL)\n"
+          "  -n  the Host header's %%d takes 0 .. COUNT-1 in turn (round-robin over COUNT hosts)\n");
 }
 
 typedef struct {
@@ -441,6 +455,7 @@ typedef struct {
   int threads;
   double seconds;
   const char *host_header;
+  int hosts; /* -n */
   const char *url;
 } options;
 
@@ -455,9 +470,9 @@ static int parse_int(const char *s, int min, int max, int *out) {
 }
 
 static int parse_options(int argc, char **argv, options *o) {
-  *o = (options){.connections = 64, .threads = 1, .seconds = 10.0};
+  *o = (options){.connections = 64, .threads = 1, .seconds = 10.0, .hosts = 1};
   int opt;
-  while ((opt = getopt(argc, argv, "c:d:t:H:h")) != -1) {
+  while ((opt = getopt(argc, argv, "c:d:t:H:n:h")) != -1) {
     char *end;
     switch (opt) {
     case 'c':
@@ -477,6 +492,10 @@ static int parse_options(int argc, char **argv, options *o) {
     case 'H':
       o->host_header = optarg;
       break;
+    case 'n':
+      if (parse_int(optarg, 1, 10000000, &o->hosts) < 0)
+        return -EINVAL;
+      break;
     default:
       return -EINVAL;
     }
@@ -484,6 +503,8 @@ static int parse_options(int argc, char **argv, options *o) {
   if (optind != argc - 1)
     return -EINVAL;
   o->url = argv[optind];
+  if (o->hosts > 1 && (o->host_header == NULL || strstr(o->host_header, "%d") == NULL))
+    return -EINVAL;
   if (o->threads > o->connections)
     o->threads = o->connections;
   return 0;
@@ -507,14 +528,22 @@ int main(int argc, char **argv) {
   char *host_value = o.host_header ? xstrdup(o.host_header)
                      : port == 80 ? xstrdup(host)
                                   : xasprintf("%s:%d", host, port);
-  char *text = xasprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, host_value);
-  uv_buf_t request = uv_buf_init(text, (unsigned)strlen(text));
+  uv_buf_t *requests = xcalloc((size_t)o.hosts, sizeof(*requests));
+  const char *mark = o.hosts > 1 ? strstr(host_value, "%d") : NULL;
+  for (int i = 0; i < o.hosts; i++) {
+    char *text = mark ? xasprintf("GET %s HTTP/1.1\r\nHost: %.*s%d%s\r\n\r\n", path,
+                                  (int)(mark - host_value), host_value, i, mark + 2)
+                      : xasprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, host_value);
+    requests[i] = uv_buf_init(text, (unsigned)strlen(text));
+  }
+  atomic_size_t next = 0;
 
   uint64_t duration_ms = (uint64_t)(o.seconds * 1000.0 + 0.5);
   loadgen_thread *threads = xcalloc((size_t)o.threads, sizeof(*threads));
   for (int i = 0; i < o.threads; i++) {
     int n = o.connections / o.threads + (i < o.connections % o.threads);
-    thread_init(&threads[i], n, (const struct sockaddr *)&addr, &request, duration_ms);
+    thread_init(&threads[i], n, (const struct sockaddr *)&addr, requests, (size_t)o.hosts, &next,
+                duration_ms);
   }
 
   for (int i = 0; i < o.threads; i++) {
@@ -557,7 +586,9 @@ int main(int argc, char **argv) {
   r = print_result(total, errors, seconds, all, total);
   free(all);
   free(threads);
-  free(text);
+  for (int i = 0; i < o.hosts; i++)
+    free(requests[i].base);
+  free(requests);
   free(host_value);
   if (r < 0) {
     fprintf(stderr, "loadgen: cannot print the result: %s\n", strerror(-r));

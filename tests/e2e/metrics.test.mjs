@@ -83,7 +83,14 @@ test('GET /metrics: per-tenant, per-process and node metrics in the text format'
   const info = await node.nodeInfo();
   assert.equal(value(m, 'edgenode_build_info', { version: info.version, v8: info.v8 }), 1);
   assert.ok(value(m, 'edgenode_uptime_seconds') > 0);
-  assert.equal(value(m, 'edgenode_mpk_enabled'), 0);
+  // The CPU decides (PKU or not); /metrics, /v1/node and every process agree.
+  assert.equal(typeof info.mpk_enabled, 'boolean');
+  assert.equal(value(m, 'edgenode_mpk_enabled'), info.mpk_enabled ? 1 : 0);
+  for (const w of info.workers.filter((x) => x.state === 'ready')) {
+    assert.equal(typeof w.mpk?.enabled, 'boolean', JSON.stringify(w));
+    assert.equal(w.mpk.enabled, info.mpk_enabled);
+    if (w.mpk.enabled) assert.ok(w.mpk.keys > 0);
+  }
   assert.equal(value(m, 'edgenode_node_state', { state: 'serving' }), 1);
   assert.equal(value(m, 'edgenode_node_state', { state: 'drained' }), 0);
 
