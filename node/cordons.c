@@ -609,6 +609,34 @@ void node_cordons_on_crash(node *n, const char *tenant, json_t *details) {
 
 /* ---- node lifecycle --------------------------------------------------------------------- */
 
+/* A monitor with the configured rules (or the defaults when none are configured). */
+static cordon_monitor *monitor_from_config(node *n) {
+  const cordon_rule *rules = n->cfg.cordon_rules;
+  size_t n_rules = n->cfg.n_cordon_rules;
+  cordon_rule defaults[CORDON_MAX_RULES];
+  if (!n->cfg.cordon_rules_set) {
+    n_rules = 0;
+    for (size_t i = 0; i < cordon_n_default_rules && i < CORDON_MAX_RULES; i++) {
+      const char *why;
+      if (cordon_rule_parse(cordon_default_rules[i], &defaults[n_rules], &why) == 0) n_rules++;
+    }
+    rules = defaults;
+  }
+  json_t *list = json_array();
+  for (size_t i = 0; i < n_rules; i++) json_array_append_new(list, json_string(rules[i].text));
+  json_t *extra = json_pack("{s:o}", "rules", list);
+  log_json(LOG_INFO, NULL, extra, "cordon monitor rules");
+  json_decref(extra);
+  return cordon_monitor_new(rules, n_rules);
+}
+
+void node_cordons_reload_rules(node *n) {
+  if (n->cordons == NULL) return;
+  /* Counts start over: a window of the old rules means nothing to the new. */
+  cordon_monitor_free(n->cordons->monitor);
+  n->cordons->monitor = monitor_from_config(n);
+}
+
 int node_cordons_open(node *n, char **err) {
   struct node_cordons *cs = xcalloc(1, sizeof *cs);
   n->cordons = cs;
@@ -629,23 +657,7 @@ int node_cordons_open(node *n, char **err) {
     return -EIO;
   }
   free(path);
-  const cordon_rule *rules = n->cfg.cordon_rules;
-  size_t n_rules = n->cfg.n_cordon_rules;
-  cordon_rule defaults[CORDON_MAX_RULES];
-  if (!n->cfg.cordon_rules_set) {
-    n_rules = 0;
-    for (size_t i = 0; i < cordon_n_default_rules && i < CORDON_MAX_RULES; i++) {
-      const char *why;
-      if (cordon_rule_parse(cordon_default_rules[i], &defaults[n_rules], &why) == 0) n_rules++;
-    }
-    rules = defaults;
-  }
-  cs->monitor = cordon_monitor_new(rules, n_rules);
-  json_t *list = json_array();
-  for (size_t i = 0; i < n_rules; i++) json_array_append_new(list, json_string(rules[i].text));
-  json_t *extra = json_pack("{s:o}", "rules", list);
-  log_json(LOG_INFO, NULL, extra, "cordon monitor rules");
-  json_decref(extra);
+  cs->monitor = monitor_from_config(n);
   /* The sockets now, so that the first HELLO of a shared process can name the ports. */
   for (node_cordon *c = cs->list; c; c = c->next) {
     if (c->state != CORDONED) continue;

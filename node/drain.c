@@ -321,6 +321,13 @@ static int same_list(char **a, size_t na, char **b, size_t nb) {
   return 1;
 }
 
+static int same_rules(const node_config *a, const node_config *b) {
+  if (a->cordon_rules_set != b->cordon_rules_set || a->n_cordon_rules != b->n_cordon_rules) return 0;
+  for (size_t i = 0; i < a->n_cordon_rules; i++)
+    if (strcmp(a->cordon_rules[i].text, b->cordon_rules[i].text) != 0) return 0;
+  return 1;
+}
+
 /* Keys that only a restart of the node applies. */
 static void note_fixed(json_t *ignored, const node_config *old, const node_config *fresh) {
   if (strcmp(old->listen_host, fresh->listen_host) != 0 || old->listen_port != fresh->listen_port)
@@ -382,6 +389,9 @@ static void reload(node *n) {
     json_object_set_new(changed, "log_level",
                         json_pack("{s:s, s:s}", "from", node_log_level_name(cfg->log_level), "to",
                                   node_log_level_name(fresh.log_level)));
+  note_int(changed, "cordon_memory_mb", cfg->cordon_memory_mb, fresh.cordon_memory_mb);
+  int rules_changed = !same_rules(cfg, &fresh);
+  if (rules_changed) json_object_set_new(changed, "cordon_rules", json_true());
   note_fixed(ignored, cfg, &fresh);
 
   /* Worker processes take these as flags: they need new processes. */
@@ -398,6 +408,15 @@ static void reload(node *n) {
   cfg->isolate_memory_mb = fresh.isolate_memory_mb;
   cfg->idle_timeout_s = fresh.idle_timeout_s;
   cfg->log_level = fresh.log_level;
+  cfg->cordon_memory_mb = fresh.cordon_memory_mb; /* read by the next memory check */
+  if (rules_changed) {
+    cordon_rule *old_rules = cfg->cordon_rules;
+    cfg->cordon_rules = fresh.cordon_rules;
+    cfg->n_cordon_rules = fresh.n_cordon_rules;
+    cfg->cordon_rules_set = fresh.cordon_rules_set;
+    fresh.cordon_rules = old_rules; /* freed with fresh below */
+    node_cordons_reload_rules(n);
+  }
   /* log_init only sets the process name and level (and line buffering again). */
   fflush(stderr);
   log_init("supervisor", cfg->log_level);

@@ -418,6 +418,8 @@ void node_cordons_close(node *n);
 /* From procs.c: a report, a worker event, a HELLO, a PROTO_CORDON_DONE. */
 void node_cordons_on_stats(node *n, node_proc *p, json_t *body);
 void node_cordons_on_event(node *n, node_proc *p, json_t *body);
+/* The configuration's rules changed (SIGHUP): a new monitor, counts from zero. */
+void node_cordons_reload_rules(node *n);
 void node_cordons_on_hello(node_proc *p);
 void node_cordons_on_done(node_proc *p, json_t *body);
 /* From procs.c when a shared process died: the tenant whose code ran, or NULL. */

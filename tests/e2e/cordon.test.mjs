@@ -116,6 +116,27 @@ test('a rule fires after 3 CPU-limit hits: the tenant moves to a dedicated proce
   }
 });
 
+test('SIGHUP applies new cordon rules', async () => {
+  const dir = tempDir();
+  const file = config(dir, { cordon_rules: ['cpu_limit_hits >= 100 in 60s'] });
+  const node = await startNode({ workers: 1, configFile: file });
+  try {
+    await node.deployOk('noisy', NOISY, { json: true, limits: { cpu_ms: 20 } });
+    assert.equal((await node.ingress('noisy', '/spin')).status, 503);
+    assert.equal((await tenant(node, 'noisy')).state, 'active', 'one hit is far from 100');
+    config(dir, { cordon_rules: ['cpu_limit_hits >= 1 in 60s'] });
+    const from = node.logs.length;
+    node.proc.kill('SIGHUP');
+    const line = await node.waitForLog((l) => l.json?.msg === 'configuration reloaded', { from });
+    assert.equal(line.json.changed.cordon_rules, true);
+    assert.equal((await node.ingress('noisy', '/spin')).status, 503);
+    const t = await dedicatedReady(node, 'noisy');
+    assert.equal(t.rule, 'cpu_limit_hits >= 1 in 60s');
+  } finally {
+    await node.stop();
+  }
+});
+
 test('edgectl cordon and uncordon; the cordon survives a restart', async () => {
   const dataDir = tempDir();
   let node = await startNode({ workers: 2, dataDir });
