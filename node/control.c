@@ -151,6 +151,7 @@ static void delete_worker(node *n, http_request *req, const char *name) {
   }
   node_procs_broadcast_changed(n, name);
   node_egress_forget(n, name);
+  node_cordons_worker_deleted(n, name);
   log_write(LOG_INFO, name, NULL, NULL, "deleted");
   /* The facet outlives a delete unless the operator asks for it to go. */
   const char *query = strchr(req->target, '?');

@@ -807,6 +807,11 @@ static void post_cordon(node *n, http_request *req, const char *name) {
   free(reason);
 }
 
+void node_cordons_worker_deleted(node *n, const char *name) {
+  node_cordon *c = n->cordons ? find(n, name) : NULL;
+  if (c != NULL) uncordon(n, c, "delete");
+}
+
 static void post_uncordon(node *n, http_request *req, const char *name) {
   node_cordon *c = find(n, name);
   if (c == NULL) {

@@ -420,6 +420,8 @@ void node_cordons_on_stats(node *n, node_proc *p, json_t *body);
 void node_cordons_on_event(node *n, node_proc *p, json_t *body);
 /* The configuration's rules changed (SIGHUP): a new monitor, counts from zero. */
 void node_cordons_reload_rules(node *n);
+/* A deleted worker's cordon goes with it: its dedicated process drains away. */
+void node_cordons_worker_deleted(node *n, const char *name);
 void node_cordons_on_hello(node_proc *p);
 void node_cordons_on_done(node_proc *p, json_t *body);
 /* From procs.c when a shared process died: the tenant whose code ran, or NULL. */

@@ -137,6 +137,26 @@ test('SIGHUP applies new cordon rules', async () => {
   }
 });
 
+test('deleting a cordoned worker ends its cordon and its dedicated process', async () => {
+  const node = await startNode({ workers: 1 });
+  try {
+    await node.deployOk('gone', NOISY, { json: true });
+    const r = await node.control('POST', '/v1/tenants/gone/cordon', { body: { reason: 'test' } });
+    assert.equal(r.status, 200, r.text);
+    await dedicatedReady(node, 'gone');
+    assert.equal((await node.control('DELETE', '/v1/workers/gone')).status, 200);
+    await node.waitForLog((l) => l.json?.process === 'cordon-gone' && l.json.msg === 'exiting',
+      { timeout: 20000, what: 'the dedicated process exiting' });
+    const ev = await node.control('GET', '/v1/events?tenant=gone&kind=uncordon');
+    assert.equal(ev.json.events[0].details.by, 'delete');
+    // Deployed again, it runs in the shared processes.
+    await node.deployOk('gone', NOISY, { json: true });
+    assert.match(await servedBy(node, 'gone', '/back'), /^worker-\d+$/);
+  } finally {
+    await node.stop();
+  }
+});
+
 test('edgectl cordon and uncordon; the cordon survives a restart', async () => {
   const dataDir = tempDir();
   let node = await startNode({ workers: 2, dataDir });
