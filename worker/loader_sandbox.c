@@ -137,14 +137,26 @@ static void after_entry(sandbox *sb) {
   if (!sb->dying && sandbox_idle(sb) && sb->ops->idle) sb->ops->idle(sb);
 }
 
+/* Its code is its parent tenant's: a crash while it runs is blamed on that
+ * tenant (one-shot runs have none). */
+static void enter(sandbox *sb) {
+  sb->entered++;
+  if (sb->base.tenant) worker_running_enter(worker_self(), sb->base.tenant->name);
+}
+
+static void leave(sandbox *sb) {
+  if (sb->base.tenant) worker_running_leave(worker_self());
+  sb->entered--;
+}
+
 static void timer_unit_run(sched_unit *u) {
   timer_unit *tu = container_of(u, timer_unit, unit);
   sandbox *sb = tu->owner;
   sb->base.units--;
   if (!sb->dying && sb->base.iso) {
-    sb->entered++;
+    enter(sb);
     iso_worker_fire_timer(sb->base.iso, tu->token, tu->id);
-    sb->entered--;
+    leave(sb);
   }
   free(tu);
   after_entry(sb);
@@ -312,7 +324,9 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err) {
   options->host = &host;
   options->calls = &sandbox_calls;
   options->limits = sb->base.limits;
-  sb->base.iso = iso_worker_create(options, err);
+  if (sb->base.tenant) worker_running_enter(worker_self(), sb->base.tenant->name);
+  sb->base.iso = iso_worker_create(options, err); /* runs the modules' top-level code */
+  if (sb->base.tenant) worker_running_leave(worker_self());
   pool_refill(worker_self());
   if (sb->base.iso == NULL) {
     sb->broken = 1;
@@ -405,9 +419,9 @@ static void request_run(sched_unit *u) {
   };
   r->start_ns = time_mono_ns();
   uint64_t token = r->token;
-  sb->entered++;
+  enter(sb);
   int rc = iso_worker_dispatch(sb->base.iso, token, &ir);
-  sb->entered--;
+  leave(sb);
   sandbox_request *still = request_of(sb, token);
   if (rc != 0 && still) {
     /* Refused before it started: no respond or done will come for it. */

@@ -207,9 +207,14 @@ static void map_running_slot(worker *w) {
   w->running_slot->magic = PROTO_RUNNING_MAGIC;
 }
 
+/* Entries nest: a dynamic worker's code runs inside its parent's call, and
+ * the parent's code is still running when the child's returns. */
+static int running_depth;
+
 void worker_running_enter(worker *w, const char *tenant) {
   proto_running *r = w->running_slot;
   if (r == NULL) return;
+  running_depth++;
   /* The supervisor reads the page after the process is gone, so only the
    * compiler's ordering matters: the name is in place before `running`. */
   if (strncmp((const char *)r->tenant, tenant, PROTO_RUNNING_NAME_MAX) != 0) {
@@ -223,7 +228,9 @@ void worker_running_enter(worker *w, const char *tenant) {
 }
 
 void worker_running_leave(worker *w) {
-  if (w->running_slot) w->running_slot->running = 0;
+  if (w->running_slot == NULL) return;
+  if (running_depth > 0) running_depth--;
+  if (running_depth == 0) w->running_slot->running = 0;
 }
 
 void worker_cordon_settled(worker *w, tenant *t) {

@@ -319,6 +319,44 @@ test('a shared process that crashes is blamed on the tenant whose code was runni
   }
 });
 
+// A parent whose load()ed child spins: the child's code is the parent tenant's.
+const PARENT = `export default {
+  async fetch(request, env) {
+    const child = env.LOADER.load({
+      compatibilityDate: '2025-01-01', mainModule: 'c.js', globalOutbound: null,
+      modules: { 'c.js': "export default { fetch() { console.log('child: spinning'); " +
+        "const end = Date.now() + 20000; while (Date.now() < end) {} return new Response('late'); } };" },
+      limits: { cpuMs: 30000 },
+    });
+    return child.getEntrypoint().fetch(request);
+  },
+};`;
+
+test('a crash inside a dynamic worker is blamed on the tenant that loaded it', async () => {
+  const node = await startNode({ workers: 1 });
+  node.allowCrashes = true;
+  try {
+    await node.deployOk('parent', { 'index.js': PARENT },
+      { bindings: { LOADER: { type: 'loader' } }, limits: { cpu_ms: 30000 } });
+    const from = node.logs.length;
+    const pending = node.ingress('parent', '/').catch((e) => e);
+    await node.waitForLog((l) => l.json?.msg === 'child: spinning', { from, timeout: 10000, what: 'the child running' });
+    const victim = workerList(await node.nodeInfo())[0];
+    process.kill(victim.pid, 'SIGKILL');
+    await pending;
+    await waitFor(async () => {
+      const ev = await node.control('GET', '/v1/events?kind=crash');
+      return ev.json.events.find((e) => e.details.pid === victim.pid);
+    }, { timeout: 10000, what: 'the crash event' });
+    const ev = await node.control('GET', '/v1/events?kind=crash');
+    const crash = ev.json.events.find((e) => e.details.pid === victim.pid);
+    assert.equal(crash.tenant, 'parent');
+    assert.equal(crash.details.running, 'parent');
+  } finally {
+    await node.stop();
+  }
+});
+
 test('facet under write load: every acknowledged write is kept, none twice', async () => {
   const node = await startNode({ workers: 2 });
   try {
