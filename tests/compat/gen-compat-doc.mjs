@@ -30,8 +30,8 @@ const caseSources = Object.fromEntries(readdirSync(casesDir).filter((f) => f.end
 
 // What the tests cannot say. status: supported | partial | not yet | by design.
 const NOTES = {
-  Request: { status: 'partial', note: 'A request body reaches the isolate whole, before fetch() runs; `request.body` is a stream over those bytes.' },
-  Response: { status: 'partial', note: 'A streamed response is sent once its stream has ended (the host takes whole bodies); every body kind and method works.' },
+  Request: { status: 'supported', note: 'A body over 64 KiB (or chunked) streams into `request.body` as it arrives; a smaller one has arrived before fetch() runs.' },
+  Response: { status: 'supported', note: 'A body stream still being produced goes to the client chunk by chunk (chunked transfer coding); a complete body goes out with a Content-Length.' },
   fetch: { status: 'not compared', tests: [], note: 'Outbound requests go through the egress process (docs/workers.md); the differential run has no network, so fetch() is not compared here.' },
   ReadableStream: { status: 'partial', note: 'No BYOB readers (`getReader({mode: "byob"})` throws); default readers, tee, pipes and async iteration are complete.' },
   ReadableStreamBYOBReader: { status: 'not yet' },
