@@ -347,7 +347,11 @@ static int on_streamed_body(http_conn *c, http_req *r, const char *at, size_t le
   memcpy(r->body_buf + r->pub.body_len, at, len);
   r->pub.body_len = need;
   body_notify(r, 0);
-  if (r->pub.body_len - r->body_taken > HTTP_BODY_WINDOW) {
+  /* Never pause on a body's last bytes: the message completes right after
+   * them without reading more, and with nothing more to read the parser
+   * would not be run again to say so. */
+  int last = !(c->parser.flags & F_CHUNKED) && c->parser.content_length == 0;
+  if (!last && r->pub.body_len - r->body_taken > HTTP_BODY_WINDOW) {
     c->body_paused = 1;
     return HPE_PAUSED;
   }
