@@ -212,20 +212,30 @@ static int bind_params(exec_ctx *x, sqlite3_stmt *st) {
   return 0;
 }
 
-/* Reads [sql, param...]. Returns 0, or -1 with an error written. */
-static int read_exec_args(exec_ctx *x, const char **sql, size_t *sql_len,
+/* A statement id as the runtime sends it (a JavaScript number), or 0. */
+static uint64_t stmt_id_of(const iso_wire_value *v) {
+  if (v->type != ISO_WIRE_NUMBER || !(v->number >= 1 && v->number <= (double)SAFE_INTEGER) ||
+      v->number != trunc(v->number))
+    return 0;
+  return (uint64_t)v->number;
+}
+
+/* Reads [sql, param...], where sql is the text or the id "prepare" gave it
+ * (*sql is then NULL and *id set). Returns 0, or -1 with an error written. */
+static int read_exec_args(exec_ctx *x, const char **sql, size_t *sql_len, uint64_t *id,
                           iso_wire_value *stack, size_t stack_n) {
   iso_wire_reader r;
   iso_wire_value v;
   iso_wire_reader_init(&r, x->call->args, x->call->args_len);
   if (iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count < 1) goto malformed;
   uint32_t n = v.count - 1;
-  if (iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_STRING) {
+  if (iso_wire_next(&r, &v) != 1 || (v.type != ISO_WIRE_STRING && stmt_id_of(&v) == 0)) {
     put_error(x->out, x->start, "TypeError", "exec() needs the SQL text as a string");
     return -1;
   }
-  *sql = v.ptr;
+  *sql = v.type == ISO_WIRE_STRING ? v.ptr : NULL;
   *sql_len = v.len;
+  *id = stmt_id_of(&v);
   x->params = n <= stack_n ? stack : xmalloc(n * sizeof *x->params);
   x->n_params = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -282,9 +292,16 @@ static int sql_rest_empty(const char *p, const char *end) {
 static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, size_t msg_size) {
   facet_conn *c = x->c;
   iso_wire *out = x->out;
-  int ncols = sqlite3_column_count(st);
   size_t values_at = 0;
   uint32_t cells = 0;
+  sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
+  c->stepping = 1;
+  c->cpu_deadline_ns = x->cpu_deadline_ns;
+  c->mono_seen_ns = 0;
+  /* The columns are known after the first step: a cached statement whose
+   * tables changed is prepared again inside it (SELECT * gains a column). */
+  int rc = sqlite3_step(st);
+  int ncols = sqlite3_column_count(st);
   if (last && ncols == 0) {
     /* No columns (most writes): only the counts, two values fewer to build. */
     iso_wire_array(out, 2);
@@ -294,12 +311,7 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
     values_at = out->len;
     iso_wire_array(out, 0);
   }
-  sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
-  c->stepping = 1;
-  c->cpu_deadline_ns = x->cpu_deadline_ns;
-  c->mono_seen_ns = 0;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
     x->rows_read++;
     if (!last || ncols == 0) continue;
     put_row(out, st, ncols);
@@ -438,8 +450,16 @@ static int op_exec(exec_ctx *x) {
   iso_wire_value stack[PARAMS_ON_STACK];
   const char *sql;
   size_t len;
+  uint64_t id;
   int result = -1;
-  if (read_exec_args(x, &sql, &len, stack, PARAMS_ON_STACK) != 0) goto done;
+  sqlite3_stmt *st = NULL;
+  if (read_exec_args(x, &sql, &len, &id, stack, PARAMS_ON_STACK) != 0) goto done;
+  if (sql == NULL && (st = facet__cache_by_id(c, id)) == NULL) {
+    /* The statement left the cache: null asks the runtime to send the text. */
+    iso_wire_null(x->out);
+    result = 0;
+    goto done;
+  }
   if (c->aborted) {
     put_error(x->out, x->start, "Error",
               "the transaction was rolled back by an earlier error; return from "
@@ -453,7 +473,7 @@ static int op_exec(exec_ctx *x) {
   if (c->depth == 0 && !sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
   x->changes_before = sqlite3_total_changes64(c->db);
   c->denied = NULL;
-  sqlite3_stmt *st = facet__cache_get(c, sql, len);
+  if (st == NULL) st = facet__cache_get(c, sql, len);
   if (st != NULL) {
     result = exec_single(x, st);
     goto done;
@@ -482,7 +502,7 @@ static int op_exec(exec_ctx *x) {
     goto done;
   }
   if (sql_rest_empty(tail, end)) {
-    facet__cache_put(c, sql, len, st);
+    (void)facet__cache_put(c, sql, len, st);
     result = exec_single(x, st);
   } else {
     result = exec_multi(x, st, tail, end);
@@ -491,6 +511,48 @@ done:
   if (x->params != stack) free(x->params);
   x->params = NULL;
   return result;
+}
+
+/* [sql] -> the id exec accepts instead of the text, once the text is one
+ * statement that stays prepared (the runtime then sends a number, not the
+ * text, and the lookup is one comparison); null when it is not (several
+ * statements, none, or too long); false when it does not compile (exec of
+ * the text reports why). Compiling runs nothing. */
+static int op_prepare(exec_ctx *x) {
+  facet_conn *c = x->c;
+  iso_wire_reader r;
+  iso_wire_value v;
+  iso_wire_reader_init(&r, x->call->args, x->call->args_len);
+  if (iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count != 1 ||
+      iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_STRING || v.len > INT32_MAX) {
+    put_error(x->out, x->start, "TypeError", "malformed arguments to the facet binding");
+    return -1;
+  }
+  uint64_t id = facet__cache_id(c, v.ptr, v.len);
+  if (id != 0) {
+    iso_wire_number(x->out, (double)id);
+    return 0;
+  }
+  sqlite3_stmt *st = NULL;
+  const char *tail = NULL;
+  int rc = sqlite3_prepare_v3(c->db, v.ptr, (int)v.len, SQLITE_PREPARE_PERSISTENT, &st, &tail);
+  c->denied = NULL;
+  if (rc != SQLITE_OK) {
+    iso_wire_bool(x->out, 0);
+    return 0;
+  }
+  /* Leading empty statements are exec's business: only plain text here. */
+  if (st == NULL || !sql_rest_empty(tail, v.ptr + v.len)) {
+    sqlite3_finalize(st);
+    iso_wire_null(x->out);
+    return 0;
+  }
+  id = facet__cache_put(c, v.ptr, v.len, st);
+  if (id == 0)
+    iso_wire_null(x->out);
+  else
+    iso_wire_number(x->out, (double)id);
+  return 0;
 }
 
 /* ---- Transactions ---- */
@@ -637,6 +699,7 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
   }
   const char *op = call->op ? call->op : "";
   if (strcmp(op, "exec") == 0) return op_exec(&x);
+  if (strcmp(op, "prepare") == 0) return op_prepare(&x);
   if (strcmp(op, "size") == 0) return op_size(&x);
   if (strcmp(op, "begin") == 0) return op_begin(&x);
   if (strcmp(op, "commit") == 0) return op_commit(&x);

@@ -89,8 +89,15 @@ void facet_store_free(facet_store *s);
  * its own facet when facet_id is NULL, else its loader child's facet
  * `facet_id`. call->op and call->args are what 50-facet.js sent:
  *   "exec"      [sql, param...]  -> [columnNames, values, rowsRead, rowsWritten]
+ *                                   (sql: the text, or an id from "prepare")
  *                                   values: the last statement's rows, row-major;
  *                                   just [rowsRead, rowsWritten] when it has no columns
+ *   "prepare"   [sql]            -> number: an id that exec accepts in place of
+ *                                   this text while the statement stays cached
+ *                                   (exec then answers null once it left: send
+ *                                   the text again); null when the text is not
+ *                                   one cacheable statement; false when it does
+ *                                   not compile (exec of the text says why)
  *   "size"      []               -> number: database size in bytes
  *   "begin"     []               -> undefined: BEGIN IMMEDIATE, or a savepoint when nested
  *   "commit"    []               -> undefined: COMMIT / RELEASE of the innermost level

@@ -31,6 +31,7 @@ typedef struct facet_cached_stmt {
   uint64_t hash;
   sqlite3_stmt *stmt;
   uint64_t used;      /* store tick of the last use */
+  uint64_t id;        /* the handle JavaScript runs it by (facet__cache_by_id) */
 } facet_cached_stmt;
 
 /* One open facet file. */
@@ -63,6 +64,7 @@ struct facet_store {
   facet_conn **conns;
   uint32_t n_conns;
   uint64_t tick;
+  uint64_t stmt_ids;  /* statements cached so far: the next id's sequence */
 };
 
 /* The connection for a facet, opened on first use. NULL with *err set (a
@@ -82,5 +84,12 @@ void facet__conn_abandon_txn(facet_conn *c);
 int facet__conn_set_limit(facet_conn *c, uint64_t limit_mb);
 /* A statement of tenant SQL from the cache, or NULL. */
 sqlite3_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len);
-/* Keeps a prepared single statement for its text (the cache owns it). */
-void facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt);
+/* Keeps a prepared single statement for its text (the cache owns it).
+ * Returns its id, or 0 when the text is too long to keep (stmt finalized). */
+uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt);
+/* The id of a cached statement's text, or 0. */
+uint64_t facet__cache_id(facet_conn *c, const char *sql, size_t len);
+/* A cached statement by the id facet__cache_put gave it, or NULL once it
+ * left the cache. Ids are unique within the store and never reused, so an
+ * id from another connection or a closed one finds nothing. */
+sqlite3_stmt *facet__cache_by_id(facet_conn *c, uint64_t id);

@@ -215,23 +215,46 @@ static uint64_t sql_hash(const char *s, size_t len) {
   return h;
 }
 
-sqlite3_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len) {
+static facet_cached_stmt *cache_find(facet_conn *c, const char *sql, size_t len) {
   uint64_t h = sql_hash(sql, len);
   for (int i = 0; i < FACET_STMT_CACHE; i++) {
     facet_cached_stmt *e = &c->cache[i];
     if (e->sql != NULL && e->hash == h && e->len == len && memcmp(e->sql, sql, len) == 0) {
       e->used = ++c->store->tick;
-      return e->stmt;
+      return e;
     }
   }
   return NULL;
 }
 
-void facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt) {
+sqlite3_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len) {
+  facet_cached_stmt *e = cache_find(c, sql, len);
+  return e ? e->stmt : NULL;
+}
+
+uint64_t facet__cache_id(facet_conn *c, const char *sql, size_t len) {
+  facet_cached_stmt *e = cache_find(c, sql, len);
+  return e ? e->id : 0;
+}
+
+/* An id names its slot in the low bits, so a lookup is one comparison; the
+ * sequence above them never repeats (2^48 statements before it would pass
+ * the integers a JavaScript number holds exactly). */
+#define ID_SLOT_BITS 5
+_Static_assert(FACET_STMT_CACHE <= 1 << ID_SLOT_BITS, "statement ids need more slot bits");
+
+sqlite3_stmt *facet__cache_by_id(facet_conn *c, uint64_t id) {
+  facet_cached_stmt *e = &c->cache[id & ((1u << ID_SLOT_BITS) - 1)];
+  if (id == 0 || e->sql == NULL || e->id != id) return NULL;
+  e->used = ++c->store->tick;
+  return e->stmt;
+}
+
+uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt) {
   facet_cached_stmt *victim = &c->cache[0];
   if (len > CACHE_SQL_MAX) {
     sqlite3_finalize(stmt);
-    return;
+    return 0;
   }
   for (int i = 0; i < FACET_STMT_CACHE; i++) {
     if (c->cache[i].sql == NULL) {
@@ -249,6 +272,8 @@ void facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *
   victim->hash = sql_hash(sql, len);
   victim->stmt = stmt;
   victim->used = ++c->store->tick;
+  victim->id = ++c->store->stmt_ids << ID_SLOT_BITS | (uint64_t)(victim - c->cache);
+  return victim->id;
 }
 
 static void conn_close(facet_conn *c) {

@@ -9,15 +9,17 @@
 // The host (facets/ in C) runs each exec to completion and sends back
 // [columnNames, values (row-major), rowsRead, rowsWritten], or just
 // [rowsRead, rowsWritten] for a statement without columns; rows become
-// objects only when read.
+// objects only when read. A statement run again crosses as the id of its
+// prepared statement instead of its text.
 
 const facetArrayBufferIsView = ArrayBuffer.isView;
 const facetMinInt64 = -(2n ** 63n);
 const facetMaxInt64 = 2n ** 63n - 1n;
 // The cursor's row-as-array step, for the raw iterator only.
 const kFacetNextRaw = Symbol('nextRaw');
-// Columns and values of statements without columns (never handed out).
-const facetNoColumns = Object.freeze([]);
+// SQL texts a binding remembers (see SqlStorage#ids); past this it forgets
+// them all, so SQL built with values inside costs no memory.
+const kFacetTextsMax = 256;
 
 // Checks one exec() parameter before anything crosses to the host; the
 // TypeError names its 1-based position and its typeof ("object" for arrays,
@@ -42,6 +44,24 @@ function facetCheckParam(value, index) {
       break;
   }
   throw new TypeError(`parameter ${index + 1} has unsupported type ${typeof value}`);
+}
+
+// The host's exec: its result, or its error thrown as an Error. (The direct
+// host call takes the arguments as they are and answers the bare value: no
+// [ok, value] pair on the way, which is most of a small call's cost.)
+function facetExec(name, args) {
+  try {
+    // Calls of fixed arity: a spread into a native function is slower.
+    switch (args.length) {
+      case 1: return native.callSyncDirect(name, 'exec', args[0]);
+      case 2: return native.callSyncDirect(name, 'exec', args[0], args[1]);
+      case 3: return native.callSyncDirect(name, 'exec', args[0], args[1], args[2]);
+      case 4: return native.callSyncDirect(name, 'exec', args[0], args[1], args[2], args[3]);
+      default: return native.callSyncDirect(name, 'exec', ...args);
+    }
+  } catch (err) {
+    throw err instanceof Error ? err : hostError(err);
+  }
 }
 
 function facetNoRows(kind) {
@@ -76,42 +96,28 @@ class SqlStorageRawIterator {
 defineIteratorInterface(SqlStorageRawIterator, 'SqlStorageRawIterator');
 
 class SqlStorageCursor {
-  #columns;
-  #values;
-  #width;
+  // The host's answer as it came: [columns, values, rowsRead, rowsWritten],
+  // or [rowsRead, rowsWritten] without columns; the rest is computed when
+  // asked, so that a write's cursor is cheap to make.
+  #result;
   #rows;
   #pos = 0;
-  #rowsRead;
-  #rowsWritten;
   #plainKeys;  // no column is named "__proto__": rows can be built by assignment
 
   constructor(key, result) {
     if (key !== kPrivate) throw new TypeError('Illegal constructor');
-    if (result.length === 2) {
-      this.#columns = facetNoColumns;
-      this.#values = facetNoColumns;
-      this.#width = 0;
-      this.#rows = 0;
-      this.#rowsRead = result[0];
-      this.#rowsWritten = result[1];
-      this.#plainKeys = true;
-      return;
-    }
-    const columns = result[0];
-    this.#columns = columns;
-    this.#values = result[1];
-    this.#width = columns.length;
-    this.#rows = result[1].length / columns.length;
-    this.#rowsRead = result[2];
-    this.#rowsWritten = result[3];
-    this.#plainKeys = !columns.includes('__proto__');
+    this.#result = result;
+    this.#rows = result.length === 2 ? 0 : result[1].length / result[0].length;
   }
 
+  // (Only called while rows are left: the result has columns.)
   #rowObject(i) {
-    const columns = this.#columns;
-    const values = this.#values;
-    const base = i * this.#width;
+    const result = this.#result;
+    const columns = result[0];
+    const values = result[1];
+    const base = i * columns.length;
     const row = {};
+    if (this.#plainKeys === undefined) this.#plainKeys = !columns.includes('__proto__');
     if (this.#plainKeys) {
       for (let c = 0; c < columns.length; c++) row[columns[c]] = values[base + c];
     } else {
@@ -126,8 +132,10 @@ class SqlStorageCursor {
 
   [kFacetNextRaw]() {
     if (this.#pos >= this.#rows) return undefined;
-    const base = this.#pos++ * this.#width;
-    return this.#values.slice(base, base + this.#width);
+    const result = this.#result;
+    const width = result[0].length;
+    const base = this.#pos++ * width;
+    return result[1].slice(base, base + width);
   }
 
   next() {
@@ -153,15 +161,18 @@ class SqlStorageCursor {
   }
 
   get columnNames() {
-    return this.#columns.slice();
+    const result = this.#result;
+    return result.length === 2 ? [] : result[0].slice();
   }
 
   get rowsRead() {
-    return this.#rowsRead;
+    const result = this.#result;
+    return result[result.length - 2];
   }
 
   get rowsWritten() {
-    return this.#rowsWritten;
+    const result = this.#result;
+    return result[result.length - 1];
   }
 
   [Symbol.iterator]() {
@@ -181,19 +192,56 @@ function facetRollbackQuietly(name) {
 
 class SqlStorage {
   #name;
+  // SQL text -> how exec sends it: an id the host gave for its prepared
+  // statement (a number > 0), 0 once seen (asked for an id the second time:
+  // text run once costs no extra call), -1 never an id (several statements).
+  // An id crosses as 9 bytes, and the host finds it without hashing the text.
+  #ids = new Map();
 
   constructor(key, name) {
     if (key !== kPrivate) throw new TypeError('Illegal constructor');
     this.#name = name;
   }
 
-  exec(query, ...bindings) {
+  // (Written against `arguments`, not a rest parameter: the one array that
+  // crosses to the host is built here, with the SQL's id or text in front.)
+  exec(query) {
     if (typeof query !== 'string') {
       throw new TypeError('exec() needs the SQL text as its first argument (a string)');
     }
-    for (let i = 0; i < bindings.length; i++) facetCheckParam(bindings[i], i);
-    // (Array.prototype.unshift is a slow builtin; a spread is not.)
-    return new SqlStorageCursor(kPrivate, hostCallSync(this.#name, 'exec', [query, ...bindings]));
+    const n = arguments.length;
+    const args = [query];
+    for (let i = 1; i < n; i++) {
+      const value = arguments[i];
+      facetCheckParam(value, i - 1);
+      args.push(value);
+    }
+    const ids = this.#ids;
+    let id = ids.get(query);
+    if (id === 0) id = this.#prepare(query);
+    if (id > 0) {
+      args[0] = id;
+      const result = facetExec(this.#name, args);
+      if (result !== null) return new SqlStorageCursor(kPrivate, result);
+      ids.delete(query);  // the host's cache let the statement go
+      args[0] = query;
+    } else if (id === undefined) {
+      if (ids.size >= kFacetTextsMax) ids.clear();
+      ids.set(query, 0);
+    }
+    return new SqlStorageCursor(kPrivate, facetExec(this.#name, args));
+  }
+
+  // The host's id for query's statement, or 0 for the text (the map says
+  // what to do next time).
+  #prepare(query) {
+    const id = hostCallSync(this.#name, 'prepare', [query]);
+    if (id === false) {
+      this.#ids.delete(query);  // does not compile now; a table may come later
+      return 0;
+    }
+    this.#ids.set(query, id === null ? -1 : id);
+    return id === null ? 0 : id;
   }
 
   transactionSync(closure) {

@@ -29,59 +29,14 @@ N_AUTO=${N_AUTO:-300}
 N_TXN=${N_TXN:-50000}
 N_READ=${N_READ:-50000}
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=${BUILD_DIR:-$repo/build-release}
-cache=$repo/build-release/bench-cache
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgenode-facets-bench.XXXXXX")
-pgids=()
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init facets.sh facets
 
-say() { printf '== %s\n' "$*" >&2; }
-die() { printf 'facets.sh: %s\n' "$*" >&2; exit 1; }
-
-cleanup() {
-  local g
-  for g in "${pgids[@]}"; do kill -TERM -- "-$g" 2>/dev/null || true; done
-  for g in "${pgids[@]}"; do
-    for _ in $(seq 50); do kill -0 -- "-$g" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$g" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-for tool in cmake cc curl node setsid; do
-  command -v "$tool" >/dev/null || die "$tool is required"
-done
-
-free_port() {
-  node -e 'const s = require("net").createServer();
-           s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
-}
+bench_need cmake cc curl node setsid
 
 # --- build -----------------------------------------------------------------
-if [[ ${SKIP_BUILD:-0} == 1 ]]; then
-  say "using the binaries already in $build"
-else
-  say "building ${BUILD_TYPE:-Release} in $build"
-  cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" >"$tmp/cmake.log" 2>&1 ||
-    { cat "$tmp/cmake.log" >&2; die "cmake configure failed"; }
-  cmake --build "$build" -j"$(nproc)" --target edgenode edgenode-worker facets_test \
-    >"$tmp/build.log" 2>&1 || { tail -40 "$tmp/build.log" >&2; die "build failed"; }
-fi
-
-# --- workerd ---------------------------------------------------------------
-workerd=${WORKERD:-$cache/workerd}
-if [[ ! -x $workerd ]]; then
-  command -v npm >/dev/null || die "npm is required to install workerd"
-  say "installing the npm package workerd"
-  npm install --prefix "$tmp/npm" --no-audit --no-fund workerd >"$tmp/npm.log" 2>&1 ||
-    { cat "$tmp/npm.log" >&2; die "npm install workerd failed"; }
-  mkdir -p "$cache"
-  cp "$tmp/npm/node_modules/@cloudflare/workerd-linux-64/bin/workerd" "$cache/workerd.part"
-  mv "$cache/workerd.part" "$cache/workerd"
-  workerd=$cache/workerd
-fi
+bench_build edgenode edgenode-worker facets_test
+bench_workerd
 
 # --- the same logic for both JavaScript runtimes ---------------------------
 mkdir -p "$tmp/js"
@@ -211,27 +166,14 @@ EOF
 cc -O2 -o "$tmp/raw" "$tmp/raw.c" -lsqlite3 || die "cannot compile the raw SQLite program"
 
 # --- machine ---------------------------------------------------------------
-cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1)
-echo "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, Linux $(uname -r), SQLite $(sqlite3 -version 2>/dev/null | cut -d' ' -f1)"
+echo "machine: $(machine_desc), SQLite $(sqlite3 -version 2>/dev/null | cut -d' ' -f1)"
 echo "workerd: $("$workerd" --version 2>&1 | head -1)"
 echo "per request: $N_AUTO autocommit inserts, $N_TXN inserts in one transaction, $N_READ point reads; $ROUNDS rounds"
 
 # --- servers ---------------------------------------------------------------
-edge_port=$(free_port)
-edge_control=$(free_port)
+say "starting edgenode (one worker process)"
+edgenode_start "$(free_port)" "$(free_port)" --workers 1
 wd_port=$(free_port)
-
-say "starting edgenode on 127.0.0.1:$edge_port (one worker process)"
-(cd "$tmp" && exec setsid "$build/bin/edgenode" --listen "127.0.0.1:$edge_port" \
-  --control "127.0.0.1:$edge_control" --data "$tmp/data" --workers 1 \
-  >"$tmp/edgenode.log" 2>&1) &
-pgids+=("$!")
-for _ in $(seq 300); do
-  grep -q '"msg":"ready"' "$tmp/edgenode.log" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q '"msg":"ready"' "$tmp/edgenode.log" || { tail -20 "$tmp/edgenode.log" >&2; die "edgenode did not start"; }
-token=$(cat "$tmp/data/control.token")
 node -e '
   const fs = require("fs");
   const dir = process.argv[1];
@@ -243,10 +185,7 @@ node -e '
     limits: { cpu_ms: 30000 },
   };
   fs.writeFileSync(dir + "/deploy.json", JSON.stringify(body));' "$tmp/js"
-status=$(curl -s -o "$tmp/deploy.out" -w '%{http_code}' -X PUT \
-  -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-  --data-binary @"$tmp/js/deploy.json" "http://127.0.0.1:$edge_control/v1/workers/fbench")
-[[ $status == 2* ]] || { cat "$tmp/deploy.out" >&2; die "deploy failed ($status)"; }
+edgenode_deploy fbench "$tmp/js/deploy.json"
 
 mkdir -p "$tmp/workerd-do"
 cat >"$tmp/js/config.capnp" <<EOF
@@ -270,8 +209,7 @@ const bench :Workerd.Worker = (
 );
 EOF
 say "starting workerd on 127.0.0.1:$wd_port"
-(cd "$tmp/js" && exec setsid "$workerd" serve config.capnp >"$tmp/workerd.log" 2>&1) &
-pgids+=("$!")
+workerd_start "$tmp/js" config.capnp
 
 url_of() {
   [[ $1 == edgenode ]] && echo "http://127.0.0.1:$edge_port" || echo "http://127.0.0.1:$wd_port"
@@ -299,8 +237,7 @@ for name in edgenode workerd; do
 done
 
 # --- measure ---------------------------------------------------------------
-edge_worker=$(pgrep -P "${pgids[0]}" -f edgenode-worker | head -1 || true)
-wd_pid=${pgids[1]}
+edge_worker=$(pgrep -P "$edge_pid" -f edgenode-worker | head -1 || true)
 [[ -n $edge_worker ]] || die "no edgenode worker process"
 tck=$(getconf CLK_TCK)
 
