@@ -51,7 +51,7 @@ async function dedicatedReady(node, name, { notPid } = {}) {
     const t = await tenant(node, name);
     const d = t.dedicated;
     return t.state === 'cordoned' && d?.state === 'ready' && d.pid !== notPid ? t : null;
-  }, { timeout: 20000, what: `${name}'s dedicated process` });
+  }, { timeout: 40000, what: `${name}'s dedicated process` });
 }
 
 // The process that logged the tenant's most recent console line with `text`.
@@ -146,7 +146,7 @@ test('deleting a cordoned worker ends its cordon and its dedicated process', asy
     await dedicatedReady(node, 'gone');
     assert.equal((await node.control('DELETE', '/v1/workers/gone')).status, 200);
     await node.waitForLog((l) => l.json?.process === 'cordon-gone' && l.json.msg === 'exiting',
-      { timeout: 20000, what: 'the dedicated process exiting' });
+      { timeout: 40000, what: 'the dedicated process exiting' });
     const ev = await node.control('GET', '/v1/events?tenant=gone&kind=uncordon');
     assert.equal(ev.json.events[0].details.by, 'delete');
     // Deployed again, it runs in the shared processes.
@@ -227,8 +227,10 @@ test('large and chunked bodies reach a cordoned tenant whole, both ways', async 
     for (let i = 0; i < body.length; i++) body[i] = (i * 7) & 255;
     const sha = createHash('sha256').update(body).digest('hex');
     // Several times: the shared process that takes the connection varies.
-    for (let i = 0; i < 4; i++) {
-      const res = await node.ingress('echo', '/', { method: 'POST', body });
+    for (let i = 0; i < 3; i++) {
+      // Generous: the dedicated process runs at a lower priority, and the
+      // sanitizer build on a busy machine is slow.
+      const res = await node.ingress('echo', '/', { method: 'POST', body, timeout: 60000 });
       assert.equal(res.status, 200, res.text);
       assert.equal(res.headers['x-sha256'], sha);
       assert.ok(res.body.equals(body));
@@ -236,7 +238,7 @@ test('large and chunked bodies reach a cordoned tenant whole, both ways', async 
       const chunked = [Buffer.from('POST / HTTP/1.1\r\nHost: echo.localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n'),
         ...pieces.map((p) => Buffer.concat([Buffer.from(p.length.toString(16) + '\r\n'), p, Buffer.from('\r\n')])),
         Buffer.from('0\r\n\r\n')];
-      const raw = await rawRequest(node.listenPort, chunked, { timeout: 20000 });
+      const raw = await rawRequest(node.listenPort, chunked, { timeout: 60000 });
       const parsed = parseOne(raw.data, { eof: true });
       assert.equal(parsed?.response.status, 200);
       assert.equal(parsed.response.headers['x-sha256'], sha);
