@@ -46,17 +46,17 @@ mkdir -p "$root"/{bin,proc,sys,dev,tmp}
 cp "$busybox" "$root/bin/busybox"
 cp -L "$binary" "$root/bin/test"
 
-# Every library at the path the binary (and its rpath) expects, the loader included.
+# Every library in /libs (found through LD_LIBRARY_PATH, not the rpath: a
+# checkout under /tmp would be hidden by the tmpfs mounted there), and the
+# dynamic loader at the path the binary names.
+mkdir -p "$root/libs"
 ldd "$binary" | while read -r first second third _; do
   if [ "$second" = "=>" ] && [ -n "$third" ] && [ "${third#/}" != "$third" ]; then
-    lib=$third
+    cp -L "$third" "$root/libs/$(basename "$third")"
   elif [ "${first#/}" != "$first" ]; then
-    lib=$first
-  else
-    continue
+    mkdir -p "$root$(dirname "$first")"
+    cp -L "$first" "$root$first"
   fi
-  mkdir -p "$root$(dirname "$lib")"
-  cp -L "$lib" "$root$lib"
 done
 
 cat > "$root/init" <<EOF
@@ -66,7 +66,7 @@ cat > "$root/init" <<EOF
 /bin/busybox mount -t devtmpfs dev /dev
 /bin/busybox mount -t tmpfs tmp /tmp
 echo "mpk: kernel \$(/bin/busybox uname -r), cpu flags: \$(/bin/busybox grep -o -w -m2 -e pku -e ospke /proc/cpuinfo | /bin/busybox tr '\n' ' ')"
-/bin/test ${args[*]} 2>&1
+LD_LIBRARY_PATH=/libs /bin/test ${args[*]} 2>&1
 echo "mpk: test exited with status \$?"
 /bin/busybox poweroff -f
 EOF
