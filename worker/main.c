@@ -320,8 +320,9 @@ static int start(worker *w) {
   http_server_config hc = {
       .max_body_bytes = w->config.max_body_bytes,
       .header_timeout_ms = w->config.header_timeout_ms,
-      /* Larger bodies reach the worker's request.body as they arrive. */
-      .stream_body_above = 64u * 1024,
+      /* Larger bodies reach the worker's request.body as they arrive;
+       * smaller ones come whole, which costs the tenant less CPU. */
+      .stream_body_above = 1024u * 1024,
   };
   if ((rc = http_server_init(&w->ingress, w->loop, &hc, ingress_on_request, w)) != 0 ||
       (rc = http_server_listen_fd(&w->ingress, w->config.listen_fd)) != 0) {

@@ -30,7 +30,7 @@ const caseSources = Object.fromEntries(readdirSync(casesDir).filter((f) => f.end
 
 // What the tests cannot say. status: supported | partial | not yet | by design.
 const NOTES = {
-  Request: { status: 'supported', note: 'A body over 64 KiB (or chunked) streams into `request.body` as it arrives; a smaller one has arrived before fetch() runs.' },
+  Request: { status: 'supported', note: 'A body over 1 MiB (or chunked) streams into `request.body` as it arrives; a smaller one has arrived before fetch() runs.' },
   Response: { status: 'supported', note: 'A body stream still being produced goes to the client chunk by chunk (chunked transfer coding); a complete body goes out with a Content-Length.' },
   fetch: { status: 'not compared', tests: [], note: 'Outbound requests go through the egress process (docs/workers.md); the differential run has no network, so fetch() is not compared here.' },
   ReadableStream: { status: 'partial', note: 'No BYOB readers (`getReader({mode: "byob"})` throws); default readers, tee, pipes and async iteration are complete.' },

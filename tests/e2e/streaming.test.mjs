@@ -330,7 +330,7 @@ test('a chunked request body echoed back arrives byte for byte', async () => {
 test('a worker can answer before the request body is complete; the connection then closes', async () => {
   let answered;
   const gotAnswer = new Promise((resolve) => { answered = resolve; });
-  const parts = [Buffer.from(`POST /first-piece HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 1000000\r\n\r\n`), Buffer.alloc(70000, 1)];
+  const parts = [Buffer.from(`POST /first-piece HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 5000000\r\n\r\n`), Buffer.alloc(70000, 1)];
   const res = await rawRequest(node.listenPort, parts, {
     timeout: 10000,
     onData: (buf) => { if (parseOne(buf, { eof: false })) answered(); },
@@ -361,7 +361,7 @@ test('a chunked body that grows over the limit gets 413 from the node, and the w
 test('a client that leaves mid-body fails the read; the worker serves on', async () => {
   const from = node.logs.length;
   const res = await rawRequest(node.listenPort,
-    [Buffer.from(`POST /read-error HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 500000\r\n\r\n`), Buffer.alloc(100000, 2)],
+    [Buffer.from(`POST /read-error HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 5000000\r\n\r\n`), Buffer.alloc(100000, 2)],
     { timeout: 300, endWrite: true });
   assert.equal(parseOne(res.data, { eof: false }), null, 'no response to a request the client abandoned');
   const ok = await node.ingress('stream', '/');
@@ -370,9 +370,9 @@ test('a client that leaves mid-body fails the read; the worker serves on', async
 });
 
 test('a body whose last bytes overfill the read window still completes', async () => {
-  // 256 KiB are buffered before the node stops parsing; the last write takes
-  // it over that line while the worker is not reading yet.
-  const first = Buffer.alloc(256 * 1024 - 100, 5);
+  // Streamed (over 1 MiB); 256 KiB wait unread before the node stops
+  // parsing, and the worker reads only once everything was sent.
+  const first = Buffer.alloc(1280 * 1024 - 100, 5);
   const last = Buffer.alloc(1000, 6);
   const head = Buffer.from(`POST /late-read HTTP/1.1\r\nHost: bulk.localhost\r\nContent-Length: ${first.length + last.length}\r\nConnection: close\r\n\r\n`);
   const res = await rawRequest(node.listenPort, [Buffer.concat([head, first]), last], { gap: 100, timeout: 10000 });
