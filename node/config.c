@@ -39,6 +39,7 @@ static const option_def options[] = {
     {"cordon_rules", OPT_RULES, 0, 0},
     {"cordon_memory_mb", OPT_INT, 0, 1048576},
     {"cordon_nice", OPT_INT, 0, 19},
+    {"cordon_idle", OPT_INT, 0, 1},
     {"cordon_suspend_crashes", OPT_INT, 0, 1000},
     {"cordon_suspend_window_s", OPT_INT, 1, 86400},
 };
@@ -116,6 +117,7 @@ void node_config_init(node_config *c) {
   c->idle_timeout_s = 300;
   c->log_level = LOG_INFO;
   c->cordon_nice = 10;
+  c->cordon_idle = 1;
   c->cordon_suspend_crashes = 3;
   c->cordon_suspend_window_s = 600;
 }
@@ -249,6 +251,7 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "idle_timeout_s") == 0) c->idle_timeout_s = v;
       else if (strcmp(o->key, "cordon_memory_mb") == 0) c->cordon_memory_mb = v;
       else if (strcmp(o->key, "cordon_nice") == 0) c->cordon_nice = (int)v;
+      else if (strcmp(o->key, "cordon_idle") == 0) c->cordon_idle = (int)v;
       else if (strcmp(o->key, "cordon_suspend_crashes") == 0) c->cordon_suspend_crashes = (int)v;
       else if (strcmp(o->key, "cordon_suspend_window_s") == 0) c->cordon_suspend_window_s = v;
       else c->max_body_mb = (int)v;

@@ -48,6 +48,7 @@ typedef struct node_config {
   int cordon_rules_set;      /* "cordon_rules" was given: no defaults, even when empty */
   int64_t cordon_memory_mb;  /* RSS budget of a dedicated process; 0 = as a shared one */
   int cordon_nice;           /* nice value of dedicated processes */
+  int cordon_idle;           /* 1: dedicated processes run under SCHED_IDLE */
   int cordon_suspend_crashes; /* dedicated-process crashes that suspend the tenant ... */
   int64_t cordon_suspend_window_s; /* ... within this many seconds */
 } node_config;

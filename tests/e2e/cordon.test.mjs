@@ -88,6 +88,9 @@ test('a rule fires after 3 CPU-limit hits: the tenant moves to a dedicated proce
     assert.ok(!Number.isNaN(Date.parse(t.since)));
     const shared = await node.workerPids();
     assert.ok(!shared.includes(t.dedicated.pid), `dedicated pid ${t.dedicated.pid} is a shared one`);
+    // It runs on the CPU time the shared processes leave (SCHED_IDLE is 5).
+    await waitFor(() => /^policy\s*:\s*5$/m.test(readFileSync(`/proc/${t.dedicated.pid}/sched`, 'utf8')),
+      { timeout: 5000, what: 'SCHED_IDLE on the dedicated process' });
 
     // Its code now runs only in its own process, whichever shared process
     // accepted the connection; the client sees the same answers.
