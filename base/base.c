@@ -187,3 +187,12 @@ int random_hex(char *out, size_t bytes) {
   out[2 * bytes] = '\0';
   return 0;
 }
+
+int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || s[0] == '-' || v < min || v > max) return -1;
+  *out = v;
+  return 0;
+}

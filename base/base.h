@@ -67,6 +67,10 @@ uint64_t time_thread_cpu_ns(void);
  */
 int parse_host_port(const char *s, char host[64], int *port);
 
+/* Parses a whole decimal number in [min, max] (no sign, no trailing text).
+ * Returns 0, or -1 with *out untouched. */
+int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
 /* Worker names: [a-z0-9][a-z0-9-]{0,62}. */
 int worker_name_valid(const char *name, size_t len);
 

@@ -29,15 +29,6 @@ static void usage(void) {
           "Started by edgenode; not meant to be run by hand.\n");
 }
 
-static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out) {
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *end || s[0] == '-' || v < min || v > max) return -1;
-  *out = v;
-  return 0;
-}
-
 static int parse_args(int argc, char **argv, egress_config *c, log_level *level) {
   static const struct option opts[] = {
       {"ipc-fd", required_argument, NULL, 'p'},

@@ -273,7 +273,7 @@ static int start_dedicated(node *n, node_cordon *c) {
   node_proc *p = xcalloc(1, sizeof *p);
   p->owner = n;
   p->id = DEDICATED_ID_BASE + n->cordons->next_id++;
-  p->backoff_ms = 100;
+  p->backoff_ms = NODE_BACKOFF_MIN_MS;
   p->state = NODE_PROC_STOPPED;
   p->running_fd = -1;
   p->cordon = c;

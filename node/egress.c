@@ -24,9 +24,6 @@
 #include "egress.h"
 #include "node.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 10000
-#define STABLE_AFTER_MS 30000
 #define REPLY_TIMEOUT_MS 10000
 
 typedef enum pending_kind { PENDING_PUT, PENDING_LIST, PENDING_DELETE } pending_kind;
@@ -336,9 +333,7 @@ static void on_restart_timer(uv_timer_t *t) {
 }
 
 static uint64_t schedule_restart(node_egress *eg, uint64_t lived_ms) {
-  if (lived_ms >= STABLE_AFTER_MS) eg->backoff_ms = BACKOFF_MIN_MS;
-  uint64_t delay = eg->backoff_ms;
-  eg->backoff_ms = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
+  uint64_t delay = node_backoff_next(&eg->backoff_ms, lived_ms);
   eg->restarts++;
   eg->state = NODE_PROC_RESTARTING;
   uv_timer_start(&eg->restart_timer, on_restart_timer, delay, 0);
@@ -463,7 +458,7 @@ int node_egress_start(node *n, char **err) {
   node_egress *eg = xcalloc(1, sizeof *eg);
   eg->n = n;
   eg->path = egress_exe_path();
-  eg->backoff_ms = BACKOFF_MIN_MS;
+  eg->backoff_ms = NODE_BACKOFF_MIN_MS;
   int rc = db_open(eg, err);
   if (rc != 0) {
     sqlite3_close(eg->db);

@@ -321,6 +321,13 @@ void node_tenants_proc_gone(node *n, node_proc *p);
 /* 1 when every ready shared worker process protects its isolates with memory
  * protection keys (and there is at least one), 0 otherwise. */
 int node_mpk_enabled(const node *n);
+
+/* Restart back-off of a child process: 100 ms doubling to 10 s, reset once
+ * a process lived 30 s. Returns the delay to wait and advances *backoff_ms. */
+#define NODE_BACKOFF_MIN_MS 100
+#define NODE_BACKOFF_MAX_MS 10000
+#define NODE_STABLE_AFTER_MS 30000
+uint64_t node_backoff_next(uint64_t *backoff_ms, uint64_t lived_ms);
 /* GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);
 void node_tenants_free(node *n);

@@ -17,9 +17,6 @@
 
 #include "node.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 10000
-#define STABLE_AFTER_MS 30000  /* a process that lived this long resets the backoff */
 #define VALIDATE_TIMEOUT_MS 30000
 #define LISTEN_BACKLOG 1024
 
@@ -373,11 +370,16 @@ static void on_restart_timer(uv_timer_t *t) {
 
 uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms) { return schedule_restart(p, lived_ms); }
 
+uint64_t node_backoff_next(uint64_t *backoff_ms, uint64_t lived_ms) {
+  if (lived_ms >= NODE_STABLE_AFTER_MS || *backoff_ms == 0) *backoff_ms = NODE_BACKOFF_MIN_MS;
+  uint64_t delay = *backoff_ms;
+  *backoff_ms = delay * 2 > NODE_BACKOFF_MAX_MS ? NODE_BACKOFF_MAX_MS : delay * 2;
+  return delay;
+}
+
 /* Returns the delay chosen. */
 static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms) {
-  if (lived_ms >= STABLE_AFTER_MS) p->backoff_ms = BACKOFF_MIN_MS;
-  uint64_t delay = p->backoff_ms;
-  p->backoff_ms = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
+  uint64_t delay = node_backoff_next(&p->backoff_ms, lived_ms);
   p->restarts++;
   p->state = NODE_PROC_RESTARTING;
   uv_timer_start(&p->restart_timer, on_restart_timer, delay, 0);
@@ -564,7 +566,7 @@ int node_procs_start(node *n, char **err) {
     node_proc *p = &n->procs[i];
     p->owner = n;
     p->id = i + 1;
-    p->backoff_ms = BACKOFF_MIN_MS;
+    p->backoff_ms = NODE_BACKOFF_MIN_MS;
     p->state = NODE_PROC_STOPPED;
     p->running_fd = -1;
     uv_timer_init(n->loop, &p->restart_timer);
@@ -580,7 +582,7 @@ node_proc *node_procs_add(node *n) {
   node_proc *p = &n->procs[n->n_procs++];
   uv_timer_stop(&p->restart_timer);
   p->restarts = 0;
-  p->backoff_ms = BACKOFF_MIN_MS;
+  p->backoff_ms = NODE_BACKOFF_MIN_MS;
   p->ever_ready = 0;
   p->retiring = p->recycling = 0;
   p->cold_starts_total = p->evictions_total = p->evictions_seen = 0;

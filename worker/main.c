@@ -29,15 +29,6 @@ static void usage(void) {
           "Started by edgenode; not meant to be run by hand.\n");
 }
 
-static int parse_long(const char *s, long min, long max, long *out) {
-  char *end = NULL;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < min || v > max) return -1;
-  *out = v;
-  return 0;
-}
-
 static int parse_args(int argc, char **argv, worker_config *c, log_level *level) {
   static const struct option opts[] = {
       {"id", required_argument, NULL, 'i'},
@@ -63,23 +54,23 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
   c->isolate_memory_mb = 1024;
   c->idle_timeout_s = 300;
   int opt;
-  long v;
+  uint64_t v;
   while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (opt) {
-      case 'i': if (parse_long(optarg, 0, 100000, &v)) return -1; c->id = (int)v; break;
-      case 'p': if (parse_long(optarg, 0, 65535, &v)) return -1; c->ipc_fd = (int)v; break;
-      case 'l': if (parse_long(optarg, 0, 65535, &v)) return -1; c->listen_fd = (int)v; break;
+      case 'i': if (parse_u64(optarg, 0, 100000, &v)) return -1; c->id = (int)v; break;
+      case 'p': if (parse_u64(optarg, 0, 65535, &v)) return -1; c->ipc_fd = (int)v; break;
+      case 'l': if (parse_u64(optarg, 0, 65535, &v)) return -1; c->listen_fd = (int)v; break;
       case 'd': c->data_dir = optarg; break;
-      case 'b': if (parse_long(optarg, 0, 1L << 40, &v)) return -1; c->max_body_bytes = (size_t)v; break;
-      case 't': if (parse_long(optarg, 1, 3600000, &v)) return -1; c->header_timeout_ms = (uint64_t)v; break;
-      case 'm': if (parse_long(optarg, 16, 1L << 20, &v)) return -1; c->isolate_memory_mb = (uint64_t)v; break;
-      case 'e': if (parse_long(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
+      case 'b': if (parse_u64(optarg, 0, 1ull << 40, &v)) return -1; c->max_body_bytes = (size_t)v; break;
+      case 't': if (parse_u64(optarg, 1, 3600000, &v)) return -1; c->header_timeout_ms = (uint64_t)v; break;
+      case 'm': if (parse_u64(optarg, 16, 1ull << 20, &v)) return -1; c->isolate_memory_mb = (uint64_t)v; break;
+      case 'e': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
       case 'g': c->egress_socket = optarg; break;
       case 'T':
         if (!worker_name_valid(optarg, strlen(optarg))) return -1;
         c->dedicated = optarg;
         break;
-      case 'r': if (parse_long(optarg, 0, 65535, &v)) return -1; c->running_fd = (int)v; break;
+      case 'r': if (parse_u64(optarg, 0, 65535, &v)) return -1; c->running_fd = (int)v; break;
       case 'v':
         if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
         else if (strcmp(optarg, "info") == 0) *level = LOG_INFO;
