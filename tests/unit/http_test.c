@@ -542,6 +542,51 @@ static void test_pipelining_backpressure(void **state) {
 
 /* A client that pipelines but does not read: the server stops parsing
  * instead of queueing responses without bound, and resumes as it reads. */
+/* ---- streamed request bodies ---- */
+
+typedef struct body_take {
+  size_t bytes;
+  int rc; /* the last http_request_body_read() result */
+} body_take;
+
+static void cmd_take_body(harness *h, void *arg) {
+  body_take *t = arg;
+  const uint8_t *data;
+  t->rc = UV_EINVAL;
+  if (h->held == NULL) return;
+  while ((t->rc = http_request_body_read(h->held, &data)) > 0) t->bytes += (size_t)t->rc;
+}
+
+/* The window of unread body bytes overfills exactly on the body's last
+ * byte: the message must still complete (the end must be readable). */
+static void test_streamed_body_overfills_on_last_byte(void **state) {
+  (void)state;
+  http_server_config cfg = {.stream_body_above = 16};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  enum { BODY = 256 * 1024 + 1 };
+  char head[128];
+  int n = snprintf(head, sizeof head, "POST /hold HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", BODY);
+  char *body = malloc(BODY);
+  memset(body, 'b', BODY);
+  send_bytes(cl, head, (size_t)n);
+  send_bytes(cl, body, BODY);
+  free(body);
+  assert_true(wait_held(h));
+  sleep_ms(200); /* every byte is in and parsed; nothing was taken yet */
+  body_take t = {0, UV_EAGAIN};
+  for (int i = 0; i < 200 && t.rc != 0; i++) {
+    run_on_loop(h, cmd_take_body, &t);
+    if (t.rc == UV_EAGAIN) sleep_ms(10);
+  }
+  assert_int_equal(t.rc, 0);
+  assert_int_equal(t.bytes, BODY);
+  assert_int_equal(respond_held(h, 200, "ok"), 0);
+  expect_response(cl, 200, "ok");
+  client_free(cl);
+  harness_stop(h);
+}
+
 static void test_write_backpressure(void **state) {
   (void)state;
   memset(big_body, 'x', sizeof big_body);
@@ -1020,6 +1065,7 @@ int main(void) {
       cmocka_unit_test(test_pipelining_waits_for_handler),
       cmocka_unit_test(test_pipelining_backpressure),
       cmocka_unit_test(test_write_backpressure),
+      cmocka_unit_test(test_streamed_body_overfills_on_last_byte),
       cmocka_unit_test(test_content_length_body),
       cmocka_unit_test(test_chunked_body),
       cmocka_unit_test(test_headers_in_pieces),
