@@ -132,7 +132,7 @@ before(async () => {
   // The comparison is about what the APIs do, not about CPU limits (workerd
   // run locally has none): a generous budget keeps a loaded machine from
   // turning a slow case into a 503.
-  for (const c of CASES) await node.deployOk(c.name, { 'worker.js': c.source }, { limits: { cpu_ms: 1000 } });
+  for (const c of CASES) await node.deployOk(c.name, { 'worker.js': c.source }, { limits: { cpu_ms: 10000 } });
 });
 
 after(async () => {

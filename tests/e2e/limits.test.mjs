@@ -404,7 +404,9 @@ async function chainsStayStopped(t, name, attempts, check) {
   await sleep(500);
   const used = await workerCpuMsOver(1500);
   t.diagnostic(`worker process CPU in 1.5 s afterwards: ${used} ms`);
-  assert.ok(used < 50, `the worker process used ${used} ms of CPU in 1.5 s after the requests`);
+  // An escaped chain burns ~300 ms in 1.5 s; an idle process refilling its
+  // pool of blank isolates (slow in the sanitizer build) stays well under 150.
+  assert.ok(used < 150, `the worker process used ${used} ms of CPU in 1.5 s after the requests`);
 }
 
 // Stopped at the request's CPU limit, the chain must not live on: a timer it
