@@ -110,7 +110,8 @@ test('writers in two processes never see SQLITE_BUSY', async () => {
 });
 
 test('a facet that reaches its size limit says so and stays readable', async () => {
-  await deployOk('small', COUNTER, { limits: { facet_mb: 1 } });
+  // Writing a megabyte costs about 20 ms of CPU, more on a busy machine.
+  await deployOk('small', COUNTER, { limits: { facet_mb: 1, cpu_ms: 2000 } });
   const r = await node.ingress('small', '/fill');
   assert.equal(r.status, 200, r.text);
   assert.match(r.json.error, /^Error: facet is full/);

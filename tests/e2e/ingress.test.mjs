@@ -172,14 +172,13 @@ before(async () => {
   if (HEADER_TIMEOUT_MS !== 10000) extraArgs.push('--header-timeout-ms', String(HEADER_TIMEOUT_MS));
   if (MAX_BODY) extraArgs.push('--max-body-mb', '1');
   node = await startNode({ workers: 2, extraArgs });
-  await node.deployOk('hello', `export default { fetch() { return new Response('hello from hello'); } };\n`);
-  await node.deployOk('echo', ECHO);
-  await node.deployOk('shapes', SHAPES);
-  await node.deployOk('crash', CRASH);
-  await node.deployOk('crashsync', CRASH_SYNC);
-  await node.deployOk('evil', EVAL);
-  await node.deployOk('logger', LOGGER);
-  await node.deployOk('globals', GLOBALS);
+  // These tests are about HTTP, not the CPU limit: megabyte bodies cost echo
+  // and shapes 10-20 ms of CPU on an idle machine and over 40 on a busy one.
+  const roomy = { limits: { cpu_ms: 2000 } };
+  await node.deployOk('hello', { 'index.js': `export default { fetch() { return new Response('hello from hello'); } };\n` }, roomy);
+  for (const [name, source] of Object.entries({
+    echo: ECHO, shapes: SHAPES, crash: CRASH, crashsync: CRASH_SYNC, evil: EVAL, logger: LOGGER, globals: GLOBALS,
+  })) await node.deployOk(name, { 'index.js': source }, roomy);
   slowClient = startSlowClient();
 });
 

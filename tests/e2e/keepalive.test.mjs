@@ -18,7 +18,8 @@ let node;
 
 before(async () => {
   node = await startNode({ workers: 2 });
-  await node.deployOk('count', COUNTER);
+  // A megabyte body costs more than the default CPU limit on a busy machine.
+  await node.deployOk('count', { 'index.js': COUNTER }, { limits: { cpu_ms: 2000 } });
 });
 
 after(async () => {

@@ -238,7 +238,7 @@ test('bad code objects are refused at load() (workerd\'s messages)', async () =>
 });
 
 test('code over 64 MiB and env over 1 MiB: clear errors', async () => {
-  await node.deployOk('bigparent', { 'index.js': PARENT }, { bindings: LOADER, limits: { memory_mb: 512 } });
+  await node.deployOk('bigparent', { 'index.js': PARENT }, { bindings: LOADER, limits: { memory_mb: 512, cpu_ms: 2000 } });
   let r = await call('bigparent', '/bigCode');
   assert.equal(r.error?.name, 'Error', JSON.stringify(r));
   assert.match(r.error.message, /code size .* exceeds the maximum allowed size of 67108864 bytes/);
