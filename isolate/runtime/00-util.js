@@ -30,6 +30,41 @@ function defineGlobal(name, value, enumerable = false) {
   });
 }
 
+// A fragment that most workers never use (crypto.subtle, URLPattern, the
+// compression streams, the facet and loader bindings) is one function,
+// evaluated the first time something of it is needed: until then a worker's
+// context holds an uncompiled function instead of its classes, which makes
+// every isolate smaller and faster to create. `load` returns what the
+// fragment exports; lazyFragment(load)() returns the same object every time.
+// A fragment's top level runs after tenant code may have replaced globals:
+// anything the host must be able to trust is taken outside it, at load.
+function lazyFragment(load) {
+  let exported = null;
+  return () => {
+    if (exported === null) exported = load();
+    return exported;
+  };
+}
+
+// Globals backed by a lazy fragment: accessors, as workerd's lazily
+// instantiated globals are, that become ordinary data properties when first
+// read or assigned.
+function defineLazyGlobals(fragment, names) {
+  for (const name of names) {
+    const { get, set } = Object.getOwnPropertyDescriptor({
+      get [name]() {
+        const value = fragment()[name];
+        defineGlobal(name, value);
+        return value;
+      },
+      set [name](value) {
+        defineGlobal(name, value);
+      },
+    }, name);
+    Object.defineProperty(globalThis, name, { get, set, enumerable: false, configurable: true });
+  }
+}
+
 // WebIDL shape of an interface: Symbol.toStringTag on the prototype, and
 // enumerable attributes and operations (prototype and static).
 function defineInterface(Class, tag) {

@@ -8,6 +8,8 @@
 //   EC / OKP keys (ECDSA, ECDH, Ed25519, X25519): { curve, priv | null, pub }
 //   RSA keys: { rsa: [n, e] or [n, e, d, p, q, dp, dq, qi] } (big-endian bytes)
 
+// Evaluated on first use (lazyFragment, 00-util.js); the body is not indented.
+const subtleFragment = lazyFragment(() => {
 const subtleAlgorithmNames = new Map();
 for (const name of ['SHA-1', 'SHA-256', 'SHA-384', 'SHA-512', 'MD5', 'HMAC', 'AES-GCM', 'AES-CBC',
   'AES-CTR', 'AES-KW', 'PBKDF2', 'HKDF', 'ECDSA', 'ECDH', 'Ed25519', 'X25519', 'NODE-ED25519',
@@ -840,11 +842,11 @@ class SubtleCrypto {
 }
 defineInterface(SubtleCrypto, 'SubtleCrypto');
 
-const subtle = new SubtleCrypto(kPrivate);
-Object.defineProperty(Crypto.prototype, 'subtle', {
-  get: Object.getOwnPropertyDescriptor({ get subtle() { return subtle; } }, 'subtle').get,
-  enumerable: true, configurable: true,
+return { SubtleCrypto, CryptoKey, subtle: new SubtleCrypto(kPrivate), normalizeAlgorithm };
 });
 
-defineGlobal('CryptoKey', CryptoKey);
-defineGlobal('SubtleCrypto', SubtleCrypto);
+Object.defineProperty(Crypto.prototype, 'subtle', {
+  get: Object.getOwnPropertyDescriptor({ get subtle() { return subtleFragment().subtle; } }, 'subtle').get,
+  enumerable: true, configurable: true,
+});
+defineLazyGlobals(subtleFragment, ['CryptoKey', 'SubtleCrypto']);

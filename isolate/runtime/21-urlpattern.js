@@ -4,7 +4,8 @@
 // through the URL class's setters on dummy URLs, as the standard's do
 // through the URL parser.
 
-const URLPattern = (() => {
+// Evaluated on first use (lazyFragment, 00-util.js).
+const urlPatternFragment = lazyFragment(() => {
   const SPECIAL_SCHEMES = ['ftp', 'file', 'http', 'https', 'ws', 'wss'];
   const DEFAULT_PORTS = { ftp: '21', http: '80', https: '443', ws: '80', wss: '443' };
   const COMPONENTS = ['protocol', 'username', 'password', 'hostname', 'port', 'pathname', 'search', 'hash'];
@@ -892,7 +893,6 @@ const URLPattern = (() => {
     for (const k of COMPONENTS) shown[k] = p[k];
     return shown;
   });
-  return URLPattern;
-})();
-
-defineGlobal('URLPattern', URLPattern);
+  return { URLPattern };
+});
+defineLazyGlobals(urlPatternFragment, ['URLPattern']);

@@ -112,7 +112,7 @@ class DigestStream extends WritableStream {
 
   constructor(algorithm) {
     requireArgs(arguments.length, 1, 'constructor', 'DigestStream');
-    const alg = normalizeAlgorithm(algorithm, 'digest');
+    const alg = subtleFragment().normalizeAlgorithm(algorithm, 'digest');
     const chunks = [];
     let total = 0;
     let settle;

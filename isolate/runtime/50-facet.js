@@ -15,6 +15,10 @@
 const facetArrayBufferIsView = ArrayBuffer.isView;
 const facetMinInt64 = -(2n ** 63n);
 const facetMaxInt64 = 2n ** 63n - 1n;
+
+// Evaluated when a worker first gets this binding (lazyFragment,
+// 00-util.js); the body is not indented.
+const facetFragment = lazyFragment(() => {
 // The cursor's row-as-array step, for the raw iterator only.
 const kFacetNextRaw = Symbol('nextRaw');
 // SQL texts a binding remembers (see SqlStorage#ids); past this it forgets
@@ -272,4 +276,7 @@ class SqlStorage {
 }
 defineInterface(SqlStorage, 'SqlStorage');
 
-bindingFactories.facet = (name, config) => new SqlStorage(kPrivate, name);
+return { SqlStorage };
+});
+
+bindingFactories.facet = (name) => new (facetFragment().SqlStorage)(kPrivate, name);

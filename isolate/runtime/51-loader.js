@@ -20,6 +20,9 @@
 // an error named "LoaderNeedsCode": the stub sends the code (calling getCode()
 // for get()) and asks again.
 
+// Evaluated when a worker first gets this binding (lazyFragment,
+// 00-util.js); the body is not indented.
+const loaderFragment = lazyFragment(() => {
 const loaderMaxCodeBytes = 64 * 1024 * 1024;
 const loaderMaxEnvBytes = 1024 * 1024;
 const loaderNeedsCode = 'LoaderNeedsCode';
@@ -306,4 +309,7 @@ class WorkerLoader {
 }
 defineInterface(WorkerLoader, 'WorkerLoader');
 
-bindingFactories.loader = (name) => new WorkerLoader(kPrivate, name);
+return { WorkerLoader };
+});
+
+bindingFactories.loader = (name) => new (loaderFragment().WorkerLoader)(kPrivate, name);

@@ -1538,6 +1538,31 @@ static void test_validate(void **state) {
 }
 
 
+static void test_lazy_fragments(void **state) {
+  (void)state;
+  /* Fragments loaded on first use look like any other global until read,
+   * work when read, and yield to a worker that assigns the global first. */
+  const char *src =
+      "const before = Object.getOwnPropertyDescriptor(globalThis, 'URLPattern');\n"
+      "globalThis.SubtleCrypto = 'mine';\n"
+      "export default { async fetch(req) {\n"
+      "  const digest = new crypto.DigestStream('SHA-256');\n"
+      "  const w = digest.getWriter(); await w.write(new Uint8Array([97])); await w.close();\n"
+      "  const viaSubtle = await crypto.subtle.digest('SHA-256', new Uint8Array([97]));\n"
+      "  const same = new Uint8Array(await digest.digest).join() === new Uint8Array(viaSubtle).join();\n"
+      "  const p = new URLPattern({ pathname: '/items/:id' });\n"
+      "  const after = Object.getOwnPropertyDescriptor(globalThis, 'URLPattern');\n"
+      "  return new Response([typeof before.get, before.enumerable, typeof after.value,\n"
+      "    after.writable, after.enumerable, p.exec('http://x/items/7').pathname.groups.id,\n"
+      "    same, SubtleCrypto, typeof CryptoKey, Object.keys(globalThis).includes('URLPattern')].join(' '));\n"
+      "} };";
+  rec r = {0};
+  iso_worker *w = load_ok(&r, src, NULL);
+  assert_int_equal(get(w, 1, "/"), 0);
+  assert_string_equal(r.req[1].body, "function false function true false 7 true mine function false");
+  iso_worker_free(w);
+}
+
 static void test_snapshot_contexts_are_separate(void **state) {
   (void)state;
   /* Every worker's runtime comes from the same snapshot: its state, its
@@ -1771,6 +1796,7 @@ int main(void) {
       cmocka_unit_test(test_refused_timer),
       cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_heap_stats),
+      cmocka_unit_test(test_lazy_fragments),
       cmocka_unit_test(test_validate),
       cmocka_unit_test(test_host_call_sync),
       cmocka_unit_test(test_host_call_errors),
