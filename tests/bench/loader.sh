@@ -10,12 +10,13 @@
 # CONNECTIONS connections (throughput), every response timed. Then the
 # in-process time from load() to the child's response, measured inside the
 # parent over INPROC loads (in batches of 10: Date.now() has millisecond
-# resolution on both runtimes), and the resident memory (RSS) of each server
+# resolution on both runtimes), back to back and with INPROC_GAP ms idle
+# before each load, and the resident memory (RSS) of each server
 # during a cold-load run of RSS_SECONDS (workerd never evicts: it only gets
 # RSS_SECONDS_WORKERD, or it would take the machine).
 #
 # Environment: DURATION (seconds per run, default 5), CONNECTIONS (64),
-# ROUNDS (3), INPROC (loads, 500), RSS_SECONDS (60), RSS_SECONDS_WORKERD (10),
+# ROUNDS (3), INPROC (loads, 500), INPROC_GAP (ms, 25), RSS_SECONDS (60), RSS_SECONDS_WORKERD (10),
 # BUILD (build directory, default build-release).
 set -euo pipefail
 
@@ -23,6 +24,7 @@ DURATION=${DURATION:-5}
 CONNECTIONS=${CONNECTIONS:-64}
 ROUNDS=${ROUNDS:-3}
 INPROC=${INPROC:-500}
+INPROC_GAP=${INPROC_GAP:-25}
 RSS_SECONDS=${RSS_SECONDS:-60}
 RSS_SECONDS_WORKERD=${RSS_SECONDS_WORKERD:-10}
 HOST_HEADER=parent.localhost
@@ -69,19 +71,25 @@ export default {
     }
     if (url.pathname === '/inproc') {
       const n = Number(url.searchParams.get('n') || 500);
+      // gap: idle milliseconds before each load (outside the timed part)
+      const gap = Number(url.searchParams.get('gap') || 0);
       const batch = 10;
       const means = [];
-      const t0 = Date.now();
+      let total = 0;
       for (let b = 0; b < n / batch; b++) {
-        const s = Date.now();
+        let spent = 0;
         for (let i = 0; i < batch; i++) {
+          if (gap > 0) await new Promise((resolve) => setTimeout(resolve, gap));
+          const s = Date.now();
           const stub = env.LOADER.load(code(childSource(unique())));
           const res = await stub.getEntrypoint().fetch('http://child/');
           await res.arrayBuffer();
+          spent += Date.now() - s;
         }
-        means.push((Date.now() - s) / batch);
+        means.push(spent / batch);
+        total += spent;
       }
-      const mean = (Date.now() - t0) / (means.length * batch);
+      const mean = total / (means.length * batch);
       means.sort((a, b) => a - b);
       return Response.json({ loads: means.length * batch, mean_ms: mean,
                              p50_ms: percentile(means, 50), p99_ms: percentile(means, 99) });
@@ -141,12 +149,16 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # --- in-process: load() to the child's response, inside the parent ------------
+# Back to back, then with INPROC_GAP idle milliseconds before each load (a
+# server that is not saturated: edgenode's pool of blank isolates refills then).
 : >"$tmp/inproc"
-for name in edgenode workerd; do
-  out=$(curl -sf -m 600 -H "Host: $HOST_HEADER" "$(url_of "$name" "/inproc?n=$INPROC")") ||
-    die "$name: /inproc failed"
-  printf '%s\t%s\n' "$name" "$out" >>"$tmp/inproc"
-  printf 'in-process %-8s %s\n' "$name" "$out"
+for gap in 0 "$INPROC_GAP"; do
+  for name in edgenode workerd; do
+    out=$(curl -sf -m 600 -H "Host: $HOST_HEADER" "$(url_of "$name" "/inproc?n=$INPROC&gap=$gap")") ||
+      die "$name: /inproc failed"
+    printf '%s\t%s\t%s\n' "$name" "$gap" "$out" >>"$tmp/inproc"
+    printf 'in-process %-8s gap %s ms: %s\n' "$name" "$gap" "$out"
+  done
 done
 
 # --- memory during a long cold-load run -----------------------------------------
@@ -213,9 +225,10 @@ for (const scenario of ["cold", "warm"]) {
 }
 console.log("");
 for (const l of lines(process.argv[3])) {
-  const [name, json] = l.split("\t");
+  const [name, gap, json] = l.split("\t");
   const j = JSON.parse(json);
-  console.log(`in-process load() -> response, ${name.padEnd(8)} mean ${j.mean_ms.toFixed(2)} ms, ` +
+  const how = gap === "0" ? "back to back" : `${gap} ms idle before each`;
+  console.log(`in-process load() -> response, ${name.padEnd(8)} ${how}: mean ${j.mean_ms.toFixed(2)} ms, ` +
               `p50 ${j.p50_ms.toFixed(2)} ms, p99 ${j.p99_ms.toFixed(2)} ms (batches of 10, ${j.loads} loads)`);
 }
 for (const l of lines(process.argv[4])) {
