@@ -31,7 +31,7 @@ function defineGlobal(name, value, enumerable = false) {
 }
 
 // A fragment that most workers never use (crypto.subtle, URLPattern, the
-// compression streams, the facet and loader bindings) is one function,
+// facet and loader bindings) is one function,
 // evaluated the first time something of it is needed: until then a worker's
 // context holds an uncompiled function instead of its classes, which makes
 // every isolate smaller and faster to create. `load` returns what the
