@@ -54,7 +54,10 @@ function defineLazyGlobals(fragment, names) {
     const { get, set } = Object.getOwnPropertyDescriptor({
       get [name]() {
         const value = fragment()[name];
-        defineGlobal(name, value);
+        // A frozen global object (as hardened JavaScript makes it) keeps the
+        // accessor, which still answers; a deleted global stays deleted.
+        const own = Object.getOwnPropertyDescriptor(globalThis, name);
+        if (own !== undefined && own.configurable) defineGlobal(name, value);
         return value;
       },
       set [name](value) {

@@ -1566,6 +1566,21 @@ static void test_lazy_fragments(void **state) {
     fail_msg("%d: %s", r.req[1].kind, r.req[1].message);
   assert_string_equal(r.req[1].body, "function false function true false 7 true mine function false");
   iso_worker_free(w);
+
+  /* A frozen global object keeps the accessors, which still answer. */
+  rec f = {0};
+  w = load_ok(&f,
+              "Object.freeze(globalThis);\n"
+              "export default { fetch() {\n"
+              "  return new Response(new URLPattern({ pathname: '/a/:x' }).exec('http://h/a/b').pathname.groups.x\n"
+              "    + ' ' + typeof URLPattern + ' ' + Object.isFrozen(globalThis));\n"
+              "} };",
+              &generous);
+  assert_int_equal(get(w, 1, "/"), 0);
+  if (f.req[1].kind != ISO_OK)
+    fail_msg("%d: %s", f.req[1].kind, f.req[1].message);
+  assert_string_equal(f.req[1].body, "b function true");
+  iso_worker_free(w);
 }
 
 static void test_snapshot_contexts_are_separate(void **state) {
