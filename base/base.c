@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *log_process = "edgenode";
 static log_level log_min_level = LOG_INFO;
@@ -130,6 +131,22 @@ uint64_t time_thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t process_rss_bytes(int pid) {
+  char path[64];
+  if (pid == 0)
+    snprintf(path, sizeof path, "/proc/self/statm");
+  else
+    snprintf(path, sizeof path, "/proc/%d/statm", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  unsigned long long size = 0, resident = 0;
+  int n = fscanf(f, "%llu %llu", &size, &resident);
+  fclose(f);
+  long page = sysconf(_SC_PAGESIZE);
+  if (n != 2 || page <= 0) return 0;
+  return resident * (uint64_t)page;
 }
 
 int parse_host_port(const char *s, char host[64], int *port) {

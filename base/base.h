@@ -61,6 +61,9 @@ uint64_t time_mono_ns(void);
 /* CPU time of the calling thread in nanoseconds. */
 uint64_t time_thread_cpu_ns(void);
 
+/* Resident memory of process `pid` (0: this one) from /proc, in bytes; 0 when unknown. */
+uint64_t process_rss_bytes(int pid);
+
 /*
  * Parses "ADDR:PORT" ("127.0.0.1:8080", "[::1]:8080", ":8080" = all
  * interfaces). Returns 0, or -EINVAL. host must hold 64 bytes.

@@ -10,24 +10,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "node.h"
 
 #define MEMWATCH_INTERVAL_MS 500
-
-/* Resident bytes of `pid` from /proc, or 0 when unknown. */
-static uint64_t rss_bytes(int pid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/statm", pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return 0;
-  unsigned long long size = 0, resident = 0;
-  int n = fscanf(f, "%llu %llu", &size, &resident);
-  fclose(f);
-  if (n != 2) return 0;
-  return resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
 
 uint64_t node_worker_memory_budget(const node *n) {
   if (n->cfg.worker_memory_mb > 0) return (uint64_t)n->cfg.worker_memory_mb << 20;
@@ -39,7 +25,7 @@ uint64_t node_worker_memory_budget(const node *n) {
 
 static void check(node *n, node_proc *p, uint64_t budget) {
   if (!p->alive || p->pid <= 0) return;
-  uint64_t rss = rss_bytes(p->pid);
+  uint64_t rss = process_rss_bytes(p->pid);
   if (rss <= budget) return;
   const char *tenant = p->cordon ? node_cordons_tenant_name(p) : NULL;
   char extra[160];

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "node.h"
 
@@ -105,16 +104,10 @@ static void node_metrics(FILE *f, node *n) {
 
 /* ---- worker processes ------------------------------------------------------------------ */
 
-/* Resident bytes of `pid` from /proc, or -1 when unknown. */
+/* Resident bytes of `pid`, or -1 when unknown. */
 static double rss_bytes(int pid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/statm", pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return -1;
-  unsigned long long size = 0, resident = 0;
-  int got = fscanf(f, "%llu %llu", &size, &resident);
-  fclose(f);
-  return got == 2 ? (double)resident * (double)sysconf(_SC_PAGESIZE) : -1;
+  uint64_t rss = process_rss_bytes(pid);
+  return rss > 0 ? (double)rss : -1;
 }
 
 typedef enum { PROC_UP, PROC_ISOLATES, PROC_COLD, PROC_EVICTIONS, PROC_RESTARTS, PROC_RSS } proc_metric;

@@ -9,8 +9,6 @@
  * isolate with a context that has run one script.
  */
 #include <stdio.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <libplatform/libplatform.h>
 #include <v8.h>
@@ -18,24 +16,14 @@
 #include <memory>
 #include <vector>
 
+extern "C" {
+#include "base.h"
+}
+
 namespace {
 
 double thread_cpu_ms() {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-    return 0;
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-long resident_kib() {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long size = 0, resident = 0;
-  if (f == nullptr)
-    return 0;
-  if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-    resident = 0;
-  fclose(f);
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+  return (double)time_thread_cpu_ns() / 1e6;
 }
 
 /* An isolate with a context that has run a script, as a worker's would. */
@@ -93,15 +81,15 @@ int main() {
 
   std::vector<v8::Isolate *> isolates;
   std::vector<v8::Global<v8::Context>> contexts;
-  long before = resident_kib();
+  uint64_t before = process_rss_bytes(0);
   for (int i = 0; i < kResident; i++) {
     v8::Isolate *isolate = v8::Isolate::New(params);
     if (!run_once(isolate, &contexts))
       return 1;
     isolates.push_back(isolate);
   }
-  printf("bare V8: an idle isolate with one context: %ld KiB resident\n",
-         (resident_kib() - before) / kResident);
+  printf("bare V8: an idle isolate with one context: %llu KiB resident\n",
+         (unsigned long long)((process_rss_bytes(0) - before) / 1024 / kResident));
   for (auto &c : contexts)
     c.Reset();
   for (v8::Isolate *isolate : isolates)
