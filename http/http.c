@@ -9,6 +9,7 @@
  * request is with the handler (pipelining) wait in conn->inbuf; the parser is
  * paused at each message end so that nothing past it is consumed.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,25 +60,7 @@ static void req_reset(http_req *r) {
     r->body_buf = NULL;
     r->body_cap = 0;
   }
-  memset(&r->pub, 0, sizeof r->pub);
-  r->dispatched = 0;
-  r->is_head = 0;
-  r->http10 = 0;
-  r->streaming = 0;
-  r->stream_chunked = 0;
-  r->stream_bodyless = 0;
-  r->stream_keep = 0;
-  r->drain_cb = NULL;
-  r->drain_arg = NULL;
-  r->body_taken = 0;
-  r->body_total = 0;
-  r->body_done = 0;
-  r->body_error = 0;
-  r->body_cb = NULL;
-  r->body_arg = NULL;
-  r->arena_len = 0;
-  r->target_off = 0;
-  r->body_expect = 0;
+  memset(r, 0, offsetof(http_req, arena));
 }
 
 static http_req *req_new(void) {

@@ -48,6 +48,8 @@ typedef enum {
   HTTP_TM_LINGER,  /* close */
 } http_timer_mode;
 
+/* Everything before `arena` is one request's state, zeroed between requests
+ * (req_reset); from `arena` on, the buffers a connection keeps. */
 typedef struct http_req {
   http_request pub;            /* first: the handler's pointer is ours */
   int dispatched;              /* handed to the handler */
@@ -68,16 +70,16 @@ typedef struct http_req {
   int body_error;              /* < 0: the body cannot be completed */
   http_drain_cb body_cb;       /* waits for body bytes (or the end, or an error) */
   void *body_arg;
-  char *arena;                 /* method, target, header names and values, NUL-terminated */
   size_t arena_len;
+  size_t target_off;
+  size_t body_expect;          /* Content-Length, or the limit for chunked bodies */
+  char *arena;                 /* method, target, header names and values, NUL-terminated */
   size_t arena_cap;
   size_t (*offs)[2];           /* name/value offsets into the arena while parsing */
   http_header *hdrs;
   size_t hdr_cap;
   uint8_t *body_buf;
   size_t body_cap;
-  size_t target_off;
-  size_t body_expect;          /* Content-Length, or the limit for chunked bodies */
   char arena_inline[HTTP_ARENA_INLINE];
   size_t offs_inline[HTTP_HEADERS_INLINE][2];
   http_header hdrs_inline[HTTP_HEADERS_INLINE];
