@@ -417,9 +417,11 @@ struct wires {
   wires &operator=(const wires &) = delete;
 };
 
-/* What both calls share: checks their arguments and encodes them. */
+/* What both calls share: checks their arguments and encodes them. The
+ * names point into the strings here or into the worker's memo of them. */
 struct call_args {
   std::string binding, op;
+  const char *binding_name = "", *op_name = "";
   wires buf;
   explicit call_args(bool reuse) : buf(reuse) {}
 };
@@ -458,8 +460,22 @@ bool prepare(iso_worker *w, const Info &info, call_args *ca) {
   }
   utf8_into(isolate, info[0].As<v8::String>(), &ca->binding);
   utf8_into(isolate, info[1].As<v8::String>(), &ca->op);
+  ca->binding_name = ca->binding.c_str();
+  ca->op_name = ca->op.c_str();
   encoder enc{w, isolate, context, w->object_proto.Get(isolate), ca->buf.args, w->memory_cap};
   return enc.array(info[2].As<v8::Array>(), 0);
+}
+
+/* The name in s, copied out only when s is not the string object seen last
+ * time in this slot: the runtime passes the same binding and operation
+ * strings on every call, and copying them showed in a facet exec's profile. */
+const char *direct_name(iso_worker *w, v8::Isolate *isolate, int slot, v8::Local<v8::String> s) {
+  name_memo &memo = w->direct_names[slot];
+  if (memo.js.IsEmpty() || memo.js != s) {
+    utf8_into(isolate, s, &memo.utf8);
+    memo.js.Reset(isolate, s);
+  }
+  return memo.utf8.c_str();
 }
 
 /* prepare() for (binding, op, ...args): the arguments are read from the
@@ -471,8 +487,8 @@ bool prepare_direct(iso_worker *w, const Info &info, call_args *ca) {
     throw_type_error(isolate, "expected (binding, op, ...args)");
     return false;
   }
-  utf8_into(isolate, info[0].As<v8::String>(), &ca->binding);
-  utf8_into(isolate, info[1].As<v8::String>(), &ca->op);
+  ca->binding_name = direct_name(w, isolate, 0, info[0].As<v8::String>());
+  ca->op_name = direct_name(w, isolate, 1, info[1].As<v8::String>());
   encoder enc{w, isolate, context, w->object_proto.Get(isolate), ca->buf.args, w->memory_cap};
   uint32_t n = (uint32_t)info.Length() - 2;
   if (enc.too_big(5 + (size_t)n))
@@ -487,8 +503,8 @@ bool prepare_direct(iso_worker *w, const Info &info, call_args *ca) {
 iso_call call_of(iso_worker *w, v8::Isolate *isolate, const call_args &ca, uint32_t id) {
   return iso_call{running_token(w, isolate->GetCurrentContext()),
                   id,
-                  ca.binding.c_str(),
-                  ca.op.c_str(),
+                  ca.binding_name,
+                  ca.op_name,
                   ca.buf.args->data,
                   ca.buf.args->len};
 }
@@ -497,6 +513,34 @@ iso_call call_of(iso_worker *w, v8::Isolate *isolate, const call_args &ca, uint3
 int run_sync(iso_worker *w, v8::Isolate *isolate, call_args &ca) {
   iso_call call = call_of(w, isolate, ca, 0);
   return w->host_calls.call_sync(w->host.data, &call, ca.buf.result);
+}
+
+/* Up to this many numbers of an answer go to native.directNumbers(). */
+constexpr uint32_t kDirectNumbers = 4;
+
+/* An answer that is an array of at most kDirectNumbers numbers, written to
+ * the worker's directNumbers instead of becoming an array: building a small
+ * array was a sixth of a facet write's exec. Returns how many, or -1 when
+ * the answer is anything else. */
+int numbers_answer(iso_worker *w, const iso_wire *result) {
+  if (w->direct_numbers_data == nullptr)
+    return -1;
+  iso_wire_reader r;
+  iso_wire_value v;
+  iso_wire_reader_init(&r, result->data, result->len);
+  if (iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count > kDirectNumbers)
+    return -1;
+  double numbers[kDirectNumbers];
+  for (uint32_t i = 0; i < v.count; i++) {
+    iso_wire_value item;
+    if (iso_wire_next(&r, &item) != 1 || item.type != ISO_WIRE_NUMBER)
+      return -1;
+    numbers[i] = item.number;
+  }
+  if (r.pos != r.end)
+    return -1;
+  memcpy(w->direct_numbers_data, numbers, v.count * sizeof numbers[0]);
+  return (int)v.count;
 }
 
 /* A host callback may have freed the worker: its JavaScript stops here. */
@@ -532,7 +576,10 @@ void hostcall_sync(const Info &info) {
 
 /* callSyncDirect(binding, op, ...args) → the value; the host's error value
  * is thrown as it is (the runtime makes an Error of it). For frequent calls:
- * no argument array to read back and no [ok, value] pair to build. */
+ * no argument array to read back and no [ok, value] pair to build. Once the
+ * worker has asked for native.directNumbers(), an answer that is an array
+ * of at most four numbers arrives there instead, and the call returns how
+ * many there are. */
 void hostcall_sync_direct(const Info &info) {
   v8::Isolate *isolate = info.GetIsolate();
   v8::Local<v8::Context> context = isolate->GetCurrentContext();
@@ -548,6 +595,11 @@ void hostcall_sync_direct(const Info &info) {
   int rc = run_sync(w, isolate, ca);
   if (worker_gone(w, isolate))
     return;
+  int numbers = rc == 0 ? numbers_answer(w, result) : -1;
+  if (numbers >= 0) {
+    info.GetReturnValue().Set(numbers);
+    return;
+  }
   v8::Local<v8::Value> value;
   if (!wire_decode(w, context, result->data, result->len).ToLocal(&value))
     return; /* the decoder threw */
@@ -555,6 +607,28 @@ void hostcall_sync_direct(const Info &info) {
     info.GetReturnValue().Set(value);
   else
     isolate->ThrowException(value);
+}
+
+/* directNumbers() → the worker's Float64Array of callSyncDirect's numeric
+ * answers; the same one on every call. */
+void hostcall_direct_numbers(const Info &info) {
+  v8::Isolate *isolate = info.GetIsolate();
+  iso_worker *w = worker_of(isolate->GetCurrentContext());
+  if (w == nullptr) {
+    isolate->ThrowException(str(isolate, "host calls are not available here"));
+    return;
+  }
+  if (w->direct_numbers.IsEmpty()) {
+    uint8_t *data;
+    v8::Local<v8::ArrayBuffer> ab;
+    if (!new_buffer(w, kDirectNumbers * sizeof(double), &data).ToLocal(&ab))
+      return;
+    memset(data, 0, kDirectNumbers * sizeof(double));
+    w->direct_numbers.Reset(isolate, v8::Float64Array::New(ab, 0, kDirectNumbers));
+    w->direct_numbers_store = ab->GetBackingStore();
+    w->direct_numbers_data = (double *)data;
+  }
+  info.GetReturnValue().Set(w->direct_numbers.Get(isolate));
 }
 
 /* callAsync(binding, op, args) → a promise of [true, value] | [false, error] */

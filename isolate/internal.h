@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -124,6 +125,13 @@ struct async_call {
 struct oom_guard;
 
 /* A growable byte buffer reused across requests. */
+/* A name string the direct host call saw last, by identity (see
+ * hostcalls.cc: direct_name). */
+struct name_memo {
+  v8::Global<v8::String> js;
+  std::string utf8;
+};
+
 struct scratch {
   char *data = nullptr;
   size_t len = 0;
@@ -151,6 +159,10 @@ struct iso_worker {
   std::unordered_map<uint32_t, iso::async_call> async_calls;
   uint32_t last_call_id = 0;
   v8::Global<v8::Value> object_proto;  /* %Object.prototype%: what plain objects inherit */
+  iso::name_memo direct_names[2];      /* callSyncDirect's binding and op */
+  v8::Global<v8::Float64Array> direct_numbers;  /* native.directNumbers() */
+  std::shared_ptr<v8::BackingStore> direct_numbers_store;  /* kept even if detached */
+  double *direct_numbers_data = nullptr;
   std::string link_error;  /* set by the resolve callback ... */
   std::string link_module; /* ... naming the importing module */
   iso::watch watch{};
@@ -225,6 +237,7 @@ uint8_t *wire_append(iso_wire *w, size_t more);
 
 void hostcall_sync(const v8::FunctionCallbackInfo<v8::Value> &info);
 void hostcall_sync_direct(const v8::FunctionCallbackInfo<v8::Value> &info);
+void hostcall_direct_numbers(const v8::FunctionCallbackInfo<v8::Value> &info);
 void hostcall_async(const v8::FunctionCallbackInfo<v8::Value> &info);
 /* Resolves async call `call_id` (if still waiting) with [ok, value]. Returns
  * false when JavaScript was terminated meanwhile. */

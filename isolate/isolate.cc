@@ -613,6 +613,10 @@ void worker_destroy(iso_worker *w) {
     w->modules.clear();
     w->async_calls.clear();
     w->object_proto.Reset();
+    for (iso::name_memo &memo : w->direct_names)
+      memo.js.Reset();
+    w->direct_numbers.Reset();
+    w->direct_numbers_store.reset();
     w->set_handler.Reset();
     w->dispatch.Reset();
     w->fire_timer.Reset();

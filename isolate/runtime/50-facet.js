@@ -8,7 +8,8 @@
 //
 // The host (facets/ in C) runs each exec to completion and sends back
 // [columnNames, values (row-major), rowsRead, rowsWritten], or just
-// [rowsRead, rowsWritten] for a statement without columns; rows become
+// [rowsRead, rowsWritten] for a statement without columns, which arrive in
+// native.directNumbers() (no array is built for a write); rows become
 // objects only when read. A statement run again crosses as the id of its
 // prepared statement instead of its text.
 
@@ -24,6 +25,9 @@ const kFacetNextRaw = Symbol('nextRaw');
 // SQL texts a binding remembers (see SqlStorage#ids); past this it forgets
 // them all, so SQL built with values inside costs no memory.
 const kFacetTextsMax = 256;
+// Where a statement without columns leaves [rowsRead, rowsWritten]: the
+// host call then answers 2 (hostcalls.cc, callSyncDirect).
+const facetNumbers = native.directNumbers();
 
 // Checks one exec() parameter before anything crosses to the host; the
 // TypeError names its 1-based position and its typeof ("object" for arrays,
@@ -100,18 +104,28 @@ class SqlStorageRawIterator {
 defineIteratorInterface(SqlStorageRawIterator, 'SqlStorageRawIterator');
 
 class SqlStorageCursor {
-  // The host's answer as it came: [columns, values, rowsRead, rowsWritten],
-  // or [rowsRead, rowsWritten] without columns; the rest is computed when
-  // asked, so that a write's cursor is cheap to make.
-  #result;
-  #rows;
+  // The host's answer as it came, [columns, values, rowsRead, rowsWritten],
+  // or null for a statement without columns; rows are made when asked, so
+  // that a write's cursor is cheap to make.
+  #result = null;
+  #rows = 0;
   #pos = 0;
   #plainKeys;  // no column is named "__proto__": rows can be built by assignment
+  #rowsRead;
+  #rowsWritten;
 
-  constructor(key, result) {
+  // `answer` is facetExec's: an array, or 2 with the counts in facetNumbers.
+  constructor(key, answer) {
     if (key !== kPrivate) throw new TypeError('Illegal constructor');
-    this.#result = result;
-    this.#rows = result.length === 2 ? 0 : result[1].length / result[0].length;
+    if (typeof answer === 'number') {
+      this.#rowsRead = facetNumbers[0];
+      this.#rowsWritten = facetNumbers[1];
+      return;
+    }
+    this.#result = answer;
+    this.#rows = answer[1].length / answer[0].length;
+    this.#rowsRead = answer[2];
+    this.#rowsWritten = answer[3];
   }
 
   // (Only called while rows are left: the result has columns.)
@@ -166,17 +180,15 @@ class SqlStorageCursor {
 
   get columnNames() {
     const result = this.#result;
-    return result.length === 2 ? [] : result[0].slice();
+    return result === null ? [] : result[0].slice();
   }
 
   get rowsRead() {
-    const result = this.#result;
-    return result[result.length - 2];
+    return this.#rowsRead;
   }
 
   get rowsWritten() {
-    const result = this.#result;
-    return result[result.length - 1];
+    return this.#rowsWritten;
   }
 
   [Symbol.iterator]() {
