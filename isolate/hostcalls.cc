@@ -29,6 +29,13 @@ void throw_range_error(v8::Isolate *isolate, const char *msg) {
 
 /* ---- JavaScript → wire ---- */
 
+/* A tag and its little-endian u32 length (a V8 string is shorter than 4 GiB). */
+void put_header(uint8_t *p, uint8_t tag, size_t len) {
+  uint32_t len32 = (uint32_t)len;
+  p[0] = tag;
+  memcpy(p + 1, &len32, sizeof len32);
+}
+
 bool ascii(const uint8_t *p, size_t n) {
   uint8_t any = 0;
   for (size_t i = 0; i < n; i++)
@@ -79,9 +86,7 @@ struct encoder {
       if (too_big(n + 5))
         return false;
       uint8_t *p = wire_append(out, 5 + n);
-      p[0] = ISO_WIRE_STRING;
-      for (int i = 0; i < 4; i++)
-        p[1 + i] = (uint8_t)(n >> (8 * i));
+      put_header(p, ISO_WIRE_STRING, n);
       if (n > 0)
         s->WriteOneByte(isolate, p + 5, 0, (int)n, v8::String::NO_NULL_TERMINATION);
       if (ascii(p + 5, n))
@@ -93,9 +98,7 @@ struct encoder {
       return false;
     /* Written in place: no intermediate copy of a big string. */
     uint8_t *p = wire_append(out, 5 + len);
-    p[0] = ISO_WIRE_STRING;
-    for (int i = 0; i < 4; i++)
-      p[1 + i] = (uint8_t)(len >> (8 * i));
+    put_header(p, ISO_WIRE_STRING, len);
     if (len > 0)
       s->WriteUtf8(isolate, (char *)p + 5, (int)len, nullptr,
                    v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);

@@ -37,17 +37,18 @@ int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result
   }
   /* SQL time counts toward the request's CPU limit like JavaScript's does.
    * Reading the thread's CPU clock is a system call, so the deadline is
-   * computed once per unit of work and reused by the calls it makes. */
+   * computed once per unit of work and reused by the calls it makes (and
+   * the size limit with it: a spec lookup per exec showed in its cost). */
   if (l->facet_deadline_token != call->token || l->facet_deadline_unit != w->sched.units_run) {
     uint64_t budget_ns = (uint64_t)l->limits.cpu_ms * 1000000u;
     uint64_t used_ns = iso_worker_request_cpu_ns(l->iso, call->token);
     l->facet_deadline_ns = time_thread_cpu_ns() + (budget_ns > used_ns ? budget_ns - used_ns : 0);
     l->facet_deadline_token = call->token;
     l->facet_deadline_unit = w->sched.units_run;
+    l->facet_limit_mb = facet_limit_mb(l);
   }
-  uint64_t deadline = l->facet_deadline_ns;
-  return facet_call(w->facets, l->tenant->name, l->facet_id, facet_limit_mb(l), call, deadline,
-                    result);
+  return facet_call(w->facets, l->tenant->name, l->facet_id, l->facet_limit_mb, call,
+                    l->facet_deadline_ns, result);
 }
 
 void facet_link_request_done(worker *w, uint64_t token) {

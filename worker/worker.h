@@ -40,6 +40,9 @@ struct loaded {
   uint64_t facet_deadline_ns;    /* CPU deadline of the current unit's SQL (facet_link.c) */
   uint64_t facet_deadline_token;
   uint64_t facet_deadline_unit;
+  uint64_t facet_limit_mb;       /* limits.facet_mb, read with the deadline */
+  const char *binding_seen;      /* the binding named last (a key in spec) ... */
+  const char *binding_seen_type; /* ... and its type (bindings.c) */
   loaded *next_retired;
   struct loader_state *loader; /* dynamic workers it started (loader_link.c), or NULL */
 };
