@@ -54,18 +54,25 @@ function facetCheckParam(value, index) {
   throw new TypeError(`parameter ${index + 1} has unsupported type ${typeof value}`);
 }
 
-// The host's exec: its result, or its error thrown as an Error. (The direct
-// host call takes the arguments as they are and answers the bare value: no
-// [ok, value] pair on the way, which is most of a small call's cost.)
-function facetExec(name, args) {
+// The host's exec of `sql` (an id or a text) with the parameters of an
+// exec() call, `call` being that call's arguments (its first one, the text,
+// left out): its result, or its error thrown as an Error. The direct host
+// call takes the arguments as they are and answers the bare value: no
+// [ok, value] pair on the way, which is most of a small call's cost.
+function facetExec(name, sql, call) {
   try {
-    // Calls of fixed arity: a spread into a native function is slower.
-    switch (args.length) {
-      case 1: return native.callSyncDirect(name, 'exec', args[0]);
-      case 2: return native.callSyncDirect(name, 'exec', args[0], args[1]);
-      case 3: return native.callSyncDirect(name, 'exec', args[0], args[1], args[2]);
-      case 4: return native.callSyncDirect(name, 'exec', args[0], args[1], args[2], args[3]);
-      default: return native.callSyncDirect(name, 'exec', ...args);
+    // Calls of fixed arity build no array: a spread into a native function
+    // is slower.
+    switch (call.length) {
+      case 1: return native.callSyncDirect(name, 'exec', sql);
+      case 2: return native.callSyncDirect(name, 'exec', sql, call[1]);
+      case 3: return native.callSyncDirect(name, 'exec', sql, call[1], call[2]);
+      case 4: return native.callSyncDirect(name, 'exec', sql, call[1], call[2], call[3]);
+      default: {
+        const args = [sql];
+        for (let i = 1; i < call.length; i++) args.push(call[i]);
+        return native.callSyncDirect(name, 'exec', ...args);
+      }
     }
   } catch (err) {
     throw err instanceof Error ? err : hostError(err);
@@ -219,33 +226,26 @@ class SqlStorage {
     this.#name = name;
   }
 
-  // (Written against `arguments`, not a rest parameter: the one array that
-  // crosses to the host is built here, with the SQL's id or text in front.)
+  // (Written against `arguments`, not a rest parameter: a few parameters
+  // reach the host without any array made for them.)
   exec(query) {
     if (typeof query !== 'string') {
       throw new TypeError('exec() needs the SQL text as its first argument (a string)');
     }
     const n = arguments.length;
-    const args = [query];
-    for (let i = 1; i < n; i++) {
-      const value = arguments[i];
-      facetCheckParam(value, i - 1);
-      args.push(value);
-    }
+    for (let i = 1; i < n; i++) facetCheckParam(arguments[i], i - 1);
     const ids = this.#ids;
     let id = ids.get(query);
     if (id === 0) id = this.#prepare(query);
     if (id > 0) {
-      args[0] = id;
-      const result = facetExec(this.#name, args);
-      if (result !== null) return new SqlStorageCursor(kPrivate, result);
+      const answer = facetExec(this.#name, id, arguments);
+      if (answer !== null) return new SqlStorageCursor(kPrivate, answer);
       ids.delete(query);  // the host's cache let the statement go
-      args[0] = query;
     } else if (id === undefined) {
       if (ids.size >= kFacetTextsMax) ids.clear();
       ids.set(query, 0);
     }
-    return new SqlStorageCursor(kPrivate, facetExec(this.#name, args));
+    return new SqlStorageCursor(kPrivate, facetExec(this.#name, query, arguments));
   }
 
   // The host's id for query's statement, or 0 for the text (the map says
