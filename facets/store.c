@@ -389,7 +389,7 @@ facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *face
     if (c->tenant_len != tlen || memcmp(c->key, tenant, tlen) != 0) continue;
     if (facet_id == NULL ? c->key[tlen] == '\0'
                          : c->key[tlen] == '/' && strcmp(c->key + tlen + 1, facet_id) == 0) {
-      /* To the front: a request's many execs find their facet first. */
+      /* Swapped to the front: a request's many execs find their facet first. */
       s->conns[i] = s->conns[0];
       s->conns[0] = c;
       c->used = ++s->tick;

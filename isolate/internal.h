@@ -124,14 +124,14 @@ struct async_call {
 /* The outermost call into a worker, which V8 running out of memory returns to (isolate.cc). */
 struct oom_guard;
 
-/* A growable byte buffer reused across requests. */
-/* A name string the direct host call saw last, by identity (see
+/* A name string the direct host calls saw last, by identity (see
  * hostcalls.cc: direct_name). */
 struct name_memo {
   v8::Global<v8::String> js;
   std::string utf8;
 };
 
+/* A growable byte buffer reused across requests. */
 struct scratch {
   char *data = nullptr;
   size_t len = 0;
@@ -159,7 +159,7 @@ struct iso_worker {
   std::unordered_map<uint32_t, iso::async_call> async_calls;
   uint32_t last_call_id = 0;
   v8::Global<v8::Value> object_proto;  /* %Object.prototype%: what plain objects inherit */
-  iso::name_memo direct_names[2];      /* callSyncDirect's binding and op */
+  iso::name_memo direct_names[2];      /* the direct calls' binding and op */
   v8::Global<v8::Float64Array> direct_numbers;  /* native.directNumbers() */
   std::shared_ptr<v8::BackingStore> direct_numbers_store;  /* kept even if detached */
   double *direct_numbers_data = nullptr;
@@ -232,11 +232,14 @@ std::string module_resolve_name(const std::string &referrer, const std::string &
 
 /* Grows the buffer by `more` bytes and returns where they start. */
 uint8_t *wire_append(iso_wire *w, size_t more);
+/* Writes a tag and its u32 length or count: the five bytes at p. */
+void wire_put_header(uint8_t *p, uint8_t tag, uint32_t n);
 
 /* ---- hostcalls.cc ---- */
 
 void hostcall_sync(const v8::FunctionCallbackInfo<v8::Value> &info);
 void hostcall_sync_direct(const v8::FunctionCallbackInfo<v8::Value> &info);
+void hostcall_sync_numbers(const v8::FunctionCallbackInfo<v8::Value> &info);
 void hostcall_direct_numbers(const v8::FunctionCallbackInfo<v8::Value> &info);
 void hostcall_async(const v8::FunctionCallbackInfo<v8::Value> &info);
 /* Resolves async call `call_id` (if still waiting) with [ok, value]. Returns

@@ -308,7 +308,9 @@ typedef struct iso_call {
 typedef struct iso_host_calls {
   /* Synchronous: write one result value to *result and return 0, or return
    * -1 and write one error value (a string message, or an object with
-   * "name" and "message") to *result: JavaScript gets it thrown. */
+   * "name" and "message") to *result: JavaScript gets it thrown. It must not
+   * run the calling worker's JavaScript: call->binding and call->op may
+   * point into the worker's own memo of them. */
   int (*call_sync)(void *data, const iso_call *call, iso_wire *result);
   /* Asynchronous: return 0 and later call iso_worker_complete() exactly
    * once for call->call_id (unless the worker is freed first); or return -1

@@ -577,6 +577,7 @@ const struct {
     {"done", native_done},
     {"callSync", hostcall_sync},
     {"callSyncDirect", hostcall_sync_direct},
+    {"callSyncNumbers", hostcall_sync_numbers},
     {"directNumbers", hostcall_direct_numbers},
     {"callAsync", hostcall_async},
     {"domainToASCII", native_domain_to_ascii},

@@ -23,19 +23,21 @@ uint8_t *wire_append(iso_wire *w, size_t more) {
   return at;
 }
 
-}  // namespace iso
-
-using iso::wire_append;
-
-namespace {
-
 /* The format is little-endian, as the hosts this builds for are; a copy
  * is one move where the byte loops it replaced were not unrolled. */
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian");
 
-void put_u32(uint8_t *p, uint32_t v) {
-  memcpy(p, &v, sizeof v);
+void wire_put_header(uint8_t *p, uint8_t tag, uint32_t n) {
+  p[0] = tag;
+  memcpy(p + 1, &n, sizeof n);
 }
+
+}  // namespace iso
+
+using iso::wire_append;
+using iso::wire_put_header;
+
+namespace {
 
 void put_u64(uint8_t *p, uint64_t v) {
   memcpy(p, &v, sizeof v);
@@ -62,9 +64,7 @@ void wire_tag(iso_wire *w, uint8_t tag) {
 void wire_tag_u32(iso_wire *w, uint8_t tag, size_t n) {
   if (n > UINT32_MAX)
     abort();
-  uint8_t *p = wire_append(w, 5);
-  p[0] = tag;
-  put_u32(p + 1, (uint32_t)n);
+  wire_put_header(wire_append(w, 5), tag, (uint32_t)n);
 }
 
 }  // namespace

@@ -25,11 +25,6 @@ void facet_link_stop(worker *w) {
   w->facets = NULL;
 }
 
-static uint64_t facet_limit_mb(const loaded *l) {
-  json_int_t mb = json_integer_value(json_object_get(json_object_get(l->spec, "limits"), "facet_mb"));
-  return mb > 0 ? (uint64_t)mb : 0;
-}
-
 int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
   if (w->facets == NULL) {
     bindings_error(result, "Error", "facets are unavailable on this node");
@@ -37,15 +32,13 @@ int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result
   }
   /* SQL time counts toward the request's CPU limit like JavaScript's does.
    * Reading the thread's CPU clock is a system call, so the deadline is
-   * computed once per unit of work and reused by the calls it makes (and
-   * the size limit with it: a spec lookup per exec showed in its cost). */
+   * computed once per unit of work and reused by the calls it makes. */
   if (l->facet_deadline_token != call->token || l->facet_deadline_unit != w->sched.units_run) {
     uint64_t budget_ns = (uint64_t)l->limits.cpu_ms * 1000000u;
     uint64_t used_ns = iso_worker_request_cpu_ns(l->iso, call->token);
     l->facet_deadline_ns = time_thread_cpu_ns() + (budget_ns > used_ns ? budget_ns - used_ns : 0);
     l->facet_deadline_token = call->token;
     l->facet_deadline_unit = w->sched.units_run;
-    l->facet_limit_mb = facet_limit_mb(l);
   }
   return facet_call(w->facets, l->tenant->name, l->facet_id, l->facet_limit_mb, call,
                     l->facet_deadline_ns, result);

@@ -80,6 +80,12 @@ void spec_limits(json_t *spec, iso_limits *out) {
   out->memory_mb = mem > 0 ? (uint32_t)mem : 128;
 }
 
+/* 0: the node's default size limit for a facet. */
+uint64_t spec_facet_mb(json_t *spec) {
+  json_int_t mb = json_integer_value(json_object_get(json_object_get(spec, "limits"), "facet_mb"));
+  return mb > 0 ? (uint64_t)mb : 0;
+}
+
 uint64_t spec_wall_ms(json_t *spec) {
   json_int_t wall = json_integer_value(json_object_get(json_object_get(spec, "limits"), "wall_ms"));
   return wall > 0 ? (uint64_t)wall : 30000;
@@ -252,6 +258,7 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
   l->spec = json_incref(t->spec);
   l->version = json_integer_value(json_object_get(t->spec, "version"));
   spec_limits(t->spec, &l->limits);
+  l->facet_limit_mb = spec_facet_mb(t->spec);
   iso_host host = loaded_host_template;
   host.data = l;
   char *env = spec_env_json(t->spec);

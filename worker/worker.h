@@ -40,7 +40,7 @@ struct loaded {
   uint64_t facet_deadline_ns;    /* CPU deadline of the current unit's SQL (facet_link.c) */
   uint64_t facet_deadline_token;
   uint64_t facet_deadline_unit;
-  uint64_t facet_limit_mb;       /* limits.facet_mb, read with the deadline */
+  uint64_t facet_limit_mb;       /* limits.facet_mb; 0: the node's default */
   const char *binding_seen;      /* the binding named last (a key in spec) ... */
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   loaded *next_retired;
@@ -183,6 +183,7 @@ size_t tenant_pending_work(worker *w);
  * count, or -1 with *why set when the spec is malformed. */
 int spec_modules(json_t *spec, iso_module **out, const char **main_module, const char **why);
 void spec_limits(json_t *spec, iso_limits *out);
+uint64_t spec_facet_mb(json_t *spec);
 /* limits.wall_ms of a spec, or the default of 30 s. */
 uint64_t spec_wall_ms(json_t *spec);
 char *spec_env_json(json_t *spec);

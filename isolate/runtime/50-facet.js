@@ -26,7 +26,7 @@ const kFacetNextRaw = Symbol('nextRaw');
 // them all, so SQL built with values inside costs no memory.
 const kFacetTextsMax = 256;
 // Where a statement without columns leaves [rowsRead, rowsWritten]: the
-// host call then answers 2 (hostcalls.cc, callSyncDirect).
+// host call then answers 2 (hostcalls.cc, callSyncNumbers).
 const facetNumbers = native.directNumbers();
 
 // Checks one exec() parameter before anything crosses to the host; the
@@ -64,14 +64,14 @@ function facetExec(name, sql, call) {
     // Calls of fixed arity build no array: a spread into a native function
     // is slower.
     switch (call.length) {
-      case 1: return native.callSyncDirect(name, 'exec', sql);
-      case 2: return native.callSyncDirect(name, 'exec', sql, call[1]);
-      case 3: return native.callSyncDirect(name, 'exec', sql, call[1], call[2]);
-      case 4: return native.callSyncDirect(name, 'exec', sql, call[1], call[2], call[3]);
+      case 1: return native.callSyncNumbers(name, 'exec', sql);
+      case 2: return native.callSyncNumbers(name, 'exec', sql, call[1]);
+      case 3: return native.callSyncNumbers(name, 'exec', sql, call[1], call[2]);
+      case 4: return native.callSyncNumbers(name, 'exec', sql, call[1], call[2], call[3]);
       default: {
         const args = [sql];
         for (let i = 1; i < call.length; i++) args.push(call[i]);
-        return native.callSyncDirect(name, 'exec', ...args);
+        return native.callSyncNumbers(name, 'exec', ...args);
       }
     }
   } catch (err) {
@@ -125,6 +125,7 @@ class SqlStorageCursor {
   constructor(key, answer) {
     if (key !== kPrivate) throw new TypeError('Illegal constructor');
     if (typeof answer === 'number') {
+      if (answer !== 2) throw new Error(`the facet host answered ${answer} numbers, not 2`);
       this.#rowsRead = facetNumbers[0];
       this.#rowsWritten = facetNumbers[1];
       return;
