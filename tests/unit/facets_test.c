@@ -1340,6 +1340,12 @@ static const char bench_js_source[] =
     "  if (url.pathname === '/insert') sql.transactionSync(() => {\n"
     "    for (let i = 0; i < n; i++) sql.exec('INSERT INTO kv (v) VALUES (?)', 'value ' + i);\n"
     "  });\n"
+    "  if (url.pathname === '/insert_pre') {\n"
+    "    const values = Array.from({ length: 1024 }, (_, i) => 'value ' + i);\n"
+    "    sql.transactionSync(() => {\n"
+    "      for (let i = 0; i < n; i++) sql.exec('INSERT INTO kv (v) VALUES (?)', values[i & 1023]);\n"
+    "    });\n"
+    "  }\n"
     "  if (url.pathname === '/read') {\n"
     "    const max = sql.exec('SELECT max(k) AS m FROM kv').one().m;\n"
     "    for (let i = 0; i < n; i++) sql.exec('SELECT v FROM kv WHERE k = ?', 1 + ((i * 7919) % max)).one();\n"
@@ -1388,6 +1394,7 @@ static int bench_js(void) {
     bench_js_run(w, &h, "/insert", 1000, NULL, 0); /* warm up */
     printf("{\"cpu_clock_per_call\":%s,", clock ? "true" : "false");
     bench_js_run(w, &h, "/insert", n, "insert_txn", 0);
+    bench_js_run(w, &h, "/insert_pre", n, "insert_pre", 0);
     bench_js_run(w, &h, "/read", reads, "read", 1);
     printf("}\n");
     iso_worker_free(w);
