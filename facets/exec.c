@@ -111,7 +111,7 @@ static void put_sqlite_error(exec_ctx *x, int rc, const char *msg) {
 /* A string array of the statement's column names. */
 static void put_columns(iso_wire *out, sqlite3_stmt *st) {
   int n = sqlite3_column_count(st);
-  iso_wire_array(out, (uint32_t)n);
+  iso_wire_number(out, n);
   for (int i = 0; i < n; i++) {
     const char *name = sqlite3_column_name(st, i);
     if (name == NULL) abort(); /* only out of memory makes it NULL */
@@ -285,14 +285,16 @@ static int sql_rest_empty(const char *p, const char *end) {
 }
 
 /*
- * Steps a statement to its end. When `last`, its column names and rows go
- * to the result (after the outer array header). Returns an SQLite code:
- * SQLITE_DONE on success, with the error message copied to msg otherwise.
+ * Steps a statement to its end. When `last`, the result's array header goes
+ * out, and then its column count, column names and rows (finish_exec adds
+ * the two counts): one flat array, since every nested one is one more to
+ * build in JavaScript. Returns an SQLite code: SQLITE_DONE on success, with
+ * the error message copied to msg otherwise.
  */
 static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, size_t msg_size) {
   facet_conn *c = x->c;
   iso_wire *out = x->out;
-  size_t values_at = 0;
+  size_t result_at = out->len;
   uint32_t cells = 0;
   sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
   c->stepping = 1;
@@ -303,13 +305,11 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
   int rc = sqlite3_step(st);
   int ncols = sqlite3_column_count(st);
   if (last && ncols == 0) {
-    /* No columns (most writes): only the counts, two values fewer to build. */
+    /* No columns (most writes): only the counts. */
     iso_wire_array(out, 2);
   } else if (last) {
-    iso_wire_array(out, 4);
+    iso_wire_array(out, 0);  /* its count is known at the end */
     put_columns(out, st);
-    values_at = out->len;
-    iso_wire_array(out, 0);
   }
   for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
     x->rows_read++;
@@ -328,7 +328,8 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
   if (rc != SQLITE_DONE && rc != SQLITE_TOOBIG)
     snprintf(msg, msg_size, "%s", sqlite3_errmsg(c->db));
   x->rows_read += (uint64_t)sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
-  if (last && ncols > 0 && rc == SQLITE_DONE) patch_count(out, values_at, cells);
+  if (last && ncols > 0 && rc == SQLITE_DONE)
+    patch_count(out, result_at, 1 + (uint32_t)ncols + cells + 2);
   return rc;
 }
 

@@ -88,10 +88,11 @@ void facet_store_free(facet_store *s);
  * Runs one operation of the facet binding for `tenant` (the worker's name):
  * its own facet when facet_id is NULL, else its loader child's facet
  * `facet_id`. call->op and call->args are what 50-facet.js sent:
- *   "exec"      [sql, param...]  -> [columnNames, values, rowsRead, rowsWritten]
+ *   "exec"      [sql, param...]  -> [n, name_1..name_n, values..., rowsRead, rowsWritten]
  *                                   (sql: the text, or an id from "prepare")
- *                                   values: the last statement's rows, row-major;
- *                                   just [rowsRead, rowsWritten] when it has no columns
+ *                                   n columns, then the last statement's rows,
+ *                                   row-major, all in one flat array; just
+ *                                   [rowsRead, rowsWritten] when it has no columns
  *   "prepare"   [sql]            -> number: an id that exec accepts in place of
  *                                   this text while the statement stays cached
  *                                   (exec then answers null once it left: send

@@ -6,11 +6,11 @@
 //                                   rolls back when it throws (nested: savepoints)
 //   env.DB.databaseSize          -> bytes
 //
-// The host (facets/ in C) runs each exec to completion and sends back
-// [columnNames, values (row-major), rowsRead, rowsWritten], or just
-// [rowsRead, rowsWritten] for a statement without columns, which arrive in
-// native.directNumbers() (no array is built for a write); rows become
-// objects only when read. A statement run again crosses as the id of its
+// The host (facets/ in C) runs each exec to completion and sends back one
+// flat array, [n, n column names, values (row-major), rowsRead, rowsWritten],
+// or just [rowsRead, rowsWritten] for a statement without columns, which
+// arrive in native.directNumbers() (no array is built for a write); rows
+// become objects only when read. A statement run again crosses as the id of its
 // prepared statement instead of its text.
 
 const facetArrayBufferIsView = ArrayBuffer.isView;
@@ -111,10 +111,11 @@ class SqlStorageRawIterator {
 defineIteratorInterface(SqlStorageRawIterator, 'SqlStorageRawIterator');
 
 class SqlStorageCursor {
-  // The host's answer as it came, [columns, values, rowsRead, rowsWritten],
-  // or null for a statement without columns; rows are made when asked, so
-  // that a write's cursor is cheap to make.
+  // The host's answer as it came, [n, columns, values, rowsRead,
+  // rowsWritten], or null for a statement without columns; rows are made
+  // when asked, so that a write's cursor is cheap to make.
   #result = null;
+  #width = 0;  // columns
   #rows = 0;
   #pos = 0;
   #plainKeys;  // no column is named "__proto__": rows can be built by assignment
@@ -130,26 +131,32 @@ class SqlStorageCursor {
       this.#rowsWritten = facetNumbers[1];
       return;
     }
+    const width = answer[0];
+    const n = answer.length;
     this.#result = answer;
-    this.#rows = answer[1].length / answer[0].length;
-    this.#rowsRead = answer[2];
-    this.#rowsWritten = answer[3];
+    this.#width = width;
+    this.#rows = (n - 3 - width) / width;
+    this.#rowsRead = answer[n - 2];
+    this.#rowsWritten = answer[n - 1];
   }
 
-  // (Only called while rows are left: the result has columns.)
+  // (Only called while rows are left: the result has columns.) Column c is
+  // at 1 + c, and row i's values start at 1 + width * (i + 1).
   #rowObject(i) {
     const result = this.#result;
-    const columns = result[0];
-    const values = result[1];
-    const base = i * columns.length;
+    const width = this.#width;
+    const base = 1 + width * (i + 1);
     const row = {};
-    if (this.#plainKeys === undefined) this.#plainKeys = !columns.includes('__proto__');
+    if (this.#plainKeys === undefined) {
+      this.#plainKeys = true;
+      for (let c = 0; c < width; c++) if (result[1 + c] === '__proto__') this.#plainKeys = false;
+    }
     if (this.#plainKeys) {
-      for (let c = 0; c < columns.length; c++) row[columns[c]] = values[base + c];
+      for (let c = 0; c < width; c++) row[result[1 + c]] = result[base + c];
     } else {
-      for (let c = 0; c < columns.length; c++) {
-        Object.defineProperty(row, columns[c], {
-          value: values[base + c], writable: true, enumerable: true, configurable: true,
+      for (let c = 0; c < width; c++) {
+        Object.defineProperty(row, result[1 + c], {
+          value: result[base + c], writable: true, enumerable: true, configurable: true,
         });
       }
     }
@@ -158,10 +165,8 @@ class SqlStorageCursor {
 
   [kFacetNextRaw]() {
     if (this.#pos >= this.#rows) return undefined;
-    const result = this.#result;
-    const width = result[0].length;
-    const base = this.#pos++ * width;
-    return result[1].slice(base, base + width);
+    const base = 1 + this.#width * (++this.#pos);
+    return this.#result.slice(base, base + this.#width);
   }
 
   next() {
@@ -188,7 +193,7 @@ class SqlStorageCursor {
 
   get columnNames() {
     const result = this.#result;
-    return result === null ? [] : result[0].slice();
+    return result === null ? [] : result.slice(1, 1 + this.#width);
   }
 
   get rowsRead() {
