@@ -29,8 +29,11 @@ static void check(node *n, node_proc *p, uint64_t budget) {
   if (rss <= budget) return;
   const char *tenant = p->cordon ? node_cordons_tenant_name(p) : NULL;
   char extra[160];
+  /* Rounded up: a process over its budget by less than 1 MiB read as
+   * "rss_mb 202, budget_mb 202" when truncated. */
+  unsigned long long rss_mb = (rss + (1u << 20) - 1) >> 20;
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"rss_mb\":%llu,\"budget_mb\":%llu}",
-           p->id, p->pid, (unsigned long long)(rss >> 20), (unsigned long long)(budget >> 20));
+           p->id, p->pid, rss_mb, (unsigned long long)(budget >> 20));
   log_write(LOG_ERROR, tenant, NULL, extra, "worker process over its memory budget: restarting it");
   node_event_new(n, "memory_kill", tenant, json_loads(extra, 0, NULL));
   /* The whole process's memory: not the fault of whichever tenant happens to run. */
