@@ -108,7 +108,7 @@ static void put_sqlite_error(exec_ctx *x, int rc, const char *msg) {
   }
 }
 
-/* A string array of the statement's column names. */
+/* The statement's column count, then its column names. */
 static void put_columns(iso_wire *out, sqlite3_stmt *st) {
   int n = sqlite3_column_count(st);
   iso_wire_number(out, n);
