@@ -514,29 +514,38 @@ int run_sync(iso_worker *w, v8::Isolate *isolate, call_args &ca) {
 /* Up to this many numbers of an answer go to native.directNumbers(). */
 constexpr uint32_t kDirectNumbers = 4;
 
-/* An answer that is an array of at most kDirectNumbers numbers, written to
- * the worker's directNumbers instead of becoming an array: building a small
- * array was about 1,100 of a facet write's 8,400 instructions. Returns how
- * many, or -1 when the answer is anything else. */
+/* An answer that is a number, or an array of at most kDirectNumbers
+ * numbers, written to the worker's directNumbers instead of becoming a value
+ * (a number too, so that a number returned always means "see there"):
+ * building a small array was about 1,100 of a facet write's 8,400
+ * instructions. Returns how many, or -1 when the answer is anything else. */
 int numbers_answer(iso_worker *w, const iso_wire *result) {
-  if (w->direct_numbers_data == nullptr)
+  if (w->direct_numbers_store == nullptr)
     return -1;
   iso_wire_reader r;
   iso_wire_value v;
   iso_wire_reader_init(&r, result->data, result->len);
-  if (iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count > kDirectNumbers)
+  if (iso_wire_next(&r, &v) != 1)
     return -1;
   double numbers[kDirectNumbers];
-  for (uint32_t i = 0; i < v.count; i++) {
-    iso_wire_value item;
-    if (iso_wire_next(&r, &item) != 1 || item.type != ISO_WIRE_NUMBER)
-      return -1;
-    numbers[i] = item.number;
+  uint32_t count = 1;
+  if (v.type == ISO_WIRE_NUMBER) {
+    numbers[0] = v.number;
+  } else if (v.type == ISO_WIRE_ARRAY && v.count <= kDirectNumbers) {
+    count = v.count;
+    for (uint32_t i = 0; i < count; i++) {
+      iso_wire_value item;
+      if (iso_wire_next(&r, &item) != 1 || item.type != ISO_WIRE_NUMBER)
+        return -1;
+      numbers[i] = item.number;
+    }
+  } else {
+    return -1;
   }
   if (r.pos != r.end)
     return -1;
-  memcpy(w->direct_numbers_data, numbers, v.count * sizeof numbers[0]);
-  return (int)v.count;
+  memcpy(w->direct_numbers_store->Data(), numbers, count * sizeof numbers[0]);
+  return (int)count;
 }
 
 /* A host callback may have freed the worker: its JavaScript stops here. */
@@ -550,9 +559,9 @@ bool worker_gone(iso_worker *w, v8::Isolate *isolate) {
 /* callSyncDirect(binding, op, ...args) → the value; the host's error value
  * is thrown as it is (the runtime makes an Error of it). For frequent calls:
  * no argument array to read back and no [ok, value] pair to build. With
- * `numbers`, an answer that is an array of at most kDirectNumbers numbers
- * arrives in the worker's directNumbers() instead, and the call returns how
- * many there are. */
+ * `numbers` (and directNumbers() asked for), an answer of numbers
+ * (numbers_answer) arrives in the worker's directNumbers() instead, and the
+ * call returns how many there are. */
 void sync_direct(const Info &info, bool numbers) {
   v8::Isolate *isolate = info.GetIsolate();
   v8::Local<v8::Context> context = isolate->GetCurrentContext();
@@ -632,7 +641,6 @@ void hostcall_direct_numbers(const Info &info) {
     memset(data, 0, kDirectNumbers * sizeof(double));
     w->direct_numbers.Reset(isolate, v8::Float64Array::New(ab, 0, kDirectNumbers));
     w->direct_numbers_store = ab->GetBackingStore();
-    w->direct_numbers_data = (double *)data;
   }
   info.GetReturnValue().Set(w->direct_numbers.Get(isolate));
 }

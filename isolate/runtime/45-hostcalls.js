@@ -62,11 +62,24 @@ function installBindings(env, bindings) {
 }
 
 // Host calls as they are: env.NAME.call(op, ...args) returns the result or
-// throws; env.NAME.callAsync(op, ...args) returns a promise of it. For hosts
-// without a richer binding object, and for tests.
+// throws; env.NAME.callAsync(op, ...args) returns a promise of it;
+// env.NAME.callNumbers(op, ...args) makes the call through
+// native.callSyncNumbers and says which way the answer came: {numbers} or
+// {value}. For hosts without a richer binding object, and for tests.
 bindingFactories.hostcall = (name) => Object.freeze({
   call(op, ...args) {
     return hostCallSync(name, `${op}`, args);
+  },
+  callNumbers(op, ...args) {
+    const numbers = native.directNumbers();
+    let answer;
+    try {
+      answer = native.callSyncNumbers(name, `${op}`, ...args);
+    } catch (err) {
+      throw err instanceof Error ? err : hostError(err);
+    }
+    if (typeof answer === 'number') return { numbers: Array.from(numbers.subarray(0, answer)) };
+    return { value: answer };
   },
   callAsync(op, ...args) {
     return hostCallAsync(name, `${op}`, args);

@@ -540,8 +540,6 @@ static void test_pipelining_backpressure(void **state) {
   harness_stop(h);
 }
 
-/* A client that pipelines but does not read: the server stops parsing
- * instead of queueing responses without bound, and resumes as it reads. */
 /* ---- streamed request bodies ---- */
 
 typedef struct body_take {
@@ -587,6 +585,8 @@ static void test_streamed_body_overfills_on_last_byte(void **state) {
   harness_stop(h);
 }
 
+/* A client that pipelines but does not read: the server stops parsing
+ * instead of queueing responses without bound, and resumes as it reads. */
 static void test_write_backpressure(void **state) {
   (void)state;
   memset(big_body, 'x', sizeof big_body);

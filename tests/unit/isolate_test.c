@@ -278,8 +278,9 @@ static void wire_error(iso_wire *w, const char *name, const char *message) {
   iso_wire_string(w, message, strlen(message));
 }
 
-/* Ops: "echo" returns its arguments as an array; "fail_*" fail in each of
- * the ways a host may; "malformed" answers bytes that are no value. */
+/* Ops: "echo" returns its arguments as an array; "seven" the number 7;
+ * "fail_*" fail in each of the ways a host may; "malformed" answers bytes
+ * that are no value. */
 static int h_call_sync(void *data, const iso_call *call, iso_wire *result) {
   rec *r = data;
   r->sync_calls++;
@@ -305,6 +306,10 @@ static int h_call_sync(void *data, const iso_call *call, iso_wire *result) {
   }
   if (strcmp(call->op, "nothing") == 0)
     return 0;
+  if (strcmp(call->op, "seven") == 0) {
+    iso_wire_number(result, 7);
+    return 0;
+  }
   if (strcmp(call->op, "malformed") == 0) {
     iso_wire_number(result, 1);
     result->len--; /* cut short */
@@ -433,6 +438,40 @@ static void test_host_call_sync(void **state) {
   /* An empty argument list is an empty wire array. */
   assert_int_equal(r.last_sync.args_len, 5);
   assert_memory_equal(r.last_sync.args, "\x08\0\0\0\0", 5);
+  iso_worker_free(w);
+}
+
+/* callSyncNumbers: answers made of numbers arrive in directNumbers(), any
+ * other answer as a value; errors are thrown; the names reach the host
+ * right however the calls alternate (the direct calls remember them). */
+static void test_host_call_numbers(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_worker *w = load_bound_ok(
+      &r,
+      JS_SHOW
+      "export default { fetch(req, env) {\n"
+      "  const out = [];\n"
+      "  for (const args of [[1, 2], [], [-0.5, NaN, 3, 4], [1, 2, 3, 4, 5], [1, 'x'], [[1]]])\n"
+      "    out.push(show(env.H.callNumbers('echo', ...args)));\n"
+      "  out.push(show(env.H.callNumbers('seven')), show(env.H.callNumbers('nothing')));\n"
+      "  try { env.H.callNumbers('fail_RangeError'); } catch (e) { out.push(`${e.name}: ${e.message}`); }\n"
+      "  try { env.H.callNumbers('malformed'); } catch (e) { out.push(e.name); }\n"
+      "  out.push(show(env.H.callNumbers('echo', 9)));\n"
+      "  return new Response(out.join('\\n'));\n"
+      "} };",
+      NULL);
+  assert_int_equal(get(w, 1, "/"), 0);
+  if (r.req[1].kind != ISO_OK)
+    fail_msg("request failed: %s\n%s", r.req[1].message, r.req[1].stack);
+  assert_string_equal(r.req[1].body,
+                      "{numbers:[1,2]}\n{numbers:[]}\n{numbers:[-0.5,NaN,3,4]}\n"
+                      "{value:[1,2,3,4,5]}\n{value:[1,\"x\"]}\n{value:[[1]]}\n"
+                      "{numbers:[7]}\n{value:undefined}\n"
+                      "RangeError: it went wrong\nError\n{numbers:[9]}");
+  assert_string_equal(r.last_sync.binding, "H");
+  assert_string_equal(r.last_sync.op, "echo");
+  assert_int_equal(r.sync_calls, 11);
   iso_worker_free(w);
 }
 
@@ -1812,6 +1851,7 @@ int main(void) {
       cmocka_unit_test(test_lazy_fragments),
       cmocka_unit_test(test_validate),
       cmocka_unit_test(test_host_call_sync),
+      cmocka_unit_test(test_host_call_numbers),
       cmocka_unit_test(test_host_call_errors),
       cmocka_unit_test(test_host_call_async),
       cmocka_unit_test(test_host_call_async_cpu),
