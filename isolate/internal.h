@@ -255,15 +255,81 @@ v8::Local<v8::Object> native_new(v8::Local<v8::Context> context);
 /* Their callbacks, null-terminated: the snapshot's external references. */
 const intptr_t *native_references();
 
+/* ---- pages.cc: heap pages kept from one isolate for the next ---- */
+
+/* Passes every call to `inner`: the base of the page allocators here, which
+ * override only what they change. */
+class forwarding_pages : public v8::PageAllocator {
+ public:
+  explicit forwarding_pages(v8::PageAllocator *inner) : inner_(inner) {}
+
+  size_t AllocatePageSize() override { return inner_->AllocatePageSize(); }
+  size_t CommitPageSize() override { return inner_->CommitPageSize(); }
+  void SetRandomMmapSeed(int64_t seed) override { inner_->SetRandomMmapSeed(seed); }
+  void *GetRandomMmapAddr() override { return inner_->GetRandomMmapAddr(); }
+  void *AllocatePages(void *hint, size_t length, size_t alignment,
+                      Permission permissions) override {
+    return inner_->AllocatePages(hint, length, alignment, permissions);
+  }
+  bool FreePages(void *address, size_t length) override {
+    return inner_->FreePages(address, length);
+  }
+  bool ReleasePages(void *address, size_t length, size_t new_length) override {
+    return inner_->ReleasePages(address, length, new_length);
+  }
+  bool SetPermissions(void *address, size_t length, Permission permissions) override {
+    return inner_->SetPermissions(address, length, permissions);
+  }
+  bool DiscardSystemPages(void *address, size_t size) override {
+    return inner_->DiscardSystemPages(address, size);
+  }
+  bool DecommitPages(void *address, size_t size) override {
+    return inner_->DecommitPages(address, size);
+  }
+  bool ReserveForSharedMemoryMapping(void *address, size_t size) override {
+    return inner_->ReserveForSharedMemoryMapping(address, size);
+  }
+  std::unique_ptr<SharedMemory> AllocateSharedPages(size_t length,
+                                                    const void *original) override {
+    return inner_->AllocateSharedPages(length, original);
+  }
+  bool CanAllocateSharedPages() override { return inner_->CanAllocateSharedPages(); }
+
+ protected:
+  v8::PageAllocator *inner_;
+};
+
+/* The platform's page allocator over `inner` (made once per process). */
+v8::PageAllocator *pages_reusing(v8::PageAllocator *inner);
+
+/* While alive, this thread is disposing of an isolate: the pages V8 closes
+ * are about to be freed, and are not discarded first. */
+class pages_teardown_scope {
+ public:
+  pages_teardown_scope();
+  ~pages_teardown_scope();
+  pages_teardown_scope(const pages_teardown_scope &) = delete;
+  pages_teardown_scope &operator=(const pages_teardown_scope &) = delete;
+
+ private:
+  bool saved_;
+};
+
 /* ---- mpk.cc: memory protection keys between isolates (docs/mpk.md) ---- */
 
 /* Whether any of the below does anything ("on", or "dry" for tests). */
 bool mpk_active();
 /* iso_platform_init(), in this order: detects PKU and sets V8's flags,
- * wraps the platform (keyed page allocator), then takes the keys V8 left. */
+ * makes the platform (keyed page allocator, open background tasks), then
+ * takes the keys V8 left. */
 void mpk_init_before_v8();
-std::unique_ptr<v8::Platform> mpk_wrap_platform(std::unique_ptr<v8::Platform> platform);
 void mpk_init_after_v8();
+/* The platform's page allocator over `inner`: every page tagged with the key
+ * of the isolate it is for. `inner` itself when MPK is off. */
+v8::PageAllocator *mpk_keyed_pages(v8::PageAllocator *inner);
+/* V8's background work, let into every isolate's pages; as it is when off. */
+std::unique_ptr<v8::Task> mpk_open_task(std::unique_ptr<v8::Task> task);
+std::unique_ptr<v8::JobTask> mpk_open_job(std::unique_ptr<v8::JobTask> job);
 /* After the snapshot is made: keeps V8's shared read-only heap on key 0. */
 void mpk_pin_shared_heap();
 /* A key for a new isolate: the one fewest live isolates hold; 0 without MPK. */

@@ -621,6 +621,7 @@ void worker_destroy(iso_worker *w) {
     w->dispatch.Reset();
     w->fire_timer.Reset();
     w->context.Reset();
+    pages_teardown_scope tearing_down;
     w->isolate->Dispose();
   }
   delete w->array_buffers;  /* after Dispose: the isolate frees its buffers through it */

@@ -120,14 +120,9 @@ bool tag(void *p, size_t len, int prot, int key) {
 
 /* ---- the page allocator: every page of every isolate's heap ---- */
 
-class keyed_pages final : public v8::PageAllocator {
+class keyed_pages final : public forwarding_pages {
  public:
-  explicit keyed_pages(v8::PageAllocator *inner) : inner_(inner) {}
-
-  size_t AllocatePageSize() override { return inner_->AllocatePageSize(); }
-  size_t CommitPageSize() override { return inner_->CommitPageSize(); }
-  void SetRandomMmapSeed(int64_t seed) override { inner_->SetRandomMmapSeed(seed); }
-  void *GetRandomMmapAddr() override { return inner_->GetRandomMmapAddr(); }
+  explicit keyed_pages(v8::PageAllocator *inner) : forwarding_pages(inner) {}
 
   void *AllocatePages(void *hint, size_t length, size_t alignment,
                       Permission permissions) override {
@@ -145,8 +140,12 @@ class keyed_pages final : public v8::PageAllocator {
     return p;
   }
 
+  /* The pages may be kept for another isolate (pages.cc): they go back to
+   * key 0, which any isolate, or none, may be given next. */
   bool FreePages(void *address, size_t length) override {
-    forget((uintptr_t)address, length);
+    if (forget((uintptr_t)address, length) &&
+        !tag(address, length, PROT_READ | PROT_WRITE, 0))
+      log_error("pkey_mprotect of freed pages: %s", strerror(errno));
     return inner_->FreePages(address, length);
   }
 
@@ -160,16 +159,8 @@ class keyed_pages final : public v8::PageAllocator {
     return inner_->ReleasePages(address, length, new_length);
   }
 
-  /* mprotect() keeps a mapping's key, so permission changes need nothing more. */
-  bool SetPermissions(void *address, size_t length, Permission permissions) override {
-    return inner_->SetPermissions(address, length, permissions);
-  }
-
-  bool DiscardSystemPages(void *address, size_t size) override {
-    return inner_->DiscardSystemPages(address, size);
-  }
-
-  /* Decommitting maps fresh pages over the range, which come with key 0:
+  /* mprotect() keeps a mapping's key: permission changes pass through.
+   * Decommitting, though, maps fresh pages over the range, which come with key 0:
    * give them their key back, or a later SetPermissions would open them to
    * every isolate. */
   bool DecommitPages(void *address, size_t size) override {
@@ -178,15 +169,6 @@ class keyed_pages final : public v8::PageAllocator {
     int key = key_of((uintptr_t)address);
     return key == 0 || tag(address, size, PROT_NONE, key);
   }
-
-  bool ReserveForSharedMemoryMapping(void *address, size_t size) override {
-    return inner_->ReserveForSharedMemoryMapping(address, size);
-  }
-  std::unique_ptr<SharedMemory> AllocateSharedPages(size_t length,
-                                                    const void *original) override {
-    return inner_->AllocateSharedPages(length, original);
-  }
-  bool CanAllocateSharedPages() override { return inner_->CanAllocateSharedPages(); }
 
   /* The key of the region holding `a`, 0 when none. */
   int key_of(uintptr_t a) {
@@ -204,25 +186,25 @@ class keyed_pages final : public v8::PageAllocator {
     int key;
   };
 
-  void forget(uintptr_t a, size_t length) {
+  /* Whether [a, a+length) was keyed. */
+  bool forget(uintptr_t a, size_t length) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = regions_.find(a);
     if (it == regions_.end())
-      return;
+      return false;
     /* V8 frees whole allocations; keep any tail it did not free. */
     if (length < it->second.length)
       regions_[a + length] = region{it->second.length - length, it->second.key};
     regions_.erase(it);
+    return true;
   }
 
-  v8::PageAllocator *inner_;
   std::mutex mu_;
   std::map<uintptr_t, region> regions_;  /* keyed allocations only */
 };
 
-/* ---- the platform: the default one, with keyed pages, and V8's
- * background work allowed into every isolate (it is V8's own code, and
- * needs the pages of whichever isolate it works for) ---- */
+/* ---- V8's background work, allowed into every isolate (it is V8's own
+ * code, and needs the pages of whichever isolate it works for) ---- */
 
 class open_task final : public v8::Task {
  public:
@@ -249,60 +231,6 @@ class open_job final : public v8::JobTask {
 
  private:
   std::unique_ptr<v8::JobTask> inner_;
-};
-
-std::unique_ptr<v8::Task> open(std::unique_ptr<v8::Task> task) {
-  return std::make_unique<open_task>(std::move(task));
-}
-
-class keyed_platform final : public v8::Platform {
- public:
-  explicit keyed_platform(std::unique_ptr<v8::Platform> inner)
-      : inner_(std::move(inner)), pages_(inner_->GetPageAllocator()) {}
-
-  v8::PageAllocator *GetPageAllocator() override { return &pages_; }
-  v8::ZoneBackingAllocator *GetZoneBackingAllocator() override {
-    return inner_->GetZoneBackingAllocator();
-  }
-  void OnCriticalMemoryPressure() override { inner_->OnCriticalMemoryPressure(); }
-  bool OnCriticalMemoryPressure(size_t length) override {
-    return inner_->OnCriticalMemoryPressure(length);
-  }
-  int NumberOfWorkerThreads() override { return inner_->NumberOfWorkerThreads(); }
-  std::shared_ptr<v8::TaskRunner> GetForegroundTaskRunner(v8::Isolate *isolate) override {
-    return inner_->GetForegroundTaskRunner(isolate);
-  }
-  void CallOnWorkerThread(std::unique_ptr<v8::Task> task) override {
-    inner_->CallOnWorkerThread(open(std::move(task)));
-  }
-  void CallBlockingTaskOnWorkerThread(std::unique_ptr<v8::Task> task) override {
-    inner_->CallBlockingTaskOnWorkerThread(open(std::move(task)));
-  }
-  void CallLowPriorityTaskOnWorkerThread(std::unique_ptr<v8::Task> task) override {
-    inner_->CallLowPriorityTaskOnWorkerThread(open(std::move(task)));
-  }
-  void CallDelayedOnWorkerThread(std::unique_ptr<v8::Task> task, double delay_s) override {
-    inner_->CallDelayedOnWorkerThread(open(std::move(task)), delay_s);
-  }
-  bool IdleTasksEnabled(v8::Isolate *isolate) override { return inner_->IdleTasksEnabled(isolate); }
-  std::unique_ptr<v8::JobHandle> PostJob(v8::TaskPriority priority,
-                                         std::unique_ptr<v8::JobTask> job) override {
-    return inner_->PostJob(priority, std::make_unique<open_job>(std::move(job)));
-  }
-  double MonotonicallyIncreasingTime() override { return inner_->MonotonicallyIncreasingTime(); }
-  double CurrentClockTimeMillis() override { return inner_->CurrentClockTimeMillis(); }
-  StackTracePrinter GetStackTracePrinter() override { return inner_->GetStackTracePrinter(); }
-  v8::TracingController *GetTracingController() override {
-    return inner_->GetTracingController();
-  }
-  void DumpWithoutCrashing() override { inner_->DumpWithoutCrashing(); }
-  v8::HighAllocationThroughputObserver *GetHighAllocationThroughputObserver() override {
-    return inner_->GetHighAllocationThroughputObserver();
-  }
-
- private:
-  std::unique_ptr<v8::Platform> inner_;
-  keyed_pages pages_;
 };
 
 }  // namespace
@@ -347,10 +275,25 @@ void mpk_init_before_v8() {
   state.single_threaded = true;
 }
 
-std::unique_ptr<v8::Platform> mpk_wrap_platform(std::unique_ptr<v8::Platform> platform) {
+v8::PageAllocator *mpk_keyed_pages(v8::PageAllocator *inner) {
+  static keyed_pages *pages;
   if (!mpk_active())
-    return platform;
-  return std::make_unique<keyed_platform>(std::move(platform));
+    return inner;
+  if (pages == nullptr)
+    pages = new keyed_pages(inner);
+  return pages;
+}
+
+std::unique_ptr<v8::Task> mpk_open_task(std::unique_ptr<v8::Task> task) {
+  if (!mpk_active())
+    return task;
+  return std::make_unique<open_task>(std::move(task));
+}
+
+std::unique_ptr<v8::JobTask> mpk_open_job(std::unique_ptr<v8::JobTask> job) {
+  if (!mpk_active())
+    return job;
+  return std::make_unique<open_job>(std::move(job));
 }
 
 void mpk_init_after_v8() {

@@ -12,6 +12,60 @@
 
 namespace {
 
+/* V8's default platform, with edgenode's page allocator (pages kept between
+ * isolates, tagged with their keys under MPK) and, under MPK, background
+ * tasks let into every isolate's pages. */
+class edge_platform final : public v8::Platform {
+ public:
+  explicit edge_platform(std::unique_ptr<v8::Platform> inner)
+      : inner_(std::move(inner)),
+        pages_(iso::mpk_keyed_pages(iso::pages_reusing(inner_->GetPageAllocator()))) {}
+
+  v8::PageAllocator *GetPageAllocator() override { return pages_; }
+  v8::ZoneBackingAllocator *GetZoneBackingAllocator() override {
+    return inner_->GetZoneBackingAllocator();
+  }
+  void OnCriticalMemoryPressure() override { inner_->OnCriticalMemoryPressure(); }
+  bool OnCriticalMemoryPressure(size_t length) override {
+    return inner_->OnCriticalMemoryPressure(length);
+  }
+  int NumberOfWorkerThreads() override { return inner_->NumberOfWorkerThreads(); }
+  std::shared_ptr<v8::TaskRunner> GetForegroundTaskRunner(v8::Isolate *isolate) override {
+    return inner_->GetForegroundTaskRunner(isolate);
+  }
+  void CallOnWorkerThread(std::unique_ptr<v8::Task> task) override {
+    inner_->CallOnWorkerThread(iso::mpk_open_task(std::move(task)));
+  }
+  void CallBlockingTaskOnWorkerThread(std::unique_ptr<v8::Task> task) override {
+    inner_->CallBlockingTaskOnWorkerThread(iso::mpk_open_task(std::move(task)));
+  }
+  void CallLowPriorityTaskOnWorkerThread(std::unique_ptr<v8::Task> task) override {
+    inner_->CallLowPriorityTaskOnWorkerThread(iso::mpk_open_task(std::move(task)));
+  }
+  void CallDelayedOnWorkerThread(std::unique_ptr<v8::Task> task, double delay_s) override {
+    inner_->CallDelayedOnWorkerThread(iso::mpk_open_task(std::move(task)), delay_s);
+  }
+  bool IdleTasksEnabled(v8::Isolate *isolate) override { return inner_->IdleTasksEnabled(isolate); }
+  std::unique_ptr<v8::JobHandle> PostJob(v8::TaskPriority priority,
+                                         std::unique_ptr<v8::JobTask> job) override {
+    return inner_->PostJob(priority, iso::mpk_open_job(std::move(job)));
+  }
+  double MonotonicallyIncreasingTime() override { return inner_->MonotonicallyIncreasingTime(); }
+  double CurrentClockTimeMillis() override { return inner_->CurrentClockTimeMillis(); }
+  StackTracePrinter GetStackTracePrinter() override { return inner_->GetStackTracePrinter(); }
+  v8::TracingController *GetTracingController() override {
+    return inner_->GetTracingController();
+  }
+  void DumpWithoutCrashing() override { inner_->DumpWithoutCrashing(); }
+  v8::HighAllocationThroughputObserver *GetHighAllocationThroughputObserver() override {
+    return inner_->GetHighAllocationThroughputObserver();
+  }
+
+ private:
+  std::unique_ptr<v8::Platform> inner_;
+  v8::PageAllocator *pages_;
+};
+
 std::unique_ptr<v8::Platform> platform;
 
 /* Rehashing every table of the snapshot in each new isolate is a tenth of
@@ -51,9 +105,10 @@ int iso_platform_init(void) {
   /* Each worker process runs one loop per core: one background thread for
    * V8's compilers and GC is its fair share. */
   iso::mpk_init_before_v8();
-  platform = iso::mpk_wrap_platform(v8::platform::NewDefaultPlatform(1));
-  if (platform == nullptr)
+  std::unique_ptr<v8::Platform> v8_default = v8::platform::NewDefaultPlatform(1);
+  if (v8_default == nullptr)
     return -1;
+  platform = std::make_unique<edge_platform>(std::move(v8_default));
   v8::V8::InitializePlatform(platform.get());
   /* The snapshot is made by this process and never leaves it: checksumming
    * it again on every Isolate::New would cost a pass over the whole blob. */

@@ -1712,6 +1712,48 @@ static void test_pool(void **state) {
   assert_int_equal(iso_pool_size(), 0);
 }
 
+/* A freed isolate's heap pages are kept, within bounds, for the next one. */
+static void test_page_reuse(void **state) {
+  (void)state;
+  rec r = {0};
+  assert_int_equal(iso_pool_fill(0), 0);
+  iso_page_stats before, kept, after;
+  iso_worker *w = load_ok(&r, hello, NULL);
+  assert_int_equal(get(w, 1, "/"), 0);
+  iso_page_stats_get(&before);
+  iso_worker_free(w);
+  iso_page_stats_get(&kept);
+  assert_true(kept.kept_regions > before.kept_regions);
+
+  /* The next isolate is made from them, and is a worker like any other. */
+  const char *src = "export default { fetch() {\n"
+                    "  const seen = typeof globalThis.seen;\n"
+                    "  globalThis.seen = true;\n"
+                    "  return new Response(seen + ' ' + 'x'.repeat(100000).length);\n"
+                    "} };";
+  memset(&r, 0, sizeof(r));
+  w = load_ok(&r, src, NULL);
+  iso_page_stats_get(&after);
+  assert_true(after.reused_regions > kept.reused_regions);
+  assert_int_equal(get(w, 1, "/"), 0);
+  assert_string_equal(r.req[1].body, "undefined 100000");
+  iso_worker_free(w);
+
+  /* Many freed at once: what is kept stays within its bounds. */
+  enum { MANY = 30 };
+  iso_worker *many[MANY];
+  for (int i = 0; i < MANY; i++) {
+    memset(&r.req[1], 0, sizeof(r.req[1]));
+    many[i] = load_ok(&r, hello, NULL);
+    assert_int_equal(get(many[i], 1, "/"), 0);
+  }
+  for (int i = 0; i < MANY; i++)
+    iso_worker_free(many[i]);
+  iso_page_stats_get(&after);
+  assert_in_range(after.kept_regions, 1, 96);
+  assert_true(after.kept_resident_bytes <= 16u << 20);
+}
+
 /* Not a pass/fail test: prints what a worker and a request cost. */
 static void test_costs(void **state) {
   (void)state;
@@ -1860,6 +1902,7 @@ int main(void) {
       cmocka_unit_test(test_cpu_accounting),
       cmocka_unit_test(test_snapshot_contexts_are_separate),
       cmocka_unit_test(test_pool),
+      cmocka_unit_test(test_page_reuse),
       cmocka_unit_test(test_costs),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
