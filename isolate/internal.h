@@ -299,8 +299,9 @@ class forwarding_pages : public v8::PageAllocator {
   v8::PageAllocator *inner_;
 };
 
-/* The platform's page allocator over `inner` (made once per process). */
-v8::PageAllocator *pages_reusing(v8::PageAllocator *inner);
+/* The platform's page allocator over `inner` (made once per process);
+ * `retagged`: the key allocator (MPK) is put over it. */
+v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged);
 
 /* While alive, this thread is disposing of an isolate: the pages V8 closes
  * are about to be freed, and are not discarded first. */

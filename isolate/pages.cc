@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "internal.h"
@@ -38,41 +39,32 @@ constexpr size_t kMinReservationBytes = 64u << 20;
 
 thread_local bool tearing_down;
 
+/* What a whole heap page was last opened to, where that is known. */
+enum class access { unknown, none, read_write };
+
+access access_of(v8::PageAllocator::Permission p) {
+  switch (p) {
+  case v8::PageAllocator::kNoAccess: return access::none;
+  case v8::PageAllocator::kReadWrite: return access::read_write;
+  default: return access::unknown;
+  }
+}
+
 struct kept_region {
   void *start;
   size_t length;
   size_t resident;  /* bytes zeroed and left resident */
+  access now;
 };
 
 bool keepable_size(size_t length) {
   return length == kHeapPageBytes || length >= kMinReservationBytes;
 }
 
-/* The bytes of [start, start+length) in memory; -1 when the kernel cannot say. */
-ssize_t resident_bytes(void *start, size_t length, size_t page, bool zero) {
-  unsigned char vec[4096];
-  size_t total = 0;
-  for (size_t done = 0; done < length;) {
-    size_t chunk = length - done < sizeof vec * page ? length - done : sizeof vec * page;
-    char *base = (char *)start + done;
-    if (mincore(base, chunk, vec) != 0)
-      return -1;
-    for (size_t i = 0; i * page < chunk; i++) {
-      if (!(vec[i] & 1))
-        continue;
-      total += page;
-      if (zero)
-        memset(base + i * page, 0, page);
-    }
-    done += chunk;
-  }
-  return (ssize_t)total;
-}
-
 class reusing_pages final : public forwarding_pages {
  public:
-  explicit reusing_pages(v8::PageAllocator *inner)
-      : forwarding_pages(inner), page_((size_t)sysconf(_SC_PAGESIZE)) {}
+  reusing_pages(v8::PageAllocator *inner, bool retagged)
+      : forwarding_pages(inner), page_((size_t)sysconf(_SC_PAGESIZE)), retagged_(retagged) {}
 
   void *AllocatePages(void *hint, size_t length, size_t alignment,
                       Permission permissions) override {
@@ -81,29 +73,49 @@ class reusing_pages final : public forwarding_pages {
       if (kept != nullptr)
         return kept;
     }
-    return inner_->AllocatePages(hint, length, alignment, permissions);
+    void *p = inner_->AllocatePages(hint, length, alignment, permissions);
+    if (p != nullptr && length == kHeapPageBytes) {
+      std::lock_guard<std::mutex> lock(mu_);
+      heap_pages_[p] = access_of(permissions);
+    }
+    return p;
   }
 
   bool FreePages(void *address, size_t length) override {
-    untouched(address, true);
-    if (keepable_size(length) && keep(address, length))
+    access now = forget(address);
+    if (keepable_size(length) && keep(address, length, now))
       return true;
     return inner_->FreePages(address, length);
   }
 
-  /* Closing pages makes the default allocator discard them too, and the
-   * next touch faults them in again. Two kinds are left as they are:
-   * - while an isolate is torn down, V8 closes pages it frees right after;
-   * - a kept code range is closed again as soon as a new isolate has it,
-   *   before V8 opens its first page: its resident pages are zero already. */
+  /* Every system call is dear on a virtual machine, and closing pages makes
+   * the default allocator discard them too, so that the next touch faults
+   * them in again. Left as they are:
+   * - a whole heap page set to what it already is;
+   * - pages V8 closes while it tears an isolate down: it frees them next;
+   * - a kept code range, closed as soon as a new isolate has it, before V8
+   *   opens its first page: its resident pages are zero already. */
   bool SetPermissions(void *address, size_t length, Permission permissions) override {
-    if (permissions == kNoAccess) {
-      if (tearing_down || untouched(address, false))
-        return true;
-    } else {
-      untouched(address, true);
-    }
+    if (permissions == kNoAccess && tearing_down)
+      return true;
+    if (already(address, length, permissions))
+      return true;
     return inner_->SetPermissions(address, length, permissions);
+  }
+
+  bool ReleasePages(void *address, size_t length, size_t new_length) override {
+    forget(address);  /* no longer a whole heap page */
+    return inner_->ReleasePages(address, length, new_length);
+  }
+
+  bool DecommitPages(void *address, size_t size) override {
+    if (!inner_->DecommitPages(address, size))
+      return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = heap_pages_.find(heap_page_of(address));
+    if (it != heap_pages_.end())
+      it->second = size == kHeapPageBytes && it->first == address ? access::none : access::unknown;
+    return true;
   }
 
   void counts(iso_page_stats *out) {
@@ -114,20 +126,51 @@ class reusing_pages final : public forwarding_pages {
   }
 
  private:
-  /* Whether `address` is in a reservation just taken from the kept ones
-   * and not opened since; `forget` ends that (V8 opens some of it, or
-   * frees it). */
-  bool untouched(void *address, bool forget) {
+  static void *heap_page_of(void *address) {
+    return (void *)((uintptr_t)address & ~(uintptr_t)(kHeapPageBytes - 1));
+  }
+
+  /* Whether V8's request changes nothing that matters (see SetPermissions);
+   * notes what it changes otherwise. */
+  bool already(void *address, size_t length, Permission permissions) {
     std::lock_guard<std::mutex> lock(mu_);
+    auto it = heap_pages_.find(heap_page_of(address));
+    if (it != heap_pages_.end()) {
+      bool whole = it->first == address && length == kHeapPageBytes;
+      access wanted = whole ? access_of(permissions) : access::unknown;
+      if (wanted != access::unknown && wanted == it->second)
+        return true;
+      it->second = wanted;
+      return false;
+    }
     for (size_t i = 0; i < untouched_.size(); i++) {
       char *start = (char *)untouched_[i].start;
       if ((char *)address < start || (char *)address >= start + untouched_[i].length)
         continue;
-      if (forget)
-        untouched_.erase(untouched_.begin() + (long)i);
-      return true;
+      if (permissions == kNoAccess)
+        return true;
+      untouched_.erase(untouched_.begin() + (long)i);
+      return false;
     }
     return false;
+  }
+
+  /* Stops following the region at `address`; what its pages were open to. */
+  access forget(void *address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = heap_pages_.find(address);
+    if (it != heap_pages_.end()) {
+      access now = it->second;
+      heap_pages_.erase(it);
+      return now;
+    }
+    for (size_t i = 0; i < untouched_.size(); i++) {
+      if (untouched_[i].start == address) {
+        untouched_.erase(untouched_.begin() + (long)i);
+        break;
+      }
+    }
+    return access::unknown;
   }
 
   void *take(size_t length, size_t alignment) {
@@ -139,7 +182,10 @@ class reusing_pages final : public forwarding_pages {
       kept_.erase(kept_.begin() + (long)i);
       resident_total_ -= r.resident;
       reused_++;
-      if (length >= kMinReservationBytes)
+      if (length == kHeapPageBytes)
+        /* Under MPK the key allocator closes the page as it tags it. */
+        heap_pages_[r.start] = retagged_ ? access::unknown : r.now;
+      else
         untouched_.push_back(r);
       return r.start;
     }
@@ -147,27 +193,38 @@ class reusing_pages final : public forwarding_pages {
   }
 
   /* Zeroes what is resident; false leaves the region to the caller to unmap. */
-  bool keep(void *start, size_t length) {
+  bool keep(void *start, size_t length, access now) {
     std::lock_guard<std::mutex> lock(mu_);
     if (kept_.size() >= kMaxRegions)
       return false;
-    ssize_t resident = resident_bytes(start, length, page_, false);
-    if (resident < 0 || resident_total_ + (size_t)resident > kMaxResidentBytes)
+    residency_.resize(length / page_);
+    if (mincore(start, length, residency_.data()) != 0)
       return false;
-    if (mprotect(start, length, PROT_READ | PROT_WRITE) != 0)
+    size_t resident = 0;
+    for (unsigned char r : residency_)
+      resident += (r & 1) * page_;
+    if (resident_total_ + resident > kMaxResidentBytes)
       return false;
-    resident = resident_bytes(start, length, page_, true);
-    if (resident < 0)
-      return false;
-    kept_.push_back(kept_region{start, length, (size_t)resident});
-    resident_total_ += (size_t)resident;
+    if (resident > 0) {
+      if (now != access::read_write && mprotect(start, length, PROT_READ | PROT_WRITE) != 0)
+        return false;
+      now = access::read_write;
+      for (size_t i = 0; i < residency_.size(); i++)
+        if (residency_[i] & 1)
+          memset((char *)start + i * page_, 0, page_);
+    }
+    kept_.push_back(kept_region{start, length, resident, now});
+    resident_total_ += resident;
     return true;
   }
 
   size_t page_;
+  bool retagged_;  /* pages handed out are closed again by the key allocator */
   std::mutex mu_;  /* V8 frees pages on its background threads too */
   std::vector<kept_region> kept_;
+  std::unordered_map<void *, access> heap_pages_;  /* live whole heap pages */
   std::vector<kept_region> untouched_;  /* reservations handed out, not yet opened */
+  std::vector<unsigned char> residency_;
   size_t resident_total_ = 0;
   uint64_t reused_ = 0;
 };
@@ -176,9 +233,9 @@ reusing_pages *the_pages;
 
 }  // namespace
 
-v8::PageAllocator *pages_reusing(v8::PageAllocator *inner) {
+v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged) {
   if (the_pages == nullptr)
-    the_pages = new reusing_pages(inner);
+    the_pages = new reusing_pages(inner, retagged);
   return the_pages;
 }
 

@@ -19,7 +19,8 @@ class edge_platform final : public v8::Platform {
  public:
   explicit edge_platform(std::unique_ptr<v8::Platform> inner)
       : inner_(std::move(inner)),
-        pages_(iso::mpk_keyed_pages(iso::pages_reusing(inner_->GetPageAllocator()))) {}
+        pages_(iso::mpk_keyed_pages(
+            iso::pages_reusing(inner_->GetPageAllocator(), iso::mpk_active()))) {}
 
   v8::PageAllocator *GetPageAllocator() override { return pages_; }
   v8::ZoneBackingAllocator *GetZoneBackingAllocator() override {

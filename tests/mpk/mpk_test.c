@@ -437,6 +437,31 @@ static const char *async_source =
     "  return new Response(parts.join('') + t + ':' + (++count));\n"
     "} };\n";
 
+/* A disposed isolate's heap pages are kept for the next one (isolate/pages.cc):
+ * they must come with the new isolate's key, never the old one's. */
+static void test_reused_pages(const char *expect) {
+  test_worker *old = worker_start("tenant-old", probe_source);
+  if (old == NULL) return;
+  worker_stop(old);
+  iso_page_stats before, after;
+  iso_page_stats_get(&before);
+  test_worker *w = worker_start("tenant-new", probe_source);
+  if (w == NULL) return;
+  iso_page_stats_get(&after);
+  check(after.reused_regions > before.reused_regions,
+        "a new isolate is made on heap pages kept from a disposed one (%llu of them)",
+        (unsigned long long)(after.reused_regions - before.reused_regions));
+  if (strcmp(expect, "on") == 0) {
+    int key = iso_worker_pkey(w->iso);
+    const void *heap = iso_worker_address_of(w->iso, "thing");
+    check(heap != NULL && smaps_key(heap) == key,
+          "the kernel has its heap page on its own key %d (smaps: %d)", key,
+          heap ? smaps_key(heap) : -1);
+  }
+  check(request(w, 1, "/", "90"), "it answers from those pages");
+  worker_stop(w);
+}
+
 static const char *hello_source =
     "export default { fetch(request) { return new Response('hello ' + new URL(request.url)"
     ".hostname); } };\n";
@@ -623,6 +648,7 @@ int main(int argc, char **argv) {
     check(iso_worker_current() == NULL, "no current worker outside every isolate");
   }
   if (workers) test_workers(expect);
+  test_reused_pages(expect);
   iso_pool_fill(0);
   printf("MPK-TEST: %s\n", failures ? "FAIL" : "PASS");
   return failures ? 1 : 0;
