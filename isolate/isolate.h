@@ -171,9 +171,9 @@ int iso_pool_fill(size_t target);
 size_t iso_pool_size(void);
 
 /*
- * Heap pages of freed isolates, kept mapped (zeroed and closed) for the next
- * isolate made, which then does not fault them in again; bounded to 96
- * regions and 16 MiB resident per process.
+ * Heap pages of freed isolates, kept mapped (and zeroed) for the next
+ * isolate made, which then does not fault them in again; bounded to 512
+ * regions and 64 MiB resident per process.
  */
 typedef struct iso_page_stats {
   size_t kept_regions;         /* waiting for an isolate */
@@ -182,6 +182,10 @@ typedef struct iso_page_stats {
 } iso_page_stats;
 
 void iso_page_stats_get(iso_page_stats *out);
+/* Gives back to the system what was kept for longer than `older_than_ms`
+ * (a host calls it now and then: under a steady load pages are taken again
+ * within milliseconds). */
+void iso_page_trim(uint64_t older_than_ms);
 
 /*
  * Calls default.fetch(request, env, ctx). respond (and later done) are called

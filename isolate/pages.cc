@@ -29,9 +29,11 @@
 namespace iso {
 namespace {
 
-/* What is kept at most: enough for a few isolates' worth of churn. */
-constexpr size_t kMaxRegions = 96;
-constexpr size_t kMaxResidentBytes = 16u << 20;
+/* What is kept at most: the churn of a few dozen isolates in flight (64
+ * cold loads at once on a loader), given back when it is no longer used
+ * (iso_page_trim). */
+constexpr size_t kMaxRegions = 512;
+constexpr size_t kMaxResidentBytes = 64u << 20;
 /* V8's heap pages are regions of exactly this size; reservations this
  * large are code ranges, which hold few resident pages. */
 constexpr size_t kHeapPageBytes = 256u << 10;
@@ -55,6 +57,7 @@ struct kept_region {
   size_t length;
   size_t resident;  /* bytes zeroed and left resident */
   access now;
+  uint64_t kept_ns;  /* since when */
 };
 
 bool keepable_size(size_t length) {
@@ -116,6 +119,25 @@ class reusing_pages final : public forwarding_pages {
     if (it != heap_pages_.end())
       it->second = size == kHeapPageBytes && it->first == address ? access::none : access::unknown;
     return true;
+  }
+
+  /* Unmaps what was kept for longer than `age_ns`. */
+  void trim(uint64_t age_ns) {
+    std::vector<kept_region> old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      uint64_t now = time_mono_ns();
+      for (size_t i = kept_.size(); i-- > 0;) {
+        if (now - kept_[i].kept_ns <= age_ns)
+          continue;
+        old.push_back(kept_[i]);
+        resident_total_ -= kept_[i].resident;
+        kept_.erase(kept_.begin() + (long)i);
+      }
+    }
+    for (const kept_region &r : old)
+      if (!inner_->FreePages(r.start, r.length))
+        log_warn("could not unmap %zu bytes of kept heap pages", r.length);
   }
 
   void counts(iso_page_stats *out) {
@@ -213,7 +235,7 @@ class reusing_pages final : public forwarding_pages {
         if (residency_[i] & 1)
           memset((char *)start + i * page_, 0, page_);
     }
-    kept_.push_back(kept_region{start, length, resident, now});
+    kept_.push_back(kept_region{start, length, resident, now, time_mono_ns()});
     resident_total_ += resident;
     return true;
   }
@@ -248,6 +270,11 @@ pages_teardown_scope::~pages_teardown_scope() {
 }
 
 }  // namespace iso
+
+void iso_page_trim(uint64_t older_than_ms) {
+  if (iso::the_pages != nullptr)
+    iso::the_pages->trim(older_than_ms * 1000000u);
+}
 
 void iso_page_stats_get(iso_page_stats *out) {
   memset(out, 0, sizeof *out);

@@ -450,9 +450,12 @@ size_t evict_lru(worker *w, size_t max) {
   return evicted;
 }
 
-/* Idle past the timeout, or over the heap budget: evict, oldest first. */
+/* Idle past the timeout, or over the heap budget: evict, oldest first.
+ * Heap pages freed isolates left (kept for the next one made) go back to
+ * the system once no new isolate took them for a while. */
 static void evict_sweep(uv_timer_t *timer) {
   worker *w = container_of(timer, worker, evict_timer);
+  iso_page_trim(PAGES_KEEP_MS);
   uint64_t now = time_mono_ns();
   uint64_t idle_ns = w->config.idle_timeout_s * 1000000000u;
   size_t heap = 0;

@@ -176,6 +176,8 @@ void tenant_collect_retired(worker *w);
 /* Isolates one process holds at most: each idle isolate takes ~12-16 memory
  * mappings and vm.max_map_count (65530 by default) caps a process near 4-5k. */
 #define WORKER_MAX_ISOLATES 4000
+/* How long heap pages of freed isolates wait for a new one (iso_page_trim). */
+#define PAGES_KEEP_MS 2000
 size_t evict_lru(worker *w, size_t max);
 void evict_start(worker *w);
 size_t tenant_pending_work(worker *w);
