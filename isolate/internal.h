@@ -175,6 +175,7 @@ struct iso_worker {
   bool retiring = false;      /* the ArrayBuffer cap failed a request: no new ones */
   iso::oom_guard *oom = nullptr; /* where V8 running out of memory returns to */
   bool heap_hit = false;      /* ... during the current entry */
+  uint64_t growths_seen = 0;  /* pages_heap_growths() at its last heap_check */
   bool free_requested = false; /* iso_worker_free() came from a callback */
 };
 
@@ -184,6 +185,10 @@ namespace iso {
 
 /* The worker a context belongs to; NULL in the snapshot's own contexts. */
 iso_worker *worker_of(v8::Local<v8::Context> context);
+/* Whether the worker's heap is within its limit; when it is not, the worker
+ * has hit the limit (as V8's callback would have it) and its JavaScript is
+ * being terminated. Measures only when some heap grew since the last time. */
+bool heap_check(iso_worker *w);
 /* The request on whose behalf JavaScript runs right now. */
 uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context);
 /* The host's respond/done for `token`, once each, only while it is pending. */
@@ -302,6 +307,10 @@ class forwarding_pages : public v8::PageAllocator {
 /* The platform's page allocator over `inner` (made once per process);
  * `retagged`: the key allocator (MPK) is put over it. */
 v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged);
+
+/* How many times so far V8 asked for heap pages, in any isolate: a heap
+ * grows only through them (heap_check). */
+uint64_t pages_heap_growths();
 
 /* While alive, this thread is disposing of an isolate: the pages V8 closes
  * are about to be freed, and are not discarded first. */

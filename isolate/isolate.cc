@@ -254,6 +254,7 @@ void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns)
 iso_error_kind entry_end(iso_worker *w, entry *e) {
   iso_error_kind why = ISO_OK;
   if (e->outer) {
+    heap_check(w);
     bool fired;
     uint64_t used = watchdog_disarm(&w->watch, &fired);
     pending_request *p = pending_find(w, w->charged);
@@ -332,6 +333,33 @@ void run_function(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
 }
 
 /* ---- isolate set-up ---- */
+
+}  // namespace
+
+/* V8 enforces the heap limit only when it collects garbage, and one builtin
+ * (Array.from of a huge array-like, from warm code) can grow the heap far
+ * past it with no collection in between, even to the end of the request.
+ * So, when some heap grew since the last look, the heap is measured before
+ * a response leaves and after every entry: over the limit, the worker has
+ * hit it. */
+bool heap_check(iso_worker *w) {
+  if (w->heap_hit)
+    return false;
+  uint64_t growths = pages_heap_growths();
+  if (growths == w->growths_seen)
+    return true;
+  w->growths_seen = growths;
+  v8::HeapStatistics hs;
+  w->isolate->GetHeapStatistics(&hs);
+  if (hs.used_heap_size() <= hs.heap_size_limit())
+    return true;
+  w->broken = true;
+  w->heap_hit = true;
+  w->isolate->TerminateExecution();
+  return false;
+}
+
+namespace {
 
 size_t near_heap_limit(void *data, size_t current_limit, size_t) {
   iso_worker *w = static_cast<iso_worker *>(data);

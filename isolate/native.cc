@@ -513,7 +513,7 @@ void native_respond(const Info &info) {
     throw_type_error(isolate, "the body must be a Uint8Array, a string or null");
     ok = false;
   }
-  if (ok) {
+  if (ok && heap_check(w)) {
     headers_fix(buf.data, &headers);
     res.headers = headers.data();
     res.n_headers = headers.size();

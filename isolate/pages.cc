@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +41,9 @@ constexpr size_t kHeapPageBytes = 256u << 10;
 constexpr size_t kMinReservationBytes = 64u << 20;
 
 thread_local bool tearing_down;
+/* Regions asked for, by any isolate: what heap_check() (isolate.cc) looks
+ * at to know whether any heap may have grown. */
+std::atomic<uint64_t> heap_growths;
 
 /* What a whole heap page was last opened to, where that is known. */
 enum class access { unknown, none, read_write };
@@ -71,6 +75,7 @@ class reusing_pages final : public forwarding_pages {
 
   void *AllocatePages(void *hint, size_t length, size_t alignment,
                       Permission permissions) override {
+    heap_growths.fetch_add(1, std::memory_order_relaxed);
     if (permissions == kNoAccess && keepable_size(length)) {
       void *kept = take(length, alignment);
       if (kept != nullptr)
@@ -259,6 +264,10 @@ v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged) {
   if (the_pages == nullptr)
     the_pages = new reusing_pages(inner, retagged);
   return the_pages;
+}
+
+uint64_t pages_heap_growths() {
+  return heap_growths.load(std::memory_order_relaxed);
 }
 
 pages_teardown_scope::pages_teardown_scope() : saved_(tearing_down) {

@@ -473,6 +473,24 @@ test('new Array(1e8).fill(0) with memory_mb 8: 503, and the process lives on', a
   await fillAttack(t, 'fill-small', { memory_mb: 8 });
 });
 
+// V8 checks its heap limit only when it collects garbage: from warm code,
+// one allocation takes the heap far past it with no collection before the
+// response is made. The worker's own check catches that.
+test('Array.from of 3e7 elements from warm code with memory_mb 8: 503, and the process lives on', async (t) => {
+  const pid = (await node.nodeInfo()).workers[0].pid;
+  await runAttack(t, {
+    name: 'from-warm',
+    limits: { memory_mb: 8, cpu_ms: 5000 },
+    body: `let sum = 0;
+    for (let i = 0; i < 1e6; i++) sum += i;
+    const a = Array.from({ length: 3e7 }, () => 0);
+    return new Response(String(a.length + sum));`,
+    check: assertMemoryLimit,
+    stat: 'memory_limit_hits',
+  });
+  assert.equal((await node.nodeInfo()).workers[0].pid, pid, 'the worker process was not restarted');
+});
+
 // Other builtins that outgrow the heap limit in one call take the same way.
 test('Array.from of 3e7 elements with memory_mb 8: 503, and the process lives on', async (t) => {
   const pid = (await node.nodeInfo()).workers[0].pid;
