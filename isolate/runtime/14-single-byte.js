@@ -4,8 +4,9 @@
 // Encoding Standard's data (https://encoding.spec.whatwg.org/, encodings.json
 // and index-*.txt; Copyright WHATWG (Apple, Google, Mozilla, Microsoft), BSD
 // 3-Clause License as incorporated into source code). Do not edit.
+// Made the first time a TextDecoder needs it (lazyFragment, 00-util.js).
 
-const singleByteEncodings = {
+const singleByteEncodings = lazyFragment(() => ({
   'ibm866': [['866', 'cp866', 'csibm866', 'ibm866'],
     '\u0410\u0411\u0412\u0413\u0414\u0415\u0416\u0417\u0418\u0419\u041a\u041b\u041c\u041d\u041e\u041f' +
     '\u0420\u0421\u0422\u0423\u0424\u0425\u0426\u0427\u0428\u0429\u042a\u042b\u042c\u042d\u042e\u042f' +
@@ -286,4 +287,4 @@ const singleByteEncodings = {
     '\uf7e0\uf7e1\uf7e2\uf7e3\uf7e4\uf7e5\uf7e6\uf7e7\uf7e8\uf7e9\uf7ea\uf7eb\uf7ec\uf7ed\uf7ee\uf7ef' +
     '\uf7f0\uf7f1\uf7f2\uf7f3\uf7f4\uf7f5\uf7f6\uf7f7\uf7f8\uf7f9\uf7fa\uf7fb\uf7fc\uf7fd\uf7fe\uf7ff',
   ],
-};
+}));

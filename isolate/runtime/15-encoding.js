@@ -2,8 +2,10 @@
 // UTF-16LE/BE, windows-1252 (what "latin1" and "ascii" mean on the web) and
 // the other single-byte encodings (14-single-byte.js) here.
 
-const encodingByLabel = new Map();
-{
+// Label -> encoding name: a few hundred entries, made the first time a
+// TextDecoder is asked for anything but UTF-8.
+const encodingByLabel = lazyFragment(() => {
+  const byLabel = new Map();
   const labels = {
     'utf-8': ['unicode-1-1-utf-8', 'unicode11utf8', 'unicode20utf8', 'utf-8', 'utf8',
       'x-unicode20utf8'],
@@ -15,12 +17,14 @@ const encodingByLabel = new Map();
       'l1', 'latin1', 'us-ascii', 'windows-1252', 'x-cp1252'],
   };
   for (const name of Object.keys(labels)) {
-    for (const label of labels[name]) encodingByLabel.set(label, name);
+    for (const label of labels[name]) byLabel.set(label, name);
   }
-  for (const name of Object.keys(singleByteEncodings)) {
-    for (const label of singleByteEncodings[name][0]) encodingByLabel.set(label, name);
+  const single = singleByteEncodings();
+  for (const name of Object.keys(single)) {
+    for (const label of single[name][0]) byLabel.set(label, name);
   }
-}
+  return byLabel;
+});
 
 // windows-1252 bytes 0x80..0x9F; every other byte is its own code point.
 const windows1252High = [
@@ -137,7 +141,7 @@ class TextDecoder {
 
   constructor(label = 'utf-8', options = undefined) {
     const key = toDOMString(label).replace(asciiWhitespaceTrimRe, '').toLowerCase();
-    const encoding = encodingByLabel.get(key);
+    const encoding = key === 'utf-8' ? key : encodingByLabel().get(key);
     if (encoding === undefined) throw new RangeError(`"${label}" is not a valid encoding.`);
     const opts = toDictionary(options, "The 'options' argument");
     this.#encoding = encoding;
@@ -174,7 +178,7 @@ class TextDecoder {
       case 'windows-1252': return decodeWindows1252(bytes);
       case 'utf-16le': return this.#decodeUtf16(bytes, stream, false);
       case 'utf-16be': return this.#decodeUtf16(bytes, stream, true);
-      default: return decodeSingleByte(bytes, singleByteEncodings[this.#encoding][1], this.#fatal);
+      default: return decodeSingleByte(bytes, singleByteEncodings()[this.#encoding][1], this.#fatal);
     }
   }
 

@@ -1,5 +1,12 @@
 // Event, CustomEvent, EventTarget, AbortController and AbortSignal (DOM).
 // There is no tree: dispatch reaches only the target itself.
+//
+// Made the first time a worker needs one (lazyFragment, 00-util.js): a
+// request's signal is made when it is read. The body is not indented.
+
+let eventsMade = false;
+const eventsFragment = lazyFragment(() => {
+eventsMade = true;
 
 class EventState {
   constructor(type, init) {
@@ -471,10 +478,25 @@ class AbortController {
 defineInterface(AbortController, 'AbortController');
 registerInspect(AbortController, (c) => ({ signal: c.signal }));
 
-defineGlobal('Event', Event);
-defineGlobal('CustomEvent', CustomEvent);
-defineGlobal('ErrorEvent', ErrorEvent);
-defineGlobal('PromiseRejectionEvent', PromiseRejectionEvent);
-defineGlobal('EventTarget', EventTarget);
-defineGlobal('AbortSignal', AbortSignal);
-defineGlobal('AbortController', AbortController);
+return {
+  Event, CustomEvent, ErrorEvent, PromiseRejectionEvent, EventTarget, AbortSignal, AbortController,
+  abortSignalAddAlgorithm, abortSignalNew,
+};
+});
+defineLazyGlobals(eventsFragment, [
+  'Event', 'CustomEvent', 'ErrorEvent', 'PromiseRejectionEvent', 'EventTarget', 'AbortSignal',
+  'AbortController',
+]);
+
+// What the other files use; no signal exists before the fragment is made.
+function isAbortSignal(v) {
+  return eventsMade && v instanceof eventsFragment().AbortSignal;
+}
+
+function abortSignalNew() {
+  return eventsFragment().abortSignalNew();
+}
+
+function abortSignalAddAlgorithm(signal, fn) {
+  return eventsFragment().abortSignalAddAlgorithm(signal, fn);
+}

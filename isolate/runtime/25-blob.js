@@ -1,5 +1,12 @@
 // Blob and File (File API). A Blob's bytes never change after construction,
 // so slices and bodies share them without copying.
+//
+// Made the first time a worker needs one (lazyFragment, 00-util.js). The
+// body is not indented.
+
+let blobMade = false;
+const blobFragment = lazyFragment(() => {
+blobMade = true;
 
 const blobTypeBadCharRe = /[^\x20-\x7e]/;
 const lineEndingsRe = /\r\n|\r/g;
@@ -172,5 +179,31 @@ class File extends Blob {
 defineInterface(File, 'File');
 registerInspect(File, (f) => ({ name: f.name, lastModified: f.lastModified, size: f.size, type: f.type }));
 
-defineGlobal('Blob', Blob);
-defineGlobal('File', File);
+return { Blob, File, blobBytesOf, blobFromBytes, isBlob, fileFromBytes, isFile, normalizeBlobType };
+});
+defineLazyGlobals(blobFragment, ['Blob', 'File']);
+
+// What the other files use; no blob exists before the fragment is made.
+function isBlob(v) {
+  return blobMade && blobFragment().isBlob(v);
+}
+
+function isFile(v) {
+  return blobMade && blobFragment().isFile(v);
+}
+
+function blobBytesOf(blob) {
+  return blobFragment().blobBytesOf(blob);
+}
+
+function blobFromBytes(u8, type) {
+  return blobFragment().blobFromBytes(u8, type);
+}
+
+function fileFromBytes(u8, name, type, lastModified) {
+  return blobFragment().fileFromBytes(u8, name, type, lastModified);
+}
+
+function normalizeBlobType(type) {
+  return blobFragment().normalizeBlobType(type);
+}

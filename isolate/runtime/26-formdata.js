@@ -1,5 +1,30 @@
 // FormData (XHR standard) and its multipart/form-data encoding and parsing.
 
+const mimeParamRe = /;\s*([^\s=;]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)/g;
+
+// The parameters of a Content-Type or Content-Disposition value.
+function parseHeaderParams(value) {
+  const params = new Map();
+  mimeParamRe.lastIndex = 0;
+  for (let m; (m = mimeParamRe.exec(value)) !== null;) {
+    const key = m[1].toLowerCase();
+    let v = m[2].trim();
+    if (v.startsWith('"')) v = v.slice(1, -1).replace(/\\(.)/g, '$1');
+    if (!params.has(key)) params.set(key, v);
+  }
+  return params;
+}
+
+function mimeEssence(value) {
+  const semi = value.indexOf(';');
+  return (semi < 0 ? value : value.slice(0, semi)).trim().toLowerCase();
+}
+
+// Made the first time a worker needs one (lazyFragment, 00-util.js). The
+// body is not indented.
+let formDataMade = false;
+const formDataFragment = lazyFragment(() => {
+formDataMade = true;
 let formDataEntries; // (formData) -> flat [name, value, ...] (live)
 let isFormData;      // (v) -> boolean
 
@@ -220,26 +245,6 @@ function bytesIndexOf(hay, needle, from) {
   return -1;
 }
 
-const mimeParamRe = /;\s*([^\s=;]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)/g;
-
-// The parameters of a Content-Type or Content-Disposition value.
-function parseHeaderParams(value) {
-  const params = new Map();
-  mimeParamRe.lastIndex = 0;
-  for (let m; (m = mimeParamRe.exec(value)) !== null;) {
-    const key = m[1].toLowerCase();
-    let v = m[2].trim();
-    if (v.startsWith('"')) v = v.slice(1, -1).replace(/\\(.)/g, '$1');
-    if (!params.has(key)) params.set(key, v);
-  }
-  return params;
-}
-
-function mimeEssence(value) {
-  const semi = value.indexOf(';');
-  return (semi < 0 ? value : value.slice(0, semi)).trim().toLowerCase();
-}
-
 const formNameUnescapeRe = /%0A|%0D|%22/gi;
 
 function unescapeFormName(s) {
@@ -327,4 +332,23 @@ function parseUrlEncodedForm(text) {
   return fd;
 }
 
-defineGlobal('FormData', FormData);
+return { FormData, isFormData, encodeMultipart, parseMultipart, parseUrlEncodedForm };
+});
+defineLazyGlobals(formDataFragment, ['FormData']);
+
+// What the other files use; no form exists before the fragment is made.
+function isFormData(v) {
+  return formDataMade && formDataFragment().isFormData(v);
+}
+
+function encodeMultipart(formData) {
+  return formDataFragment().encodeMultipart(formData);
+}
+
+function parseMultipart(bytes, boundary) {
+  return formDataFragment().parseMultipart(bytes, boundary);
+}
+
+function parseUrlEncodedForm(text) {
+  return formDataFragment().parseUrlEncodedForm(text);
+}

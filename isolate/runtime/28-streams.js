@@ -5,6 +5,18 @@
 // The public objects hold one private slot pointing at an internal record;
 // the algorithms below follow the standard's names where they map 1:1.
 
+function markHandled(promise) {
+  promise.then(undefined, () => {});
+  return promise;
+}
+
+// Made the first time a worker touches a stream (lazyFragment, 00-util.js):
+// a body that is a string or bytes never does. The body is not indented.
+let streamsMade = false;
+const streamsFragment = lazyFragment(() => {
+streamsMade = true;
+const { AbortController, AbortSignal } = eventsFragment();
+
 // A promise with its resolving functions, and whether it has settled.
 function newDeferred() {
   const d = { promise: null, resolve: null, reject: null, settled: false };
@@ -19,11 +31,6 @@ function newDeferred() {
     };
   });
   return d;
-}
-
-function markHandled(promise) {
-  promise.then(undefined, () => {});
-  return promise;
 }
 
 // Calls method `name` of a tenant-supplied object (an underlying source,
@@ -1826,18 +1833,58 @@ class TextDecoderStream {
 }
 defineInterface(TextDecoderStream, 'TextDecoderStream');
 
-defineGlobal('ReadableStream', ReadableStream);
-defineGlobal('ReadableStreamDefaultReader', ReadableStreamDefaultReader);
-defineGlobal('ReadableStreamDefaultController', ReadableStreamDefaultController);
-defineGlobal('ReadableByteStreamController', ReadableByteStreamController);
-defineGlobal('WritableStream', WritableStream);
-defineGlobal('WritableStreamDefaultWriter', WritableStreamDefaultWriter);
-defineGlobal('WritableStreamDefaultController', WritableStreamDefaultController);
-defineGlobal('TransformStream', TransformStream);
-defineGlobal('TransformStreamDefaultController', TransformStreamDefaultController);
-defineGlobal('IdentityTransformStream', IdentityTransformStream);
-defineGlobal('FixedLengthStream', FixedLengthStream);
-defineGlobal('ByteLengthQueuingStrategy', ByteLengthQueuingStrategy);
-defineGlobal('CountQueuingStrategy', CountQueuingStrategy);
-defineGlobal('TextEncoderStream', TextEncoderStream);
-defineGlobal('TextDecoderStream', TextDecoderStream);
+return {
+  ReadableStream, ReadableStreamDefaultReader, ReadableStreamDefaultController,
+  ReadableByteStreamController, WritableStream, WritableStreamDefaultWriter,
+  WritableStreamDefaultController, TransformStream, TransformStreamDefaultController,
+  IdentityTransformStream, FixedLengthStream, ByteLengthQueuingStrategy, CountQueuingStrategy,
+  TextEncoderStream, TextDecoderStream, rsCancel, readerReadPromise, acquireReader, readerRelease,
+  rsStateOf, isReadableStream, readableStreamTee, readableStreamDisturbed, readableStreamFromBytes,
+  readableStreamUsed, chunkToBytes, readableStreamReadAll,
+};
+});
+defineLazyGlobals(streamsFragment, [
+  'ReadableStream', 'ReadableStreamDefaultReader', 'ReadableStreamDefaultController',
+  'ReadableByteStreamController', 'WritableStream', 'WritableStreamDefaultWriter',
+  'WritableStreamDefaultController', 'TransformStream', 'TransformStreamDefaultController',
+  'IdentityTransformStream', 'FixedLengthStream', 'ByteLengthQueuingStrategy',
+  'CountQueuingStrategy', 'TextEncoderStream', 'TextDecoderStream',
+]);
+
+// What the other files use; the stream-making ones make the fragment.
+function isReadableStream(v) {
+  return streamsMade && streamsFragment().isReadableStream(v);
+}
+function rsCancel(stream, reason) {
+  return streamsFragment().rsCancel(stream, reason);
+}
+function readerReadPromise(reader) {
+  return streamsFragment().readerReadPromise(reader);
+}
+function acquireReader(stream) {
+  return streamsFragment().acquireReader(stream);
+}
+function readerRelease(reader) {
+  return streamsFragment().readerRelease(reader);
+}
+function rsStateOf(stream) {
+  return streamsFragment().rsStateOf(stream);
+}
+function readableStreamTee(stream) {
+  return streamsFragment().readableStreamTee(stream);
+}
+function readableStreamDisturbed(stream) {
+  return streamsFragment().readableStreamDisturbed(stream);
+}
+function readableStreamFromBytes(u8) {
+  return streamsFragment().readableStreamFromBytes(u8);
+}
+function readableStreamUsed() {
+  return streamsFragment().readableStreamUsed();
+}
+function chunkToBytes(chunk) {
+  return streamsFragment().chunkToBytes(chunk);
+}
+function readableStreamReadAll(stream) {
+  return streamsFragment().readableStreamReadAll(stream);
+}

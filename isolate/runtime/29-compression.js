@@ -6,12 +6,18 @@
 // file ever sees: the host runs zlib inside it, and it is collected with the
 // stream.
 
-const compressionFormats = new Set(['gzip', 'deflate', 'deflate-raw']);
-
 // Taken while the runtime loads, before any tenant code: a script that
 // replaced globalThis.ArrayBuffer must never see (or forge) an arena, whose
 // bytes hold the host's pointers.
 const ArenaBuffer = ArrayBuffer;
+
+// Made the first time a worker compresses or digests a stream (lazyFragment,
+// 00-util.js), with the streams it builds on. The body is not indented.
+const compressionFragment = lazyFragment(() => {
+const { WritableStream, TransformStream } = streamsFragment();
+
+const compressionFormats = new Set(['gzip', 'deflate', 'deflate-raw']);
+
 const zlibSliceBytes = 256 * 1024;
 
 function compressionFormat(format, iface) {
@@ -161,9 +167,24 @@ class DigestStream extends WritableStream {
   }
 }
 defineInterface(DigestStream, 'DigestStream');
-Object.defineProperty(Crypto.prototype, 'DigestStream', {
-  value: DigestStream, writable: true, enumerable: false, configurable: true,
-});
 
-defineGlobal('CompressionStream', CompressionStream);
-defineGlobal('DecompressionStream', DecompressionStream);
+return { CompressionStream, DecompressionStream, DigestStream };
+});
+defineLazyGlobals(compressionFragment, ['CompressionStream', 'DecompressionStream']);
+// As a lazy global is: an accessor until it is first read or replaced.
+Object.defineProperty(Crypto.prototype, 'DigestStream', {
+  get() {
+    const value = compressionFragment().DigestStream;
+    Object.defineProperty(Crypto.prototype, 'DigestStream', {
+      value, writable: true, enumerable: false, configurable: true,
+    });
+    return value;
+  },
+  set(value) {
+    Object.defineProperty(this, 'DigestStream', {
+      value, writable: true, enumerable: false, configurable: true,
+    });
+  },
+  enumerable: false,
+  configurable: true,
+});

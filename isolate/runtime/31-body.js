@@ -42,7 +42,7 @@ function extractBody(init) {
       return `${init}`;
     }
     // Workers also takes an async iterable (an async generator) of chunks.
-    if (typeof init[Symbol.asyncIterator] === 'function') return ReadableStream.from(init);
+    if (typeof init[Symbol.asyncIterator] === 'function') return streamsFragment().ReadableStream.from(init);
   }
   extractedContentType = 'text/plain;charset=UTF-8';
   return toUSVString(init);

@@ -114,7 +114,7 @@ class Scheduler {
     try {
       const opts = toDictionary(options, "The 'options' argument");
       const signal = opts === null ? undefined : opts.signal;
-      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      if (signal !== undefined && !isAbortSignal(signal)) {
         throw new TypeError("Failed to execute 'wait' on 'Scheduler': member signal is not of type AbortSignal.");
       }
       if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason);
@@ -136,7 +136,11 @@ defineInterface(Scheduler, 'Scheduler');
 
 // The global scope is an event target too (addEventListener('unhandledrejection', ...)
 // is common in portable code); nothing but the runtime dispatches on it.
-const globalEventTarget = new EventTarget();
+let globalEventTarget = null;
+function globalTarget() {
+  if (globalEventTarget === null) globalEventTarget = new (eventsFragment().EventTarget)();
+  return globalEventTarget;
+}
 
 defineGlobal('queueMicrotask', queueMicrotask);
 defineGlobal('reportError', reportError);
@@ -155,13 +159,13 @@ defineGlobal('addEventListener', function addEventListener(type, listener, optio
   if (`${type}` === 'fetch') {
     consoleWrite(2, "addEventListener('fetch') has no effect here: export a default object with a fetch() method instead.");
   }
-  return globalEventTarget.addEventListener(type, listener, options);
+  return globalTarget().addEventListener(type, listener, options);
 });
 defineGlobal('removeEventListener', function removeEventListener(type, listener, options = undefined) {
   requireArgs(arguments.length, 2, 'removeEventListener', 'ServiceWorkerGlobalScope');
-  return globalEventTarget.removeEventListener(type, listener, options);
+  return globalTarget().removeEventListener(type, listener, options);
 });
 defineGlobal('dispatchEvent', function dispatchEvent(event) {
   requireArgs(arguments.length, 1, 'dispatchEvent', 'ServiceWorkerGlobalScope');
-  return globalEventTarget.dispatchEvent(event);
+  return globalTarget().dispatchEvent(event);
 });

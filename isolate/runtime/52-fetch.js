@@ -25,6 +25,7 @@ function flatToPairs(flat) {
 // only when the reader asks (highWaterMark 0), so the egress never sends
 // more than the isolate consumes.
 function fetchBodyStream(handle, first, done, state) {
+  const { ReadableStream } = streamsFragment();
   return new ReadableStream({
     start(controller) {
       state.controller = controller;

@@ -163,6 +163,7 @@ async function sendStreamedResponse(state, response, stream) {
 const kRequestBinding = ' request';
 
 function incomingBodyStream(token) {
+  const { ReadableStream } = streamsFragment();
   return new ReadableStream({
     async pull(c) {
       for (;;) {

@@ -47,8 +47,9 @@ let text = `// Legacy single-byte encodings for TextDecoder: each one's labels a
 // Encoding Standard's data (https://encoding.spec.whatwg.org/, encodings.json
 // and index-*.txt; Copyright WHATWG (Apple, Google, Mozilla, Microsoft), BSD
 // 3-Clause License as incorporated into source code). Do not edit.
+// Made the first time a TextDecoder needs it (lazyFragment, 00-util.js).
 
-const singleByteEncodings = {
+const singleByteEncodings = lazyFragment(() => ({
 `;
 for (const e of list) {
   const name = e.name.toLowerCase();
@@ -57,6 +58,6 @@ for (const e of list) {
   for (let i = 0; i < high.length; i += 96) text += `    '${high.slice(i, i + 96)}'${i + 96 < high.length ? ' +' : ','}\n`;
   text += '  ],\n';
 }
-text += '};\n';
+text += '}));\n';
 writeFileSync(out, text);
 console.log(`wrote ${out}: ${list.length} encodings`);
