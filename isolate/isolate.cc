@@ -174,7 +174,10 @@ void request_done(iso_worker *w, uint64_t token) {
     return;
   if (!p->responded) {
     iso_error err = {};
-    error_set(&err, ISO_ERR_INTERNAL, "the request ended without a response");
+    if (w->heap_hit)
+      error_set(&err, ISO_ERR_MEMORY, "exceeded memory limit");
+    else
+      error_set(&err, ISO_ERR_INTERNAL, "the request ended without a response");
     request_respond(w, token, nullptr, &err);
     iso_error_clear(&err);
     if (w->free_requested)
@@ -254,7 +257,8 @@ void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns)
 iso_error_kind entry_end(iso_worker *w, entry *e) {
   iso_error_kind why = ISO_OK;
   if (e->outer) {
-    heap_check(w);
+    /* Its verdict is read below, as heap_hit, with V8's own. */
+    (void)heap_check(w);
     bool fired;
     uint64_t used = watchdog_disarm(&w->watch, &fired);
     pending_request *p = pending_find(w, w->charged);

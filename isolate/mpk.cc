@@ -186,7 +186,7 @@ class keyed_pages final : public forwarding_pages {
     int key;
   };
 
-  /* Whether [a, a+length) was keyed. */
+  /* Whether [a, a+length) was keyed, and so must go back to key 0. */
   bool forget(uintptr_t a, size_t length) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = regions_.find(a);

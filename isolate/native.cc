@@ -513,7 +513,14 @@ void native_respond(const Info &info) {
     throw_type_error(isolate, "the body must be a Uint8Array, a string or null");
     ok = false;
   }
-  if (ok && heap_check(w)) {
+  if (ok && !heap_check(w)) {
+    /* The response is not given: the limit answers for it, now, before
+     * the runtime's code after this call could end the request first. */
+    iso_error err = {};
+    error_set(&err, ISO_ERR_MEMORY, "exceeded memory limit");
+    request_respond(w, token, nullptr, &err);
+    iso_error_clear(&err);
+  } else if (ok) {
     headers_fix(buf.data, &headers);
     res.headers = headers.data();
     res.n_headers = headers.size();

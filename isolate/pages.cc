@@ -10,14 +10,17 @@
  * that size.
  *
  * A kept region holds nothing of the isolate that had it: every page of it
- * that is resident is zeroed, as a fresh mapping would be. Unlike a fresh
- * mapping it stays writable while kept, and V8 gets it so even when it asks
- * for an inaccessible region (it opens what it uses right after, and closes
- * its guard pages itself): closing a resident page and opening it again
- * costs about as much, on a virtual machine, as the fault it saves.
+ * that is resident is zeroed, and where the system has swap, the pages that
+ * are not resident are dropped, as a fresh mapping would have them. Unlike a
+ * fresh mapping it stays writable while kept, and V8 gets it so even when it
+ * asks for an inaccessible region (it opens what it uses right after, and
+ * closes its guard pages itself): closing a resident page and opening it
+ * again costs about as much, on a virtual machine, as the fault it saves.
+ * Under MPK, where a kept region sits on key 0, it is closed all the same.
  */
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -35,10 +38,11 @@ namespace {
  * (iso_page_trim). */
 constexpr size_t kMaxRegions = 512;
 constexpr size_t kMaxResidentBytes = 64u << 20;
-/* V8's heap pages are regions of exactly this size; reservations this
- * large are code ranges, which hold few resident pages. */
+/* The two sizes of region every isolate asks for: V8's heap pages, and its
+ * code range, which holds few resident pages. Large objects get regions of
+ * their own size, which the next isolate would hardly ever ask for. */
 constexpr size_t kHeapPageBytes = 256u << 10;
-constexpr size_t kMinReservationBytes = 64u << 20;
+constexpr size_t kCodeRangeBytes = 128u << 20;
 
 thread_local bool tearing_down;
 /* Regions asked for, by any isolate: what heap_check() (isolate.cc) looks
@@ -65,13 +69,23 @@ struct kept_region {
 };
 
 bool keepable_size(size_t length) {
-  return length == kHeapPageBytes || length >= kMinReservationBytes;
+  return length == kHeapPageBytes || length == kCodeRangeBytes;
+}
+
+/* Whether the system may have swapped pages out: mincore() reports a page
+ * that is in swap as not resident, and zeroing skips it. */
+bool swap_configured() {
+  struct sysinfo si;
+  return sysinfo(&si) != 0 || si.totalswap > 0;
 }
 
 class reusing_pages final : public forwarding_pages {
  public:
   reusing_pages(v8::PageAllocator *inner, bool retagged)
-      : forwarding_pages(inner), page_((size_t)sysconf(_SC_PAGESIZE)), retagged_(retagged) {}
+      : forwarding_pages(inner), retagged_(retagged), swap_(swap_configured()) {
+    long size = sysconf(_SC_PAGESIZE);
+    page_ = size > 0 ? (size_t)size : 4096;
+  }
 
   void *AllocatePages(void *hint, size_t length, size_t alignment,
                       Permission permissions) override {
@@ -106,9 +120,12 @@ class reusing_pages final : public forwarding_pages {
   bool SetPermissions(void *address, size_t length, Permission permissions) override {
     if (permissions == kNoAccess && tearing_down)
       return true;
-    if (already(address, length, permissions))
+    if (unchanged(address, length, permissions))
       return true;
-    return inner_->SetPermissions(address, length, permissions);
+    if (!inner_->SetPermissions(address, length, permissions))
+      return false;
+    changed(address, length, permissions);
+    return true;
   }
 
   bool ReleasePages(void *address, size_t length, size_t new_length) override {
@@ -126,11 +143,14 @@ class reusing_pages final : public forwarding_pages {
     return true;
   }
 
-  /* Unmaps what was kept for longer than `age_ns`. */
+  /* Kept pages are for churn, not to hold memory: what no isolate took
+   * within `age_ns` goes back to the system. */
   void trim(uint64_t age_ns) {
     std::vector<kept_region> old;
+    bool swap = swap_configured();
     {
       std::lock_guard<std::mutex> lock(mu_);
+      swap_ = swap;
       uint64_t now = time_mono_ns();
       for (size_t i = kept_.size(); i-- > 0;) {
         if (now - kept_[i].kept_ns <= age_ns)
@@ -157,29 +177,41 @@ class reusing_pages final : public forwarding_pages {
     return (void *)((uintptr_t)address & ~(uintptr_t)(kHeapPageBytes - 1));
   }
 
-  /* Whether V8's request changes nothing that matters (see SetPermissions);
-   * notes what it changes otherwise. */
-  bool already(void *address, size_t length, Permission permissions) {
+  /* Whether V8's request changes nothing that matters (see SetPermissions). */
+  bool unchanged(void *address, size_t length, Permission permissions) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = heap_pages_.find(heap_page_of(address));
     if (it != heap_pages_.end()) {
       bool whole = it->first == address && length == kHeapPageBytes;
-      access wanted = whole ? access_of(permissions) : access::unknown;
-      if (wanted != access::unknown && wanted == it->second)
-        return true;
-      it->second = wanted;
-      return false;
+      return whole && access_of(permissions) != access::unknown &&
+             access_of(permissions) == it->second;
     }
+    return permissions == kNoAccess && untouched_at(address) >= 0;
+  }
+
+  /* What a request V8 made of the system changed. */
+  void changed(void *address, size_t length, Permission permissions) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = heap_pages_.find(heap_page_of(address));
+    if (it != heap_pages_.end()) {
+      bool whole = it->first == address && length == kHeapPageBytes;
+      it->second = whole ? access_of(permissions) : access::unknown;
+      return;
+    }
+    long i = untouched_at(address);
+    if (i >= 0 && permissions != kNoAccess)
+      untouched_.erase(untouched_.begin() + i);
+  }
+
+  /* The reservation just taken from the kept ones, not opened since, that
+   * holds `address`; -1 when none. Called with mu_ held. */
+  long untouched_at(void *address) {
     for (size_t i = 0; i < untouched_.size(); i++) {
       char *start = (char *)untouched_[i].start;
-      if ((char *)address < start || (char *)address >= start + untouched_[i].length)
-        continue;
-      if (permissions == kNoAccess)
-        return true;
-      untouched_.erase(untouched_.begin() + (long)i);
-      return false;
+      if ((char *)address >= start && (char *)address < start + untouched_[i].length)
+        return (long)i;
     }
-    return false;
+    return -1;
   }
 
   /* Stops following the region at `address`; what its pages were open to. */
@@ -211,7 +243,7 @@ class reusing_pages final : public forwarding_pages {
       reused_++;
       if (length == kHeapPageBytes)
         /* Under MPK the key allocator closes the page as it tags it. */
-        heap_pages_[r.start] = retagged_ ? access::unknown : r.now;
+        heap_pages_[r.start] = retagged_ ? access::none : r.now;
       else
         untouched_.push_back(r);
       return r.start;
@@ -240,13 +272,43 @@ class reusing_pages final : public forwarding_pages {
         if (residency_[i] & 1)
           memset((char *)start + i * page_, 0, page_);
     }
+    if (swap_ && !drop_swapped(start))
+      return false;
+    /* Under MPK the region sits on key 0 while kept: no isolate may write
+     * into what the next one will be given. */
+    if (retagged_ && now != access::none) {
+      if (mprotect(start, length, PROT_NONE) != 0)
+        return false;
+      now = access::none;
+    }
     kept_.push_back(kept_region{start, length, resident, now, time_mono_ns()});
     resident_total_ += resident;
     return true;
   }
 
+  /* Pages not resident may be in swap, holding the old tenant's bytes:
+   * they are dropped, to come back as zeros. Called with mu_ held, after
+   * residency_ was read for the region at `start`. */
+  bool drop_swapped(void *start) {
+    size_t n = residency_.size();
+    for (size_t i = 0; i < n;) {
+      if (residency_[i] & 1) {
+        i++;
+        continue;
+      }
+      size_t j = i;
+      while (j < n && !(residency_[j] & 1))
+        j++;
+      if (madvise((char *)start + i * page_, (j - i) * page_, MADV_DONTNEED) != 0)
+        return false;
+      i = j;
+    }
+    return true;
+  }
+
   size_t page_;
   bool retagged_;  /* pages handed out are closed again by the key allocator */
+  bool swap_;      /* swap_configured(), as of the last trim */
   std::mutex mu_;  /* V8 frees pages on its background threads too */
   std::vector<kept_region> kept_;
   std::unordered_map<void *, access> heap_pages_;  /* live whole heap pages */

@@ -98,7 +98,7 @@ class Request {
       }
       if (opts.signal !== undefined) {
         const signal = opts.signal;
-        if (signal !== null && !(signal instanceof AbortSignal)) {
+        if (signal !== null && !isAbortSignal(signal)) {
           throw new TypeError("Failed to construct 'Request': member signal is not of type AbortSignal.");
         }
         this.#signal = signal;

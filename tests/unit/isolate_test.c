@@ -1253,6 +1253,33 @@ static void test_web_apis(void **state) {
 }
 
 
+/* Fragments made on first use (isolate/runtime/README.md) hold even when a
+ * tenant replaced or froze what they are reached through, and answer the
+ * runtime's own type tests before they exist. */
+static void test_lazy_fragments_reached(void **state) {
+  (void)state;
+  iso_limits generous = {0, 2000};
+  expect_body_limits(
+      "export default { async fetch() {\n"
+      "  const out = [];\n"
+      "  const signal = new AbortController().signal;\n"
+      "  delete globalThis.AbortSignal;\n"
+      "  out.push(new Request('http://x/', { signal }).signal === signal);\n"
+      "  try { new Request('http://x/', { signal: {} }); } catch (e) { out.push(e.name); }\n"
+      "  Object.freeze(Object.getPrototypeOf(crypto));\n"
+      "  out.push(typeof crypto.DigestStream, typeof crypto.DigestStream);\n"
+      "  out.push(await new Response('body').text());\n"
+      "  out.push(new TextDecoder('latin1').decode(new Uint8Array([0xe9, 0x80])));\n"
+      "  const blob = new Blob(['ab']);\n"
+      "  out.push(await new Response(blob).text(), await blob.stream().getReader().read().then((r) => r.value.length));\n"
+      "  const form = new FormData();\n"
+      "  form.append('k', 'v');\n"
+      "  out.push((await new Response(form).formData()).get('k'));\n"
+      "  return new Response(out.join('|'));\n"
+      "} };",
+      "/", "true|TypeError|function|function|body|\xc3\xa9\xe2\x82\xac|ab|2|v", &generous);
+}
+
 static void test_url_idna(void **state) {
   (void)state;
   /* Hosts go through ICU's UTS #46 as the URL Standard says: mapping,
@@ -1891,6 +1918,7 @@ int main(void) {
       cmocka_unit_test(test_console),
       cmocka_unit_test(test_console_in_continuation),
       cmocka_unit_test(test_web_apis),
+      cmocka_unit_test(test_lazy_fragments_reached),
       cmocka_unit_test(test_url_idna),
       cmocka_unit_test(test_utf8_decode),
       cmocka_unit_test(test_cpu_limit),
