@@ -30,9 +30,9 @@ function defineGlobal(name, value, enumerable = false) {
   });
 }
 
-// A fragment that most workers never use (crypto.subtle, URLPattern, the
-// facet and loader bindings) is one function,
-// evaluated the first time something of it is needed: until then a worker's
+// A fragment that most workers never use (isolate/runtime/README.md lists
+// them) is one function, evaluated the first time something of it is
+// needed: until then a worker's
 // context holds an uncompiled function instead of its classes, which makes
 // every isolate smaller and faster to create. `load` returns what the
 // fragment exports; lazyFragment(load)() returns the same object every time.
@@ -46,26 +46,33 @@ function lazyFragment(load) {
   };
 }
 
-// Globals backed by a lazy fragment: accessors, as workerd's lazily
-// instantiated globals are, that become ordinary data properties when first
-// read or assigned.
-function defineLazyGlobals(fragment, names) {
+// Properties of `target` backed by a lazy fragment: accessors, as workerd's
+// lazily instantiated globals are, that become ordinary data properties
+// (writable, configurable, not enumerable) when first read or assigned.
+function defineLazyProperties(target, fragment, names) {
+  const defineData = (name, value) => Object.defineProperty(target, name, {
+    value, writable: true, enumerable: false, configurable: true,
+  });
   for (const name of names) {
     const { get, set } = Object.getOwnPropertyDescriptor({
       get [name]() {
         const value = fragment()[name];
-        // A frozen global object (as hardened JavaScript makes it) keeps the
-        // accessor, which still answers; a deleted global stays deleted.
-        const own = Object.getOwnPropertyDescriptor(globalThis, name);
-        if (own !== undefined && own.configurable) defineGlobal(name, value);
+        // A frozen object (as hardened JavaScript makes the global one) keeps
+        // the accessor, which still answers; a deleted property stays deleted.
+        const own = Object.getOwnPropertyDescriptor(target, name);
+        if (own !== undefined && own.configurable) defineData(name, value);
         return value;
       },
       set [name](value) {
-        defineGlobal(name, value);
+        defineData(name, value);
       },
     }, name);
-    Object.defineProperty(globalThis, name, { get, set, enumerable: false, configurable: true });
+    Object.defineProperty(target, name, { get, set, enumerable: false, configurable: true });
   }
+}
+
+function defineLazyGlobals(fragment, names) {
+  defineLazyProperties(globalThis, fragment, names);
 }
 
 // WebIDL shape of an interface: Symbol.toStringTag on the prototype, and

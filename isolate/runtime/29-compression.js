@@ -171,25 +171,4 @@ defineInterface(DigestStream, 'DigestStream');
 return { CompressionStream, DecompressionStream, DigestStream };
 });
 defineLazyGlobals(compressionFragment, ['CompressionStream', 'DecompressionStream']);
-// As a lazy global is (isolate/runtime/README.md): an accessor until it is
-// first read or replaced.
-Object.defineProperty(Crypto.prototype, 'DigestStream', {
-  get() {
-    const value = compressionFragment().DigestStream;
-    // A frozen prototype keeps the accessor, which still answers.
-    const own = Object.getOwnPropertyDescriptor(Crypto.prototype, 'DigestStream');
-    if (own !== undefined && own.configurable) {
-      Object.defineProperty(Crypto.prototype, 'DigestStream', {
-        value, writable: true, enumerable: false, configurable: true,
-      });
-    }
-    return value;
-  },
-  set(value) {
-    Object.defineProperty(this, 'DigestStream', {
-      value, writable: true, enumerable: false, configurable: true,
-    });
-  },
-  enumerable: false,
-  configurable: true,
-});
+defineLazyProperties(Crypto.prototype, compressionFragment, ['DigestStream']);

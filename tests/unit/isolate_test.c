@@ -204,6 +204,12 @@ static void run_timers(rec *r, iso_worker *w) {
   }
 }
 
+/* Request 1 did not fail: else the test fails with the worker's error. */
+static void expect_ok(const rec *r) {
+  if (r->req[1].kind != ISO_OK)
+    fail_msg("request failed: %s\n%s", r->req[1].message, r->req[1].stack);
+}
+
 /* Loads `src`, GETs `path` as token 1 and expects a 200 with `body`. */
 static void expect_body_limits(const char *src, const char *path, const char *body,
                                const iso_limits *limits) {
@@ -211,8 +217,7 @@ static void expect_body_limits(const char *src, const char *path, const char *bo
   iso_worker *w = load_ok(&r, src, limits);
   assert_int_equal(get(w, 1, path), 0);
   run_timers(&r, w);
-  if (r.req[1].kind != ISO_OK)
-    fail_msg("request failed: %s\n%s", r.req[1].message, r.req[1].stack);
+  expect_ok(&r);
   assert_int_equal(r.req[1].responded, 1);
   assert_int_equal(r.req[1].done, 1);
   assert_int_equal(r.req[1].status, 200);
@@ -423,8 +428,7 @@ static void test_host_call_sync(void **state) {
       "} };",
       NULL);
   assert_int_equal(get(w, 1, "/"), 0);
-  if (r.req[1].kind != ISO_OK)
-    fail_msg("request failed: %s\n%s", r.req[1].message, r.req[1].stack);
+  expect_ok(&r);
   assert_string_equal(
       r.req[1].body,
       "[undefined,null,true,false,1.5,-0,NaN,9223372036854775807n,-9223372036854775808n,"
@@ -462,8 +466,7 @@ static void test_host_call_numbers(void **state) {
       "} };",
       NULL);
   assert_int_equal(get(w, 1, "/"), 0);
-  if (r.req[1].kind != ISO_OK)
-    fail_msg("request failed: %s\n%s", r.req[1].message, r.req[1].stack);
+  expect_ok(&r);
   assert_string_equal(r.req[1].body,
                       "{numbers:[1,2]}\n{numbers:[]}\n{numbers:[-0.5,NaN,3,4]}\n"
                       "{value:[1,2,3,4,5]}\n{value:[1,\"x\"]}\n{value:[[1]]}\n"
@@ -508,8 +511,7 @@ static void test_host_call_errors(void **state) {
       "} };",
       NULL);
   assert_int_equal(get(w, 1, "/"), 0);
-  if (r.req[1].kind != ISO_OK)
-    fail_msg("request failed: %s\n%s", r.req[1].message, r.req[1].stack);
+  expect_ok(&r);
   assert_string_equal(r.req[1].body,
                       "Error Error: no such row\n"
                       "TypeError TypeError: it went wrong\n"
