@@ -210,6 +210,13 @@ static void expect_ok(const rec *r) {
     fail_msg("request failed: %s\n%s", r->req[1].message, r->req[1].stack);
 }
 
+/* GETs / as token 1 and expects it to answer `body`. */
+static void expect_get(iso_worker *w, rec *r, const char *body) {
+  assert_int_equal(get(w, 1, "/"), 0);
+  expect_ok(r);
+  assert_string_equal(r->req[1].body, body);
+}
+
 /* Loads `src`, GETs `path` as token 1 and expects a 200 with `body`. */
 static void expect_body_limits(const char *src, const char *path, const char *body,
                                const iso_limits *limits) {
@@ -427,15 +434,12 @@ static void test_host_call_sync(void **state) {
       "  return new Response(out.join('\\n'));\n"
       "} };",
       NULL);
-  assert_int_equal(get(w, 1, "/"), 0);
-  expect_ok(&r);
-  assert_string_equal(
-      r.req[1].body,
-      "[undefined,null,true,false,1.5,-0,NaN,9223372036854775807n,-9223372036854775808n,"
-      "\"h\xc3\xa9\xf0\x9f\x98\x80\",\"\xef\xbf\xbd\",AB[2,3],AB[1,2],AB[9],[1,[2,[3]],undefined,4],"
-      "{a:1,b:{c:\"d\"}},{},{__proto__:5},[]]\n"
-      "[-9223372036854775808n,AB[0,1,255],\"caf\xc3\xa9\",{__proto__:7},undefined]\n"
-      "undefined");
+  expect_get(w, &r,
+             "[undefined,null,true,false,1.5,-0,NaN,9223372036854775807n,-9223372036854775808n,"
+             "\"h\xc3\xa9\xf0\x9f\x98\x80\",\"\xef\xbf\xbd\",AB[2,3],AB[1,2],AB[9],[1,[2,[3]],undefined,4],"
+             "{a:1,b:{c:\"d\"}},{},{__proto__:5},[]]\n"
+             "[-9223372036854775808n,AB[0,1,255],\"caf\xc3\xa9\",{__proto__:7},undefined]\n"
+             "undefined");
   assert_string_equal(r.last_sync.binding, "H");
   assert_string_equal(r.last_sync.op, "nothing");
   assert_int_equal(r.last_sync.token, 1);
@@ -465,13 +469,11 @@ static void test_host_call_numbers(void **state) {
       "  return new Response(out.join('\\n'));\n"
       "} };",
       NULL);
-  assert_int_equal(get(w, 1, "/"), 0);
-  expect_ok(&r);
-  assert_string_equal(r.req[1].body,
-                      "{numbers:[1,2]}\n{numbers:[]}\n{numbers:[-0.5,NaN,3,4]}\n"
-                      "{value:[1,2,3,4,5]}\n{value:[1,\"x\"]}\n{value:[[1]]}\n"
-                      "{numbers:[7]}\n{value:undefined}\n"
-                      "RangeError: it went wrong\nError\n{numbers:[9]}");
+  expect_get(w, &r,
+             "{numbers:[1,2]}\n{numbers:[]}\n{numbers:[-0.5,NaN,3,4]}\n"
+             "{value:[1,2,3,4,5]}\n{value:[1,\"x\"]}\n{value:[[1]]}\n"
+             "{numbers:[7]}\n{value:undefined}\n"
+             "RangeError: it went wrong\nError\n{numbers:[9]}");
   assert_string_equal(r.last_sync.binding, "H");
   assert_string_equal(r.last_sync.op, "echo");
   assert_int_equal(r.sync_calls, 11);
@@ -510,28 +512,26 @@ static void test_host_call_errors(void **state) {
       "  return new Response(out.join('\\n'));\n"
       "} };",
       NULL);
-  assert_int_equal(get(w, 1, "/"), 0);
-  expect_ok(&r);
-  assert_string_equal(r.req[1].body,
-                      "Error Error: no such row\n"
-                      "TypeError TypeError: it went wrong\n"
-                      "RangeError RangeError: it went wrong\n"
-                      "Error Error: it went wrong\n"
-                      "DOMException NotFoundError: it went wrong\n"
-                      "Error Error: the host sent a malformed value\n"
-                      "Error Error: unknown op\n"
-                      "TypeError TypeError: cannot pass a function to the host\n"
-                      "TypeError TypeError: cannot pass a symbol to the host\n"
-                      "TypeError TypeError: cannot pass a Date to the host\n"
-                      "TypeError TypeError: cannot pass a Map to the host\n"
-                      "TypeError TypeError: cannot pass a Point to the host\n"
-                      "TypeError TypeError: a BigInt passed to the host must fit in 64-bit "
-                      "signed integers\n"
-                      "TypeError TypeError: cannot pass a Proxy to the host\n"
-                      "TypeError TypeError: cannot pass a Promise to the host\n"
-                      "no error\n"
-                      "RangeError RangeError: a value passed to the host is nested too deeply\n"
-                      "RangeError RangeError: a value passed to the host is nested too deeply");
+  expect_get(w, &r,
+             "Error Error: no such row\n"
+             "TypeError TypeError: it went wrong\n"
+             "RangeError RangeError: it went wrong\n"
+             "Error Error: it went wrong\n"
+             "DOMException NotFoundError: it went wrong\n"
+             "Error Error: the host sent a malformed value\n"
+             "Error Error: unknown op\n"
+             "TypeError TypeError: cannot pass a function to the host\n"
+             "TypeError TypeError: cannot pass a symbol to the host\n"
+             "TypeError TypeError: cannot pass a Date to the host\n"
+             "TypeError TypeError: cannot pass a Map to the host\n"
+             "TypeError TypeError: cannot pass a Point to the host\n"
+             "TypeError TypeError: a BigInt passed to the host must fit in 64-bit "
+             "signed integers\n"
+             "TypeError TypeError: cannot pass a Proxy to the host\n"
+             "TypeError TypeError: cannot pass a Promise to the host\n"
+             "no error\n"
+             "RangeError RangeError: a value passed to the host is nested too deeply\n"
+             "RangeError RangeError: a value passed to the host is nested too deeply");
   iso_worker_free(w);
 }
 
