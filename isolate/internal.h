@@ -56,6 +56,23 @@ uint64_t watchdog_disarm(watch *wt, bool *fired);
 /* CPU used since arming, as watchdog_disarm() would count it now. */
 uint64_t watchdog_used(const watch *wt);
 
+/* ---- isolate.cc: making and disposing workers ---- */
+
+/* The default memory limit: pooled isolates are made with it (a heap's
+ * limit is fixed when the isolate is created). */
+constexpr uint32_t kDefaultMemoryMb = 128;
+
+/* A worker with its isolate and context ready and no tenant code in it:
+ * what the pool holds. NULL (and *err filled) on failure. Any thread. */
+iso_worker *worker_blank(uint32_t memory_mb, iso_error *err);
+void worker_destroy(iso_worker *w);
+
+/* ---- pool.cc: blank workers made ahead ---- */
+
+/* A blank worker from the pool, ready for the calling thread; NULL when
+ * the pool is empty or the limit is not the default. */
+iso_worker *pool_take(uint32_t memory_mb);
+
 /* ---- platform.cc ---- */
 
 bool platform_ready();

@@ -554,14 +554,8 @@ bool handler_install(iso_worker *w, v8::Local<v8::Context> context,
   return true;
 }
 
-void worker_destroy(iso_worker *w);
+}  // namespace
 
-/* The default memory limit: pooled isolates are made with it (a heap's
- * limit is fixed when the isolate is created). */
-constexpr uint32_t kDefaultMemoryMb = 128;
-
-/* A worker with its isolate and context ready and no tenant code in it:
- * what the pool holds. NULL (and *err filled) on failure. */
 iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   iso_worker *w = new iso_worker();
   w->memory_cap = (size_t)memory_mb << 20;
@@ -603,6 +597,8 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   return w;
 }
 
+namespace {
+
 /* Makes a blank worker the tenant's: its host, its limits, its modules. */
 bool worker_load(iso_worker *w, const iso_worker_options *o, iso_error *err) {
   w->host = *o->host;
@@ -625,18 +621,7 @@ bool worker_load(iso_worker *w, const iso_worker_options *o, iso_error *err) {
   return ok && why == ISO_OK;
 }
 
-/* ---- the pool of blank workers, one per thread (an isolate stays on the
- * thread that made it) ---- */
-
-thread_local std::vector<iso_worker *> *pool;
-
-iso_worker *pool_take(uint32_t memory_mb) {
-  if (memory_mb != kDefaultMemoryMb || pool == nullptr || pool->empty())
-    return nullptr;
-  iso_worker *w = pool->back();
-  pool->pop_back();
-  return w;
-}
+}  // namespace
 
 void worker_destroy(iso_worker *w) {
   int pkey = w->pkey;
@@ -661,6 +646,8 @@ void worker_destroy(iso_worker *w) {
   delete w;
   mpk_key_release(pkey);
 }
+
+namespace {
 
 /* Keeps the worker alive while a public call is on the stack, so that a host
  * callback may call iso_worker_free() safely. */
@@ -819,32 +806,6 @@ iso_worker *iso_worker_new(const iso_host *host, const iso_limits *limits,
   o.main_module = main_module;
   o.env_json = env_json;
   return iso_worker_create(&o, err);
-}
-
-size_t iso_pool_size(void) {
-  return pool == nullptr ? 0 : pool->size();
-}
-
-int iso_pool_fill(size_t target) {
-  if (!platform_ready())
-    return -1;
-  if (pool == nullptr)
-    pool = new std::vector<iso_worker *>();
-  while (pool->size() > target) {
-    worker_destroy(pool->back());
-    pool->pop_back();
-  }
-  while (pool->size() < target) {
-    iso_error err = {};
-    iso_worker *w = worker_blank(kDefaultMemoryMb, &err);
-    if (w == nullptr) {
-      log_error("could not make a blank isolate: %s", err.message ? err.message : "?");
-      iso_error_clear(&err);
-      return -1;
-    }
-    pool->push_back(w);
-  }
-  return 0;
 }
 
 void iso_worker_free(iso_worker *w) {

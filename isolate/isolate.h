@@ -149,24 +149,28 @@ void iso_worker_free(iso_worker *w);
  * The pool of blank isolates. A worker's isolate and context take several
  * milliseconds to make (V8 deserializes the runtime's snapshot into them);
  * loading the tenant's modules into a ready one takes a fraction of that.
- * iso_pool_fill() makes blank isolates (context and runtime ready, no
- * tenant code) until the calling thread's pool holds `target`, or disposes
- * the extras when it holds more: iso_pool_fill(0) empties it, as a host
- * should before it exits. Call it off the request path, for example from a
- * libuv idle or check callback when there is no work; each isolate costs
- * milliseconds, so a host that must stay responsive adds one at a time:
- * iso_pool_fill(iso_pool_size() + 1). Returns 0, or -1 when an isolate
- * could not be made.
+ * The pool holds blank isolates (context and runtime ready, no tenant
+ * code), one pool per process.
+ *
+ * iso_pool_start() keeps `keep_ready` of them made by a background thread
+ * of lower priority, which makes a new one whenever one is taken; calling
+ * it again changes the number. iso_pool_stop() stops that thread and
+ * disposes what the pool holds, as a host should before it exits.
+ * iso_pool_fill() makes blank isolates on the calling thread until the
+ * pool holds `target`, or disposes the extras when it holds more
+ * (iso_pool_fill(0) empties it). Both return 0, or -1 when an isolate or
+ * the thread could not be made.
  *
  * iso_worker_create() (and iso_worker_new(), iso_validate()) takes an
  * isolate from the pool when one is there and the worker's memory limit is
  * the default (128 MiB: V8 fixes a heap's limit when it creates the
- * isolate), and makes one otherwise. An isolate that has run any tenant's
- * code is never returned to the pool: iso_worker_free() disposes it.
- *
- * The pool is per thread, as isolates are: a worker is created from the
- * pool of the thread that creates it.
+ * isolate), and makes one otherwise. Any thread may take one: an isolate
+ * is then the taking thread's, as if it had made it. An isolate that has
+ * run any tenant's code is never returned to the pool: iso_worker_free()
+ * disposes it.
  */
+int iso_pool_start(size_t keep_ready);
+void iso_pool_stop(void);
 int iso_pool_fill(size_t target);
 size_t iso_pool_size(void);
 

@@ -327,7 +327,6 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err) {
   if (sb->base.tenant) worker_running_enter(worker_self(), sb->base.tenant->name);
   sb->base.iso = iso_worker_create(options, err); /* runs the modules' top-level code */
   if (sb->base.tenant) worker_running_leave(worker_self());
-  pool_refill(worker_self());
   if (sb->base.iso == NULL) {
     sb->broken = 1;
     return -1;

@@ -107,6 +107,7 @@ static void start_drain(worker *w, uint64_t grace_ms, const char *why) {
   w->draining = 1;
   w->drain_deadline_ns = time_mono_ns() + grace_ms * 1000000u;
   log_info("draining (%s): %zu requests in flight", why, w->ingress.in_flight);
+  pool_drain(w);
   http_server_stop_accepting(&w->ingress);
   uv_timer_start(&w->drain_timer, drain_tick, 10, 10);
   worker_maybe_exit(w);

@@ -552,7 +552,6 @@ static void tenant_run(worker *w, tenant *t, inflight *f) {
     } else {
       t->stats.cold_starts++;
       w->loaded_count++;
-      pool_refill(w);
     }
   }
   if (t->current) t->current->last_used_ns = time_mono_ns();

@@ -151,7 +151,6 @@ typedef struct worker {
   uv_timer_t stats_timer;
   uv_timer_t wall_timer;
   uv_timer_t evict_timer;
-  uv_idle_t pool_idle;   /* fills the pool of blank isolates (pool.c) */
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
   size_t loaded_count;   /* live isolates (current and retired) */
   uint64_t evictions;
@@ -256,8 +255,8 @@ void wall_untrack(worker *w, inflight *f);
 
 /* pool.c: blank isolates made ahead, off the request path. */
 void pool_start(worker *w);
-/* Call after an isolate was taken: resumes filling when the loop is idle. */
-void pool_refill(worker *w);
+/* Makes no more: a draining process takes few new workers. */
+void pool_drain(worker *w);
 void pool_stop(worker *w);
 
 /* main.c */

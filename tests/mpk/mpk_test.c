@@ -462,6 +462,35 @@ static void test_reused_pages(const char *expect) {
   worker_stop(w);
 }
 
+/* An isolate the pool's thread made, with that thread's keys open only
+ * while it made it, serves on this thread from pages of its own key. */
+static void test_pool_thread(const char *expect) {
+  if (iso_pool_fill(0) != 0 || iso_pool_start(1) != 0) {
+    check(0, "the pool's thread starts");
+    return;
+  }
+  /* Emulated, making an isolate takes seconds. */
+  for (int i = 0; i < 12000 && iso_pool_size() < 1; i++) {
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  check(iso_pool_size() == 1, "the pool's thread makes a blank isolate");
+  iso_pool_start(0);
+  test_worker *w = worker_start("tenant-pooled", probe_source);
+  if (w != NULL) {
+    check(iso_pool_size() == 0, "a worker takes it");
+    if (strcmp(expect, "on") == 0) {
+      int key = iso_worker_pkey(w->iso);
+      const void *heap = iso_worker_address_of(w->iso, "thing");
+      check(key > 0 && heap != NULL && smaps_key(heap) == key,
+            "its heap page is on its own key %d (smaps: %d)", key, heap ? smaps_key(heap) : -1);
+    }
+    check(request(w, 1, "/", "90"), "it answers on this thread");
+    worker_stop(w);
+  }
+  iso_pool_stop();
+}
+
 static const char *hello_source =
     "export default { fetch(request) { return new Response('hello ' + new URL(request.url)"
     ".hostname); } };\n";
@@ -649,6 +678,7 @@ int main(int argc, char **argv) {
   }
   if (workers) test_workers(expect);
   test_reused_pages(expect);
+  test_pool_thread(expect);
   iso_pool_fill(0);
   printf("MPK-TEST: %s\n", failures ? "FAIL" : "PASS");
   return failures ? 1 : 0;

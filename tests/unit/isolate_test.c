@@ -1744,6 +1744,69 @@ static void test_pool(void **state) {
   assert_int_equal(iso_pool_size(), 0);
 }
 
+/* Waits (generously: the machine may be busy) until the pool holds `n`. */
+static int pool_reaches(size_t n) {
+  for (int i = 0; i < 3000 && iso_pool_size() != n; i++) {
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  return iso_pool_size() == n;
+}
+
+/* How deep plain recursion gets before V8's RangeError. */
+static long recursion_depth(iso_worker *w, rec *r) {
+  memset(&r->req[1], 0, sizeof(r->req[1]));
+  assert_int_equal(get(w, 1, "/"), 0);
+  assert_int_equal(r->req[1].kind, ISO_OK);
+  return strtol(r->req[1].body, NULL, 10);
+}
+
+/* Blank isolates made on the pool's own thread serve on this one, with this
+ * thread's stack limit and CPU watchdog. */
+static void test_pool_thread(void **state) {
+  (void)state;
+  const char *deep = "let depth = 0;\n"
+                     "function down() { depth++; down(); }\n"
+                     "export default { fetch(request) {\n"
+                     "  if (request.url.endsWith('/spin')) for (;;) {}\n"
+                     "  depth = 0;\n"
+                     "  try { down(); } catch (e) { return new Response(String(depth)); }\n"
+                     "} };";
+  rec r = {0};
+  assert_int_equal(iso_pool_fill(0), 0);
+  iso_worker *here = load_ok(&r, deep, NULL);
+  long depth_here = recursion_depth(here, &r);
+  iso_worker_free(here);
+
+  assert_int_equal(iso_pool_start(2), 0);
+  assert_true(pool_reaches(2));
+  iso_worker *pooled = load_ok(&r, deep, NULL);
+  /* Taken from the pool, which makes another to replace it. */
+  assert_true(pool_reaches(2));
+  long depth_pooled = recursion_depth(pooled, &r);
+  print_message("  recursion depth %ld on an isolate made here, %ld on one from the pool's thread\n",
+                depth_here, depth_pooled);
+  /* Another thread's limit would give no room at all or run off this stack. */
+  assert_true(depth_pooled > depth_here * 9 / 10 && depth_pooled < depth_here * 11 / 10);
+  memset(&r.req[1], 0, sizeof(r.req[1]));
+  assert_int_equal(get(pooled, 1, "/spin"), 0);
+  assert_int_equal(r.req[1].kind, ISO_ERR_CPU);
+  iso_worker_free(pooled);
+
+  /* A target of 0 makes no more; stopping disposes what is there. */
+  assert_int_equal(iso_pool_start(0), 0);
+  iso_worker *again = load_ok(&r, hello, NULL);
+  assert_int_equal(iso_pool_size(), 1);
+  iso_worker_free(again);
+  iso_pool_stop();
+  assert_int_equal(iso_pool_size(), 0);
+  /* And it starts again. */
+  assert_int_equal(iso_pool_start(1), 0);
+  assert_true(pool_reaches(1));
+  iso_pool_stop();
+  assert_int_equal(iso_pool_size(), 0);
+}
+
 /* A freed isolate's heap pages are kept, within bounds, for the next one. */
 static void test_page_reuse(void **state) {
   (void)state;
@@ -1950,6 +2013,7 @@ int main(void) {
       cmocka_unit_test(test_cpu_accounting),
       cmocka_unit_test(test_snapshot_contexts_are_separate),
       cmocka_unit_test(test_pool),
+      cmocka_unit_test(test_pool_thread),
       cmocka_unit_test(test_page_reuse),
       cmocka_unit_test(test_costs),
   };

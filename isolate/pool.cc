@@ -1,0 +1,184 @@
+/*
+ * The pool of blank workers: isolates with their context and runtime ready
+ * and no tenant code, so that a cold start only loads the tenant's modules.
+ *
+ * One pool per process. A host fills it either on its own thread
+ * (iso_pool_fill) or from a background thread (iso_pool_start): making a
+ * blank isolate is the bulk of a cold start, and on the pool's thread it
+ * runs on another core while the loop serves requests.
+ *
+ * V8 lets an isolate move between threads as long as only one uses it at a
+ * time (Isolate::Enter records the thread that enters it), with one
+ * exception: the isolate's stack limit is taken from the stack of the
+ * thread that created it. A worker taken from the pool therefore gets the
+ * taking thread's limit (pool_take).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "internal.h"
+
+namespace iso {
+namespace {
+
+/* V8's default --stack-size on x64, in KiB: the room V8 gives JavaScript
+ * below the point where the isolate's limit is set. */
+constexpr uintptr_t kStackKib = 984;
+
+/* The pool's thread gives way to the loop threads when cores are short:
+ * a blank isolate made late only means the next cold start makes its own. */
+constexpr int kMakerNice = 10;
+
+/* After a failure to make an isolate, the pool's thread waits this long. */
+constexpr auto kRetryAfter = std::chrono::seconds(1);
+
+std::mutex mu;
+std::condition_variable wanted; /* the pool is below its target, or the thread should stop */
+std::vector<iso_worker *> ready;
+size_t target = 0;              /* what the pool's thread keeps ready */
+bool stopping = false;
+bool maker_running = false;
+pthread_t maker;
+
+void *maker_main(void *) {
+  /* Only the thread: nice values are per thread on Linux. */
+  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), kMakerNice) != 0)
+    log_debug("the isolate pool's thread keeps its priority: %s", strerror(errno));
+  /* Like the watchdog, it holds no isolate's key between isolates. */
+  mpk_thread_close();
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stopping) {
+    if (ready.size() >= target) {
+      wanted.wait(lock);
+      continue;
+    }
+    lock.unlock();
+    iso_error err = {};
+    iso_worker *w = worker_blank(kDefaultMemoryMb, &err);
+    lock.lock();
+    if (w == nullptr) {
+      log_error("could not make a blank isolate: %s", err.message ? err.message : "?");
+      iso_error_clear(&err);
+      wanted.wait_for(lock, kRetryAfter);
+      continue;
+    }
+    ready.push_back(w);
+  }
+  return nullptr;
+}
+
+/* The limit V8 would have set had this thread made the isolate. */
+uintptr_t this_thread_stack_limit() {
+  /* The frame, not a local's address: under AddressSanitizer a local may
+   * live on a fake stack elsewhere. */
+  return (uintptr_t)__builtin_frame_address(0) - kStackKib * 1024;
+}
+
+}  // namespace
+
+iso_worker *pool_take(uint32_t memory_mb) {
+  if (memory_mb != kDefaultMemoryMb)
+    return nullptr;
+  iso_worker *w;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (ready.empty())
+      return nullptr;
+    w = ready.back();
+    ready.pop_back();
+    if (maker_running)
+      wanted.notify_one();
+  }
+  w->isolate->SetStackLimit(this_thread_stack_limit());
+  return w;
+}
+
+}  // namespace iso
+
+using namespace iso;
+
+size_t iso_pool_size(void) {
+  std::lock_guard<std::mutex> lock(mu);
+  return ready.size();
+}
+
+int iso_pool_fill(size_t want) {
+  if (!platform_ready())
+    return -1;
+  {
+    /* The pool's thread, if any, aims at the same number from now on. */
+    std::lock_guard<std::mutex> lock(mu);
+    target = want;
+  }
+  for (;;) {
+    iso_worker *extra = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (ready.size() > want) {
+        extra = ready.back();
+        ready.pop_back();
+      } else if (ready.size() == want) {
+        return 0;
+      }
+    }
+    if (extra != nullptr) {
+      worker_destroy(extra);
+      continue;
+    }
+    iso_error err = {};
+    iso_worker *w = worker_blank(kDefaultMemoryMb, &err);
+    if (w == nullptr) {
+      log_error("could not make a blank isolate: %s", err.message ? err.message : "?");
+      iso_error_clear(&err);
+      return -1;
+    }
+    /* Made on this thread: its stack limit is already this thread's. */
+    std::lock_guard<std::mutex> lock(mu);
+    ready.push_back(w);
+  }
+}
+
+int iso_pool_start(size_t keep_ready) {
+  if (!platform_ready())
+    return -1;
+  std::lock_guard<std::mutex> lock(mu);
+  target = keep_ready;
+  if (maker_running) {
+    wanted.notify_one();
+    return 0;
+  }
+  stopping = false;
+  int rc = pthread_create(&maker, nullptr, maker_main, nullptr);
+  if (rc != 0) {
+    log_error("could not start the isolate pool's thread: %s", strerror(rc));
+    return -1;
+  }
+  maker_running = true;
+  return 0;
+}
+
+void iso_pool_stop(void) {
+  bool was_running;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    was_running = maker_running;
+    maker_running = false;
+    stopping = true;
+    wanted.notify_one();
+  }
+  if (was_running) {
+    int rc = pthread_join(maker, nullptr);
+    if (rc != 0)
+      log_error("could not join the isolate pool's thread: %s", strerror(rc));
+  }
+  if (iso_pool_fill(0) != 0)
+    log_debug("could not empty the isolate pool");
+}
