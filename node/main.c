@@ -22,16 +22,24 @@ static void log_ready(node *n) {
   json_decref(extra);
 }
 
-void node_on_procs_changed(node *n) {
-  if (n->ready_logged || !n->control_open || n->state != NODE_SERVING) return;
-  if (!node_procs_all_ready(n)) return;
-  n->ready_logged = 1;
+static void announce_ready(node *n) {
+  if (n->state != NODE_SERVING) return; /* stopped while hello was deployed */
   log_ready(n);
   node_event_new(n, "start", NULL,
                  json_pack("{s:s, s:i, s:i}", "version", EDGENODE_VERSION, "workers", n->n_procs,
                            "pid", (int)getpid()));
   node_notify("READY=1\nSTATUS=serving");
-  if (n->cfg.dev) node_deploy_dev(n);
+}
+
+void node_on_procs_changed(node *n) {
+  if (n->ready_logged || !n->control_open || n->state != NODE_SERVING) return;
+  if (!node_procs_all_ready(n)) return;
+  n->ready_logged = 1;
+  /* With --dev, "ready" means hello answers: it is announced once deployed. */
+  if (n->cfg.dev)
+    node_deploy_dev(n, announce_ready);
+  else
+    announce_ready(n);
 }
 
 static void on_handle_closed(uv_handle_t *h) { (void)h; }

@@ -288,8 +288,9 @@ typedef void (*node_deploy_cb)(node *n, void *data, int status, json_t *body);
 void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, void *data);
 /* The metadata of a registry row as shown by the control API. */
 json_t *node_worker_metadata(json_t *row, int with_sizes);
-/* --dev: deploys the embedded examples/hello.js as "hello" unless identical. */
-void node_deploy_dev(node *n);
+/* --dev: deploys the embedded examples/hello.js as "hello" unless
+ * identical; `then` runs once that is settled, deployed or not. */
+void node_deploy_dev(node *n, void (*then)(node *n));
 
 /* run.c: POST /v1/run, one-shot execution in a worker process. */
 void node_run(node *n, http_request *req);
