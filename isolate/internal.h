@@ -55,6 +55,10 @@ void watchdog_arm(watch *wt, uint64_t cpu_limit_ns);
 uint64_t watchdog_disarm(watch *wt, bool *fired);
 /* CPU used since arming, as watchdog_disarm() would count it now. */
 uint64_t watchdog_used(const watch *wt);
+/* Whether the current arming ran out of CPU. V8 forgets a termination once
+ * no JavaScript is left on the stack, so between two calls into it from C++
+ * this is what still says that the entry is over. */
+bool watchdog_fired(watch *wt);
 
 /* ---- isolate.cc: making and disposing workers ---- */
 
@@ -76,6 +80,15 @@ iso_worker *pool_take(uint32_t memory_mb);
 /* ---- platform.cc ---- */
 
 bool platform_ready();
+/* Runs one of the isolate's foreground tasks that is due (V8's: a
+ * FinalizationRegistry's callbacks, a memory reducer step); false when none
+ * is. Inside the isolate, on its thread. */
+bool platform_run_task(v8::Isolate *isolate);
+/* After Dispose: drops the isolate's task queue, and any task still in it,
+ * before another isolate can come to the same address. */
+void platform_forget(v8::Isolate *isolate);
+/* The Isolate::GetData slot that holds the isolate's iso_worker. */
+constexpr uint32_t kIsolateWorkerSlot = 0;
 
 /* ---- snapshot.cc: the runtime, evaluated once per process ---- */
 
@@ -164,6 +177,8 @@ struct iso_worker {
   uint64_t cpu_limit_ns;
   size_t memory_cap;  /* bytes: V8's heap, and separately ArrayBuffer contents */
   v8::Isolate *isolate = nullptr;
+  /* V8's foreground tasks posted for this isolate and not yet run or dropped. */
+  std::shared_ptr<std::atomic<int>> foreground_tasks = std::make_shared<std::atomic<int>>(0);
   iso::allocator *array_buffers = nullptr;
   int pkey = 0;  /* memory protection key of its pages; 0 without MPK */
   v8::Global<v8::Context> context;

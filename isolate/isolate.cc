@@ -230,6 +230,9 @@ struct entry {
   bool outer;
 };
 
+/* Tasks a cleanup callback posts run at a later entry, not in a loop here. */
+constexpr int kForegroundTasksPerEntry = 8;
+
 /* The CPU limit is per request, over every entry made for it: what is left
  * of `token`'s. A token that is no running request (the load, code that
  * outlived its request) gets a whole limit for each entry. */
@@ -277,8 +280,31 @@ iso_error_kind entry_end(iso_worker *w, entry *e) {
   return why;
 }
 
+/* Whether the current entry was cut short: JavaScript must not run again
+ * in it, even where V8 has already forgotten the termination. */
+bool entry_stopped(iso_worker *w) {
+  return w->heap_hit || w->isolate->IsExecutionTerminating() || watchdog_fired(&w->watch);
+}
+
+/* V8's own work for the isolate that it queued while JavaScript ran (the
+ * callbacks of a FinalizationRegistry whose targets were collected), run in
+ * the same entry: its CPU time counts as the entry's. False when a
+ * microtask checkpoint was cut short, which loses what was queued. */
+bool run_foreground_tasks(iso_worker *w) {
+  v8::Isolate *isolate = w->isolate;
+  for (int i = 0; i < kForegroundTasksPerEntry; i++) {
+    if (w->foreground_tasks->load(std::memory_order_relaxed) == 0 || entry_stopped(w) ||
+        !platform_run_task(isolate) || entry_stopped(w))
+      return true;
+    isolate->PerformMicrotaskCheckpoint();
+    if (entry_stopped(w))
+      return false;
+  }
+  return true;
+}
+
 /* Enters JavaScript on behalf of `token`: `call` (which returns false when
- * it threw), then the microtasks. */
+ * it threw), then the microtasks, then V8's tasks. */
 template <typename F>
 void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call) {
   v8::Isolate *isolate = w->isolate;
@@ -307,6 +333,8 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call
     if (e.outer && !tc.HasTerminated()) {
       isolate->PerformMicrotaskCheckpoint();
       queue_lost = tc.HasTerminated();
+      if (!queue_lost)
+        queue_lost = !run_foreground_tasks(w);
     }
     blamed = running_token(w, context);
   }
@@ -569,7 +597,11 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   params.constraints.ConfigureDefaultsFromHeapSize(0, w->memory_cap);
   params.snapshot_blob = snapshot_blob();
   params.external_references = snapshot_references();
-  w->isolate = v8::Isolate::New(params);
+  /* Allocated first, so that the platform finds the worker when V8 asks for
+   * the isolate's task runner while it sets the isolate up. */
+  w->isolate = v8::Isolate::Allocate();
+  w->isolate->SetData(kIsolateWorkerSlot, w);
+  v8::Isolate::Initialize(w->isolate, params);
   w->watch.isolate = w->isolate;
   w->isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
   w->isolate->AddNearHeapLimitCallback(near_heap_limit, w);
@@ -640,6 +672,7 @@ void worker_destroy(iso_worker *w) {
     w->context.Reset();
     pages_teardown_scope tearing_down;
     w->isolate->Dispose();
+    platform_forget(w->isolate);
   }
   delete w->array_buffers;  /* after Dispose: the isolate frees its buffers through it */
   free(w->out.data);

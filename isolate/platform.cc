@@ -12,6 +12,57 @@
 
 namespace {
 
+/* Counts a worker's foreground tasks until they have run or been dropped, so
+ * that the worker pumps V8's task queue only when something is in it. */
+class counted_task final : public v8::Task {
+ public:
+  counted_task(std::unique_ptr<v8::Task> inner, std::shared_ptr<std::atomic<int>> pending)
+      : inner_(std::move(inner)), pending_(std::move(pending)) {
+    pending_->fetch_add(1, std::memory_order_relaxed);
+  }
+  ~counted_task() override { pending_->fetch_sub(1, std::memory_order_relaxed); }
+  void Run() override { inner_->Run(); }
+
+ private:
+  std::unique_ptr<v8::Task> inner_;
+  std::shared_ptr<std::atomic<int>> pending_;
+};
+
+class counting_runner final : public v8::TaskRunner {
+ public:
+  counting_runner(std::shared_ptr<v8::TaskRunner> inner, std::shared_ptr<std::atomic<int>> pending)
+      : inner_(std::move(inner)), pending_(std::move(pending)) {}
+
+  void PostTask(std::unique_ptr<v8::Task> task) override {
+    inner_->PostTask(counted(std::move(task)));
+  }
+  void PostNonNestableTask(std::unique_ptr<v8::Task> task) override {
+    inner_->PostNonNestableTask(counted(std::move(task)));
+  }
+  void PostDelayedTask(std::unique_ptr<v8::Task> task, double delay_s) override {
+    inner_->PostDelayedTask(counted(std::move(task)), delay_s);
+  }
+  void PostNonNestableDelayedTask(std::unique_ptr<v8::Task> task, double delay_s) override {
+    inner_->PostNonNestableDelayedTask(counted(std::move(task)), delay_s);
+  }
+  void PostIdleTask(std::unique_ptr<v8::IdleTask> task) override {
+    inner_->PostIdleTask(std::move(task));
+  }
+  bool IdleTasksEnabled() override { return inner_->IdleTasksEnabled(); }
+  bool NonNestableTasksEnabled() const override { return inner_->NonNestableTasksEnabled(); }
+  bool NonNestableDelayedTasksEnabled() const override {
+    return inner_->NonNestableDelayedTasksEnabled();
+  }
+
+ private:
+  std::unique_ptr<v8::Task> counted(std::unique_ptr<v8::Task> task) {
+    return std::make_unique<counted_task>(std::move(task), pending_);
+  }
+
+  std::shared_ptr<v8::TaskRunner> inner_;
+  std::shared_ptr<std::atomic<int>> pending_;
+};
+
 /* V8's default platform, with edgenode's page allocator (pages kept between
  * isolates, tagged with their keys under MPK) and, under MPK, background
  * tasks let into every isolate's pages. */
@@ -32,7 +83,11 @@ class edge_platform final : public v8::Platform {
   }
   int NumberOfWorkerThreads() override { return inner_->NumberOfWorkerThreads(); }
   std::shared_ptr<v8::TaskRunner> GetForegroundTaskRunner(v8::Isolate *isolate) override {
-    return inner_->GetForegroundTaskRunner(isolate);
+    std::shared_ptr<v8::TaskRunner> runner = inner_->GetForegroundTaskRunner(isolate);
+    auto *w = static_cast<iso_worker *>(isolate->GetData(iso::kIsolateWorkerSlot));
+    if (w == nullptr)  /* the snapshot's isolate */
+      return runner;
+    return std::make_shared<counting_runner>(std::move(runner), w->foreground_tasks);
   }
   void CallOnWorkerThread(std::unique_ptr<v8::Task> task) override {
     inner_->CallOnWorkerThread(iso::mpk_open_task(std::move(task)));
@@ -58,6 +113,7 @@ class edge_platform final : public v8::Platform {
     return inner_->GetTracingController();
   }
   void DumpWithoutCrashing() override { inner_->DumpWithoutCrashing(); }
+  v8::Platform *inner() { return inner_.get(); }
   v8::HighAllocationThroughputObserver *GetHighAllocationThroughputObserver() override {
     return inner_->GetHighAllocationThroughputObserver();
   }
@@ -67,7 +123,7 @@ class edge_platform final : public v8::Platform {
   v8::PageAllocator *pages_;
 };
 
-std::unique_ptr<v8::Platform> platform;
+std::unique_ptr<edge_platform> platform;
 
 /* Rehashing every table of the snapshot in each new isolate is a tenth of
  * what making an isolate costs. The read-only heap, where V8 keeps the hash
@@ -96,6 +152,15 @@ namespace iso {
 
 bool platform_ready() {
   return platform != nullptr && snapshot_blob()->data != nullptr;
+}
+
+bool platform_run_task(v8::Isolate *isolate) {
+  return v8::platform::PumpMessageLoop(platform->inner(), isolate,
+                                       v8::platform::MessageLoopBehavior::kDoNotWait);
+}
+
+void platform_forget(v8::Isolate *isolate) {
+  v8::platform::NotifyIsolateShutdown(platform->inner(), isolate);
 }
 
 }  // namespace iso

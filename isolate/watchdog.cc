@@ -198,4 +198,11 @@ uint64_t watchdog_used(const watch *wt) {
   return cpu_used(wt);
 }
 
+bool watchdog_fired(watch *wt) {
+  pthread_mutex_lock(&mu);
+  bool fired = wt->generation != 0 && wt->fired == wt->generation;
+  pthread_mutex_unlock(&mu);
+  return fired;
+}
+
 }  // namespace iso

@@ -1537,6 +1537,68 @@ static void test_deep_recursion(void **state) {
               "/", "RangeError RangeError", &generous);
 }
 
+/* V8 queues a FinalizationRegistry's callbacks as a task of its own after
+ * the collection that found the targets gone: the worker runs it. */
+static void test_finalization_registry(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_limits generous = {0, 5000};
+  iso_worker *w = load_ok(&r,
+                          "const cleaned = [];\n"
+                          "const registry = new FinalizationRegistry((held) => cleaned.push(held));\n"
+                          "export default { fetch(request) {\n"
+                          "  const path = new URL(request.url).pathname;\n"
+                          "  if (path === '/register') {\n"
+                          "    for (let i = 0; i < 10; i++) registry.register({ i }, i);\n"
+                          "    return new Response('registered');\n"
+                          "  }\n"
+                          "  if (path === '/churn') {\n"
+                          "    const kept = [];\n"
+                          "    try { for (;;) kept.push(new ArrayBuffer(16 << 20)); } catch {}\n"
+                          "    return new Response(String(kept.length));\n"
+                          "  }\n"
+                          "  return new Response(cleaned.sort((a, b) => a - b).join(','));\n"
+                          "} };",
+                          &generous);
+  assert_int_equal(get(w, 1, "/register"), 0);
+  assert_string_equal(r.req[1].body, "registered");
+  /* ArrayBuffers kept up to the worker's cap: before V8 gives up on the
+   * one past it, it collects all garbage, and finds the targets gone. */
+  assert_int_equal(get(w, 2, "/churn"), 0);
+  assert_int_equal(r.req[2].kind, ISO_OK);
+  assert_int_equal(get(w, 3, "/cleaned"), 0);
+  assert_string_equal(r.req[3].body, "0,1,2,3,4,5,6,7,8,9");
+  iso_worker_free(w);
+
+  /* A callback that never returns is stopped by the CPU limit of the entry
+   * it runs in; the worker serves on. */
+  memset(&r, 0, sizeof(r));
+  iso_limits tight = {0, 1000};
+  w = load_ok(&r,
+              "const registry = new FinalizationRegistry(() => { for (;;) {} });\n"
+              "export default { fetch(request) {\n"
+              "  const path = new URL(request.url).pathname;\n"
+              "  if (path === '/register') for (let i = 0; i < 10; i++) registry.register({ i }, i);\n"
+              "  if (path === '/churn') {\n"
+              "    const kept = [];\n"
+              "    try { for (;;) kept.push(new ArrayBuffer(16 << 20)); } catch {}\n"
+              "  }\n"
+              "  return new Response(path);\n"
+              "} };",
+              &tight);
+  assert_int_equal(get(w, 1, "/register"), 0);
+  uint64_t c0 = time_thread_cpu_ns();
+  assert_int_equal(get(w, 2, "/churn"), 0);
+  /* The callback ran, to the limit: the watchdog never stops one early. */
+  assert_true(time_thread_cpu_ns() - c0 >= 1000000000u);
+  assert_int_equal(r.req[2].status, 200); /* answered before the callback ran */
+  assert_int_equal(get(w, 3, "/after"), 0);
+  assert_int_equal(r.req[3].kind, ISO_OK);
+  assert_string_equal(r.req[3].body, "/after");
+  assert_false(iso_worker_broken(w));
+  iso_worker_free(w);
+}
+
 static void test_free_in_callback(void **state) {
   (void)state;
   rec r = {0};
@@ -1997,6 +2059,7 @@ int main(void) {
       cmocka_unit_test(test_memory_limit),
       cmocka_unit_test(test_array_buffer_limit),
       cmocka_unit_test(test_deep_recursion),
+      cmocka_unit_test(test_finalization_registry),
       cmocka_unit_test(test_free_in_callback),
       cmocka_unit_test(test_refused_timer),
       cmocka_unit_test(test_misuse),
