@@ -8,7 +8,9 @@
 #include <time.h>
 
 #include <atomic>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -80,13 +82,34 @@ iso_worker *pool_take(uint32_t memory_mb);
 /* ---- platform.cc ---- */
 
 bool platform_ready();
-/* Runs one of the isolate's foreground tasks that is due (V8's: a
- * FinalizationRegistry's callbacks, a memory reducer step); false when none
- * is. Inside the isolate, on its thread. */
-bool platform_run_task(v8::Isolate *isolate);
-/* After Dispose: drops the isolate's task queue, and any task still in it,
- * before another isolate can come to the same address. */
-void platform_forget(v8::Isolate *isolate);
+/* The platform's clock, in seconds. */
+double platform_now();
+
+/*
+ * A worker's foreground tasks: what V8 queues for the isolate's own thread
+ * (a FinalizationRegistry's callbacks, steps of the memory reducer and of
+ * incremental marking). Posted from any thread; the worker runs those due
+ * at the end of its outermost entries (isolate.cc). In the order posted.
+ */
+class task_queue {
+ public:
+  std::atomic<size_t> queued{0};  /* tasks in the queue, due or not */
+
+  void post(std::unique_ptr<v8::Task> task, double delay_s);
+  /* The first task that is due, or null. */
+  std::unique_ptr<v8::Task> take_due();
+  /* Drops every task: after Dispose, which has cancelled them. */
+  void clear();
+
+ private:
+  struct queued_task {
+    double due;  /* platform_now() seconds; 0 = at once */
+    std::unique_ptr<v8::Task> task;
+  };
+  std::mutex mu_;
+  std::deque<queued_task> tasks_;
+};
+
 /* The Isolate::GetData slot that holds the isolate's iso_worker. */
 constexpr uint32_t kIsolateWorkerSlot = 0;
 
@@ -177,8 +200,12 @@ struct iso_worker {
   uint64_t cpu_limit_ns;
   size_t memory_cap;  /* bytes: V8's heap, and separately ArrayBuffer contents */
   v8::Isolate *isolate = nullptr;
-  /* V8's foreground tasks posted for this isolate and not yet run or dropped. */
-  std::shared_ptr<std::atomic<int>> foreground_tasks = std::make_shared<std::atomic<int>>(0);
+  /* V8's foreground tasks for this isolate (shared with its task runners). */
+  std::shared_ptr<iso::task_queue> tasks = std::make_shared<iso::task_queue>();
+  /* The task being run: owned here so that, when V8 runs out of memory in
+   * it and the OOM handler jumps past its frames, it is still destroyed,
+   * which tells V8 it is over (Isolate::Dispose waits for it otherwise). */
+  std::unique_ptr<v8::Task> running_task;
   iso::allocator *array_buffers = nullptr;
   int pkey = 0;  /* memory protection key of its pages; 0 without MPK */
   v8::Global<v8::Context> context;

@@ -291,12 +291,17 @@ bool entry_stopped(iso_worker *w) {
  * the same entry: its CPU time counts as the entry's. False when a
  * microtask checkpoint was cut short, which loses what was queued. */
 bool run_foreground_tasks(iso_worker *w) {
-  v8::Isolate *isolate = w->isolate;
   for (int i = 0; i < kForegroundTasksPerEntry; i++) {
-    if (w->foreground_tasks->load(std::memory_order_relaxed) == 0 || entry_stopped(w) ||
-        !platform_run_task(isolate) || entry_stopped(w))
+    if (w->tasks->queued.load(std::memory_order_relaxed) == 0 || entry_stopped(w))
       return true;
-    isolate->PerformMicrotaskCheckpoint();
+    w->running_task = w->tasks->take_due();
+    if (w->running_task == nullptr)
+      return true;
+    w->running_task->Run();
+    w->running_task.reset();
+    if (entry_stopped(w))
+      return true;
+    w->isolate->PerformMicrotaskCheckpoint();
     if (entry_stopped(w))
       return false;
   }
@@ -442,6 +447,7 @@ void oom_handler(const char *location, bool) {
 
 /* After the jump: what the skipped frames would have undone. */
 void oom_recover(iso_worker *w) {
+  w->running_task.reset();
   bool fired;
   watchdog_disarm(&w->watch, &fired);
   while (v8::Isolate::GetCurrent() == w->isolate)
@@ -672,8 +678,8 @@ void worker_destroy(iso_worker *w) {
     w->context.Reset();
     pages_teardown_scope tearing_down;
     w->isolate->Dispose();
-    platform_forget(w->isolate);
   }
+  w->tasks->clear();
   delete w->array_buffers;  /* after Dispose: the isolate frees its buffers through it */
   free(w->out.data);
   delete w;

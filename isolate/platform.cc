@@ -12,55 +12,31 @@
 
 namespace {
 
-/* Counts a worker's foreground tasks until they have run or been dropped, so
- * that the worker pumps V8's task queue only when something is in it. */
-class counted_task final : public v8::Task {
+/* A worker's foreground task runner: tasks go to the worker's own queue
+ * (see iso::task_queue), which the worker runs from its entries. */
+class worker_runner final : public v8::TaskRunner {
  public:
-  counted_task(std::unique_ptr<v8::Task> inner, std::shared_ptr<std::atomic<int>> pending)
-      : inner_(std::move(inner)), pending_(std::move(pending)) {
-    pending_->fetch_add(1, std::memory_order_relaxed);
-  }
-  ~counted_task() override { pending_->fetch_sub(1, std::memory_order_relaxed); }
-  void Run() override { inner_->Run(); }
+  explicit worker_runner(std::shared_ptr<iso::task_queue> queue) : queue_(std::move(queue)) {}
 
- private:
-  std::unique_ptr<v8::Task> inner_;
-  std::shared_ptr<std::atomic<int>> pending_;
-};
-
-class counting_runner final : public v8::TaskRunner {
- public:
-  counting_runner(std::shared_ptr<v8::TaskRunner> inner, std::shared_ptr<std::atomic<int>> pending)
-      : inner_(std::move(inner)), pending_(std::move(pending)) {}
-
-  void PostTask(std::unique_ptr<v8::Task> task) override {
-    inner_->PostTask(counted(std::move(task)));
-  }
+  void PostTask(std::unique_ptr<v8::Task> task) override { queue_->post(std::move(task), 0); }
   void PostNonNestableTask(std::unique_ptr<v8::Task> task) override {
-    inner_->PostNonNestableTask(counted(std::move(task)));
+    queue_->post(std::move(task), 0);
   }
   void PostDelayedTask(std::unique_ptr<v8::Task> task, double delay_s) override {
-    inner_->PostDelayedTask(counted(std::move(task)), delay_s);
+    queue_->post(std::move(task), delay_s);
   }
   void PostNonNestableDelayedTask(std::unique_ptr<v8::Task> task, double delay_s) override {
-    inner_->PostNonNestableDelayedTask(counted(std::move(task)), delay_s);
+    queue_->post(std::move(task), delay_s);
   }
-  void PostIdleTask(std::unique_ptr<v8::IdleTask> task) override {
-    inner_->PostIdleTask(std::move(task));
-  }
-  bool IdleTasksEnabled() override { return inner_->IdleTasksEnabled(); }
-  bool NonNestableTasksEnabled() const override { return inner_->NonNestableTasksEnabled(); }
-  bool NonNestableDelayedTasksEnabled() const override {
-    return inner_->NonNestableDelayedTasksEnabled();
-  }
+  /* Disabled below: V8 posts none. */
+  void PostIdleTask(std::unique_ptr<v8::IdleTask>) override {}
+  bool IdleTasksEnabled() override { return false; }
+  /* Tasks never run nested: only from a worker's outermost entry. */
+  bool NonNestableTasksEnabled() const override { return true; }
+  bool NonNestableDelayedTasksEnabled() const override { return true; }
 
  private:
-  std::unique_ptr<v8::Task> counted(std::unique_ptr<v8::Task> task) {
-    return std::make_unique<counted_task>(std::move(task), pending_);
-  }
-
-  std::shared_ptr<v8::TaskRunner> inner_;
-  std::shared_ptr<std::atomic<int>> pending_;
+  std::shared_ptr<iso::task_queue> queue_;
 };
 
 /* V8's default platform, with edgenode's page allocator (pages kept between
@@ -82,12 +58,14 @@ class edge_platform final : public v8::Platform {
     return inner_->OnCriticalMemoryPressure(length);
   }
   int NumberOfWorkerThreads() override { return inner_->NumberOfWorkerThreads(); }
+  /* A worker's isolate gets its own queue rather than the default
+   * platform's, which is keyed by the isolate's address: a queue left there
+   * by a disposed isolate would go to the next one made at that address. */
   std::shared_ptr<v8::TaskRunner> GetForegroundTaskRunner(v8::Isolate *isolate) override {
-    std::shared_ptr<v8::TaskRunner> runner = inner_->GetForegroundTaskRunner(isolate);
     auto *w = static_cast<iso_worker *>(isolate->GetData(iso::kIsolateWorkerSlot));
     if (w == nullptr)  /* the snapshot's isolate */
-      return runner;
-    return std::make_shared<counting_runner>(std::move(runner), w->foreground_tasks);
+      return inner_->GetForegroundTaskRunner(isolate);
+    return std::make_shared<worker_runner>(w->tasks);
   }
   void CallOnWorkerThread(std::unique_ptr<v8::Task> task) override {
     inner_->CallOnWorkerThread(iso::mpk_open_task(std::move(task)));
@@ -113,7 +91,6 @@ class edge_platform final : public v8::Platform {
     return inner_->GetTracingController();
   }
   void DumpWithoutCrashing() override { inner_->DumpWithoutCrashing(); }
-  v8::Platform *inner() { return inner_.get(); }
   v8::HighAllocationThroughputObserver *GetHighAllocationThroughputObserver() override {
     return inner_->GetHighAllocationThroughputObserver();
   }
@@ -154,13 +131,38 @@ bool platform_ready() {
   return platform != nullptr && snapshot_blob()->data != nullptr;
 }
 
-bool platform_run_task(v8::Isolate *isolate) {
-  return v8::platform::PumpMessageLoop(platform->inner(), isolate,
-                                       v8::platform::MessageLoopBehavior::kDoNotWait);
+double platform_now() {
+  return platform->MonotonicallyIncreasingTime();
 }
 
-void platform_forget(v8::Isolate *isolate) {
-  v8::platform::NotifyIsolateShutdown(platform->inner(), isolate);
+void task_queue::post(std::unique_ptr<v8::Task> task, double delay_s) {
+  double due = delay_s > 0 ? platform_now() + delay_s : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  tasks_.push_back({due, std::move(task)});
+  queued.store(tasks_.size(), std::memory_order_relaxed);
+}
+
+std::unique_ptr<v8::Task> task_queue::take_due() {
+  double now = platform_now();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+    if (it->due <= now) {
+      std::unique_ptr<v8::Task> task = std::move(it->task);
+      tasks_.erase(it);
+      queued.store(tasks_.size(), std::memory_order_relaxed);
+      return task;
+    }
+  }
+  return nullptr;
+}
+
+void task_queue::clear() {
+  std::deque<queued_task> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dropped.swap(tasks_);
+    queued.store(0, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace iso

@@ -97,6 +97,7 @@ iso_worker *pool_take(uint32_t memory_mb) {
     if (maker_running)
       wanted.notify_one();
   }
+  mpk_scope inside(w);
   w->isolate->SetStackLimit(this_thread_stack_limit());
   return w;
 }
@@ -167,15 +168,17 @@ int iso_pool_start(size_t keep_ready) {
 
 void iso_pool_stop(void) {
   bool was_running;
+  pthread_t thread;
   {
     std::lock_guard<std::mutex> lock(mu);
     was_running = maker_running;
+    thread = maker;
     maker_running = false;
     stopping = true;
     wanted.notify_one();
   }
   if (was_running) {
-    int rc = pthread_join(maker, nullptr);
+    int rc = pthread_join(thread, nullptr);
     if (rc != 0)
       log_error("could not join the isolate pool's thread: %s", strerror(rc));
   }

@@ -375,7 +375,10 @@ int main(int argc, char **argv) {
     log_error("cannot initialise V8");
     return 1;
   }
-  if (start(&self) != 0) return 1;
+  if (start(&self) != 0) {
+    pool_stop(&self); /* its thread may be inside V8 */
+    return 1;
+  }
   uv_run(self.loop, UV_RUN_DEFAULT);
   loader_free_all(&self);
   handoff_stop(&self);

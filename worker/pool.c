@@ -11,7 +11,10 @@
 #define POOL_TARGET 4
 
 void pool_start(worker *w) {
-  (void)w;
+  /* A cordoned tenant's process runs at the lowest priority the supervisor
+   * sets on its main thread, which a thread of its own would escape; its
+   * one tenant rarely starts cold anyway. */
+  if (w->config.dedicated) return;
   if (iso_pool_start(POOL_TARGET) != 0) log_warn("no isolate pool: each cold start makes its isolate");
 }
 

@@ -1597,6 +1597,26 @@ static void test_finalization_registry(void **state) {
   assert_string_equal(r.req[3].body, "/after");
   assert_false(iso_worker_broken(w));
   iso_worker_free(w);
+
+  /* One that runs V8 out of memory breaks the worker like any request
+   * would, and the worker can still be disposed. */
+  memset(&r, 0, sizeof(r));
+  w = load_ok(&r,
+              "const registry = new FinalizationRegistry(() => { new Array(1e8).fill(0); });\n"
+              "export default { fetch(request) {\n"
+              "  const path = new URL(request.url).pathname;\n"
+              "  if (path === '/register') for (let i = 0; i < 10; i++) registry.register({ i }, i);\n"
+              "  if (path === '/churn') {\n"
+              "    const kept = [];\n"
+              "    try { for (;;) kept.push(new ArrayBuffer(16 << 20)); } catch {}\n"
+              "  }\n"
+              "  return new Response(path);\n"
+              "} };",
+              &tight);
+  assert_int_equal(get(w, 1, "/register"), 0);
+  assert_int_equal(get(w, 2, "/churn"), 0);
+  assert_true(iso_worker_broken(w));
+  iso_worker_free(w);
 }
 
 static void test_free_in_callback(void **state) {
