@@ -1537,33 +1537,39 @@ static void test_deep_recursion(void **state) {
               "/", "RangeError RangeError", &generous);
 }
 
+/* A worker whose FinalizationRegistry calls `callback` with each held value
+ * (0 to 9): /register registers ten targets and drops them, /churn keeps
+ * ArrayBuffers up to the worker's cap (before V8 gives up on the one past
+ * it, it collects all garbage, and finds the targets gone), /cleaned
+ * answers what `cleaned` holds. */
+static iso_worker *finalizing_worker(rec *r, const char *callback, const iso_limits *limits) {
+  char src[1024];
+  snprintf(src, sizeof src,
+           "const cleaned = [];\n"
+           "const registry = new FinalizationRegistry(%s);\n"
+           "export default { fetch(request) {\n"
+           "  const path = new URL(request.url).pathname;\n"
+           "  if (path === '/register') for (let i = 0; i < 10; i++) registry.register({ i }, i);\n"
+           "  if (path === '/churn') {\n"
+           "    const kept = [];\n"
+           "    try { for (;;) kept.push(new ArrayBuffer(16 << 20)); } catch {}\n"
+           "  }\n"
+           "  if (path === '/cleaned') return new Response(cleaned.sort((a, b) => a - b).join(','));\n"
+           "  return new Response(path);\n"
+           "} };",
+           callback);
+  memset(r, 0, sizeof(*r));
+  return load_ok(r, src, limits);
+}
+
 /* V8 queues a FinalizationRegistry's callbacks as a task of its own after
  * the collection that found the targets gone: the worker runs it. */
 static void test_finalization_registry(void **state) {
   (void)state;
-  rec r = {0};
+  rec r;
   iso_limits generous = {0, 5000};
-  iso_worker *w = load_ok(&r,
-                          "const cleaned = [];\n"
-                          "const registry = new FinalizationRegistry((held) => cleaned.push(held));\n"
-                          "export default { fetch(request) {\n"
-                          "  const path = new URL(request.url).pathname;\n"
-                          "  if (path === '/register') {\n"
-                          "    for (let i = 0; i < 10; i++) registry.register({ i }, i);\n"
-                          "    return new Response('registered');\n"
-                          "  }\n"
-                          "  if (path === '/churn') {\n"
-                          "    const kept = [];\n"
-                          "    try { for (;;) kept.push(new ArrayBuffer(16 << 20)); } catch {}\n"
-                          "    return new Response(String(kept.length));\n"
-                          "  }\n"
-                          "  return new Response(cleaned.sort((a, b) => a - b).join(','));\n"
-                          "} };",
-                          &generous);
+  iso_worker *w = finalizing_worker(&r, "(held) => cleaned.push(held)", &generous);
   assert_int_equal(get(w, 1, "/register"), 0);
-  assert_string_equal(r.req[1].body, "registered");
-  /* ArrayBuffers kept up to the worker's cap: before V8 gives up on the
-   * one past it, it collects all garbage, and finds the targets gone. */
   assert_int_equal(get(w, 2, "/churn"), 0);
   assert_int_equal(r.req[2].kind, ISO_OK);
   assert_int_equal(get(w, 3, "/cleaned"), 0);
@@ -1572,20 +1578,8 @@ static void test_finalization_registry(void **state) {
 
   /* A callback that never returns is stopped by the CPU limit of the entry
    * it runs in; the worker serves on. */
-  memset(&r, 0, sizeof(r));
   iso_limits tight = {0, 1000};
-  w = load_ok(&r,
-              "const registry = new FinalizationRegistry(() => { for (;;) {} });\n"
-              "export default { fetch(request) {\n"
-              "  const path = new URL(request.url).pathname;\n"
-              "  if (path === '/register') for (let i = 0; i < 10; i++) registry.register({ i }, i);\n"
-              "  if (path === '/churn') {\n"
-              "    const kept = [];\n"
-              "    try { for (;;) kept.push(new ArrayBuffer(16 << 20)); } catch {}\n"
-              "  }\n"
-              "  return new Response(path);\n"
-              "} };",
-              &tight);
+  w = finalizing_worker(&r, "() => { for (;;) {} }", &tight);
   assert_int_equal(get(w, 1, "/register"), 0);
   uint64_t c0 = time_thread_cpu_ns();
   assert_int_equal(get(w, 2, "/churn"), 0);
@@ -1600,19 +1594,7 @@ static void test_finalization_registry(void **state) {
 
   /* One that runs V8 out of memory breaks the worker like any request
    * would, and the worker can still be disposed. */
-  memset(&r, 0, sizeof(r));
-  w = load_ok(&r,
-              "const registry = new FinalizationRegistry(() => { new Array(1e8).fill(0); });\n"
-              "export default { fetch(request) {\n"
-              "  const path = new URL(request.url).pathname;\n"
-              "  if (path === '/register') for (let i = 0; i < 10; i++) registry.register({ i }, i);\n"
-              "  if (path === '/churn') {\n"
-              "    const kept = [];\n"
-              "    try { for (;;) kept.push(new ArrayBuffer(16 << 20)); } catch {}\n"
-              "  }\n"
-              "  return new Response(path);\n"
-              "} };",
-              &tight);
+  w = finalizing_worker(&r, "() => { new Array(1e8).fill(0); }", &tight);
   assert_int_equal(get(w, 1, "/register"), 0);
   assert_int_equal(get(w, 2, "/churn"), 0);
   assert_true(iso_worker_broken(w));
