@@ -228,6 +228,9 @@ struct iso_worker {
   std::vector<iso_header> out_headers;
   uint64_t token = 0;         /* the token the current entry was made for */
   uint64_t charged = 0;       /* the token the outermost entry's CPU goes to */
+  uint64_t charged_reported_ns = 0; /* of this entry's CPU, what went with its request's done */
+  uint64_t outside_cpu_ns = 0;      /* see iso_worker_outside_stats() */
+  uint64_t outside_cpu_limit_hits = 0;
   int depth = 0;              /* nested entries into JavaScript */
   int calls = 0;              /* public calls on the stack */
   bool broken = false;        /* the heap limit was hit */

@@ -186,6 +186,12 @@ void request_done(iso_worker *w, uint64_t token) {
   /* Forgotten before the host hears of it, so that done may reuse the token
    * at once; its CPU time stays readable during the callback. */
   pending_request finished = *pending_find(w, token);
+  if (w->depth > 0 && w->charged == token) {
+    /* The entry that finishes it is still on: what it used so far is the
+     * request's, the rest of it is not (entry_end). */
+    w->charged_reported_ns = watchdog_used(&w->watch);
+    finished.cpu_ns += w->charged_reported_ns;
+  }
   pending_request *outer = w->finishing;
   pending_remove(w, token);
   w->finishing = &finished;
@@ -252,6 +258,7 @@ void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns)
   if (e->outer) {
     w->heap_hit = false;
     w->charged = token;
+    w->charged_reported_ns = 0;
     watchdog_arm(&w->watch, cpu_limit_ns);
   }
 }
@@ -265,8 +272,15 @@ iso_error_kind entry_end(iso_worker *w, entry *e) {
     bool fired;
     uint64_t used = watchdog_disarm(&w->watch, &fired);
     pending_request *p = pending_find(w, w->charged);
-    if (p != nullptr)
+    if (p != nullptr) {
       p->cpu_ns += used;
+    } else {
+      /* No request to charge: the load, or code that outlived its request
+       * (what ran after it was done is the part not reported with it). */
+      w->outside_cpu_ns += used > w->charged_reported_ns ? used - w->charged_reported_ns : 0;
+      if (fired && w->charged != 0)
+        w->outside_cpu_limit_hits++;
+    }
     /* A termination that arrived after JavaScript returned would hit the
      * next entry instead: always clear it. */
     w->isolate->CancelTerminateExecution();
@@ -894,9 +908,9 @@ size_t iso_worker_pending(const iso_worker *w) {
 uint64_t iso_worker_request_cpu_ns(const iso_worker *w, uint64_t token) {
   if (w == nullptr)
     return 0;
-  const pending_request *p = nullptr;
   if (w->finishing != nullptr && w->finishing->token == token)
-    p = w->finishing;
+    return w->finishing->cpu_ns;  /* with the finishing entry's part (request_done) */
+  const pending_request *p = nullptr;
   for (size_t i = 0; p == nullptr && i < w->pending.size(); i++)
     if (w->pending[i].token == token)
       p = &w->pending[i];
@@ -906,6 +920,11 @@ uint64_t iso_worker_request_cpu_ns(const iso_worker *w, uint64_t token) {
   if (w->depth > 0 && w->charged == token)
     return p->cpu_ns + watchdog_used(&w->watch);
   return p->cpu_ns;
+}
+
+void iso_worker_outside_stats(const iso_worker *w, uint64_t *cpu_ns, uint64_t *cpu_limit_hits) {
+  *cpu_ns = w ? w->outside_cpu_ns : 0;
+  *cpu_limit_hits = w ? w->outside_cpu_limit_hits : 0;
 }
 
 size_t iso_worker_pending_calls(const iso_worker *w) {

@@ -218,6 +218,14 @@ size_t iso_worker_pending(const iso_worker *w);
  */
 uint64_t iso_worker_request_cpu_ns(const iso_worker *w, uint64_t token);
 
+/* CPU time of entries into the worker that ran for no request still
+ * running (the load of its modules, and code that outlived its request:
+ * continuations after the request was done, a FinalizationRegistry's
+ * callbacks), and how many of those, the load aside, reached the CPU
+ * limit. Totals since the worker was made; iso_worker_request_cpu_ns()
+ * covers the rest. */
+void iso_worker_outside_stats(const iso_worker *w, uint64_t *cpu_ns, uint64_t *cpu_limit_hits);
+
 /* Set once the worker hit its memory limit: it must not be given new
  * requests. After its heap limit, or V8 running out of memory in it, its
  * requests have all been failed; after a request failed at its ArrayBuffer

@@ -247,6 +247,7 @@ static void sb_done(void *data, uint64_t token) {
     /* A tenant's dynamic workers run on its account. */
     sb->base.tenant->stats.cpu_ns += iso_worker_request_cpu_ns(sb->base.iso, token);
     sb->base.tenant->stats.dirty = 1;
+    loaded_charge_outside(&sb->base);
   }
   if (sb->base.iso) {
     iso_heap_stats hs;
@@ -532,6 +533,7 @@ static void sandbox_free(sandbox *sb) {
   }
   sb->base.requests = 0;
   if (sb->base.iso) {
+    loaded_charge_outside(&sb->base);
     iso_worker_free(sb->base.iso);
     sb->base.iso = NULL;
     w->loaded_count--;

@@ -293,7 +293,20 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
   return l;
 }
 
+void loaded_charge_outside(loaded *l) {
+  if (l->tenant == NULL || l->iso == NULL) return;
+  uint64_t cpu_ns, hits;
+  iso_worker_outside_stats(l->iso, &cpu_ns, &hits);
+  if (cpu_ns == l->outside_cpu_seen && hits == l->outside_hits_seen) return;
+  l->tenant->stats.cpu_ns += cpu_ns - l->outside_cpu_seen;
+  l->tenant->stats.cpu_limit_hits += hits - l->outside_hits_seen;
+  l->tenant->stats.dirty = 1;
+  l->outside_cpu_seen = cpu_ns;
+  l->outside_hits_seen = hits;
+}
+
 static void loaded_free(loaded *l) {
+  loaded_charge_outside(l);
   l->tenant->refs--;
   loader_parent_free(worker_self(), l);
   worker_self()->loaded_count--;
@@ -408,6 +421,7 @@ static void loaded_done(void *data, uint64_t token) {
   inflight *f = token_map_get(&w->tokens, token);
   if (f == NULL) return;
   f->tenant->stats.cpu_ns += iso_worker_request_cpu_ns(l->iso, token);
+  loaded_charge_outside(l);
   if (f->req) ingress_fail(w, f, 500, "worker finished without a response", NULL);
   if (l->requests > 0) l->requests--;
   facet_link_request_done(w, token);

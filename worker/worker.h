@@ -45,6 +45,8 @@ struct loaded {
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   loaded *next_retired;
   struct loader_state *loader; /* dynamic workers it started (loader_link.c), or NULL */
+  uint64_t outside_cpu_seen;   /* iso_worker_outside_stats() as last added to the tenant */
+  uint64_t outside_hits_seen;
 };
 
 /* Per-tenant counters since the last report to the supervisor (deltas),
@@ -252,6 +254,10 @@ void stats_heap(tenant *t, iso_worker *iso);
 void wall_start(worker *w);
 void wall_track(worker *w, inflight *f);
 void wall_untrack(worker *w, inflight *f);
+
+/* tenants.c: adds to l's tenant the CPU its isolate used outside any
+ * request since the last call (the load, code that outlived its request). */
+void loaded_charge_outside(loaded *l);
 
 /* pool.c: blank isolates made ahead, off the request path. */
 void pool_start(worker *w);

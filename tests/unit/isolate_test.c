@@ -1586,6 +1586,13 @@ static void test_finalization_registry(void **state) {
   /* The callback ran, to the limit: the watchdog never stops one early. */
   assert_true(time_thread_cpu_ns() - c0 >= 1000000000u);
   assert_int_equal(r.req[2].status, 200); /* answered before the callback ran */
+  /* The request was done before the callback ran: that CPU is the worker's
+   * outside any request, not lost. */
+  uint64_t outside_cpu, outside_hits;
+  iso_worker_outside_stats(w, &outside_cpu, &outside_hits);
+  assert_true(r.req[2].cpu_ns + outside_cpu >= 1000000000u);
+  assert_true(r.req[2].cpu_ns < 1000000000u);
+  assert_int_equal(outside_hits, 1);
   assert_int_equal(get(w, 3, "/after"), 0);
   assert_int_equal(r.req[3].kind, ISO_OK);
   assert_string_equal(r.req[3].body, "/after");
