@@ -163,3 +163,45 @@ test('the tenant endpoints need the bearer token and take only GET', async () =>
   assert.equal(del.status, 405, del.text);
   assert.equal((await tenant('alpha')).requests, ALPHA_REQUESTS, 'still there');
 });
+
+// Answers at once. The collections its ArrayBuffers force find the targets
+// it registered gone (in this request's, or by the next one's), and the
+// registry's callback then spins, after the request is done.
+const DELTA = `const registry = new FinalizationRegistry(() => { for (;;) {} });
+function registerTen() { for (let i = 0; i < 10; i++) registry.register({ i }, i); }
+function fillToTheCap() {
+  const kept = [];
+  try { for (;;) kept.push(new ArrayBuffer(8 << 20)); } catch {}
+  return kept.length;
+}
+export default {
+  fetch() {
+    registerTen();
+    return new Response('buffers ' + fillToTheCap());
+  },
+};
+`;
+
+test('CPU used after the request, by a FinalizationRegistry callback, is the tenant\'s', async () => {
+  // One worker process, so that both requests reach the same isolate.
+  const one = await startNode({ workers: 1 });
+  try {
+    await one.deployOk('delta', DELTA, { json: true, limits: { cpu_ms: 300, memory_mb: 32 } });
+    for (let i = 0; i < 2; i++) {
+      const r = await one.ingress('delta', '/');
+      assert.equal(r.status, 200, r.text);
+    }
+    // The callback ran to the CPU limit: a hit, and at least the limit in all.
+    await waitFor(async () => {
+      const s = (await one.control('GET', '/v1/tenants/delta')).json;
+      return s.requests === 2 && s.cpu_limit_hits >= 1 && s.cpu_ms >= 300;
+    }, { timeout: 5000, interval: 100, what: 'the callback\'s CPU in delta\'s counters' }).catch(async (err) => {
+      err.message += `\nlast: ${(await one.control('GET', '/v1/tenants/delta')).text}`;
+      throw err;
+    });
+    const s = (await one.control('GET', '/v1/tenants/delta')).json;
+    assert.equal(s.errors, 0);
+  } finally {
+    await one.stop({ clean: true });
+  }
+});
