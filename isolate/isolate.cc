@@ -263,6 +263,13 @@ void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns)
   }
 }
 
+/* CPU of an entry made for no running request: the load, or code that
+ * outlived its request (what ran after it was done is the part not
+ * reported with it). */
+void charge_outside(iso_worker *w, uint64_t used) {
+  w->outside_cpu_ns += used > w->charged_reported_ns ? used - w->charged_reported_ns : 0;
+}
+
 /* Returns why JavaScript was cut short: ISO_OK, ISO_ERR_CPU or ISO_ERR_MEMORY. */
 iso_error_kind entry_end(iso_worker *w, entry *e) {
   iso_error_kind why = ISO_OK;
@@ -275,11 +282,7 @@ iso_error_kind entry_end(iso_worker *w, entry *e) {
     if (p != nullptr) {
       p->cpu_ns += used;
     } else {
-      /* No request to charge: the load, or code that outlived its request
-       * (what ran after it was done is the part not reported with it). */
-      w->outside_cpu_ns += used > w->charged_reported_ns ? used - w->charged_reported_ns : 0;
-      if (fired && w->charged != 0)
-        w->outside_cpu_limit_hits++;
+      charge_outside(w, used);
     }
     /* A termination that arrived after JavaScript returned would hit the
      * next entry instead: always clear it. */
@@ -361,6 +364,9 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call
     context->SetContinuationPreservedEmbedderData(v8::Undefined(isolate));
   switch (entry_end(w, &e)) {
   case ISO_ERR_CPU:
+    /* Code that outlived its request: the hit is no request's. */
+    if (blamed != 0 && pending_find(w, blamed) == nullptr)
+      w->outside_cpu_limit_hits++;
     request_fail(w, blamed, ISO_ERR_CPU, "exceeded CPU limit");
     /* Any other request may have lost its continuation: none could finish. */
     if (queue_lost)
@@ -463,7 +469,12 @@ void oom_handler(const char *location, bool) {
 void oom_recover(iso_worker *w) {
   w->running_task.reset();
   bool fired;
-  watchdog_disarm(&w->watch, &fired);
+  uint64_t used = watchdog_disarm(&w->watch, &fired);
+  pending_request *p = pending_find(w, w->charged);
+  if (p != nullptr)
+    p->cpu_ns += used;
+  else
+    charge_outside(w, used);
   while (v8::Isolate::GetCurrent() == w->isolate)
     w->isolate->Exit();
   w->depth = 0;

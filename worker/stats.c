@@ -50,7 +50,12 @@ static void stats_report(uv_timer_t *timer) {
   worker *w = container_of(timer, worker, stats_timer);
   json_t *tenants = json_object();
   for (tenant *t = w->tenants; t; t = t->next) {
-    if (t->current) stats_heap(t, t->current->iso);
+    if (t->current) {
+      stats_heap(t, t->current->iso);
+      /* What ran after its last request (a FinalizationRegistry's callbacks)
+       * is reported even if no request comes again. */
+      loaded_charge_outside(t->current);
+    }
     if (!t->stats.dirty) continue;
     json_object_set_new(tenants, t->name, stats_json(t));
     size_t heap = t->stats.heap_used;

@@ -673,6 +673,12 @@ void tenant_changed(worker *w, const char *name) {
 }
 
 void tenant_free_all(worker *w) {
+  /* Retired versions first: freeing one updates its tenant. */
+  while (w->retired) {
+    loaded *l = w->retired;
+    w->retired = l->next_retired;
+    loaded_free(l);
+  }
   while (w->tenants) {
     tenant *t = w->tenants;
     w->tenants = t->next;
@@ -683,10 +689,5 @@ void tenant_free_all(worker *w) {
     free(t->cordon_error);
     free(t->name);
     free(t);
-  }
-  while (w->retired) {
-    loaded *l = w->retired;
-    w->retired = l->next_retired;
-    loaded_free(l);
   }
 }
