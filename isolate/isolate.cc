@@ -263,11 +263,16 @@ void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns)
   }
 }
 
-/* CPU of an entry made for no running request: the load, or code that
- * outlived its request (what ran after it was done is the part not
- * reported with it). */
-void charge_outside(iso_worker *w, uint64_t used) {
-  w->outside_cpu_ns += used > w->charged_reported_ns ? used - w->charged_reported_ns : 0;
+/* Charges the outermost entry's CPU to its request, or, when it was made
+ * for no running request (the load, code that outlived its request), to
+ * the worker: what ran after its request was done is the part not reported
+ * with it. */
+void charge_entry(iso_worker *w, uint64_t used) {
+  pending_request *p = pending_find(w, w->charged);
+  if (p != nullptr)
+    p->cpu_ns += used;
+  else
+    w->outside_cpu_ns += used > w->charged_reported_ns ? used - w->charged_reported_ns : 0;
 }
 
 /* Returns why JavaScript was cut short: ISO_OK, ISO_ERR_CPU or ISO_ERR_MEMORY. */
@@ -277,13 +282,7 @@ iso_error_kind entry_end(iso_worker *w, entry *e) {
     /* Its verdict is read below, as heap_hit, with V8's own. */
     (void)heap_check(w);
     bool fired;
-    uint64_t used = watchdog_disarm(&w->watch, &fired);
-    pending_request *p = pending_find(w, w->charged);
-    if (p != nullptr) {
-      p->cpu_ns += used;
-    } else {
-      charge_outside(w, used);
-    }
+    charge_entry(w, watchdog_disarm(&w->watch, &fired));
     /* A termination that arrived after JavaScript returned would hit the
      * next entry instead: always clear it. */
     w->isolate->CancelTerminateExecution();
@@ -469,12 +468,7 @@ void oom_handler(const char *location, bool) {
 void oom_recover(iso_worker *w) {
   w->running_task.reset();
   bool fired;
-  uint64_t used = watchdog_disarm(&w->watch, &fired);
-  pending_request *p = pending_find(w, w->charged);
-  if (p != nullptr)
-    p->cpu_ns += used;
-  else
-    charge_outside(w, used);
+  charge_entry(w, watchdog_disarm(&w->watch, &fired));
   while (v8::Isolate::GetCurrent() == w->isolate)
     w->isolate->Exit();
   w->depth = 0;

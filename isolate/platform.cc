@@ -100,7 +100,7 @@ class edge_platform final : public v8::Platform {
   v8::PageAllocator *pages_;
 };
 
-std::unique_ptr<edge_platform> platform;
+std::unique_ptr<v8::Platform> platform;
 
 /* Rehashing every table of the snapshot in each new isolate is a tenth of
  * what making an isolate costs. The read-only heap, where V8 keeps the hash

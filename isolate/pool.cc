@@ -156,6 +156,8 @@ int iso_pool_start(size_t keep_ready) {
     wanted.notify_one();
     return 0;
   }
+  if (keep_ready == 0)  /* nothing to keep: no thread */
+    return 0;
   stopping = false;
   int rc = pthread_create(&maker, nullptr, maker_main, nullptr);
   if (rc != 0) {

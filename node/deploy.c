@@ -140,24 +140,21 @@ void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, voi
 
 /* ---- --dev --------------------------------------------------------------------- */
 
-typedef void (*dev_then)(node *n);
-
 static void on_dev_deployed(node *n, void *data, int status, json_t *body) {
-  dev_then then = *(dev_then *)data;
-  free(data);
+  (void)data;
   if (status != 200 && status != 201) { /* "deployed" is logged already */
     char *text = json_dumps(body, JSON_COMPACT);
     log_write(LOG_ERROR, "hello", NULL, text, "--dev: deploying examples/hello.js failed");
     free(text);
   }
-  then(n);
+  node_announce_ready(n);
 }
 
-void node_deploy_dev(node *n, dev_then then) {
+void node_deploy_dev(node *n) {
   json_t *spec = node_spec_single((const char *)node_hello_js, node_hello_js_len);
   if (spec == NULL) {
     log_error("--dev: the embedded examples/hello.js is not UTF-8");
-    then(n);
+    node_announce_ready(n);
     return;
   }
   json_t *row = NULL;
@@ -169,12 +166,9 @@ void node_deploy_dev(node *n, dev_then then) {
     if (same) {
       log_write(LOG_INFO, "hello", NULL, NULL, "--dev: hello is already deployed");
       json_decref(spec);
-      then(n);
+      node_announce_ready(n);
       return;
     }
   }
-  /* A function pointer does not fit a void * in standard C. */
-  dev_then *boxed = xmalloc(sizeof *boxed);
-  *boxed = then;
-  node_deploy(n, "hello", spec, on_dev_deployed, boxed);
+  node_deploy(n, "hello", spec, on_dev_deployed, NULL);
 }

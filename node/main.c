@@ -22,7 +22,7 @@ static void log_ready(node *n) {
   json_decref(extra);
 }
 
-static void announce_ready(node *n) {
+void node_announce_ready(node *n) {
   if (n->state != NODE_SERVING) return; /* stopped while hello was deployed */
   log_ready(n);
   node_event_new(n, "start", NULL,
@@ -37,9 +37,9 @@ void node_on_procs_changed(node *n) {
   n->ready_logged = 1;
   /* With --dev, "ready" means hello answers: it is announced once deployed. */
   if (n->cfg.dev)
-    node_deploy_dev(n, announce_ready);
+    node_deploy_dev(n);
   else
-    announce_ready(n);
+    node_announce_ready(n);
 }
 
 static void on_handle_closed(uv_handle_t *h) { (void)h; }

@@ -289,8 +289,8 @@ void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, voi
 /* The metadata of a registry row as shown by the control API. */
 json_t *node_worker_metadata(json_t *row, int with_sizes);
 /* --dev: deploys the embedded examples/hello.js as "hello" unless
- * identical; `then` runs once that is settled, deployed or not. */
-void node_deploy_dev(node *n, void (*then)(node *n));
+ * identical, then announces the node ready, deployed or not. */
+void node_deploy_dev(node *n);
 
 /* run.c: POST /v1/run, one-shot execution in a worker process. */
 void node_run(node *n, http_request *req);
@@ -466,6 +466,9 @@ int node_cordons_route(node *n, http_request *req, const char *name, const char 
 /* main.c */
 /* Called by procs.c whenever a process became ready or exited. */
 void node_on_procs_changed(node *n);
+/* Logs "ready", records the start event and tells systemd: once all worker
+ * processes are up (and, with --dev, hello is deployed). */
+void node_announce_ready(node *n);
 /* Called by procs.c when, during shutdown, the last process and its handles are gone. */
 void node_on_procs_stopped(node *n);
 

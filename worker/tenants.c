@@ -421,7 +421,6 @@ static void loaded_done(void *data, uint64_t token) {
   inflight *f = token_map_get(&w->tokens, token);
   if (f == NULL) return;
   f->tenant->stats.cpu_ns += iso_worker_request_cpu_ns(l->iso, token);
-  loaded_charge_outside(l);
   if (f->req) ingress_fail(w, f, 500, "worker finished without a response", NULL);
   if (l->requests > 0) l->requests--;
   facet_link_request_done(w, token);

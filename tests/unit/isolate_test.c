@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1815,6 +1816,17 @@ static void test_pool(void **state) {
   assert_int_equal(iso_pool_size(), 0);
 }
 
+/* Threads of this process. */
+static size_t thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  assert_non_null(d);
+  size_t n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
 /* Waits (generously: the machine may be busy) until the pool holds `n`. */
 static int pool_reaches(size_t n) {
   for (int i = 0; i < 3000 && iso_pool_size() != n; i++) {
@@ -1871,6 +1883,10 @@ static void test_pool_thread(void **state) {
   iso_worker_free(again);
   iso_pool_stop();
   assert_int_equal(iso_pool_size(), 0);
+  /* Nothing to keep ready starts no thread (a draining process asks so). */
+  size_t threads = thread_count();
+  assert_int_equal(iso_pool_start(0), 0);
+  assert_int_equal(thread_count(), threads);
   /* And it starts again. */
   assert_int_equal(iso_pool_start(1), 0);
   assert_true(pool_reaches(1));
