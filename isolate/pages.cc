@@ -18,6 +18,7 @@
  * again costs about as much, on a virtual machine, as the fault it saves.
  * Under MPK, where a kept region sits on key 0, it is closed all the same.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
@@ -26,6 +27,7 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "internal.h"
@@ -96,15 +98,17 @@ class reusing_pages final : public forwarding_pages {
         return kept;
     }
     void *p = inner_->AllocatePages(hint, length, alignment, permissions);
-    if (p != nullptr && length == kHeapPageBytes) {
+    if (p != nullptr && keepable_size(length)) {
       std::lock_guard<std::mutex> lock(mu_);
-      heap_pages_[p] = access_of(permissions);
+      fresh_++;
+      if (length == kHeapPageBytes)
+        heap_pages_[p] = access_of(permissions);
     }
     return p;
   }
 
   bool FreePages(void *address, size_t length) override {
-    access now = forget(address);
+    access now = forget(address, &length);
     if (keepable_size(length) && keep(address, length, now))
       return true;
     return inner_->FreePages(address, length);
@@ -128,8 +132,25 @@ class reusing_pages final : public forwarding_pages {
     return true;
   }
 
+  /* Once it has read a snapshot, V8 gives back the tail of the heap pages
+   * whose objects never move. Unmapped, the tail would leave a region of an
+   * odd size, unmapped in turn when the isolate goes, and the next isolate
+   * would map a fresh page in its place and fault all of it in: five
+   * system calls that change the mappings (each flushes the TLB of every
+   * core the process runs on, dear on a virtual machine) for each of two
+   * pages per isolate. The tail's pages are dropped instead, which gives
+   * their memory back all the same, and the whole page is kept when V8
+   * frees the rest. Under MPK the tail is unmapped as before, so that no
+   * page of a freed isolate keeps its key. */
   bool ReleasePages(void *address, size_t length, size_t new_length) override {
-    forget(address);  /* no longer a whole heap page */
+    if (!retagged_ && shorten(address, length)) {
+      if (madvise((char *)address + new_length, length - new_length, MADV_DONTNEED) != 0)
+        log_warn("could not drop %zu bytes of a heap page: %s", length - new_length,
+                 strerror(errno));
+      return true;
+    }
+    size_t whole = length;
+    forget(address, &whole);
     return inner_->ReleasePages(address, length, new_length);
   }
 
@@ -170,6 +191,7 @@ class reusing_pages final : public forwarding_pages {
     out->kept_regions = kept_.size();
     out->kept_resident_bytes = resident_total_;
     out->reused_regions = reused_;
+    out->fresh_regions = fresh_;
   }
 
  private:
@@ -214,9 +236,28 @@ class reusing_pages final : public forwarding_pages {
     return -1;
   }
 
-  /* Stops following the region at `address`; what its pages were open to. */
-  access forget(void *address) {
+  /* Whether the region at `address`, `length` long to V8, is a heap page
+   * still mapped whole; if so it is followed as shortened from now on. */
+  bool shorten(void *address, size_t length) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (shortened_.count(address) > 0)
+      return true;
+    auto it = heap_pages_.find(address);
+    if (it == heap_pages_.end() || length != kHeapPageBytes)
+      return false;
+    heap_pages_.erase(it);
+    shortened_.insert(address);
+    return true;
+  }
+
+  /* Stops following the region at `address`; what its pages were open to.
+   * `length` becomes what is mapped there, when V8 shortened it. */
+  access forget(void *address, size_t *length) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shortened_.erase(address) > 0) {
+      *length = kHeapPageBytes;
+      return access::unknown;
+    }
     auto it = heap_pages_.find(address);
     if (it != heap_pages_.end()) {
       access now = it->second;
@@ -312,10 +353,12 @@ class reusing_pages final : public forwarding_pages {
   std::mutex mu_;  /* V8 frees pages on its background threads too */
   std::vector<kept_region> kept_;
   std::unordered_map<void *, access> heap_pages_;  /* live whole heap pages */
+  std::unordered_set<void *> shortened_;  /* live heap pages V8 shortened */
   std::vector<kept_region> untouched_;  /* reservations handed out, not yet opened */
   std::vector<unsigned char> residency_;
   size_t resident_total_ = 0;
   uint64_t reused_ = 0;
+  uint64_t fresh_ = 0;
 };
 
 reusing_pages *the_pages;
