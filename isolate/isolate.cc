@@ -936,6 +936,13 @@ size_t iso_worker_pending_calls(const iso_worker *w) {
   return w->async_calls.size();
 }
 
+void iso_worker_external_memory(iso_worker *w, int64_t change_bytes) {
+  if (w == nullptr || change_bytes == 0)
+    return;
+  mpk_scope inside(w);
+  w->isolate->AdjustAmountOfExternalAllocatedMemory(change_bytes);
+}
+
 int iso_worker_broken(const iso_worker *w) {
   return w->broken || w->retiring ? 1 : 0;
 }

@@ -234,6 +234,12 @@ void iso_worker_outside_stats(const iso_worker *w, uint64_t *cpu_ns, uint64_t *c
  * host frees it once they are done. */
 int iso_worker_broken(const iso_worker *w);
 
+/* Memory outside w's heap that w's objects keep alive (a dynamic worker
+ * behind a stub): V8 collects sooner the more there is. A growth may collect
+ * at once, so it is told from inside w's JavaScript (a host call); a
+ * shrink may be told at any time. */
+void iso_worker_external_memory(iso_worker *w, int64_t change_bytes);
+
 typedef struct iso_heap_stats {
   size_t used_bytes;
   size_t total_bytes;

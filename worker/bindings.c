@@ -44,6 +44,7 @@ static int bindings_call_sync(void *data, const iso_call *call, iso_wire *result
   if (type && strcmp(type, "facet") == 0) return facet_link_call(worker_self(), l, call, result);
   if (type && strcmp(type, "stream") == 0)
     return stream_link_call_sync(worker_self(), l, call, result);
+  if (type && strcmp(type, "loader") == 0) return loader_link_call_sync(worker_self(), l, call, result);
   wire_error(result, "TypeError", "this binding has no synchronous operations");
   return -1;
 }

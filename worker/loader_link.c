@@ -35,6 +35,11 @@
 #define LOADER_SWEEP_MS 1000
 /* Dynamic workers one parent version may hold at once (each is an isolate). */
 #define LOADER_MAX_CHILDREN 1000
+/* What a load() child is said to hold, to its parent's garbage collector:
+ * about what an idle isolate keeps (docs/benchmarks.md). A collection that
+ * finds a child's stub garbage frees the child; without this, V8 would
+ * see only the stub's few bytes and collect rarely. */
+#define CHILD_EXTERNAL_BYTES (1536 << 10)
 
 enum { KIND_LOAD = 0, KIND_GET = 1 };
 
@@ -57,6 +62,8 @@ struct loader_child {
   int keyed;                /* findable in the table */
   uint64_t owner_token;     /* load(): the parent request it belongs to */
   int owner_done;
+  int stub_gone;            /* load(): the parent collected its stub */
+  int64_t external_bytes;   /* told to the parent's heap while it lives */
   int outbound;             /* globalOutbound not null */
   int64_t subrequests_left; /* -1: no limit */
   /* What the isolate is made from, until it is made. */
@@ -178,7 +185,8 @@ static void child_check(loader_child *c) {
     child_discard(c);
     return;
   }
-  if (c->kind == KIND_LOAD && c->owner_done && sandbox_idle(&c->sb)) child_discard(c);
+  if (c->kind == KIND_LOAD && (c->owner_done || c->stub_gone) && sandbox_idle(&c->sb))
+    child_discard(c);
 }
 
 static int child_prepare(sandbox *sb, iso_error *err) {
@@ -276,6 +284,7 @@ static void child_freed(sandbox *sb) {
   loader_child *c = (loader_child *)sb;
   table_remove(c);
   if (c->owner) {
+    if (c->external_bytes) iso_worker_external_memory(c->owner->parent->iso, -c->external_bytes);
     if (c->prev) c->prev->next = c->next;
     else c->owner->children = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -494,6 +503,56 @@ static void child_drop_new(loader_child *c) {
   sandbox_reap();
 }
 
+/* How a call names its child: a kind, and a key (a stub number or an id). */
+typedef struct child_name {
+  int kind;
+  const char *key;
+  size_t key_len;
+  char keybuf[32];
+} child_name;
+
+static int next_child_name(args *a, child_name *n) {
+  iso_wire_value kind, key;
+  if (next_of(a, &kind, ISO_WIRE_NUMBER, "kind") || next_of(a, &key, -1, "key")) return -1;
+  n->kind = kind.number == 1 ? KIND_GET : KIND_LOAD;
+  if (key.type == ISO_WIRE_STRING) {
+    n->key = key.ptr;
+    n->key_len = key.len;
+  } else if (key.type == ISO_WIRE_NUMBER) {
+    n->key_len = (size_t)snprintf(n->keybuf, sizeof n->keybuf, "%.0f", key.number);
+    n->key = n->keybuf;
+  } else {
+    a->why = "key";
+    return -1;
+  }
+  return 0;
+}
+
+/* "release" [kind, key]: the parent's stub of a load() child was collected,
+ * so nothing can call the child again; it goes once it is idle. */
+int loader_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+  (void)w;
+  args a = {.why = NULL};
+  iso_wire_reader_init(&a.r, call->args, call->args_len);
+  iso_wire_value v;
+  child_name n;
+  if (strcmp(call->op, "release") != 0) {
+    bindings_error(result, "TypeError", "the loader has no such operation");
+    return -1;
+  }
+  if (next_of(&a, &v, ISO_WIRE_ARRAY, "arguments") || v.count != 2 || next_child_name(&a, &n)) {
+    bindings_error(result, "TypeError", "malformed loader call");
+    return -1;
+  }
+  loader_child *c = n.kind == KIND_LOAD ? table_find(l, n.kind, n.key, n.key_len) : NULL;
+  if (c) {
+    c->stub_gone = 1;
+    child_check(c);
+  }
+  iso_wire_undefined(result);
+  return 0;
+}
+
 int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
   if (strcmp(call->op, "fetch") != 0) {
     bindings_error(result, "TypeError", "the loader has no such operation");
@@ -502,23 +561,13 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
   sweep_start(w);
   args a = {.why = NULL};
   iso_wire_reader_init(&a.r, call->args, call->args_len);
-  iso_wire_value v, kind, key, method, url, body;
-  char keybuf[32];
-  const char *key_ptr = NULL;
-  size_t key_len = 0;
-  if (next_of(&a, &v, ISO_WIRE_ARRAY, "arguments") || v.count != 7 ||
-      next_of(&a, &kind, ISO_WIRE_NUMBER, "kind") || next_of(&a, &key, -1, "key"))
+  iso_wire_value v, method, url, body;
+  child_name n;
+  if (next_of(&a, &v, ISO_WIRE_ARRAY, "arguments") || v.count != 7 || next_child_name(&a, &n))
     goto malformed;
-  if (key.type == ISO_WIRE_STRING) {
-    key_ptr = key.ptr;
-    key_len = key.len;
-  } else if (key.type == ISO_WIRE_NUMBER) {
-    key_len = (size_t)snprintf(keybuf, sizeof keybuf, "%.0f", key.number);
-    key_ptr = keybuf;
-  } else {
-    goto malformed;
-  }
-  int k = kind.number == 1 ? KIND_GET : KIND_LOAD;
+  int k = n.kind;
+  const char *key_ptr = n.key;
+  size_t key_len = n.key_len;
   const uint8_t *code_at = a.r.pos;
   if (skip_value(&a.r, 0) != 0) goto malformed;
   size_t code_len = (size_t)(a.r.pos - code_at);
@@ -571,6 +620,10 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
       return -1;
     }
     table_add(c);
+    if (k == KIND_LOAD) {
+      c->external_bytes = CHILD_EXTERNAL_BYTES;
+      iso_worker_external_memory(l->iso, c->external_bytes);
+    }
   }
   loader_call *lc = xmalloc(sizeof *lc);
   lc->token = call->token;

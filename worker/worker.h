@@ -225,6 +225,8 @@ int egress_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
 /* Cancels what a finished request left open at the egress (otherwise done by a 1 s sweep). */
 void egress_link_request_done(worker *w, uint64_t token);
 int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+/* "release": the parent collected the stub of a load() child. */
+int loader_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result);
 /* loader_link.c, told by tenants.c: a request of version l is over (its
  * load() children go once idle); version l is about to be freed (all its
  * children go, and its queue loses the loader's units). */

@@ -20,6 +20,15 @@
 // an error named "LoaderNeedsCode": the stub sends the code (calling getCode()
 // for get()) and asks again.
 
+// A load() child lives as long as its stub can still be called. The host
+// frees it when the parent's request is over, or sooner, once the stub is
+// garbage: a parent that loads children one after another in a long request
+// then holds a few at a time, not every one it made. Taken at load: the
+// fragment's top level runs after tenant code may have replaced globals.
+const LoaderStubRegistry = FinalizationRegistry;
+const loaderRegisterStub = FinalizationRegistry.prototype.register;
+const loaderApply = Reflect.apply;
+
 // Evaluated when a worker first gets this binding (lazyFragment,
 // 00-util.js); the body is not indented.
 const loaderFragment = lazyFragment(() => {
@@ -31,6 +40,21 @@ const loaderErrorClasses = {
   Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError,
 };
 let loaderStubSerial = 0;
+// What is held for a collected stub: [binding, kind, key].
+const loaderStubsGone = new LoaderStubRegistry((held) => {
+  try {
+    native.callSync(held[0], 'release', [held[1], held[2]]);
+  } catch {
+    // The parent is going away: its children go with it.
+  }
+});
+// A stub whose isolate is the stub's own (load(), or get() without an id).
+function loaderOwnStub(binding, code, getCode) {
+  const key = ++loaderStubSerial;
+  const state = new LoaderStubState(binding, 0, key, code, getCode);
+  loaderApply(loaderRegisterStub, loaderStubsGone, [state, [binding, 0, key]]);
+  return new WorkerStub(kPrivate, state);
+}
 
 // UTF-8 bytes of a string; past `limit` its length (a lower bound) does.
 function loaderUtf8Length(s, limit) {
@@ -294,17 +318,14 @@ class WorkerLoader {
     }
     if (id === null || id === undefined) {
       // No id: nothing to share, so each stub is its own isolate.
-      return new WorkerStub(kPrivate,
-        new LoaderStubState(this.#binding, 0, ++loaderStubSerial, null, getCode));
+      return loaderOwnStub(this.#binding, null, getCode);
     }
     return new WorkerStub(kPrivate, new LoaderStubState(this.#binding, 1, `${id}`, null, getCode));
   }
 
   load(code) {
     requireArgs(arguments.length, 1, 'load', 'WorkerLoader');
-    const normalized = loaderCode(code);
-    return new WorkerStub(kPrivate,
-      new LoaderStubState(this.#binding, 0, ++loaderStubSerial, normalized, null));
+    return loaderOwnStub(this.#binding, loaderCode(code), null);
   }
 }
 defineInterface(WorkerLoader, 'WorkerLoader');

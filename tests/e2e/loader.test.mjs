@@ -425,3 +425,41 @@ test('the same parent script shape as on workerd: load() then fetch(request)', a
   assert.equal(res.status, 200, res.text);
   assert.equal(res.text, 'hi from /some/path POST');
 });
+
+test('load(): a long request that loads children one after another holds a few at a time', async () => {
+  // An agent evaluating snippets in a loop: each child is done with once its
+  // response is read and its stub is garbage. More than the 1,000 children a
+  // parent may hold at once, so every one of them must go before the request ends.
+  const serial = `export default {
+    async fetch(request, env) {
+      const n = Number(new URL(request.url).searchParams.get('n'));
+      let ok = 0;
+      for (let i = 0; i < n; i++) {
+        const stub = env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'c.js',
+          modules: { 'c.js': 'export default { fetch() { return new Response("child ' + i + '"); } };' } });
+        const res = await stub.getEntrypoint().fetch('http://child/');
+        if ((await res.text()) === 'child ' + i) ok++;
+      }
+      // long enough for the process to report its isolates once more
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      return Response.json({ ok });
+    },
+  };`;
+  await node.deployOk('serial', { 'index.js': serial },
+    { bindings: LOADER, limits: { cpu_ms: 10000, wall_ms: 280000 } });
+  let most = 0;
+  let done = false;
+  const watch = (async () => {
+    while (!done) {
+      most = Math.max(most, (await isolates()) ?? 0);
+      await sleep(250);
+    }
+  })();
+  const res = await node.ingress('serial', '/?n=1100', { timeout: 290000 });
+  done = true;
+  await watch;
+  assert.equal(res.status, 200, res.text);
+  assert.deepEqual(res.json, { ok: 1100 });
+  assert.ok(most > 1 && most < 400, `isolates alive at once: at most ${most}`);
+  await node.control('DELETE', '/v1/workers/serial');
+});
