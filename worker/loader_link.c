@@ -35,10 +35,10 @@
 #define LOADER_SWEEP_MS 1000
 /* Dynamic workers one parent version may hold at once (each is an isolate). */
 #define LOADER_MAX_CHILDREN 1000
-/* What a load() child is said to hold, to its parent's garbage collector:
- * about what an idle isolate keeps (docs/benchmarks.md). A collection that
- * finds a child's stub garbage frees the child; without this, V8 would
- * see only the stub's few bytes and collect rarely. */
+/* What an idle load() child is said to hold, to its parent's garbage
+ * collector: about what an idle isolate keeps (docs/benchmarks.md). A
+ * collection that finds a child's stub garbage frees the child; without
+ * this, V8 would see only the stub's few bytes and collect rarely. */
 #define CHILD_EXTERNAL_BYTES (1536 << 10)
 
 enum { KIND_LOAD = 0, KIND_GET = 1 };
@@ -63,7 +63,7 @@ struct loader_child {
   uint64_t owner_token;     /* load(): the parent request it belongs to */
   int owner_done;
   int stub_gone;            /* load(): the parent collected its stub */
-  int64_t external_bytes;   /* told to the parent's heap while it lives */
+  int64_t external_bytes;   /* told to the parent's heap until discarded */
   int outbound;             /* globalOutbound not null */
   int64_t subrequests_left; /* -1: no limit */
   /* What the isolate is made from, until it is made. */
@@ -172,9 +172,32 @@ static void code_free(loader_child *c) {
   c->code = NULL;
 }
 
+/* The parent's collector is told the child's memory is gone. A shrink may
+ * be told at any time, from the loop too. */
+static void child_untell(loader_child *c) {
+  if (c->owner && c->external_bytes) iso_worker_external_memory(c->owner->parent->iso, -c->external_bytes);
+  c->external_bytes = 0;
+}
+
+/* Tells the parent's collector about its load() children that went idle
+ * since it was last told. Only from inside the parent's JavaScript (a new
+ * load()), where a collection may run at once; and only idle ones, so that
+ * a parent that starts many children at once (Promise.all) does not collect
+ * for each one while none of them can go yet. */
+static void tell_idle_children(loaded *l) {
+  int64_t idle = 0;
+  for (loader_child *c = l->loader ? l->loader->children : NULL; c; c = c->next) {
+    if (c->kind != KIND_LOAD || c->sb.dying || c->external_bytes || !sandbox_idle(&c->sb)) continue;
+    c->external_bytes = CHILD_EXTERNAL_BYTES;
+    idle += c->external_bytes;
+  }
+  iso_worker_external_memory(l->iso, idle);
+}
+
 /* No longer findable, and freed once it is safe (from the loop). */
 static void child_discard(loader_child *c) {
   table_remove(c);
+  child_untell(c);
   sandbox_release(&c->sb);
 }
 
@@ -283,8 +306,8 @@ static void child_idle(sandbox *sb) { child_check((loader_child *)sb); }
 static void child_freed(sandbox *sb) {
   loader_child *c = (loader_child *)sb;
   table_remove(c);
+  child_untell(c);
   if (c->owner) {
-    if (c->external_bytes) iso_worker_external_memory(c->owner->parent->iso, -c->external_bytes);
     if (c->prev) c->prev->next = c->next;
     else c->owner->children = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -604,6 +627,7 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
     bindings_error(result, "LoaderNeedsCode", "the dynamic worker must be (re)started");
     return -1;
   }
+  if (c == NULL && k == KIND_LOAD) tell_idle_children(l);
   if (c == NULL && make_room_for_child(l) != 0) {
     if (headers != stack_headers) free(headers);
     bindings_error(result, "Error",
@@ -620,10 +644,6 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
       return -1;
     }
     table_add(c);
-    if (k == KIND_LOAD) {
-      c->external_bytes = CHILD_EXTERNAL_BYTES;
-      iso_worker_external_memory(l->iso, c->external_bytes);
-    }
   }
   loader_call *lc = xmalloc(sizeof *lc);
   lc->token = call->token;

@@ -6,7 +6,6 @@
  * inside a callback: sandbox_release() only marks the sandbox and a one-shot
  * idle handle frees it from the loop, where no JavaScript is on the stack.
  */
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,20 +59,13 @@ static uv_timer_t wall_timer;
 static int handles_ready;
 
 static void sandbox_free(sandbox *sb);
-static void sandbox_reap_some(size_t most);
 static void wall_sweep(uv_timer_t *t);
 
 /* ---- the loop's side: reaping, wall time ---- */
 
-/* Freeing an isolate takes about half a millisecond: a parent whose request
- * ends with hundreds of children, or whose collector just let go of dozens
- * of stubs, would hold up every other tenant of the process while they all
- * went. The reaper frees a few per turn of the loop instead. */
-#define REAPED_PER_TURN 2
-
 static void reaper_run(uv_idle_t *h) {
   uv_idle_stop(h);
-  sandbox_reap_some(REAPED_PER_TURN);
+  sandbox_reap();
 }
 
 static void handles_init(void) {
@@ -85,26 +77,22 @@ static void handles_init(void) {
   handles_ready = 1;
 }
 
-static void sandbox_reap_some(size_t most) {
+void sandbox_reap(void) {
   sandbox *list = reap_list;
   reap_list = NULL;
-  size_t freed = 0;
   while (list) {
     sandbox *sb = list;
     list = sb->reap_next;
-    if (sb->entered || freed >= most) {
-      /* Its JavaScript is on the stack, or enough went this turn: next time round. */
+    if (sb->entered) {
+      /* Its JavaScript is on the stack: next time round. */
       sb->reap_next = reap_list;
       reap_list = sb;
       uv_idle_start(&reaper, reaper_run);
       continue;
     }
     sandbox_free(sb);
-    freed++;
   }
 }
-
-void sandbox_reap(void) { sandbox_reap_some(SIZE_MAX); }
 
 void sandbox_free_all(void) {
   for (sandbox *sb = all_sandboxes; sb; sb = sb->all_next) sandbox_release(sb);
@@ -314,6 +302,9 @@ void sandbox_init(sandbox *sb, const sandbox_ops *ops, tenant *t, json_t *spec,
 
 /* Room for one more isolate: the process's maximum counts every isolate. */
 static int make_room(worker *w) {
+  if (w->loaded_count < WORKER_MAX_ISOLATES) return 0;
+  /* Released ones go first: they hold isolates nobody will use again. */
+  sandbox_reap();
   if (w->loaded_count < WORKER_MAX_ISOLATES) return 0;
   return evict_lru(w, 1) == 1 ? 0 : -1;
 }
