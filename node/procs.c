@@ -327,11 +327,20 @@ static void check_stopped(node *n) {
   if (n->state == NODE_DRAINING && node_procs_live(n) == 0) node_on_procs_stopped(n);
 }
 
+/* How a channel ended tells whether the worker is to be trusted. While the
+ * node shuts down, a worker that exits closes its end with whatever the
+ * supervisor sent last still unread, and the supervisor sees a reset: that
+ * is the worker leaving as asked, not misbehaving. */
+static int channel_failed(const node_proc *p, int reason) {
+  if (reason == 0 || reason == UV_EOF) return 0;
+  return !(reason == UV_ECONNRESET && p->owner->state == NODE_DRAINING);
+}
+
 static void on_channel_close(proto_channel *ch, int reason) {
   node_proc *p = ch->data;
   p->channel_open = 0;
   p->channel_started = 0;
-  if (reason != 0 && reason != UV_EOF && p->alive) {
+  if (channel_failed(p, reason) && p->alive) {
     /* A worker that speaks garbage cannot be trusted with requests: kill it
      * and let the restart path bring a fresh one. */
     char extra[96];
