@@ -845,6 +845,9 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
   if (!guarded(w, [&]() { loaded = worker_load(w, o, err); }))
     error_set(err, ISO_ERR_MEMORY, "exceeded memory limit");
   if (!loaded) {
+    /* Top-level code that ran into a limit still used the CPU: the host
+     * charges it to its tenant like any other. */
+    err->cpu_ns = w->outside_cpu_ns;
     worker_destroy(w);
     iso_error_clear(&local);
     return nullptr;

@@ -59,6 +59,7 @@ typedef struct iso_error {
   int line;       /* 1-based; 0 when unknown */
   int column;     /* 1-based; 0 when unknown */
   char *stack;    /* JavaScript stack, when known: for logs, never for clients */
+  uint64_t cpu_ns; /* a failed iso_worker_create: the CPU its modules' top level used */
 } iso_error;
 
 void iso_error_clear(iso_error *err);

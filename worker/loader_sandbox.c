@@ -333,6 +333,10 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err) {
   if (sb->base.tenant) worker_running_leave(worker_self());
   if (sb->base.iso == NULL) {
     sb->broken = 1;
+    if (sb->base.tenant) {
+      sb->base.tenant->stats.cpu_ns += err->cpu_ns;
+      sb->base.tenant->stats.dirty = 1;
+    }
     return -1;
   }
   w->loaded_count++;

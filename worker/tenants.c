@@ -281,6 +281,8 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
   free(caps);
   free(mods);
   if (l->iso == NULL) {
+    t->stats.cpu_ns += err.cpu_ns;
+    t->stats.dirty = 1;
     *transient = err.kind == ISO_ERR_CPU || err.kind == ISO_ERR_MEMORY;
     *error = xasprintf("%s", err.message ? err.message : "unknown error");
     log_write(LOG_ERROR, t->name, NULL, NULL, "worker failed to load: %s", *error);

@@ -463,3 +463,34 @@ test('load(): a long request that loads children one after another holds a few a
   assert.ok(most > 1 && most < 400, `isolates alive at once: at most ${most}`);
   await node.control('DELETE', '/v1/workers/serial');
 });
+
+test('the CPU a child spends failing to start counts towards its parent tenant', async () => {
+  // A child whose top-level code spins until its CPU limit stops it: the load
+  // fails, and the CPU it burnt is the parent tenant's all the same (the
+  // cordoning monitor reads these figures).
+  const spinner = `export default {
+    async fetch(request, env) {
+      const stub = env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 's.js', limits: { cpuMs: 40 },
+        modules: { 's.js': 'for (;;) {}\\nexport default { fetch() { return new Response("never"); } };' } });
+      try {
+        await stub.getEntrypoint().fetch('http://child/');
+        return new Response('started?');
+      } catch (err) {
+        return new Response(err.message);
+      }
+    },
+  };`;
+  await node.deployOk('spinner', { 'index.js': spinner }, { bindings: LOADER, limits: { cpu_ms: 500 } });
+  const stats = async () => (await node.control('GET', '/v1/tenants/spinner')).json;
+  for (let i = 0; i < 3; i++) {
+    const res = await node.ingress('spinner', '/');
+    assert.equal(res.status, 200, res.text);
+    assert.match(res.text, /CPU/);
+  }
+  // Three loads stopped at 40 ms each: at least 90 ms of CPU, reported within a second or two.
+  await waitFor(async () => (await stats()).cpu_ms >= 90,
+    { timeout: 5000, what: 'the failed loads\' CPU in the tenant\'s figures' });
+  const s = await stats();
+  assert.ok(s.cpu_limit_hits >= 3, `cpu_limit_hits: ${s.cpu_limit_hits}`);
+  await node.control('DELETE', '/v1/workers/spinner');
+});
