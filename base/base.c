@@ -184,18 +184,25 @@ int worker_name_valid(const char *name, size_t len) {
   return 1;
 }
 
-int random_hex(char *out, size_t bytes) {
-  unsigned char buf[64];
-  if (bytes > sizeof buf) return -EINVAL;
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = getrandom(buf + got, bytes - got, 0);
+int random_bytes(void *out, size_t len) {
+  unsigned char *at = out;
+  while (len > 0) {
+    ssize_t n = getrandom(at, len, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       return -errno;
     }
-    got += (size_t)n;
+    at += n;
+    len -= (size_t)n;
   }
+  return 0;
+}
+
+int random_hex(char *out, size_t bytes) {
+  unsigned char buf[64];
+  if (bytes > sizeof buf) return -EINVAL;
+  int rc = random_bytes(buf, bytes);
+  if (rc != 0) return rc;
   static const char hex[] = "0123456789abcdef";
   for (size_t i = 0; i < bytes; i++) {
     out[2 * i] = hex[buf[i] >> 4];

@@ -77,7 +77,9 @@ int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* Worker names: [a-z0-9][a-z0-9-]{0,62}. */
 int worker_name_valid(const char *name, size_t len);
 
-/* `bytes` random bytes (at most 64) as 2*bytes hex chars + NUL, from getrandom(2). Returns 0 or -errno. */
+/* `len` random bytes from getrandom(2). Returns 0 or -errno. */
+int random_bytes(void *out, size_t len);
+/* `bytes` random bytes (at most 64) as 2*bytes hex chars + NUL. Returns 0 or -errno. */
 int random_hex(char *out, size_t bytes);
 
 #endif

@@ -3,12 +3,10 @@
  * See runtime/README.md for the contract. Every function finds its worker in
  * its context's embedder data.
  */
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
-#include <sys/random.h>
 
 #include <unicode/uchar.h>
 #include <unicode/uidna.h>
@@ -162,17 +160,8 @@ void native_random_fill(const Info &info) {
     throw_range_error(isolate, "at most 65536 random bytes at once");
     return;
   }
-  while (len > 0) {
-    ssize_t n = getrandom(data, len, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      isolate->ThrowException(v8::Exception::Error(str(isolate, "no randomness available")));
-      return;
-    }
-    data += n;
-    len -= (size_t)n;
-  }
+  if (random_bytes(data, len) != 0)
+    isolate->ThrowException(v8::Exception::Error(str(isolate, "no randomness available")));
 }
 
 /* utf8Encode(string) */

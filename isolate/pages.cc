@@ -149,8 +149,7 @@ class reusing_pages final : public forwarding_pages {
                  strerror(errno));
       return true;
     }
-    size_t whole = length;
-    forget(address, &whole);
+    forget(address, nullptr);
     return inner_->ReleasePages(address, length, new_length);
   }
 
@@ -251,11 +250,12 @@ class reusing_pages final : public forwarding_pages {
   }
 
   /* Stops following the region at `address`; what its pages were open to.
-   * `length` becomes what is mapped there, when V8 shortened it. */
+   * `length`, if given, becomes what is mapped there when V8 shortened it. */
   access forget(void *address, size_t *length) {
     std::lock_guard<std::mutex> lock(mu_);
     if (shortened_.erase(address) > 0) {
-      *length = kHeapPageBytes;
+      if (length != nullptr)
+        *length = kHeapPageBytes;
       return access::unknown;
     }
     auto it = heap_pages_.find(address);

@@ -3,10 +3,8 @@
  */
 #include <libplatform/libplatform.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/random.h>
 
 #include <memory>
 
@@ -129,16 +127,7 @@ bool fix_hash_seed() {
  * here; without a source it opens /dev/urandom through stdio once per
  * isolate, four system calls where one does. */
 bool entropy(unsigned char *buffer, size_t length) {
-  while (length > 0) {
-    ssize_t n = getrandom(buffer, length, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    buffer += n;
-    length -= (size_t)n;
-  }
-  return true;
+  return random_bytes(buffer, length) == 0;
 }
 
 }  // namespace

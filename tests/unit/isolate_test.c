@@ -1948,18 +1948,21 @@ static void test_page_reuse(void **state) {
   iso_page_stats_get(&after);
   assert_true(after.kept_regions > 0);
 
-  /* From then on a worker's pages all come from the kept ones, those V8
-   * shortens after reading the snapshot too: nothing is mapped anew. */
+  /* From then on a worker's pages come from the kept ones, those V8
+   * shortens after reading the snapshot too. A collection that falls
+   * differently (a busy machine) may need a page more now and then; not
+   * keeping the shortened ones maps three anew per worker. */
+  enum { CYCLES = 10 };
   iso_page_stats_get(&before);
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < CYCLES; i++) {
     memset(&r.req[1], 0, sizeof(r.req[1]));
     w = load_ok(&r, hello, NULL);
     assert_int_equal(get(w, 1, "/"), 0);
     iso_worker_free(w);
   }
   iso_page_stats_get(&after);
-  assert_int_equal(after.fresh_regions, before.fresh_regions);
-  assert_true(after.reused_regions >= before.reused_regions + 5);
+  assert_in_range(after.fresh_regions - before.fresh_regions, 0, CYCLES / 2);
+  assert_true(after.reused_regions >= before.reused_regions + CYCLES);
 }
 
 /* Not a pass/fail test: prints what a worker and a request cost. */
