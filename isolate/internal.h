@@ -72,12 +72,18 @@ constexpr uint32_t kDefaultMemoryMb = 128;
  * what the pool holds. NULL (and *err filled) on failure. Any thread. */
 iso_worker *worker_blank(uint32_t memory_mb, iso_error *err);
 void worker_destroy(iso_worker *w);
+/* What a worker's isolate holds: its heap and its ArrayBuffers, in bytes. */
+size_t worker_held_bytes(iso_worker *w);
 
 /* ---- pool.cc: blank workers made ahead ---- */
 
 /* A blank worker from the pool, ready for the calling thread; NULL when
  * the pool is empty or the limit is not the default. */
 iso_worker *pool_take(uint32_t memory_mb);
+/* Hands a worker nobody uses any more to the pool's thread, which destroys
+ * it before it makes the next blank one; false when that thread is not
+ * running or has enough waiting, and the caller destroys it itself. */
+bool pool_retire(iso_worker *w);
 
 /* ---- platform.cc ---- */
 
@@ -147,6 +153,7 @@ class allocator final : public v8::ArrayBuffer::Allocator {
   void Free(void *data, size_t length) override;
   /* Allocations refused so far: a request that fails after one hit the cap. */
   uint64_t refusals() const { return refused_.load(std::memory_order_relaxed); }
+  size_t used() const { return used_.load(std::memory_order_relaxed); }
 
  private:
   bool reserve(size_t length);

@@ -705,7 +705,24 @@ void worker_destroy(iso_worker *w) {
   mpk_key_release(pkey);
 }
 
+size_t worker_held_bytes(iso_worker *w) {
+  if (w->isolate == nullptr)
+    return 0;
+  mpk_scope inside(w);  /* the statistics are read from its pages */
+  v8::HeapStatistics hs;
+  w->isolate->GetHeapStatistics(&hs);
+  return hs.total_physical_size() + w->array_buffers->used();
+}
+
 namespace {
+
+/* Disposing of an isolate takes half a millisecond or more of the calling
+ * thread, most of it V8 tearing its heap down: the pool's thread does it
+ * when it can, off the loop that serves requests. */
+void worker_release(iso_worker *w) {
+  if (!pool_retire(w))
+    worker_destroy(w);
+}
 
 /* Keeps the worker alive while a public call is on the stack, so that a host
  * callback may call iso_worker_free() safely. */
@@ -714,7 +731,7 @@ struct call_guard {
   explicit call_guard(iso_worker *worker) : w(worker) { w->calls++; }
   ~call_guard() {
     if (--w->calls == 0 && w->free_requested)
-      worker_destroy(w);
+      worker_release(w);
   }
 };
 
@@ -848,7 +865,7 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
     /* Top-level code that ran into a limit still used the CPU: the host
      * charges it to its tenant like any other. */
     err->cpu_ns = w->outside_cpu_ns;
-    worker_destroy(w);
+    worker_release(w);
     iso_error_clear(&local);
     return nullptr;
   }
@@ -876,7 +893,7 @@ void iso_worker_free(iso_worker *w) {
     w->free_requested = true;
     return;
   }
-  worker_destroy(w);
+  worker_release(w);
 }
 
 int iso_worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req) {

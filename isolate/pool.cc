@@ -12,6 +12,10 @@
  * exception: the isolate's stack limit is taken from the stack of the
  * thread that created it. A worker taken from the pool therefore gets the
  * taking thread's limit (pool_take).
+ *
+ * The same thread disposes of the workers the loop is done with
+ * (pool_retire), first thing each time round: their heap pages are then
+ * kept (pages.cc) just before the next blank isolate asks for pages.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -40,9 +44,23 @@ constexpr int kMakerNice = 10;
 /* After a failure to make an isolate, the pool's thread waits this long. */
 constexpr auto kRetryAfter = std::chrono::seconds(1);
 
+/* Retired workers waiting for the pool's thread: past either bound the
+ * loop disposes of its own, so that a busy machine, where the thread of
+ * lower priority falls behind, holds no more than this much in waiting
+ * and a big heap goes at once. */
+constexpr size_t kRetiredMax = 32;
+constexpr size_t kRetiredBytesMax = 64u << 20;
+constexpr size_t kRetiredOneMax = 8u << 20;
+
 std::mutex mu;
 std::condition_variable wanted; /* the pool is below its target, or the thread should stop */
 std::vector<iso_worker *> ready;
+struct retiree {
+  iso_worker *w;
+  size_t bytes; /* worker_held_bytes() when it was retired */
+};
+std::vector<retiree> retired;
+size_t retired_bytes = 0;
 size_t target = 0;              /* what the pool's thread keeps ready */
 bool stopping = false;
 bool maker_running = false;
@@ -56,8 +74,23 @@ void *maker_main(void *) {
   mpk_thread_close();
   std::unique_lock<std::mutex> lock(mu);
   while (!stopping) {
+    if (!retired.empty()) {
+      /* While blanks are wanted, one disposal per blank made: its pages go
+       * to the next blank, and a cold start waiting for one matters more
+       * than memory waiting to be given back. */
+      size_t n = ready.size() < target ? 1 : retired.size();
+      std::vector<retiree> batch(retired.end() - (ptrdiff_t)n, retired.end());
+      retired.resize(retired.size() - n);
+      for (const retiree &r : batch)
+        retired_bytes -= r.bytes;
+      lock.unlock();
+      for (const retiree &r : batch)
+        worker_destroy(r.w);
+      lock.lock();
+    }
     if (ready.size() >= target) {
-      wanted.wait(lock);
+      if (retired.empty() && !stopping)
+        wanted.wait(lock);
       continue;
     }
     lock.unlock();
@@ -100,6 +133,28 @@ iso_worker *pool_take(uint32_t memory_mb) {
   mpk_scope inside(w);
   w->isolate->SetStackLimit(this_thread_stack_limit());
   return w;
+}
+
+bool pool_retire(iso_worker *w) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    /* Short of blanks, the thread has its hands full: a loop that waits
+     * for a blank would wait longer for it. */
+    if (!maker_running || stopping || ready.size() < target || retired.size() >= kRetiredMax)
+      return false;
+  }
+  /* Read outside the lock: the statistics take a few microseconds. */
+  size_t bytes = worker_held_bytes(w);
+  if (bytes > kRetiredOneMax)
+    return false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!maker_running || stopping || retired.size() >= kRetiredMax ||
+      retired_bytes + bytes > kRetiredBytesMax)
+    return false;
+  retired.push_back({w, bytes});
+  retired_bytes += bytes;
+  wanted.notify_one();
+  return true;
 }
 
 }  // namespace iso
@@ -184,6 +239,15 @@ void iso_pool_stop(void) {
     if (rc != 0)
       log_error("could not join the isolate pool's thread: %s", strerror(rc));
   }
+  /* What the thread had no time for before it stopped. */
+  std::vector<retiree> left;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    left.swap(retired);
+    retired_bytes = 0;
+  }
+  for (const retiree &r : left)
+    worker_destroy(r.w);
   if (iso_pool_fill(0) != 0)
     log_debug("could not empty the isolate pool");
 }

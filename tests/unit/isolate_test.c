@@ -1894,6 +1894,47 @@ static void test_pool_thread(void **state) {
   assert_int_equal(iso_pool_size(), 0);
 }
 
+/* With the pool's thread running and its blanks ready, freeing a worker
+ * hands it to that thread to dispose of; stopping the pool disposes of
+ * those it had not got to. Either way their pages come back. */
+static void test_pool_thread_disposes(void **state) {
+  (void)state;
+  rec r = {0};
+  enum { N = 12 };
+  iso_worker *ws[N];
+  assert_int_equal(iso_pool_fill(0), 0);
+  for (int i = 0; i < N; i++) {
+    memset(&r.req[1], 0, sizeof(r.req[1]));
+    ws[i] = load_ok(&r, hello, NULL);
+    assert_int_equal(get(ws[i], 1, "/"), 0);
+    assert_string_equal(r.req[1].body, "hi");
+  }
+  iso_page_trim(0);
+  iso_page_stats before, after;
+  iso_page_stats_get(&before);
+  assert_int_equal(iso_pool_start(2), 0);
+  assert_true(pool_reaches(2));
+  uint64_t c0 = time_thread_cpu_ns();
+  for (int i = 0; i < N; i++)
+    iso_worker_free(ws[i]);
+  uint64_t freeing_ns = time_thread_cpu_ns() - c0;
+  iso_pool_stop();
+  assert_int_equal(iso_pool_size(), 0);
+  iso_page_stats_get(&after);
+  print_message("  freeing a worker: %.3f ms of the freeing thread's CPU\n",
+                (double)freeing_ns / N / 1e6);
+  assert_true(after.kept_regions >= before.kept_regions + N);
+
+  /* And the pool's thread starts again with nothing left over. */
+  assert_int_equal(iso_pool_start(1), 0);
+  assert_true(pool_reaches(1));
+  iso_worker *w = load_ok(&r, hello, NULL);
+  assert_true(pool_reaches(1));
+  iso_worker_free(w);
+  iso_pool_stop();
+  assert_int_equal(iso_pool_size(), 0);
+}
+
 /* A freed isolate's heap pages are kept, within bounds, for the next one. */
 static void test_page_reuse(void **state) {
   (void)state;
@@ -2118,6 +2159,7 @@ int main(void) {
       cmocka_unit_test(test_snapshot_contexts_are_separate),
       cmocka_unit_test(test_pool),
       cmocka_unit_test(test_pool_thread),
+      cmocka_unit_test(test_pool_thread_disposes),
       cmocka_unit_test(test_page_reuse),
       cmocka_unit_test(test_costs),
   };
