@@ -246,6 +246,9 @@ struct iso_worker {
   bool heap_hit = false;      /* ... during the current entry */
   uint64_t growths_seen = 0;  /* pages_heap_growths() at its last heap_check */
   bool free_requested = false; /* iso_worker_free() came from a callback */
+  /* V8 ran out of memory and was left by a jump (guarded()), past the
+   * release of locks it holds: only this thread can dispose of it. */
+  bool jumped_out = false;
 };
 
 namespace iso {

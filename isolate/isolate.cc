@@ -495,6 +495,7 @@ bool guarded(iso_worker *w, F &&fn) {
   if (sigsetjmp(g.jmp, 0) != 0) {
     oom_top = g.outer;
     w->oom = nullptr;
+    w->jumped_out = true;
     oom_recover(w);
     return false;
   }
@@ -682,6 +683,9 @@ bool worker_load(iso_worker *w, const iso_worker_options *o, iso_error *err) {
 
 void worker_destroy(iso_worker *w) {
   int pkey = w->pkey;
+  /* The host has let go of its data: a fault report made while V8 tears the
+   * isolate down (mpk) must not follow it. */
+  w->host.data = nullptr;
   mpk_scope inside(w);
   if (w->isolate != nullptr) {
     w->modules.clear();
@@ -720,7 +724,7 @@ namespace {
  * thread, most of it V8 tearing its heap down: the pool's thread does it
  * when it can, off the loop that serves requests. */
 void worker_release(iso_worker *w) {
-  if (!pool_retire(w))
+  if (w->jumped_out || !pool_retire(w))
     worker_destroy(w);
 }
 

@@ -59,8 +59,9 @@ struct retiree {
   iso_worker *w;
   size_t bytes; /* worker_held_bytes() when it was retired */
 };
-std::vector<retiree> retired;
-size_t retired_bytes = 0;
+std::vector<retiree> retired;  /* waiting for the thread */
+size_t retired_count = 0;       /* waiting or being disposed of */
+size_t retired_bytes = 0;       /* of those, by worker_held_bytes() */
 size_t target = 0;              /* what the pool's thread keeps ready */
 bool stopping = false;
 bool maker_running = false;
@@ -73,20 +74,22 @@ void *maker_main(void *) {
   /* Like the watchdog, it holds no isolate's key between isolates. */
   mpk_thread_close();
   std::unique_lock<std::mutex> lock(mu);
+  /* While blanks are wanted, one disposal per blank made: its pages go to
+   * the next blank, and a cold start waiting for one matters more than
+   * memory waiting to be given back. */
+  bool disposed_since_blank = false;
   while (!stopping) {
-    if (!retired.empty()) {
-      /* While blanks are wanted, one disposal per blank made: its pages go
-       * to the next blank, and a cold start waiting for one matters more
-       * than memory waiting to be given back. */
-      size_t n = ready.size() < target ? 1 : retired.size();
-      std::vector<retiree> batch(retired.end() - (ptrdiff_t)n, retired.end());
-      retired.resize(retired.size() - n);
-      for (const retiree &r : batch)
-        retired_bytes -= r.bytes;
+    if (!retired.empty() && (ready.size() >= target || !disposed_since_blank)) {
+      retiree r = retired.back();
+      retired.pop_back();
       lock.unlock();
-      for (const retiree &r : batch)
-        worker_destroy(r.w);
+      worker_destroy(r.w);
       lock.lock();
+      /* Counted until gone: the bounds are on what is not yet given back. */
+      retired_count--;
+      retired_bytes -= r.bytes;
+      disposed_since_blank = true;
+      continue;
     }
     if (ready.size() >= target) {
       if (retired.empty() && !stopping)
@@ -97,6 +100,7 @@ void *maker_main(void *) {
     iso_error err = {};
     iso_worker *w = worker_blank(kDefaultMemoryMb, &err);
     lock.lock();
+    disposed_since_blank = false;
     if (w == nullptr) {
       log_error("could not make a blank isolate: %s", err.message ? err.message : "?");
       iso_error_clear(&err);
@@ -140,7 +144,7 @@ bool pool_retire(iso_worker *w) {
     std::lock_guard<std::mutex> lock(mu);
     /* Short of blanks, the thread has its hands full: a loop that waits
      * for a blank would wait longer for it. */
-    if (!maker_running || stopping || ready.size() < target || retired.size() >= kRetiredMax)
+    if (!maker_running || stopping || ready.size() < target || retired_count >= kRetiredMax)
       return false;
   }
   /* Read outside the lock: the statistics take a few microseconds. */
@@ -148,10 +152,11 @@ bool pool_retire(iso_worker *w) {
   if (bytes > kRetiredOneMax)
     return false;
   std::lock_guard<std::mutex> lock(mu);
-  if (!maker_running || stopping || retired.size() >= kRetiredMax ||
+  if (!maker_running || stopping || retired_count >= kRetiredMax ||
       retired_bytes + bytes > kRetiredBytesMax)
     return false;
   retired.push_back({w, bytes});
+  retired_count++;
   retired_bytes += bytes;
   wanted.notify_one();
   return true;
@@ -244,6 +249,7 @@ void iso_pool_stop(void) {
   {
     std::lock_guard<std::mutex> lock(mu);
     left.swap(retired);
+    retired_count = 0;
     retired_bytes = 0;
   }
   for (const retiree &r : left)
