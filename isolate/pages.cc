@@ -292,28 +292,35 @@ class reusing_pages final : public forwarding_pages {
     return nullptr;
   }
 
-  /* Zeroes what is resident; false leaves the region to the caller to unmap. */
+  /* Zeroes what is resident; false leaves the region to the caller to unmap.
+   * The work is done before the lock is taken to publish it: the region is
+   * nobody else's until then, and the thread doing it may be the pool's, of
+   * lower priority, which must not hold up a loop that asks for pages. */
   bool keep(void *start, size_t length, access now) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (kept_.size() >= kMaxRegions)
-      return false;
-    residency_.resize(length / page_);
-    if (mincore(start, length, residency_.data()) != 0)
+    bool swap;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (kept_.size() >= kMaxRegions)
+        return false;
+      swap = swap_;
+    }
+    std::vector<unsigned char> residency(length / page_);
+    if (mincore(start, length, residency.data()) != 0)
       return false;
     size_t resident = 0;
-    for (unsigned char r : residency_)
+    for (unsigned char r : residency)
       resident += (r & 1) * page_;
-    if (resident_total_ + resident > kMaxResidentBytes)
+    if (!room_for(resident))
       return false;
     if (resident > 0) {
       if (now != access::read_write && mprotect(start, length, PROT_READ | PROT_WRITE) != 0)
         return false;
       now = access::read_write;
-      for (size_t i = 0; i < residency_.size(); i++)
-        if (residency_[i] & 1)
+      for (size_t i = 0; i < residency.size(); i++)
+        if (residency[i] & 1)
           memset((char *)start + i * page_, 0, page_);
     }
-    if (swap_ && !drop_swapped(start))
+    if (swap && !drop_swapped(start, residency))
       return false;
     /* Under MPK the region sits on key 0 while kept: no isolate may write
      * into what the next one will be given. */
@@ -322,23 +329,32 @@ class reusing_pages final : public forwarding_pages {
         return false;
       now = access::none;
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    /* Others may have kept regions meanwhile: the bounds hold all the same. */
+    if (kept_.size() >= kMaxRegions || resident_total_ + resident > kMaxResidentBytes)
+      return false;
     kept_.push_back(kept_region{start, length, resident, now, time_mono_ns()});
     resident_total_ += resident;
     return true;
   }
 
+  bool room_for(size_t resident) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resident_total_ + resident <= kMaxResidentBytes;
+  }
+
   /* Pages not resident may be in swap, holding the old tenant's bytes:
-   * they are dropped, to come back as zeros. Called with mu_ held, after
-   * residency_ was read for the region at `start`. */
-  bool drop_swapped(void *start) {
-    size_t n = residency_.size();
+   * they are dropped, to come back as zeros. `residency` is mincore()'s
+   * reading of the region at `start`. */
+  bool drop_swapped(void *start, const std::vector<unsigned char> &residency) {
+    size_t n = residency.size();
     for (size_t i = 0; i < n;) {
-      if (residency_[i] & 1) {
+      if (residency[i] & 1) {
         i++;
         continue;
       }
       size_t j = i;
-      while (j < n && !(residency_[j] & 1))
+      while (j < n && !(residency[j] & 1))
         j++;
       if (madvise((char *)start + i * page_, (j - i) * page_, MADV_DONTNEED) != 0)
         return false;
@@ -355,7 +371,6 @@ class reusing_pages final : public forwarding_pages {
   std::unordered_map<void *, access> heap_pages_;  /* live whole heap pages */
   std::unordered_set<void *> shortened_;  /* live heap pages V8 shortened */
   std::vector<kept_region> untouched_;  /* reservations handed out, not yet opened */
-  std::vector<unsigned char> residency_;
   size_t resident_total_ = 0;
   uint64_t reused_ = 0;
   uint64_t fresh_ = 0;
