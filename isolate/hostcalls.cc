@@ -157,6 +157,10 @@ struct encoder {
   }
 
   bool value(v8::Local<v8::Value> v, int depth) {
+    /* Strings first: the check is inline, the others are calls into V8,
+     * and strings are what a facet's exec passes most. */
+    if (v->IsString())
+      return string(v.As<v8::String>());
     if (v->IsUndefined()) {
       iso_wire_undefined(out);
     } else if (v->IsNull()) {
@@ -173,8 +177,6 @@ struct encoder {
         return false;
       }
       iso_wire_bigint(out, n);
-    } else if (v->IsString()) {
-      return string(v.As<v8::String>());
     } else if (v->IsArrayBufferView()) {
       v8::Local<v8::ArrayBufferView> view = v.As<v8::ArrayBufferView>();
       if (view->Buffer()->IsSharedArrayBuffer())
@@ -447,9 +449,8 @@ void utf8_into(v8::Isolate *isolate, v8::Local<v8::String> s, std::string *out) 
                  v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
 }
 
-bool prepare(iso_worker *w, const Info &info, call_args *ca) {
+bool prepare(iso_worker *w, v8::Local<v8::Context> context, const Info &info, call_args *ca) {
   v8::Isolate *isolate = info.GetIsolate();
-  v8::Local<v8::Context> context = isolate->GetCurrentContext();
   if (!info[0]->IsString() || !info[1]->IsString() || !info[2]->IsArray()) {
     throw_type_error(isolate, "expected (binding, op, args)");
     return false;
@@ -476,9 +477,9 @@ const char *direct_name(iso_worker *w, v8::Isolate *isolate, int slot, v8::Local
 
 /* prepare() for (binding, op, ...args): the arguments are read from the
  * call itself, one API call fewer per value than from an array. */
-bool prepare_direct(iso_worker *w, const Info &info, call_args *ca) {
+bool prepare_direct(iso_worker *w, v8::Local<v8::Context> context, const Info &info,
+                    call_args *ca) {
   v8::Isolate *isolate = info.GetIsolate();
-  v8::Local<v8::Context> context = isolate->GetCurrentContext();
   if (info.Length() < 2 || !info[0]->IsString() || !info[1]->IsString()) {
     throw_type_error(isolate, "expected (binding, op, ...args)");
     return false;
@@ -496,8 +497,9 @@ bool prepare_direct(iso_worker *w, const Info &info, call_args *ca) {
   return true;
 }
 
-iso_call call_of(iso_worker *w, v8::Isolate *isolate, const call_args &ca, uint32_t id) {
-  return iso_call{running_token(w, isolate->GetCurrentContext()),
+iso_call call_of(iso_worker *w, v8::Local<v8::Context> context, const call_args &ca,
+                 uint32_t id) {
+  return iso_call{running_token(w, context),
                   id,
                   ca.binding_name,
                   ca.op_name,
@@ -506,8 +508,8 @@ iso_call call_of(iso_worker *w, v8::Isolate *isolate, const call_args &ca, uint3
 }
 
 /* The host's call_sync for an encoded call; its result goes to ca.buf.result. */
-int run_sync(iso_worker *w, v8::Isolate *isolate, call_args &ca) {
-  iso_call call = call_of(w, isolate, ca, 0);
+int run_sync(iso_worker *w, v8::Local<v8::Context> context, call_args &ca) {
+  iso_call call = call_of(w, context, ca, 0);
   return w->host_calls.call_sync(w->host.data, &call, ca.buf.result);
 }
 
@@ -571,10 +573,10 @@ void sync_direct(const Info &info, bool numbers) {
     return;
   }
   call_args ca(true);
-  if (!prepare_direct(w, info, &ca))
+  if (!prepare_direct(w, context, info, &ca))
     return;
   iso_wire *result = ca.buf.result;
-  int rc = run_sync(w, isolate, ca);
+  int rc = run_sync(w, context, ca);
   if (worker_gone(w, isolate))
     return;
   int count = numbers && rc == 0 ? numbers_answer(w, result) : -1;
@@ -603,10 +605,10 @@ void hostcall_sync(const Info &info) {
     return;
   }
   call_args ca(true);
-  if (!prepare(w, info, &ca))
+  if (!prepare(w, context, info, &ca))
     return;
   iso_wire *result = ca.buf.result;
-  int rc = run_sync(w, isolate, ca);
+  int rc = run_sync(w, context, ca);
   if (!worker_gone(w, isolate)) {
     v8::Local<v8::Value> out = outcome_of(w, context, rc == 0, result->data, result->len);
     if (!out.IsEmpty())
@@ -661,7 +663,7 @@ void hostcall_async(const Info &info) {
   }
   /* The host may keep the arguments until it completes: buffers of its own. */
   call_args ca(false);
-  if (!prepare(w, info, &ca)) {
+  if (!prepare(w, context, info, &ca)) {
     info.GetReturnValue().SetUndefined();
     return;
   }
@@ -670,7 +672,7 @@ void hostcall_async(const Info &info) {
   do
     id = ++w->last_call_id;
   while (id == 0 || w->async_calls.count(id) != 0);
-  iso_call call = call_of(w, isolate, ca, id);
+  iso_call call = call_of(w, context, ca, id);
   async_call &entry = w->async_calls[id];
   entry.token = call.token;
   entry.resolver.Reset(isolate, resolver);
