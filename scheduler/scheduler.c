@@ -40,6 +40,82 @@ static void ready_remove(sched *s, sched_queue *q) {
   q->ready = 0;
 }
 
+/* ---- groups: a member waits in its group's list, the group in the scheduler's ---- */
+
+static void member_push(sched_queue *g, sched_queue *q) {
+  q->ready = 1;
+  q->next_ready = NULL;
+  if (g->members_tail)
+    g->members_tail->next_ready = q;
+  else
+    g->members_head = q;
+  g->members_tail = q;
+}
+
+static sched_queue *member_pop(sched_queue *g) {
+  sched_queue *q = g->members_head;
+  if (q == NULL) return NULL;
+  g->members_head = q->next_ready;
+  if (g->members_head == NULL) g->members_tail = NULL;
+  q->next_ready = NULL;
+  q->ready = 0;
+  return q;
+}
+
+static void member_remove(sched_queue *g, sched_queue *q) {
+  sched_queue *prev = NULL;
+  for (sched_queue *it = g->members_head; it; prev = it, it = it->next_ready) {
+    if (it != q) continue;
+    if (prev)
+      prev->next_ready = q->next_ready;
+    else
+      g->members_head = q->next_ready;
+    if (g->members_tail == q) g->members_tail = prev;
+    break;
+  }
+  q->next_ready = NULL;
+  q->ready = 0;
+}
+
+static int has_work(const sched_queue *q) { return q->head != NULL || q->members_head != NULL; }
+
+/* Lets q (which has work) wait for a turn; a group waits while a member does. */
+static void make_ready(sched *s, sched_queue *q) {
+  if (q->ready) return;
+  if (q->group) {
+    member_push(q->group, q);
+    make_ready(s, q->group);
+  } else {
+    ready_push(s, q);
+  }
+}
+
+/* Takes q out of its list; its group stops waiting when that leaves it nothing. */
+static void make_unready(sched *s, sched_queue *q) {
+  if (!q->ready) return;
+  if (q->group) {
+    member_remove(q->group, q);
+    if (!has_work(q->group)) make_unready(s, q->group);
+  } else {
+    ready_remove(s, q);
+  }
+}
+
+static sched_unit *queue_pop(sched_queue *q);
+
+/* One unit of q's turn: its own units and its members take it in turns. */
+static sched_unit *take_unit(sched_queue *q) {
+  if (q->members_head && (q->head == NULL || q->members_next)) {
+    q->members_next = 0;
+    sched_queue *m = member_pop(q);
+    sched_unit *u = take_unit(m);
+    if (has_work(m)) member_push(q, m);
+    return u;
+  }
+  q->members_next = 1;
+  return queue_pop(q);
+}
+
 static sched_unit *queue_pop(sched_queue *q) {
   sched_unit *u = q->head;
   if (u == NULL) return NULL;
@@ -65,8 +141,8 @@ void sched_run(sched *s) {
   sched_queue *last = s->ready_tail;
   while (s->ready_head) {
     sched_queue *q = ready_pop(s);
-    sched_unit *u = queue_pop(q);
-    if (q->head) ready_push(s, q);
+    sched_unit *u = take_unit(q);
+    if (has_work(q)) ready_push(s, q);
     if (u) {
       s->units_run++;
       u->run(u);
@@ -115,14 +191,25 @@ void sched_submit(sched *s, sched_queue *q, sched_unit *unit) {
     q->head = unit;
   q->tail = unit;
   q->length++;
-  if (!q->ready) ready_push(s, q);
+  make_ready(s, q);
   update_idle(s);
 }
 
 void sched_queue_clear(sched *s, sched_queue *q, void (*drop)(sched_unit *unit)) {
-  if (q->ready) ready_remove(s, q);
+  make_unready(s, q);
   sched_unit *u;
   while ((u = queue_pop(q)) != NULL)
     if (drop) drop(u);
+  /* Its members' work is theirs: it keeps waiting. */
+  if (has_work(q)) make_ready(s, q);
+  update_idle(s);
+}
+
+void sched_queue_set_group(sched *s, sched_queue *q, sched_queue *group) {
+  if (q->group == group) return;
+  int was_ready = q->ready;
+  make_unready(s, q);
+  q->group = group;
+  if (was_ready) make_ready(s, q);
   update_idle(s);
 }

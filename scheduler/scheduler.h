@@ -6,7 +6,11 @@
  * Queues with ready work take turns in the order they became ready, one unit
  * per turn, so a tenant with a thousand queued requests delays another
  * tenant's single request by at most one unit (itself bounded by the CPU
- * limit), not by a thousand. Turns run in the loop's check phase, right
+ * limit), not by a thousand. A queue may belong to a group (a dynamic
+ * worker's isolate to its parent's queue): the group takes one turn like
+ * any other queue, and shares it among its own units and its members, so a
+ * parent that starts a hundred children at once still delays another
+ * tenant by one unit per round. Turns run in the loop's check phase, right
  * after I/O was polled; while work remains, the loop polls without blocking
  * and returns to it between rounds so I/O is never starved.
  *
@@ -33,9 +37,13 @@ struct sched_unit {
 struct sched_queue {
   sched_unit *head;
   sched_unit *tail;
-  size_t length;
+  size_t length;       /* its own units */
   sched_queue *next_ready;
-  int ready; /* linked into the scheduler's ready list */
+  int ready;           /* waiting for a turn: in the scheduler's list, or its group's */
+  sched_queue *group;  /* whose turns it shares (sched_queue_set_group), or NULL */
+  sched_queue *members_head; /* as a group: members with work, in turn order */
+  sched_queue *members_tail;
+  int members_next;    /* as a group: a member's unit goes next, not its own */
 };
 
 struct sched {
@@ -61,6 +69,13 @@ void sched_submit(sched *s, sched_queue *q, sched_unit *unit);
  * and calls `drop` on each, in order. drop may be NULL.
  */
 void sched_queue_clear(sched *s, sched_queue *q, void (*drop)(sched_unit *unit));
+
+/*
+ * Makes `q` share the turns of `group` (NULL: take turns of its own). The
+ * group must outlive the membership: set it back to NULL before the group's
+ * owner goes. Queued work keeps its order.
+ */
+void sched_queue_set_group(sched *s, sched_queue *q, sched_queue *group);
 
 /* Runs queued work now, until every queue is empty or the round budget is spent. */
 void sched_run(sched *s);

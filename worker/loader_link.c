@@ -498,6 +498,9 @@ static loader_child *child_new(loaded *l, int kind, const char *key, size_t key_
                                  : xasprintf("loader load #%s", c->key);
   sandbox_init(&c->sb, &child_ops, l->tenant, l->spec, l->tenant ? l->tenant->name : NULL, label,
                spec_wall_ms(l->spec));
+  /* Its work takes turns within its parent's: a parent that starts many
+   * children at once must not take a turn for each from other tenants. */
+  sched_queue_set_group(&worker_self()->sched, &c->sb.base.queue, &l->queue);
   c->next = st->children;
   if (st->children) st->children->prev = c;
   st->children = c;
@@ -720,6 +723,9 @@ void loader_parent_free(worker *w, loaded *l) {
     st->children = c->next;
     c->owner = NULL;
     c->prev = c->next = NULL;
+    /* The parent's queue goes with it: what the child still has queued
+     * waits for turns of its own. */
+    sched_queue_set_group(&w->sched, &c->sb.base.queue, NULL);
     child_discard(c);
   }
   sandbox_reap();

@@ -464,6 +464,46 @@ test('load(): a long request that loads children one after another holds a few a
   await node.control('DELETE', '/v1/workers/serial');
 });
 
+test('a parent starting many children at once shares its turns with other tenants', async () => {
+  // Each child's start is a unit of work of its own; they all take turns
+  // within the parent's, so another tenant in the same process is served
+  // while the fan-out is still going, not once all of it is done.
+  const fanout = `export default {
+    async fetch(request, env) {
+      const n = Number(new URL(request.url).searchParams.get('n'));
+      const stubs = [];
+      for (let i = 0; i < n; i++) {
+        stubs.push(env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'c.js',
+          modules: { 'c.js': 'export default { fetch() { return new Response(String(Date.now())); } }; // ' + i } }));
+      }
+      const times = await Promise.all(stubs.map(async (s) => Number(await (await s.getEntrypoint().fetch('http://c/')).text())));
+      return Response.json({ first: Math.min(...times), last: Math.max(...times) });
+    },
+  };`;
+  await node.deployOk('fanout', { 'index.js': fanout },
+    { bindings: LOADER, limits: { cpu_ms: 30000, wall_ms: 120000 } });
+  await node.deployOk('bystander', { 'index.js':
+    'export default { fetch() { return new Response(String(Date.now())); } };' });
+  assert.equal((await node.ingress('bystander', '/')).status, 200);
+  let done = false;
+  const served = [];
+  const fan = node.ingress('fanout', '/?n=200', { timeout: 120000 }).finally(() => { done = true; });
+  while (!done) {
+    const r = await node.ingress('bystander', '/', { timeout: 120000 });
+    assert.equal(r.status, 200, r.text);
+    served.push(Number(r.text));
+    await sleep(5);
+  }
+  const res = await fan;
+  assert.equal(res.status, 200, res.text);
+  const { first, last } = res.json;
+  const during = served.filter((t) => t > first && t < last);
+  assert.ok(during.length > 0,
+    `the other tenant was served ${served.length} times, none while the children ran (${first}..${last}): ${served.join(' ')}`);
+  await node.control('DELETE', '/v1/workers/fanout');
+  await node.control('DELETE', '/v1/workers/bystander');
+});
+
 test('the CPU a child spends failing to start counts towards its parent tenant', async () => {
   // A child whose top-level code spins until its CPU limit stops it: the load
   // fails, and the CPU it burnt is the parent tenant's all the same (the
