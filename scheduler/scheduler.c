@@ -5,35 +5,35 @@
 
 #include "base.h"
 
-static void ready_push(sched *s, sched_queue *q) {
+static void waiting_push(sched_waiting *l, sched_queue *q) {
   q->ready = 1;
   q->next_ready = NULL;
-  if (s->ready_tail)
-    s->ready_tail->next_ready = q;
+  if (l->tail)
+    l->tail->next_ready = q;
   else
-    s->ready_head = q;
-  s->ready_tail = q;
+    l->head = q;
+  l->tail = q;
 }
 
-static sched_queue *ready_pop(sched *s) {
-  sched_queue *q = s->ready_head;
+static sched_queue *waiting_pop(sched_waiting *l) {
+  sched_queue *q = l->head;
   if (q == NULL) return NULL;
-  s->ready_head = q->next_ready;
-  if (s->ready_head == NULL) s->ready_tail = NULL;
+  l->head = q->next_ready;
+  if (l->head == NULL) l->tail = NULL;
   q->next_ready = NULL;
   q->ready = 0;
   return q;
 }
 
-static void ready_remove(sched *s, sched_queue *q) {
+static void waiting_remove(sched_waiting *l, sched_queue *q) {
   sched_queue *prev = NULL;
-  for (sched_queue *it = s->ready_head; it; prev = it, it = it->next_ready) {
+  for (sched_queue *it = l->head; it; prev = it, it = it->next_ready) {
     if (it != q) continue;
     if (prev)
       prev->next_ready = q->next_ready;
     else
-      s->ready_head = q->next_ready;
-    if (s->ready_tail == q) s->ready_tail = prev;
+      l->head = q->next_ready;
+    if (l->tail == q) l->tail = prev;
     break;
   }
   q->next_ready = NULL;
@@ -42,51 +42,16 @@ static void ready_remove(sched *s, sched_queue *q) {
 
 /* ---- groups: a member waits in its group's list, the group in the scheduler's ---- */
 
-static void member_push(sched_queue *g, sched_queue *q) {
-  q->ready = 1;
-  q->next_ready = NULL;
-  if (g->members_tail)
-    g->members_tail->next_ready = q;
-  else
-    g->members_head = q;
-  g->members_tail = q;
-}
-
-static sched_queue *member_pop(sched_queue *g) {
-  sched_queue *q = g->members_head;
-  if (q == NULL) return NULL;
-  g->members_head = q->next_ready;
-  if (g->members_head == NULL) g->members_tail = NULL;
-  q->next_ready = NULL;
-  q->ready = 0;
-  return q;
-}
-
-static void member_remove(sched_queue *g, sched_queue *q) {
-  sched_queue *prev = NULL;
-  for (sched_queue *it = g->members_head; it; prev = it, it = it->next_ready) {
-    if (it != q) continue;
-    if (prev)
-      prev->next_ready = q->next_ready;
-    else
-      g->members_head = q->next_ready;
-    if (g->members_tail == q) g->members_tail = prev;
-    break;
-  }
-  q->next_ready = NULL;
-  q->ready = 0;
-}
-
-static int has_work(const sched_queue *q) { return q->head != NULL || q->members_head != NULL; }
+static int has_work(const sched_queue *q) { return q->head != NULL || q->members.head != NULL; }
 
 /* Lets q (which has work) wait for a turn; a group waits while a member does. */
 static void make_ready(sched *s, sched_queue *q) {
   if (q->ready) return;
   if (q->group) {
-    member_push(q->group, q);
+    waiting_push(&q->group->members, q);
     make_ready(s, q->group);
   } else {
-    ready_push(s, q);
+    waiting_push(&s->ready, q);
   }
 }
 
@@ -94,10 +59,10 @@ static void make_ready(sched *s, sched_queue *q) {
 static void make_unready(sched *s, sched_queue *q) {
   if (!q->ready) return;
   if (q->group) {
-    member_remove(q->group, q);
+    waiting_remove(&q->group->members, q);
     if (!has_work(q->group)) make_unready(s, q->group);
   } else {
-    ready_remove(s, q);
+    waiting_remove(&s->ready, q);
   }
 }
 
@@ -105,11 +70,11 @@ static sched_unit *queue_pop(sched_queue *q);
 
 /* One unit of q's turn: its own units and its members take it in turns. */
 static sched_unit *take_unit(sched_queue *q) {
-  if (q->members_head && (q->head == NULL || q->members_next)) {
+  if (q->members.head && (q->head == NULL || q->members_next)) {
     q->members_next = 0;
-    sched_queue *m = member_pop(q);
+    sched_queue *m = waiting_pop(&q->members);
     sched_unit *u = take_unit(m);
-    if (has_work(m)) member_push(q, m);
+    if (has_work(m)) waiting_push(&q->members, m);
     return u;
   }
   q->members_next = 1;
@@ -129,27 +94,27 @@ static sched_unit *queue_pop(sched_queue *q) {
 static void on_idle(uv_idle_t *h) { (void)h; }
 
 static void update_idle(sched *s) {
-  if (s->ready_head && !uv_is_active((uv_handle_t *)&s->idle))
+  if (s->ready.head && !uv_is_active((uv_handle_t *)&s->idle))
     uv_idle_start(&s->idle, on_idle);
-  else if (s->ready_head == NULL && uv_is_active((uv_handle_t *)&s->idle))
+  else if (s->ready.head == NULL && uv_is_active((uv_handle_t *)&s->idle))
     uv_idle_stop(&s->idle);
 }
 
 void sched_run(sched *s) {
   uint64_t deadline = time_mono_ns() + s->round_budget_ns;
   /* One pass over the queues ready at the start; work they add goes to the back. */
-  sched_queue *last = s->ready_tail;
-  while (s->ready_head) {
-    sched_queue *q = ready_pop(s);
+  sched_queue *last = s->ready.tail;
+  while (s->ready.head) {
+    sched_queue *q = waiting_pop(&s->ready);
     sched_unit *u = take_unit(q);
-    if (has_work(q)) ready_push(s, q);
+    if (has_work(q)) waiting_push(&s->ready, q);
     if (u) {
       s->units_run++;
       u->run(u);
     }
     if (q == last) {
       if (time_mono_ns() >= deadline) break;
-      last = s->ready_tail;
+      last = s->ready.tail;
     }
   }
   update_idle(s);
@@ -158,7 +123,7 @@ void sched_run(sched *s) {
 static void on_check(uv_check_t *h) { sched_run(container_of(h, sched, check)); }
 
 int sched_init(sched *s, uv_loop_t *loop) {
-  s->ready_head = s->ready_tail = NULL;
+  s->ready.head = s->ready.tail = NULL;
   s->units_run = 0;
   if (s->round_budget_ns == 0) s->round_budget_ns = 5000000;
   int rc = uv_check_init(loop, &s->check);
@@ -178,7 +143,7 @@ int sched_init(sched *s, uv_loop_t *loop) {
 }
 
 void sched_close(sched *s) {
-  while (s->ready_head) ready_pop(s);
+  while (s->ready.head) waiting_pop(&s->ready);
   if (!uv_is_closing((uv_handle_t *)&s->check)) uv_close((uv_handle_t *)&s->check, NULL);
   if (!uv_is_closing((uv_handle_t *)&s->idle)) uv_close((uv_handle_t *)&s->idle, NULL);
 }

@@ -27,6 +27,12 @@ typedef struct sched sched;
 typedef struct sched_unit sched_unit;
 typedef struct sched_queue sched_queue;
 
+/* Queues waiting for a turn, in order (linked through next_ready). */
+typedef struct sched_waiting {
+  sched_queue *head;
+  sched_queue *tail;
+} sched_waiting;
+
 /* A unit of work; embed it in its owner and recover the owner with container_of. */
 struct sched_unit {
   void (*run)(sched_unit *unit);
@@ -41,16 +47,14 @@ struct sched_queue {
   sched_queue *next_ready;
   int ready;           /* waiting for a turn: in the scheduler's list, or its group's */
   sched_queue *group;  /* whose turns it shares (sched_queue_set_group), or NULL */
-  sched_queue *members_head; /* as a group: members with work, in turn order */
-  sched_queue *members_tail;
+  sched_waiting members; /* as a group: members with work */
   int members_next;    /* as a group: a member's unit goes next, not its own */
 };
 
 struct sched {
   uv_check_t check;   /* runs rounds after each poll */
   uv_idle_t idle;     /* keeps poll from blocking while work is queued */
-  sched_queue *ready_head;
-  sched_queue *ready_tail;
+  sched_waiting ready; /* queues with work that take turns of their own */
   uint64_t round_budget_ns; /* a round stops after this much time, default 5 ms */
   uint64_t units_run;
 };

@@ -161,7 +161,7 @@ static void test_group_leave_and_clear(void **state) {
   assert_int_equal(logged, 2);
   assert_int_equal(log[0], 1);
   assert_int_equal(log[1], 1);
-  assert_null(parent.members_head);
+  assert_null(parent.members.head);
   assert_int_equal(parent.ready, 0);
   sched_close(&s);
   uv_run(&loop, UV_RUN_DEFAULT);
