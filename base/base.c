@@ -12,9 +12,13 @@
 
 static const char *log_process = "edgenode";
 static log_level log_min_level = LOG_INFO;
+/* Where the log goes: stdio's stderr as log_init() found it. A process may
+ * point stderr elsewhere afterwards (the worker's stray output). */
+static FILE *log_out;
 
 static void oom(size_t size) {
-  fprintf(stderr, "{\"level\":\"error\",\"msg\":\"out of memory allocating %zu bytes\"}\n", size);
+  fprintf(log_out ? log_out : stderr,
+          "{\"level\":\"error\",\"msg\":\"out of memory allocating %zu bytes\"}\n", size);
   abort();
 }
 
@@ -58,6 +62,7 @@ char *xasprintf(const char *fmt, ...) {
 void log_init(const char *process, log_level min_level) {
   log_process = process;
   log_min_level = min_level;
+  log_out = stderr;
   /* Line-buffered: V8's fatal errors end the process without flushing. */
   setvbuf(stderr, NULL, _IOLBF, 0);
 }
@@ -102,7 +107,7 @@ void log_vwrite(log_level level, const char *tenant, const char *request_id,
   char *text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
   json_decref(line);
   if (text) {
-    fprintf(stderr, "%s\n", text);
+    fprintf(log_out ? log_out : stderr, "%s\n", text);
     free(text);
   }
 }

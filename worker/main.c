@@ -369,6 +369,7 @@ int main(int argc, char **argv) {
   if (self.config.dedicated) snprintf(process, sizeof process, "cordon-%s", self.config.dedicated);
   else snprintf(process, sizeof process, "worker-%d", self.config.id);
   log_init(process, level);
+  if (stray_output_start() != 0) log_warn("V8's own reports stay plain text: %s", strerror(errno));
   signal(SIGPIPE, SIG_IGN);
   keep_large_blocks();
   if (iso_platform_init() != 0) {

@@ -261,6 +261,10 @@ void wall_untrack(worker *w, inflight *f);
  * request since the last call (the load, code that outlived its request). */
 void loaded_charge_outside(loaded *l);
 
+/* stray.c: V8's plain-text reports (stdio's stderr) logged as JSON lines.
+ * Returns 0, or -1 when they stay as they are. */
+int stray_output_start(void);
+
 /* pool.c: blank isolates made ahead, off the request path. */
 void pool_start(worker *w);
 /* Makes no more: a draining process takes few new workers. */

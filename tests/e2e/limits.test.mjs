@@ -467,6 +467,12 @@ async function fillAttack(t, name, limits) {
 
 test('new Array(1e8).fill(0) with the default limits: 503, and the process lives on', async (t) => {
   await fillAttack(t, 'fill');
+  // V8's own report of the collections it tried comes out as JSON lines of
+  // the log like everything else, not as plain text in between.
+  await waitFor(() => node.logs.some((l) => l.json?.source === 'v8'),
+    { what: "V8's report in the log" });
+  assert.ok(node.logs.some((l) => l.json?.source === 'v8' && /Last few GCs/.test(l.json.msg)));
+  assert.deepEqual(node.malformedLogs().map((l) => l.raw), []);
 });
 
 test('new Array(1e8).fill(0) with memory_mb 8: 503, and the process lives on', async (t) => {
