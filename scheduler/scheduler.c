@@ -13,6 +13,7 @@ static void waiting_push(sched_waiting *l, sched_queue *q) {
   else
     l->head = q;
   l->tail = q;
+  l->count++;
 }
 
 static sched_queue *waiting_pop(sched_waiting *l) {
@@ -20,6 +21,7 @@ static sched_queue *waiting_pop(sched_waiting *l) {
   if (q == NULL) return NULL;
   l->head = q->next_ready;
   if (l->head == NULL) l->tail = NULL;
+  l->count--;
   q->next_ready = NULL;
   q->ready = 0;
   return q;
@@ -34,6 +36,7 @@ static void waiting_remove(sched_waiting *l, sched_queue *q) {
     else
       l->head = q->next_ready;
     if (l->tail == q) l->tail = prev;
+    l->count--;
     break;
   }
   q->next_ready = NULL;
@@ -102,8 +105,12 @@ static void update_idle(sched *s) {
 
 void sched_run(sched *s) {
   uint64_t deadline = time_mono_ns() + s->round_budget_ns;
-  /* One pass over the queues ready at the start; work they add goes to the back. */
-  sched_queue *last = s->ready.tail;
+  /* A pass is as many turns as queues were ready when it began (work they
+   * add goes to the back); the budget is looked at between passes. Counted,
+   * not marked by the last queue: a unit may take that queue out of the
+   * list (cleared, freed, its group's last member gone), and the round must
+   * still end. */
+  size_t turns_left = s->ready.count;
   while (s->ready.head) {
     sched_queue *q = waiting_pop(&s->ready);
     sched_unit *u = take_unit(q);
@@ -112,9 +119,11 @@ void sched_run(sched *s) {
       s->units_run++;
       u->run(u);
     }
-    if (q == last) {
+    if (turns_left <= 1) {
       if (time_mono_ns() >= deadline) break;
-      last = s->ready.tail;
+      turns_left = s->ready.count;
+    } else {
+      turns_left--;
     }
   }
   update_idle(s);
@@ -124,6 +133,7 @@ static void on_check(uv_check_t *h) { sched_run(container_of(h, sched, check)); 
 
 int sched_init(sched *s, uv_loop_t *loop) {
   s->ready.head = s->ready.tail = NULL;
+  s->ready.count = 0;
   s->units_run = 0;
   if (s->round_budget_ns == 0) s->round_budget_ns = 5000000;
   int rc = uv_check_init(loop, &s->check);

@@ -31,6 +31,7 @@ typedef struct sched_queue sched_queue;
 typedef struct sched_waiting {
   sched_queue *head;
   sched_queue *tail;
+  size_t count;
 } sched_waiting;
 
 /* A unit of work; embed it in its owner and recover the owner with container_of. */

@@ -168,6 +168,48 @@ static void test_group_leave_and_clear(void **state) {
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* A unit that clears another queue and queues itself again. */
+typedef struct clearer {
+  sched_unit unit;
+  sched *s;
+  sched_queue *own;
+  sched_queue *victim;
+  int runs;
+} clearer;
+
+static void clearer_run(sched_unit *u) {
+  clearer *c = container_of(u, clearer, unit);
+  c->runs++;
+  sched_queue_clear(c->s, c->victim, NULL);
+  if (c->runs < 100000) sched_submit(c->s, c->own, &c->unit);
+}
+
+/* A round ends on its budget even when a unit takes the queue that was to
+ * end the pass out of the list: here the group whose only work was a
+ * member's, cleared by the other queue's unit. */
+static void test_round_ends_when_queues_leave(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  sched s = {.round_budget_ns = 1};
+  assert_int_equal(sched_init(&s, &loop), 0);
+  sched_queue a = {0}, parent = {0}, child = {0};
+  int log[4], logged = 0;
+  job j = {.unit.run = job_run, .tenant = 3, .log = log, .logged = &logged};
+  clearer c = {.unit.run = clearer_run, .s = &s, .own = &a, .victim = &child};
+  sched_submit(&s, &a, &c.unit);
+  sched_queue_set_group(&s, &child, &parent);
+  sched_submit(&s, &child, &j.unit);
+  sched_run(&s);
+  assert_in_range(c.runs, 1, 3);
+  assert_int_equal(logged, 0);
+  assert_int_equal(parent.ready, 0);
+  sched_queue_clear(&s, &a, NULL);
+  sched_close(&s);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_turns_alternate),
@@ -175,6 +217,7 @@ int main(void) {
       cmocka_unit_test(test_idle_loop_exits),
       cmocka_unit_test(test_group_takes_one_turn),
       cmocka_unit_test(test_group_leave_and_clear),
+      cmocka_unit_test(test_round_ends_when_queues_leave),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
