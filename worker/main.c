@@ -106,7 +106,10 @@ static void start_drain(worker *w, uint64_t grace_ms, const char *why) {
   if (w->draining) return;
   w->draining = 1;
   w->drain_deadline_ns = time_mono_ns() + grace_ms * 1000000u;
-  log_info("draining (%s): %zu requests in flight", why, w->ingress.in_flight);
+  /* Connections count too: a request that arrives on one that is open
+   * still gets its answer, though it was not in flight yet. */
+  log_info("draining (%s): %zu requests in flight, %zu connections open", why,
+           w->ingress.in_flight, w->ingress.connections);
   pool_drain(w);
   http_server_stop_accepting(&w->ingress);
   uv_timer_start(&w->drain_timer, drain_tick, 10, 10);
