@@ -139,12 +139,18 @@ iso_worker *pool_take(uint32_t memory_mb) {
   return w;
 }
 
+/* With mu held: whether the thread takes one more worker holding `bytes`.
+ * Short of blanks, it has its hands full: a loop that waits for a blank
+ * would wait longer for it. */
+bool retire_room(size_t bytes) {
+  return maker_running && !stopping && ready.size() >= target && retired_count < kRetiredMax &&
+         retired_bytes + bytes <= kRetiredBytesMax;
+}
+
 bool pool_retire(iso_worker *w) {
   {
     std::lock_guard<std::mutex> lock(mu);
-    /* Short of blanks, the thread has its hands full: a loop that waits
-     * for a blank would wait longer for it. */
-    if (!maker_running || stopping || ready.size() < target || retired_count >= kRetiredMax)
+    if (!retire_room(0))
       return false;
   }
   /* Read outside the lock: the statistics take a few microseconds. */
@@ -152,8 +158,7 @@ bool pool_retire(iso_worker *w) {
   if (bytes > kRetiredOneMax)
     return false;
   std::lock_guard<std::mutex> lock(mu);
-  if (!maker_running || stopping || retired_count >= kRetiredMax ||
-      retired_bytes + bytes > kRetiredBytesMax)
+  if (!retire_room(bytes))
     return false;
   retired.push_back({w, bytes});
   retired_count++;

@@ -69,7 +69,15 @@ static void make_unready(sched *s, sched_queue *q) {
   }
 }
 
-static sched_unit *queue_pop(sched_queue *q);
+static sched_unit *queue_pop(sched_queue *q) {
+  sched_unit *u = q->head;
+  if (u == NULL) return NULL;
+  q->head = u->next;
+  if (q->head == NULL) q->tail = NULL;
+  q->length--;
+  u->next = NULL;
+  return u;
+}
 
 /* One unit of q's turn: its own units and its members take it in turns. */
 static sched_unit *take_unit(sched_queue *q) {
@@ -82,16 +90,6 @@ static sched_unit *take_unit(sched_queue *q) {
   }
   q->members_next = 1;
   return queue_pop(q);
-}
-
-static sched_unit *queue_pop(sched_queue *q) {
-  sched_unit *u = q->head;
-  if (u == NULL) return NULL;
-  q->head = u->next;
-  if (q->head == NULL) q->tail = NULL;
-  q->length--;
-  u->next = NULL;
-  return u;
 }
 
 static void on_idle(uv_idle_t *h) { (void)h; }

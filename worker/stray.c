@@ -12,8 +12,6 @@
  * writes to fd 2 directly (a sanitizer's report).
  */
 #include <stdio.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "base.h"
 #include "worker.h"
