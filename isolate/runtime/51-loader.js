@@ -232,13 +232,25 @@ class LoaderStubState {
 }
 
 async function loaderFetch(state, input, init) {
-  const request = input instanceof Request && init === undefined ? input : new Request(input, init);
-  const headers = headersListOf(request.headers).slice();
-  const body = request.body === null ? null : new Uint8Array(await request.arrayBuffer());
+  let method = 'GET';
+  let url;
+  let headers = [];
+  let body = null;
+  if (typeof input === 'string' && init === undefined) {
+    // fetch(url), the common call: what a Request made of it would carry,
+    // without making one (a cold start is short enough for that to show).
+    url = parseRequestURL(input);
+  } else {
+    const request = input instanceof Request && init === undefined ? input : new Request(input, init);
+    method = request.method;
+    url = request.url;
+    headers = headersListOf(request.headers).slice();
+    if (request.body !== null) body = new Uint8Array(await request.arrayBuffer());
+  }
   let code = state.code !== null && !state.started ? state.code : undefined;
   for (let attempt = 0; ; attempt++) {
     const outcome = await native.callAsync(state.binding, 'fetch',
-      [state.kind, state.key, code, request.method, request.url, headers, body]);
+      [state.kind, state.key, code, method, url, headers, body]);
     if (outcome[0]) {
       state.started = true;
       const [status, list, bytes] = outcome[1];

@@ -8,12 +8,13 @@
 #
 # For each, per round, loadgen with 1 connection (latency) and with
 # CONNECTIONS connections (throughput), every response timed. Then the
-# in-process time from load() to the child's response, measured inside the
-# parent over INPROC loads (in batches of 10: Date.now() has millisecond
-# resolution on both runtimes), back to back and with INPROC_GAP ms idle
-# before each load, and the resident memory (RSS) of each server
-# during a cold-load run of RSS_SECONDS (workerd never evicts: it only gets
-# RSS_SECONDS_WORKERD, or it would take the machine).
+# in-process time from the load() call to the first byte of the child's
+# response (fetch() settling), measured inside the parent over INPROC loads
+# (in batches of 10: Date.now() has millisecond resolution on both
+# runtimes), back to back and with INPROC_GAP ms idle before each load, and
+# the resident memory (RSS) of each server during a cold-load run of
+# RSS_SECONDS (workerd never evicts: it only gets RSS_SECONDS_WORKERD, or it
+# would take the machine).
 #
 # Environment: DURATION (seconds per run, default 5), CONNECTIONS (64),
 # ROUNDS (3), INPROC (loads, 500), INPROC_GAP (ms, 25), RSS_SECONDS (60), RSS_SECONDS_WORKERD (10),
@@ -80,11 +81,13 @@ export default {
         let spent = 0;
         for (let i = 0; i < batch; i++) {
           if (gap > 0) await new Promise((resolve) => setTimeout(resolve, gap));
+          const c = code(childSource(unique()));
           const s = Date.now();
-          const stub = env.LOADER.load(code(childSource(unique())));
+          const stub = env.LOADER.load(c);
           const res = await stub.getEntrypoint().fetch('http://child/');
-          await res.arrayBuffer();
+          // The first byte: fetch() settles when the response's head is in.
           spent += Date.now() - s;
+          await res.arrayBuffer();
         }
         means.push(spent / batch);
         total += spent;
@@ -148,7 +151,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-# --- in-process: load() to the child's response, inside the parent ------------
+# --- in-process: load() to the child's first response byte, inside the parent -
 # Back to back, then with INPROC_GAP idle milliseconds before each load (a
 # server that is not saturated: edgenode's pool of blank isolates refills then).
 : >"$tmp/inproc"
@@ -228,7 +231,7 @@ for (const l of lines(process.argv[3])) {
   const [name, gap, json] = l.split("\t");
   const j = JSON.parse(json);
   const how = gap === "0" ? "back to back" : `${gap} ms idle before each`;
-  console.log(`in-process load() -> response, ${name.padEnd(8)} ${how}: mean ${j.mean_ms.toFixed(2)} ms, ` +
+  console.log(`in-process load() -> first byte, ${name.padEnd(8)} ${how}: mean ${j.mean_ms.toFixed(2)} ms, ` +
               `p50 ${j.p50_ms.toFixed(2)} ms, p99 ${j.p99_ms.toFixed(2)} ms (batches of 10, ${j.loads} loads)`);
 }
 for (const l of lines(process.argv[4])) {
