@@ -362,15 +362,19 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call
   if (e.outer)
     context->SetContinuationPreservedEmbedderData(v8::Undefined(isolate));
   switch (entry_end(w, &e)) {
-  case ISO_ERR_CPU:
-    /* Code that outlived its request: the hit is no request's. */
-    if (blamed != 0 && pending_find(w, blamed) == nullptr)
+  case ISO_ERR_CPU: {
+    /* Code that outlived its request, or its response (ctx.waitUntil): no
+     * response carries the hit, so the worker counts it. */
+    pending_request *p = blamed != 0 ? pending_find(w, blamed) : nullptr;
+    if (blamed != 0 && (p == nullptr || p->responded))
       w->outside_cpu_limit_hits++;
     request_fail(w, blamed, ISO_ERR_CPU, "exceeded CPU limit");
-    /* Any other request may have lost its continuation: none could finish. */
+    /* V8 drops every queued continuation when it stops the microtasks, and
+     * which requests had one there is not known: none could finish. */
     if (queue_lost)
-      fail_all(w, ISO_ERR_CPU, "another request on this worker exceeded the CPU limit");
+      fail_all(w, ISO_ERR_CANCELLED, "another request on this worker exceeded the CPU limit");
     break;
+  }
   case ISO_ERR_MEMORY:
     fail_all(w, ISO_ERR_MEMORY, "exceeded memory limit");
     break;

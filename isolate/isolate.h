@@ -49,6 +49,7 @@ typedef enum iso_error_kind {
   ISO_ERR_CPU = 6,        /* terminated at the CPU limit */
   ISO_ERR_MEMORY = 7,     /* past the memory limit (heap or ArrayBuffers); discard the worker */
   ISO_ERR_INTERNAL = 8,
+  ISO_ERR_CANCELLED = 9,  /* cut short because another request in the same isolate hit the CPU limit */
 } iso_error_kind;
 
 /* Details of a failure; strings are owned, free with iso_error_clear(). */

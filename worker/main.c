@@ -140,6 +140,7 @@ static const char *error_kind_name(iso_error_kind kind) {
     case ISO_ERR_NO_HANDLER: return "no_handler";
     case ISO_ERR_CPU: return "cpu";
     case ISO_ERR_MEMORY: return "memory";
+    case ISO_ERR_CANCELLED: return "cancelled";
     default: return "internal";
   }
 }

@@ -1,3 +1,4 @@
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -301,7 +302,14 @@ void loaded_charge_outside(loaded *l) {
   iso_worker_outside_stats(l->iso, &cpu_ns, &hits);
   if (cpu_ns == l->outside_cpu_seen && hits == l->outside_hits_seen) return;
   l->tenant->stats.cpu_ns += cpu_ns - l->outside_cpu_seen;
-  l->tenant->stats.cpu_limit_hits += hits - l->outside_hits_seen;
+  if (hits != l->outside_hits_seen) {
+    /* No response carried these: this line is their only trace. */
+    log_write(LOG_WARN, l->tenant->name, NULL, NULL,
+              "exceeded CPU limit in code that ran after its response (ctx.waitUntil, a timer, "
+              "a promise continuation): %" PRIu64 " time(s)",
+              hits - l->outside_hits_seen);
+    l->tenant->stats.cpu_limit_hits += hits - l->outside_hits_seen;
+  }
   l->tenant->stats.dirty = 1;
   l->outside_cpu_seen = cpu_ns;
   l->outside_hits_seen = hits;
@@ -391,6 +399,11 @@ static void loaded_respond(void *data, uint64_t token, const iso_response *res,
       ingress_fail(w, f, 503, "exceeded CPU limit", extra);
       break;
     }
+    case ISO_ERR_CANCELLED:
+      /* Not this request's hit: the one that hit the limit is counted. */
+      log_write(LOG_WARN, f->tenant->name, f->req->id, NULL, "%s", err->message);
+      ingress_fail(w, f, 503, err->message, NULL);
+      break;
     case ISO_ERR_MEMORY: {
       char extra[64];
       snprintf(extra, sizeof extra, "{\"limit_mb\":%u}", l->limits.memory_mb);
@@ -423,6 +436,8 @@ static void loaded_done(void *data, uint64_t token) {
   inflight *f = token_map_get(&w->tokens, token);
   if (f == NULL) return;
   f->tenant->stats.cpu_ns += iso_worker_request_cpu_ns(l->iso, token);
+  /* A limit hit after the response ends the request too: counted now. */
+  loaded_charge_outside(l);
   if (f->req) ingress_fail(w, f, 500, "worker finished without a response", NULL);
   if (l->requests > 0) l->requests--;
   facet_link_request_done(w, token);

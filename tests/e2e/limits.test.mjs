@@ -383,6 +383,65 @@ test('the CPU limit is per request: 30 ms slices between awaits add up to 503', 
   await waitForStat('slices', 'cpu_limit_hits');
 });
 
+// Code in ctx.waitUntil runs after the response went out: its limit hit
+// reaches no client, so the tenant's statistics and the log are where it
+// shows (the cordon monitor's rules read the former).
+test('a CPU limit hit inside ctx.waitUntil is counted and logged', async () => {
+  await node.deployOk('late-spin', `export default {
+  fetch(request, env, ctx) {
+    ctx.waitUntil((async () => { await scheduler.wait(10); for (;;) {} })());
+    return new Response('answered');
+  },
+};
+`);
+  const logged = (l) => l.json?.tenant === 'late-spin' &&
+    /exceeded CPU limit in code that ran after its response/.test(l.json.msg);
+  // One at a time: a hit while the next request's waitUntil is pending
+  // would cancel that one too (the test below).
+  for (let i = 1; i <= 3; i++) {
+    const r = await node.ingress('late-spin', '/');
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.text, 'answered');
+    await waitFor(() => node.logsMatching(logged).length >= i,
+                  { what: `log line ${i} of a limit hit after the response` });
+  }
+  await waitForStat('late-spin', 'cpu_limit_hits', 3);
+});
+
+// When the limit stops a request inside its promise continuations, V8 drops
+// every continuation queued then, whichever request's: the others in the
+// isolate are answered at once, with an answer that does not blame them,
+// and only the request that hit the limit counts as a hit.
+test('a request stopped in its continuations answers its neighbours without counting them as hits', async () => {
+  await node.deployOk('neighbours', `export default {
+  async fetch(request) {
+    if (new URL(request.url).pathname === '/spin') {
+      await scheduler.wait(1);
+      for (;;) {}
+    }
+    await scheduler.wait(300);
+    return new Response('waited');
+  },
+};
+`, { limits: { cpu_ms: 50, wall_ms: 10000 } });
+  const waiting = node.ingress('neighbours', '/wait');
+  await sleep(50);
+  assertCpuLimit(await node.ingress('neighbours', '/spin'));
+  const other = await waiting;
+  // Either it had already lost its continuation (503, not blamed on it) or
+  // it was untouched; never a hang until the wall-time limit.
+  if (other.status === 503) {
+    assert.equal(other.json?.error, 'another request on this worker exceeded the CPU limit', other.text);
+  } else {
+    assert.equal(other.status, 200, other.text);
+    assert.equal(other.text, 'waited');
+  }
+  await waitForStat('neighbours', 'cpu_limit_hits', 1);
+  await sleep(1500); // statistics arrive about once a second: let any second hit land
+  const stats = (await node.control('GET', '/v1/tenants/neighbours')).json;
+  assert.equal(stats.cpu_limit_hits, 1, JSON.stringify(stats));
+});
+
 // A timer chain that keeps rescheduling itself: ~2 ms of CPU every 10 ms,
 // 20% of a core for ever unless something stops it.
 const TIMER_CHAIN = `await new Promise(() => {
