@@ -82,7 +82,20 @@ void log_vwrite(log_level level, const char *tenant, const char *request_id,
   if (level < log_min_level) return;
   char msg[4096];
   vsnprintf(msg, sizeof msg, fmt, ap);
+  log_write_bytes(level, tenant, request_id, extra_json, msg, strlen(msg));
+}
 
+size_t utf8_cut(const char *s, size_t len, size_t max) {
+  if (len <= max) return len;
+  size_t n = max;
+  /* Back over continuation bytes to the start of the sequence cut in two. */
+  while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80) n--;
+  return n;
+}
+
+void log_write_bytes(log_level level, const char *tenant, const char *request_id,
+                     const char *extra_json, const char *msg, size_t len) {
+  if (level < log_min_level) return;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
@@ -98,7 +111,7 @@ void log_vwrite(log_level level, const char *tenant, const char *request_id,
   if (tenant) json_object_set_new(line, "tenant", json_string(tenant));
   if (request_id) json_object_set_new(line, "request_id", json_string(request_id));
   /* Messages may hold arbitrary bytes from tenants' console output. */
-  json_object_set_new(line, "msg", json_stringn_nocheck(msg, strlen(msg)));
+  json_object_set_new(line, "msg", json_stringn_nocheck(msg, len));
   if (extra_json) {
     json_t *extra = json_loads(extra_json, 0, NULL);
     if (json_is_object(extra)) json_object_update(line, extra);

@@ -48,6 +48,14 @@ void log_write(log_level level, const char *tenant, const char *request_id,
     __attribute__((format(printf, 5, 6)));
 void log_vwrite(log_level level, const char *tenant, const char *request_id,
                 const char *extra_json, const char *fmt, va_list ap);
+/* How many of the len bytes of UTF-8 text s to keep for at most max, without
+ * cutting a character in two (a line with half of one would not be JSON). */
+size_t utf8_cut(const char *s, size_t len, size_t max);
+
+/* A message of exactly len bytes (NUL included), as a tenant's console
+ * output must be logged: nothing of it read as a format, nothing cut. */
+void log_write_bytes(log_level level, const char *tenant, const char *request_id,
+                     const char *extra_json, const char *msg, size_t len);
 
 #define log_info(...) log_write(LOG_INFO, NULL, NULL, NULL, __VA_ARGS__)
 #define log_warn(...) log_write(LOG_WARN, NULL, NULL, NULL, __VA_ARGS__)

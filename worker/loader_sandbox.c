@@ -114,8 +114,7 @@ static void sb_log(void *data, uint64_t token, iso_log_level level, const char *
   json_t *extra = json_pack("{s:s, s:s?}", "source", "console", "sandbox", sb->label);
   char *text = extra ? json_dumps(extra, JSON_COMPACT) : NULL;
   json_decref(extra);
-  log_write(map[level & 3], sb->log_tenant, NULL, text, "%.*s", (int)(len > 3500 ? 3500 : len),
-            msg);
+  log_write_bytes(map[level & 3], sb->log_tenant, NULL, text, msg, utf8_cut(msg, len, 3500));
   free(text);
 }
 

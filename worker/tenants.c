@@ -116,8 +116,8 @@ static void loaded_log(void *data, uint64_t token, iso_log_level level, const ch
   loaded *l = data;
   inflight *f = token_map_get(&worker_self()->tokens, token);
   static const log_level map[] = {LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR};
-  log_write(map[level & 3], l->tenant->name, f ? f->request_id : NULL,
-            "{\"source\":\"console\"}", "%.*s", (int)(len > 3500 ? 3500 : len), msg);
+  log_write_bytes(map[level & 3], l->tenant->name, f ? f->request_id : NULL,
+                  "{\"source\":\"console\"}", msg, utf8_cut(msg, len, 3500));
 }
 
 static void timer_closed(uv_handle_t *h) { free(container_of(h, struct vtimer, handle)); }

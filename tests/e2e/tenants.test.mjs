@@ -205,3 +205,29 @@ test('CPU used after the request, by a FinalizationRegistry callback, is the ten
     await one.stop({ clean: true });
   }
 });
+
+// console output is the tenant's own text: a NUL must not end the log line's
+// message early (hiding what follows), and a line cut at the length limit
+// must stay a JSON line, not half a character.
+test('console output is logged whole: NUL bytes kept, long lines cut on a character', async () => {
+  await node.deployOk('talker', `export default {
+  fetch() {
+    console.log('before\\u0000after');
+    console.error(new Error('with\\u0000nul'));
+    console.log('a'.repeat(3499) + '\\u00e9');
+    return new Response('said');
+  },
+};
+`);
+  const from = node.logs.length;
+  const r = await node.ingress('talker', '/');
+  assert.equal(r.text, 'said');
+  const mine = (l) => l.json?.tenant === 'talker' && l.json?.source === 'console';
+  await waitFor(() => node.logs.slice(from).filter(mine).length >= 3, { what: 'three console lines' });
+  const msgs = node.logs.slice(from).filter(mine).map((l) => l.json.msg);
+  assert.ok(msgs.includes('before\u0000after'), JSON.stringify(msgs.map((m) => m.slice(0, 40))));
+  assert.ok(msgs.some((m) => m.startsWith('Error: with\u0000nul')), 'the error keeps its message');
+  const long = msgs.find((m) => m.startsWith('aaaa'));
+  assert.equal(long, 'a'.repeat(3499), 'cut before the character that does not fit');
+  assert.deepEqual(node.malformedLogs().map((l) => l.raw), []);
+});
