@@ -402,6 +402,9 @@ static void deny(fetch *f, egress_verdict v) {
     fail(f, "egress denied: %s is not allowed for this worker", what);
 }
 
+/* "a loopback", "an unspecified": the reasons are read as English. */
+static const char *article(const char *word) { return strchr("aeiou", word[0]) ? "an" : "a"; }
+
 static void refuse_address(fetch *f, const struct sockaddr *sa, const char *why) {
   char ip[INET6_ADDRSTRLEN] = "?";
   if (sa->sa_family == AF_INET)
@@ -411,13 +414,14 @@ static void refuse_address(fetch *f, const struct sockaddr *sa, const char *why)
   char extra[128];
   snprintf(extra, sizeof extra, "{\"address\":\"%s\",\"reason\":\"%s\",\"source\":\"egress\"}",
            ip, why);
-  log_write(LOG_WARN, f->tenant, f->request_id, extra, "egress denied: %s is a %s address",
-            f->url.host, why);
+  const char *a = article(why);
+  log_write(LOG_WARN, f->tenant, f->request_id, extra, "egress denied: %s is %s %s address",
+            f->url.host, a, why);
   f->denied = 1;
   if (f->url.ip)
-    fail(f, "egress denied: %s is a %s address", f->url.host, why);
+    fail(f, "egress denied: %s is %s %s address", f->url.host, a, why);
   else
-    fail(f, "egress denied: %s resolves to %s, a %s address", f->url.host, ip, why);
+    fail(f, "egress denied: %s resolves to %s, %s %s address", f->url.host, ip, a, why);
 }
 
 static void connect_next(fetch *f) {
