@@ -207,6 +207,14 @@ async function pumpResponseBody(state, object) {
   }
 }
 
+// What fetch() returned instead of a Response. Something that calls itself
+// one and is not (a Proxy around a Response, an object with its prototype)
+// is named as that, not as "Response, not a Response".
+function describeReturned(value) {
+  const type = describeValueType(value);
+  return type === 'Response' ? 'a Proxy or look-alike of a Response' : type;
+}
+
 async function awaitResponse(state, result) {
   let response;
   try {
@@ -218,7 +226,7 @@ async function awaitResponse(state, result) {
   if (typeof response === 'object' && response !== null && isResponse(response)) {
     sendResponse(state, response);
   } else {
-    failRequest(state, 'bad_return', describeValueType(response));
+    failRequest(state, 'bad_return', describeReturned(response));
   }
 }
 

@@ -1114,6 +1114,15 @@ static void test_bad_return(void **state) {
     print_message("  bad return %zu: %s\n", i, r.req[1].message);
     iso_worker_free(w);
   }
+  /* One that calls itself a Response is not named as one. */
+  rec r = {0};
+  iso_worker *w = load_ok(&r, "export default { fetch() { return new Proxy(new Response('p'), {}); } };",
+                          NULL);
+  assert_int_equal(get(w, 1, "/"), 0);
+  assert_int_equal(r.req[1].kind, ISO_ERR_BAD_RETURN);
+  assert_string_equal(r.req[1].message,
+                      "fetch() returned a Proxy or look-alike of a Response, not a Response");
+  iso_worker_free(w);
 }
 
 static void test_eval(void **state) {
@@ -1384,7 +1393,8 @@ static void test_cpu_limit_in_checkpoint(void **state) {
   /* Requests 1 and 2 wait for the same promise; request 3's timer settles it
    * and request 1 then loops. The CPU goes to request 1, not to request 3
    * whose timer the host fired. V8 drops the queued continuations when it
-   * terminates a checkpoint, so request 2 can never finish: it fails too. */
+   * terminates a checkpoint, so request 2 can never finish: it fails too,
+   * as cancelled (the hit was request 1's). */
   rec r = {0};
   iso_limits limits = {0, 30};
   iso_worker *w = load_ok(&r,
@@ -1407,7 +1417,8 @@ static void test_cpu_limit_in_checkpoint(void **state) {
   run_timers(&r, w);
   assert_int_equal(r.req[1].kind, ISO_ERR_CPU);
   assert_string_equal(r.req[1].message, "exceeded CPU limit");
-  assert_int_equal(r.req[2].kind, ISO_ERR_CPU);
+  assert_int_equal(r.req[2].kind, ISO_ERR_CANCELLED);
+  assert_string_equal(r.req[2].message, "another request on this worker exceeded the CPU limit");
   assert_int_equal(r.req[2].done, 1);
   assert_int_equal(r.req[3].kind, ISO_OK);
   assert_int_equal(r.req[3].done, 1);
