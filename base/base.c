@@ -85,6 +85,36 @@ void log_vwrite(log_level level, const char *tenant, const char *request_id,
   log_write_bytes(level, tenant, request_id, extra_json, msg, strlen(msg));
 }
 
+/* Takes v; gives it back with every integral double in the int64 range made
+ * an integer again. */
+static json_t *exact_ints(json_t *v) {
+  if (json_is_real(v)) {
+    double d = json_real_value(v);
+    if (d >= -0x1p63 && d < 0x1p63 && d == (double)(json_int_t)d) {
+      json_decref(v);
+      return json_integer((json_int_t)d);
+    }
+  } else if (json_is_object(v)) {
+    for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it))
+      json_object_iter_set_new(v, it, exact_ints(json_incref(json_object_iter_value(it))));
+  } else if (json_is_array(v)) {
+    for (size_t i = 0; i < json_array_size(v); i++)
+      json_array_set_new(v, i, exact_ints(json_incref(json_array_get(v, i))));
+  }
+  return v;
+}
+
+json_t *json_load_wide(const char *text, size_t len, size_t flags, json_error_t *err) {
+  json_error_t local;
+  if (err == NULL) err = &local;
+  json_t *v = json_loadb(text, len, flags, err);
+  if (v == NULL && json_error_code(err) == json_error_numeric_overflow) {
+    v = json_loadb(text, len, flags | JSON_DECODE_INT_AS_REAL, err);
+    if (v != NULL) v = exact_ints(v);
+  }
+  return v;
+}
+
 size_t utf8_cut(const char *s, size_t len, size_t max) {
   if (len <= max) return len;
   size_t n = max;

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #define container_of(ptr, type, member) \
   ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -48,6 +50,12 @@ void log_write(log_level level, const char *tenant, const char *request_id,
     __attribute__((format(printf, 5, 6)));
 void log_vwrite(log_level level, const char *tenant, const char *request_id,
                 const char *extra_json, const char *fmt, va_list ap);
+/* json_loadb for JSON whose integers may be past int64 (valid JSON, and
+ * JavaScript's numbers are doubles anyway): when one overflows, the text is
+ * read again with every number a double, and the integral ones within int64
+ * are made integers again, so that 3 still reads as 3. */
+json_t *json_load_wide(const char *text, size_t len, size_t flags, json_error_t *err);
+
 /* How many of the len bytes of UTF-8 text s to keep for at most max, without
  * cutting a character in two (a line with half of one would not be JSON). */
 size_t utf8_cut(const char *s, size_t len, size_t max);

@@ -47,6 +47,54 @@ void node_respond_method(http_request *req, const char *allow) {
   json_decref(body);
 }
 
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Form decoding of s[0..len) into out: %XX escapes, '+' for a space. A bad
+ * escape, or one for NUL (the value is a C string), is -EINVAL. */
+static int query_decode(const char *s, size_t len, char *out, size_t outlen) {
+  size_t o = 0;
+  for (size_t i = 0; i < len; i++) {
+    int c = s[i] == '+' ? ' ' : (unsigned char)s[i];
+    if (c == '%') {
+      int hi = i + 2 < len ? hex_digit(s[i + 1]) : -1;
+      int lo = hi >= 0 ? hex_digit(s[i + 2]) : -1;
+      if (lo < 0 || (hi | lo) == 0) return -EINVAL;
+      c = hi << 4 | lo;
+      i += 2;
+    }
+    if (o + 1 >= outlen) return -E2BIG;
+    out[o++] = (char)c;
+  }
+  out[o] = '\0';
+  return 0;
+}
+
+int node_query_param(const char *target, const char *key, char *out, size_t outlen) {
+  const char *q = strchr(target, '?');
+  if (q == NULL) return 0;
+  const char *p = q + 1, *stop = p + strcspn(p, "#");
+  int count = 0, rc = 0;
+  while (p < stop) {
+    const char *amp = memchr(p, '&', (size_t)(stop - p));
+    const char *end = amp ? amp : stop;
+    const char *eq = memchr(p, '=', (size_t)(end - p));
+    char name[64];
+    /* A name that cannot be decoded, or is that long, is not one we read. */
+    if (query_decode(p, (size_t)((eq ? eq : end) - p), name, sizeof name) == 0 &&
+        strcmp(name, key) == 0 && count++ == 0) {
+      const char *v = eq ? eq + 1 : end;
+      rc = query_decode(v, (size_t)(end - v), out, outlen);
+    }
+    p = amp ? amp + 1 : stop;
+  }
+  return rc < 0 ? rc : count;
+}
+
 static void respond_unknown_worker(http_request *req, const char *name) {
   json_t *body = json_pack("{s:s, s:s}", "error", "unknown worker", "name", name);
   node_respond_json(req, 404, body, NULL);
@@ -137,7 +185,28 @@ static void get_worker(node *n, http_request *req, const char *name) {
   json_decref(meta);
 }
 
+/* ?purge=true or ?purge=false (the default): anything else is refused before
+ * the delete, since a misread purge loses data or keeps data meant to go.
+ * Returns 0, or -1 with the 400 answered. */
+static int read_purge(http_request *req, const char *name, int *purge) {
+  char value[8];
+  int rc = node_query_param(req->target, "purge", value, sizeof value);
+  *purge = rc == 1 && strcmp(value, "true") == 0;
+  if (rc == 0 || *purge || (rc == 1 && strcmp(value, "false") == 0)) return 0;
+  const char *msg = rc > 1 ? "the query parameter purge is given more than once: give it once, "
+                             "as true or false"
+                           : "the query parameter purge must be true or false";
+  log_write(LOG_INFO, name, req->id, NULL, "delete rejected: %s", msg);
+  json_t *body = json_pack("{s:s, s:s, s:[s, s]}", "error", msg, "key", "purge", "accepted",
+                           "true", "false");
+  node_respond_json(req, 400, body, NULL);
+  json_decref(body);
+  return -1;
+}
+
 static void delete_worker(node *n, http_request *req, const char *name) {
+  int purge;
+  if (read_purge(req, name, &purge) != 0) return;
   int rc = node_registry_delete(n->registry, name);
   if (rc == -ENOENT) {
     respond_unknown_worker(req, name);
@@ -154,8 +223,6 @@ static void delete_worker(node *n, http_request *req, const char *name) {
   node_cordons_worker_deleted(n, name);
   log_write(LOG_INFO, name, NULL, NULL, "deleted");
   /* The facet outlives a delete unless the operator asks for it to go. */
-  const char *query = strchr(req->target, '?');
-  int purge = query && strstr(query, "purge=true") != NULL;
   node_event_new(n, "delete", name, json_pack("{s:b}", "purge", purge));
   if (purge && node_facet_purge(n, name) != 0) {
     node_respond_error(req, 500, "worker deleted, but its facet could not be purged");

@@ -772,11 +772,22 @@ static void respond(http_request *req, int status, json_t *body) {
 static char *read_reason(http_request *req) {
   if (req->body_len == 0) return xstrdup("cordoned by an operator");
   json_error_t jerr;
-  json_t *body = json_loadb((const char *)req->body, req->body_len, 0, &jerr);
+  json_t *body = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
   if (!json_is_object(body)) {
     respond(req, 400, json_pack("{s:s, s:s}", "error",
                                 "body must be a JSON object such as {\"reason\": \"...\"}",
                                 "detail", body ? "not an object" : jerr.text));
+    json_decref(body);
+    return NULL;
+  }
+  /* Strict like a deploy body: a misspelt key must not pass unnoticed. */
+  const char *key;
+  json_t *v;
+  json_object_foreach(body, key, v) {
+    if (strcmp(key, "reason") == 0) continue;
+    char *msg = xasprintf("unknown key \"%s\" (expected reason)", key);
+    respond(req, 400, json_pack("{s:s, s:s}", "error", msg, "key", key));
+    free(msg);
     json_decref(body);
     return NULL;
   }

@@ -342,6 +342,24 @@ static const char *worker_name_arg(const options *o) {
 
 /* ---- node URL and token ----------------------------------------------- */
 
+/* Brackets hold an IPv6 address and close before the port: without this
+ * check "[::1" would reach the resolver as a host name. */
+static void check_brackets(const char *authority, const char *s) {
+  if (authority[0] != '[') {
+    if (strpbrk(authority, "[]") != NULL)
+      usage_error("--node: brackets only enclose an IPv6 address: '%s'", s);
+    return;
+  }
+  const char *close = strchr(authority, ']');
+  if (close == NULL) usage_error("--node: unclosed '[' in '%s' (e.g. http://[::1]:8081)", s);
+  size_t len = (size_t)(close - authority) - 1;
+  if (len == 0 || strspn(authority + 1, "0123456789abcdefABCDEF:.") != len ||
+      memchr(authority + 1, ':', len) == NULL)
+    usage_error("--node: not an IPv6 address between brackets in '%s'", s);
+  if (close[1] != '\0' && close[1] != ':')
+    usage_error("--node: expected ':PORT' after ']' in '%s'", s);
+}
+
 static void parse_url(const char *s, url *u) {
   if (strncasecmp(s, "http://", 7) != 0) {
     if (strstr(s, "://") != NULL) usage_error("--node: only http:// URLs are supported: '%s'", s);
@@ -351,6 +369,7 @@ static void parse_url(const char *s, url *u) {
   size_t alen = strcspn(auth, "/?#");
   if (alen == 0) usage_error("--node: no host in '%s'", s);
   u->authority = xstrndup(auth, alen);
+  check_brackets(u->authority, s);
 
   /* A port is optional; parse_host_port wants one, so default to 80. */
   const char *bracket = strrchr(u->authority, ']');

@@ -686,7 +686,9 @@ static char *secret_value(http_request *req, size_t *len, const char **why) {
     if (*len > 0 && req->body[*len - 1] == '\r') (*len)--;
     value = xstrndup(req->body ? (const char *)req->body : "", *len);
   }
-  if (strlen(value) != *len || !egress_secret_value_valid(value, *len)) {
+  /* An empty secret would inject an empty credential; edgectl refuses it too. */
+  if (*len == 0) *why = "the secret value is empty";
+  if (*len == 0 || strlen(value) != *len || !egress_secret_value_valid(value, *len)) {
     memset(value, 0, *len);
     free(value);
     return NULL;

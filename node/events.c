@@ -166,34 +166,14 @@ void node_event_new(node *n, const char *kind, const char *tenant, json_t *detai
 
 /* ---- GET /v1/events ---------------------------------------------------------------- */
 
-/* The value of `key` in the query string (no percent-decoding: values are
- * names and numbers), copied into out; 0 when present. */
-static int query_param(const char *target, const char *key, char *out, size_t outlen) {
-  const char *q = strchr(target, '?');
-  if (q == NULL) return -1;
-  size_t klen = strlen(key);
-  for (const char *p = q + 1; *p;) {
-    size_t len = strcspn(p, "&#");
-    if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
-      size_t vlen = len - klen - 1;
-      if (vlen >= outlen) vlen = outlen - 1;
-      memcpy(out, p + klen + 1, vlen);
-      out[vlen] = '\0';
-      return 0;
-    }
-    if (p[len] != '&') break;
-    p += len + 1;
-  }
-  return -1;
-}
-
 static void list_events(node *n, http_request *req) {
   char limit_text[16], tenant[80], kind[40];
   long limit = EVENTS_DEFAULT_LIMIT;
-  if (query_param(req->target, "limit", limit_text, sizeof limit_text) == 0) {
+  int given = node_query_param(req->target, "limit", limit_text, sizeof limit_text);
+  if (given != 0) {
     char *end = NULL;
-    limit = strtol(limit_text, &end, 10);
-    if (end == limit_text || *end != '\0' || limit < 1 || limit > NODE_EVENTS_MAX) {
+    limit = given < 0 ? 0 : strtol(limit_text, &end, 10);
+    if (given < 0 || end == limit_text || *end != '\0' || limit < 1 || limit > NODE_EVENTS_MAX) {
       json_t *body = json_pack("{s:s, s:s, s:i, s:i}", "error",
                                "limit must be an integer between 1 and 1000", "key", "limit",
                                "min", 1, "max", NODE_EVENTS_MAX);
@@ -202,11 +182,13 @@ static void list_events(node *n, http_request *req) {
       return;
     }
   }
-  int by_tenant = query_param(req->target, "tenant", tenant, sizeof tenant) == 0;
-  int by_kind = query_param(req->target, "kind", kind, sizeof kind) == 0;
+  int by_tenant = node_query_param(req->target, "tenant", tenant, sizeof tenant);
+  int by_kind = node_query_param(req->target, "kind", kind, sizeof kind);
+  /* A filter that cannot be decoded, or is longer than any name, matches nothing. */
+  int none = by_tenant < 0 || by_kind < 0;
   json_t *list = json_array();
   struct node_events *ev = n->events;
-  for (size_t i = ev ? ev->count : 0; i > 0 && (long)json_array_size(list) < limit; i--) {
+  for (size_t i = ev && !none ? ev->count : 0; i > 0 && (long)json_array_size(list) < limit; i--) {
     json_t *e = ev->ring[(ev->first + i - 1) % NODE_EVENTS_MAX];
     const char *t = json_string_value(json_object_get(e, "tenant"));
     if (by_tenant && (t == NULL || strcmp(t, tenant) != 0)) continue;

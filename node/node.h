@@ -302,6 +302,14 @@ int node_control_start(node *n, char **err);
 void node_respond_json(http_request *req, int status, json_t *body, const char *allow);
 void node_respond_error(http_request *req, int status, const char *message);
 void node_respond_method(http_request *req, const char *allow);
+/*
+ * The value of `key` in the request target's query string (pairs split on '&'
+ * and '=', names and values form-decoded: %XX, '+' for a space), copied into
+ * out. Returns how many times the key is given (0: absent), the first value
+ * in out; or, for that first value, -EINVAL (a bad escape or %00) or -E2BIG
+ * (longer than outlen - 1). Other keys are ignored.
+ */
+int node_query_param(const char *target, const char *key, char *out, size_t outlen);
 
 /* facet_routes.c: GET /v1/workers/{name}/facet[/backup]; returns 0 when
  * `sub` is not one of its routes. */

@@ -193,7 +193,8 @@ void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms
 /* ---- frames from a worker ------------------------------------------------------ */
 
 static json_t *frame_json(const proto_frame *f) {
-  json_t *v = json_loadb((const char *)f->payload, f->length, 0, NULL);
+  /* A run's answer carries the caller's strings, which may hold U+0000. */
+  json_t *v = json_loadb((const char *)f->payload, f->length, JSON_ALLOW_NUL, NULL);
   if (v && !json_is_object(v)) {
     json_decref(v);
     v = NULL;

@@ -245,6 +245,10 @@ static int parse_egress(json_t *rules, json_t **error) {
 }
 
 static int parse_json_body(const uint8_t *body, size_t len, json_t **spec, json_t **error) {
+  if (len == 0) { /* jansson would only say "wrong arguments" */
+    *error = error_body(NULL, NULL, "the body is empty: send a JSON object with \"modules\"");
+    return 400;
+  }
   json_error_t jerr;
   json_t *root = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &jerr);
   if (root == NULL) {

@@ -22,6 +22,9 @@
 /* Its name cannot collide: user modules end in .js or .mjs. */
 #define RUN_WRAPPER "edgenode:run"
 #define RUN_DEFAULT_URL "http://run.localhost/"
+/* The largest answer (its JSON, as the control API sends it): below the
+ * largest frame the supervisor reads, with room for the frame's own keys. */
+#define RUN_ANSWER_MAX_BYTES (64u * 1024u * 1024u)
 
 typedef struct run_job {
   sandbox sb;         /* first */
@@ -87,6 +90,28 @@ static long base64_decode(const char *in, size_t len, uint8_t *out) {
 
 /* ---- replies ---- */
 
+/* The frame's text for an answer of `http_status` with `body` (taken): an
+ * answer too large to send becomes an error saying so, at once, since the
+ * caller would otherwise wait for the supervisor to give up on the run. */
+static char *reply_text(int http_status, json_t *body) {
+  char *answer = body ? json_dumps(body, JSON_COMPACT) : NULL;
+  json_decref(body);
+  if (answer == NULL)
+    return xstrdup("{\"http_status\":500,\"body\":{\"error\":\"the result cannot be encoded\"}}");
+  size_t len = strlen(answer);
+  if (len > RUN_ANSWER_MAX_BYTES) {
+    free(answer);
+    log_write(LOG_INFO, NULL, NULL, NULL, "run answer of %zu bytes is over the limit", len);
+    return xasprintf("{\"http_status\":502,\"body\":{\"error\":\"the run's answer is too large: "
+                     "%zu bytes of JSON, over the limit of %u\",\"kind\":\"too_large\","
+                     "\"size_bytes\":%zu,\"limit_bytes\":%u}}",
+                     len, RUN_ANSWER_MAX_BYTES, len, RUN_ANSWER_MAX_BYTES);
+  }
+  char *text = xasprintf("{\"http_status\":%d,\"body\":%s}", http_status, answer);
+  free(answer);
+  return text;
+}
+
 static void reply(run_job *job, int http_status, json_t *body) {
   if (job->replied) {
     json_decref(body);
@@ -94,12 +119,7 @@ static void reply(run_job *job, int http_status, json_t *body) {
   }
   job->replied = 1;
   worker *w = worker_self();
-  json_t *msg = json_pack("{s:i, s:o}", "http_status", http_status, "body", body);
-  char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-  json_decref(msg);
-  if (text == NULL) {
-    text = xstrdup("{\"http_status\":500,\"body\":{\"error\":\"the result cannot be encoded\"}}");
-  }
+  char *text = reply_text(http_status, body);
   if (proto_channel_send(&w->supervisor, PROTO_RUN_RESULT, job->frame_id, text, strlen(text)) != 0)
     log_warn("could not send a run's result to the supervisor");
   free(text);
@@ -203,6 +223,14 @@ static json_t *response_json(const iso_response *res) {
   return out;
 }
 
+/* The wrapper's JSON text. Strings may hold U+0000; a JavaScript number past
+ * int64 is read as the double it is, so such a result is read again with
+ * every number a double. */
+static json_t *load_result(const uint8_t *text, size_t len) {
+  size_t flags = JSON_DECODE_ANY | JSON_ALLOW_NUL;
+  return json_load_wide((const char *)text, len, flags, NULL);
+}
+
 /* ---- the sandbox's owner ---- */
 
 static int run_prepare(sandbox *sb, iso_error *err) {
@@ -228,7 +256,7 @@ static void run_respond(sandbox *sb, void *cookie, const iso_response *res, cons
     return;
   }
   /* The wrapper answered {"result": ...}. */
-  json_t *body = json_loadb((const char *)res->body, res->body_len, JSON_DECODE_ANY, NULL);
+  json_t *body = load_result(res->body, res->body_len);
   json_t *result = json_object_get(body, "result");
   if (res->status != 200 || result == NULL) {
     json_decref(body);
@@ -291,7 +319,10 @@ static char *wrapper_source(const char *main_module, int with_input) {
       "    if (!withInput && fetchable) return h.fetch(request, env, ctx);\n"
       "    const input = withInput ? await request.json() : null;\n"
       "    const result = await run(input, env);\n"
-      "    const text = JSON.stringify({ result: result === undefined ? null : result });\n"
+      "    // JSON.stringify escapes a lone surrogate (and writes pairs as they are):\n"
+      "    // U+FFFD takes its place, as in any UTF-8 encoding of the string.\n"
+      "    const text = JSON.stringify({ result: result === undefined ? null : result })\n"
+      "      .replace(/\\\\(u(d[89a-f][0-9a-f]{2})|[^u])/gi, (m, e, s) => (s ? '\\\\ufffd' : m));\n"
       "    return new Response(text, { headers: { 'content-type': 'application/json' } });\n"
       "  },\n"
       "};\n",
@@ -372,7 +403,8 @@ void run_on_frame(worker *w, const proto_frame *frame) {
   run_job *job = xcalloc(1, sizeof *job);
   job->frame_id = frame->id;
   job->started_ns = time_mono_ns();
-  job->spec = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
+  /* The caller's strings (input, env, request body) may hold U+0000. */
+  job->spec = json_loadb((const char *)frame->payload, frame->length, JSON_ALLOW_NUL, NULL);
   iso_module *mods = NULL;
   const char *main_module = NULL, *why = "the run is not a JSON object";
   int n = json_is_object(job->spec) ? spec_modules(job->spec, &mods, &main_module, &why) : -1;

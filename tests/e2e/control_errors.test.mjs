@@ -141,6 +141,8 @@ test('bad JSON deploys -> 400', async () => {
     headers: { 'content-type': 'application/json' },
   });
   assertJsonError(bad, 400, 'invalid JSON');
+  const empty = await node.control('PUT', '/v1/workers/badjson', { body: '', headers: { 'content-type': 'application/json' } });
+  assert.match(assertJsonError(empty, 400, 'empty body').error, /^the body is empty/);
 
   const unknownKey = await node.control('PUT', '/v1/workers/badjson', {
     body: { main_module: 'index.js', modules: { 'index.js': GOOD }, colour: 'blue' },

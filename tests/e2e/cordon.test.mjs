@@ -431,6 +431,13 @@ test('bad inputs get clear errors and change nothing', async () => {
     r = await node.control('POST', '/v1/tenants/known/cordon', { body: { reason: 42 } });
     assert.equal(r.status, 400);
     assert.equal(r.json.key, 'reason');
+    // strict like a deploy body: unknown and repeated keys are refused
+    r = await node.control('POST', '/v1/tenants/known/cordon', { body: { reason: 'ok', extra: 1 } });
+    assert.equal(r.status, 400, r.text);
+    assert.deepEqual(r.json, { error: 'unknown key "extra" (expected reason)', key: 'extra' });
+    r = await node.control('POST', '/v1/tenants/known/cordon', { body: '{"reason":"a","reason":"b"}', headers: { 'content-type': 'application/json' } });
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.detail, /duplicate/);
     r = await node.control('GET', '/v1/tenants/known/cordon');
     assert.equal(r.status, 405);
     assert.equal(r.headers.allow, 'POST');

@@ -186,6 +186,15 @@ test('wrong token, unreachable node, missing file, usage errors: non-zero exit',
   assert.notEqual(nofile.code, 0);
   assert.match(nofile.stderr, /does-not-exist\.js/);
 
+  // a malformed --node is a usage error (2), never a failed lookup (1)
+  for (const nodeUrl of ['http://[::1', 'http://[::1]x', 'http://[zz]:80', 'http://[]:80', 'http://a]b:80',
+    'ftp://x', 'http://', 'http://:80']) {
+    const bad = await ctl(['list'], { nodeUrl });
+    assert.equal(bad.code, 2, `--node ${nodeUrl}: ${bad.stderr}`);
+    assert.match(bad.stderr, /--node/, `--node ${nodeUrl}`);
+    assert.doesNotMatch(bad.stderr, /cannot resolve/, `--node ${nodeUrl}`);
+  }
+
   for (const args of [[], ['frobnicate'], ['deploy'], ['deploy', 'x'], ['show']]) {
     const u = await ctl(args);
     assert.notEqual(u.code, 0, `edgectl ${args.join(' ')}`);

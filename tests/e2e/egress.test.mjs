@@ -403,6 +403,15 @@ test('secrets API: write-only values, names and times listed, delete', async () 
   assert.equal((await node.control('PUT', '/v1/secrets/bad-name', { body: { value: 'x' } })).status, 400);
   const multi = await node.control('PUT', '/v1/secrets/MULTI', { body: { value: 'a\nb' } });
   assert.equal(multi.status, 400);
+  // an empty value is refused as edgectl refuses it, and stores nothing
+  for (const [body, headers] of [['', { 'content-type': 'text/plain' }], ['\n', { 'content-type': 'text/plain' }],
+    ['\r\n', {}], [{ value: '' }, {}]]) {
+    const empty = await node.control('PUT', '/v1/secrets/EMPTY', { body, headers });
+    assert.equal(empty.status, 400, `${JSON.stringify(body)}: ${empty.text}`);
+    assert.equal(empty.json.error, 'the secret value is empty');
+  }
+  const after = await node.control('GET', '/v1/secrets');
+  assert.ok(!after.json.secrets.some((s) => s.name === 'EMPTY'), after.text);
   assert.equal((await node.control('GET', '/v1/secrets', { token: 'wrong' })).status, 401);
 });
 

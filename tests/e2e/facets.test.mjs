@@ -197,6 +197,46 @@ test('operators: describe, backup while writing, redeploy and delete keep it, pu
     { what: 'an empty facet after purge' });
 });
 
+test('delete reads ?purge strictly: true purges, false or none keeps, anything else is 400', async () => {
+  const file = path.join(node.dataDir, 'facets', 'strict.sqlite');
+  let row = 0;
+  async function deployWithRow() {
+    await deployOk('strict', COUNTER);
+    await waitFor(async () => (await node.ingress('strict', `/write?n=${++row}`, { method: 'POST' })).status === 200,
+      { what: 'a row in the facet of strict' });
+    assert.ok(existsSync(file), 'the facet file exists');
+  }
+  await deployWithRow();
+  // refused before anything is deleted: the worker and its facet stay
+  for (const query of ['purge=1', 'purge=TRUE', 'purge=yes', 'purge=truex', 'purge=', 'purge',
+    'purge=true&purge=true', 'purge=false&purge=true', 'purge=%zz']) {
+    const r = await node.control('DELETE', `/v1/workers/strict?${query}`);
+    assert.equal(r.status, 400, `${query}: ${r.text}`);
+    assert.equal(r.json.key, 'purge', r.text);
+    assert.deepEqual(r.json.accepted, ['true', 'false'], r.text);
+    assert.match(r.json.error, /true or false/);
+    assert.equal((await node.control('GET', '/v1/workers/strict')).status, 200, `${query}: still deployed`);
+    assert.ok(existsSync(file), `${query}: the facet stays`);
+  }
+  // kept: no purge parameter, purge=false, other parameters that merely contain the text
+  for (const query of ['', '?nopurge=true', '?xpurge=true', '?purge=false', '?purge=false&comment=purge=true',
+    '?comment=purge%3Dtrue']) {
+    const r = await node.control('DELETE', `/v1/workers/strict${query}`);
+    assert.equal(r.status, 200, `${query}: ${r.text}`);
+    assert.deepEqual(r.json, { deleted: 'strict', facet_purged: false });
+    assert.ok(existsSync(file), `${query}: the facet is kept`);
+    await deployWithRow();
+  }
+  // purged: purge=true, also percent-encoded and next to other parameters
+  for (const query of ['?purge=true', '?comment=x&p%75rge=%74rue#frag']) {
+    const r = await node.control('DELETE', `/v1/workers/strict${query}`);
+    assert.equal(r.status, 200, `${query}: ${r.text}`);
+    assert.deepEqual(r.json, { deleted: 'strict', facet_purged: true });
+    assert.equal(existsSync(file), false, `${query}: the facet is gone`);
+    await deployWithRow();
+  }
+});
+
 test('durability: every acknowledged write survives SIGKILL of worker processes', async (t) => {
   const dataDir = tempDir('edgenode-facet-durable-');
   const ROUNDS = 12;

@@ -144,6 +144,9 @@ test('bad bodies: 400 / 415 with the problem named', async () => {
   assert.match(r.json.error, /base64/);
   r = await node.control('POST', '/v1/run', { body: 'not json', headers: { 'content-type': 'application/json' } });
   assert.equal(r.status, 400, r.text);
+  r = await node.control('POST', '/v1/run', { body: '', headers: { 'content-type': 'application/json' } });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.error, /the body is empty/);
   r = await node.control('GET', '/v1/run');
   assert.equal(r.status, 405, r.text);
   r = await node.control('POST', '/v1/run', { body: ECHO, headers: { 'content-type': 'application/javascript' } });
@@ -151,6 +154,111 @@ test('bad bodies: 400 / 415 with the problem named', async () => {
   assert.equal(r.json.status, 202);
   r = await node.control('POST', '/v1/run', { body: {}, token: 'wrong' });
   assert.equal(r.status, 401);
+});
+
+test('a malformed request is a 400 naming the field, before any code runs', async () => {
+  const cases = [
+    [{ url: 'not a url' }, 'request.url'],
+    [{ url: 'ftp://x/' }, 'request.url'],
+    [{ url: 'http://x/a b' }, 'request.url'],
+    [{ url: 42 }, 'request.url'],
+    [{ method: 'BAD METHOD' }, 'request.method'],
+    [{ method: '' }, 'request.method'],
+    [{ method: 7 }, 'request.method'],
+    [{ headers: { 'x-a': 'v\r\nx-injected: 1' } }, 'request.headers'],
+    [{ headers: [['x-a', 'v\n']] }, 'request.headers'],
+    [{ headers: { 'x-a': 'v\u0000' } }, 'request.headers'],
+    [{ headers: { 'bad name': 'v' } }, 'request.headers'],
+    [{ headers: [['x-a']] }, 'request.headers'],
+    [{ headers: 'x-a: v' }, 'request.headers'],
+    [{ bogus: 1 }, 'request.bogus'],
+  ];
+  for (const [request, key] of cases) {
+    const r = await run({ modules: { 'a.js': ECHO }, request });
+    const what = JSON.stringify(request);
+    assert.equal(r.status, 400, `${what}: ${r.text}`);
+    assert.equal(r.json.key, key, `${what}: ${r.text}`);
+    assert.ok(r.json.error.startsWith(key) || r.json.error.includes(`"${key}"`), `${what}: ${r.text}`);
+  }
+  // the same fields, well formed
+  const r = await run({
+    modules: { 'a.js': ECHO },
+    request: { method: 'PATCH', url: 'http://[::1]:8080/x?y=%20', headers: [['x-test', 'a\tb']], body: 'b' },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(JSON.parse(r.json.body),
+    { method: 'PATCH', url: 'http://[::1]:8080/x?y=%20', test: 'a\tb', body: 'b', env: {} });
+});
+
+test('U+0000 travels both ways: input, env, request and response bodies, results', async () => {
+  let r = await run({
+    modules: { 'n.js': `export function run(input, env) { return { got: input, env: env.K, made: 'x\\u0000y' }; }` },
+    input: 'a\u0000b', env: { K: '\u0000' },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json, { result: { got: 'a\u0000b', env: '\u0000', made: 'x\u0000y' } });
+  r = await run({ modules: { 'n.js': `export function run() { return '\\u0000'; }` }, input: null });
+  assert.deepEqual(r.json, { result: '\u0000' });
+  r = await run({ modules: { 'n.js': `export default { fetch() { return new Response(new Uint8Array([97, 0, 98])); } };` } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.body, 'a\u0000b');
+  assert.equal(r.json.body_encoding, undefined);
+  r = await run({ modules: { 'n.js': `export default { fetch() { return new Response(new Uint8Array(1)); } };` } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.body, '\u0000');
+  r = await run({ modules: { 'e.js': ECHO }, request: { method: 'POST', body: 'b\u0000' } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(JSON.parse(r.json.body).body, 'b\u0000');
+});
+
+test('lone surrogates in a result become U+FFFD; pairs and escaped text stay', async () => {
+  const r = await run({
+    modules: { 's.js': `export function run() {
+      return { a: '\\ud800', b: 'x\\udc00y', ['k\\udbff']: '\\ud83d\\ude00', c: '\\\\ud800', d: ['\\udfff\\ud800'] }; }` },
+    input: null,
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json, {
+    result: { a: '\ufffd', b: 'x\ufffdy', 'k\ufffd': '\u{1f600}', c: '\\ud800', d: ['\ufffd\ufffd'] },
+  });
+});
+
+test('integers of 2^63 and more are numbers, as in JavaScript; small ones stay integers', async () => {
+  const mod = JSON.stringify(`export function run(input) {
+    return { input, big: 12345678901234567890, neg: -(2 ** 64), small: 3, half: 0.5 }; }`);
+  let r = await node.control('POST', '/v1/run', {
+    body: `{"modules":{"b.js":${mod}},"limits":{"cpu_ms":1000},"input":[12345678901234567890,7]}`,
+    headers: { 'content-type': 'application/json' },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json, {
+    result: { input: [12345678901234567890, 7], big: 12345678901234567890, neg: -(2 ** 64), small: 3, half: 0.5 },
+  });
+  assert.match(r.text, /"small":3[,}]/);
+  assert.match(r.text, /,7\]/);
+  r = await run({ modules: { 'b.js': `export function run() { return 12345678901234567890; }` }, input: null });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.result, 12345678901234567890);
+  // a limit is still an integer in range
+  r = await node.control('POST', '/v1/run', {
+    body: `{"modules":{"b.js":${mod}},"limits":{"cpu_ms":12345678901234567890},"input":1}`,
+    headers: { 'content-type': 'application/json' },
+  });
+  assert.equal(r.status, 400, r.text);
+  assert.equal(r.json.limit, 'cpu_ms');
+});
+
+test('an answer over the limit is a 502 saying so, as soon as the worker knows', async () => {
+  // 16 MiB of zero bytes: UTF-8 text, six bytes of JSON each
+  const r = await run({
+    modules: { 'l.js': `export default { fetch() { return new Response(new Uint8Array(16 << 20)); } };` },
+    limits: { cpu_ms: 5000 },
+  });
+  assert.equal(r.status, 502, r.text);
+  assert.equal(r.json.kind, 'too_large');
+  assert.equal(r.json.limit_bytes, 64 * 1024 * 1024);
+  assert.ok(r.json.size_bytes > r.json.limit_bytes, r.text);
+  assert.match(r.json.error, /too large.*limit of 67108864/);
 });
 
 test('no isolate is left behind', async () => {

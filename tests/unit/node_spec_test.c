@@ -129,6 +129,12 @@ static void test_json_errors(void **state) {
   expect_json_error("{\"modules\": {", 400, "\"position\"");
   expect_json_error("{\"modules\": {\"a.js\": \"x\"}, \"modules\": {}}", 400, "invalid JSON");
   expect_json_error("[1]", 400, "must be a JSON object");
+  expect_json_error("", 400, "the body is empty");
+  /* An empty request has no body buffer at all. */
+  json_t *spec, *error;
+  assert_int_equal(node_spec_parse("application/json", NULL, 0, &spec, &error), 400);
+  assert_non_null(strstr(json_string_value(json_object_get(error, "error")), "empty"));
+  json_decref(error);
   /* jansson refuses NUL in keys, so such module names never get further */
   expect_json_error("{\"modules\": {\"a\\u0000.js\": \"\"}}", 400, "invalid JSON");
   expect_json_error("{\"modules\": {\"a.js\": \"x\"}, \"colour\": \"blue\"}", 400, "colour");
