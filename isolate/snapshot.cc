@@ -225,11 +225,16 @@ bool snapshot_build(std::string *error) {
       return false;
     }
     warm_up(isolate, script);
-    v8::Local<v8::Function> warm_shapes;
-    v8::Local<v8::Value> shapes;
-    if (api_get(context, api, "warmShapes", &warm_shapes) &&
-        warm_shapes->Call(context, v8::Undefined(isolate), 0, nullptr).ToLocal(&shapes))
-      creator.AddData(context, shapes);  /* never taken: it keeps the maps alive */
+    v8::Local<v8::Function> warm_path;
+    v8::Local<v8::Value> kept;
+    {
+      v8::TryCatch tc(isolate);  /* best effort, as warm_up() */
+      if (api_get(context, api, "warmRequestPath", &warm_path) &&
+          warm_path->Call(context, v8::Undefined(isolate), 0, nullptr).ToLocal(&kept)) {
+        isolate->PerformMicrotaskCheckpoint();
+        creator.AddData(context, kept);  /* never taken: it keeps the maps alive */
+      }
+    }
     data_index[kSlotSetHandler] = creator.AddData(context, fns[0]);
     data_index[kSlotDispatch] = creator.AddData(context, fns[1]);
     data_index[kSlotFireTimer] = creator.AddData(context, fns[2]);

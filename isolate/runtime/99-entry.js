@@ -266,16 +266,30 @@ function dispatch(token, method, url, headers, body) {
   }
 }
 
-// One instance of each class a request makes, made in the context the
-// snapshot keeps and kept alive with it. A context gets the hidden classes
-// (maps) of a class's instances when it makes the first one; made here, they
-// are deserialized with the context instead of being built again by every
-// worker's first request. No state of the runtime is touched.
-function warmShapes() {
+// Run once, in the context the snapshot keeps, so that a worker's first
+// request finds its path ready instead of building it (a third of the
+// instructions of a fresh worker's first request):
+// - one instance of each class a request makes, kept alive with the
+//   snapshot: a context gets the hidden classes (maps) of a class's
+//   instances when it makes the first one;
+// - one request through dispatch, with a handler of the runtime's own: the
+//   functions every request calls get their closures initialized and their
+//   feedback (inline caches) filled.
+// The module state a request touches is put back as it was.
+function warmRequestPath() {
   const state = new RequestState(0);
   const request = newIncomingRequest('GET', 'http://warm.localhost/', ['accept', '*/*'], null);
-  return [state, request, request.headers, new ExecutionContext(kPrivate, state),
-          new Response('warm'), Response.json({}), new Headers({ 'content-type': 'text/plain' })];
+  const kept = [state, request, request.headers, new ExecutionContext(kPrivate, state),
+                new Response('warm'), Response.json({}), new Headers({ 'content-type': 'text/plain' })];
+  handler = { fetch() { return new Response('warm'); } };
+  try {
+    dispatch(0, 'GET', 'http://warm.localhost/', ['accept', '*/*'], null);
+  } finally {
+    handler = null;
+    handlerEnv = {};
+    activeRequest = null;
+  }
+  return kept;
 }
 
-return { setHandler, dispatch, fireTimer, warmShapes };
+return { setHandler, dispatch, fireTimer, warmRequestPath };
