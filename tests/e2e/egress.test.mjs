@@ -192,6 +192,7 @@ function rulesFor() {
     { match: `http://[::1]:${P}/` },
     { match: `http://[::ffff:7f00:2]:${P}/` },
     { match: 'http://169.254.169.254/latest/*' },
+    { match: `http://0.0.0.0:${P}/` },
     { match: 'https://*.example.com/' },
   ];
 }
@@ -450,6 +451,7 @@ test('addresses on private networks are refused even when a rule allows them, na
     [`http://[::1]:${P}/`, 'egress denied: ::1 is a loopback address'],
     [`http://[::ffff:127.0.0.2]:${P}/`, 'egress denied: ::ffff:127.0.0.2 is a loopback address'],
     ['http://169.254.169.254/latest/meta-data', 'egress denied: 169.254.169.254 is a link-local address'],
+    [`http://0.0.0.0:${P}/`, 'egress denied: 0.0.0.0 is an unspecified address'],
   ];
   for (const [url, message] of cases) {
     const r = await call({ url });
