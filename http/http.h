@@ -196,6 +196,28 @@ int http_request_body_wait(http_request *req, http_drain_cb cb, void *arg);
 /* Case-insensitive header lookup; NULL when absent. */
 const char *http_request_header(const http_request *req, const char *name);
 
+/*
+ * A request's authority, from a Host header (surrounding whitespace trimmed
+ * first) or an absolute-form target: an RFC 3986 host (reg-name, IPv4address
+ * or "[" IPv6address "]") and an optional ":port" of 1 to 5 digits within
+ * 1-65535. No userinfo, path or whitespace. Stricter than RFC 3986 where the
+ * URL Standard is, so that "http://" + authority + "/" always parses as a
+ * URL: no percent-encoding, a name ending in a number must be an IPv4
+ * address, and an "xn--" label must be valid IDNA. Letter case is kept.
+ */
+typedef enum { HTTP_HOST_NAME, HTTP_HOST_IPV4, HTTP_HOST_IPV6 } http_host_kind;
+
+typedef struct http_authority {
+  http_host_kind kind;
+  const char *host;  /* into the input; an IPv6 address keeps its brackets */
+  size_t host_len;
+  const char *port;  /* into the input, digits only; NULL when there is none */
+  size_t port_len;
+} http_authority;
+
+/* Returns NULL with *out filled, or a constant message saying what is wrong. */
+const char *http_authority_parse(const char *s, size_t len, http_authority *out);
+
 /* The standard reason phrase ("Not Found"), or "Unknown". */
 const char *http_status_text(int status);
 

@@ -1,3 +1,5 @@
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -5,12 +7,74 @@
 #include "base.h"
 #include "worker.h"
 
-/* The worker name is the first label of the Host header, port stripped. */
-static int route_name(const char *host, const char **name, size_t *len) {
-  if (host == NULL) return -1;
-  size_t n = strcspn(host, ".:");
-  if (!worker_name_valid(host, n)) return -1;
-  *name = host;
+/*
+ * Where a request goes. RFC 9112 section 3.2: exactly one Host header, with a
+ * valid authority, or 400. Section 3.2.2: an absolute-form target's
+ * authority is the one that counts, Host is ignored. We route by it rather
+ * than refuse a Host that differs: the RFC tells a server to do so, and a
+ * client that sends absolute-form means its target. Routing and request.url
+ * then always agree, and the Host is still checked, as section 3.2 asks.
+ */
+typedef struct destination {
+  http_authority authority;
+  const char *path;  /* the URL's path and query, into the target ("" for "/") */
+} destination;
+
+static const char *host_header(const http_request *req, size_t *len, size_t *count) {
+  const char *value = NULL;
+  *count = 0;
+  for (size_t i = 0; i < req->n_headers; i++)
+    if (strcasecmp(req->headers[i].name, "host") == 0 && ++*count == 1)
+      value = req->headers[i].value;
+  if (value == NULL) return NULL;
+  /* As the workers' Headers class does: surrounding spaces and tabs go. */
+  while (*value == ' ' || *value == '\t') value++;
+  size_t n = strlen(value);
+  while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t')) n--;
+  *len = n;
+  return value;
+}
+
+/* The length of an "http://" or "https://" prefix (any case), or 0. */
+static size_t absolute_form(const char *target) {
+  if (strncasecmp(target, "http://", 7) == 0) return 7;
+  if (strncasecmp(target, "https://", 8) == 0) return 8;
+  return 0;
+}
+
+/* Fills *d, or returns why the request cannot be routed (the caller frees it). */
+static char *destination_find(const http_request *req, destination *d) {
+  size_t count, len = 0;
+  const char *host = host_header(req, &len, &count);
+  if (count == 0) return xstrdup("missing Host header: its first label names the worker");
+  if (count > 1) return xstrdup("more than one Host header");
+  const char *err = http_authority_parse(host, len, &d->authority);
+  if (err) return xasprintf("invalid Host header: %s", err);
+  const char *t = req->target;
+  size_t scheme = absolute_form(t);
+  if (scheme == 0) {
+    /* Asterisk- and authority-form name no resource: the URL's path is "/". */
+    d->path = t[0] == '/' ? t : "";
+    return NULL;
+  }
+  const char *a = t + scheme;
+  size_t n = strcspn(a, "/?#");
+  err = http_authority_parse(a, n, &d->authority);
+  if (err) return xasprintf("invalid authority in the request target: %s", err);
+  d->path = a + n;
+  return NULL;
+}
+
+/* The worker name: the first label of a host name, lowercased (host names
+ * are case-insensitive, worker names lowercase). IP addresses name none. */
+static int route_name(const destination *d, char name[64], size_t *len) {
+  const http_authority *a = &d->authority;
+  if (a->kind != HTTP_HOST_NAME) return -1;
+  size_t n = strcspn(a->host, ".:");
+  if (n > a->host_len) n = a->host_len;
+  if (n == 0 || n > 63) return -1;
+  for (size_t i = 0; i < n; i++) name[i] = (char)tolower((unsigned char)a->host[i]);
+  if (!worker_name_valid(name, n)) return -1;
   *len = n;
   return 0;
 }
@@ -43,11 +107,27 @@ void inflight_finish(worker *w, inflight *f) {
   worker_maybe_exit(w);
 }
 
-/* An absolute URL for the Request: the Host the client used, its target. */
-static char *request_url(const http_request *req, const char *host) {
-  if (strncasecmp(req->target, "http://", 7) == 0 || strncasecmp(req->target, "https://", 8) == 0)
-    return xstrdup(req->target);
-  return xasprintf("http://%s%s", host, req->target[0] == '/' ? req->target : "/");
+/* The Request's absolute URL, from the checked authority and the target's
+ * path, its host and port as the URL Standard writes them: host lowercased,
+ * port without leading zeros and left out when it is http's 80. */
+static char *request_url(const destination *d) {
+  const http_authority *a = &d->authority;
+  char *host = xstrndup(a->host, a->host_len);
+  for (char *c = host; *c; c++) *c = (char)tolower((unsigned char)*c);
+  unsigned port = 0;
+  for (size_t i = 0; i < a->port_len; i++) port = port * 10 + (unsigned)(a->port[i] - '0');
+  char port_text[8] = "";
+  if (a->port && port != 80) snprintf(port_text, sizeof port_text, ":%u", port);
+  char *url = xasprintf("http://%s%s%s%s", host, port_text, d->path[0] == '/' ? "" : "/", d->path);
+  free(host);
+  return url;
+}
+
+/* A request refused before it reaches any tenant: it counts against none. */
+static void respond_unroutable(http_request *req, const char *message) {
+  char *extra = xasprintf("{\"request_id\":\"%s\"}", req->id);
+  http_respond_error(req, 400, message, extra);
+  free(extra);
 }
 
 void ingress_run(sched_unit *unit) {
@@ -60,8 +140,16 @@ void ingress_run(sched_unit *unit) {
     inflight_finish(w, f);
     return;
   }
-  const char *host = http_request_header(req, "host");
-  char *url = request_url(req, host);
+  destination d;
+  char *err = destination_find(req, &d);
+  if (err) { /* checked on arrival; the request is as it was then */
+    f->loaded->requests--;
+    ingress_fail(w, f, 400, err, NULL);
+    free(err);
+    inflight_finish(w, f);
+    return;
+  }
+  char *url = request_url(&d);
   iso_header stack_headers[32];
   iso_header *headers = req->n_headers <= ARRAY_SIZE(stack_headers)
                             ? stack_headers
@@ -134,11 +222,17 @@ static int misdirected(worker *w, const char *name, size_t len) {
 
 void ingress_on_request(http_server *server, http_request *req) {
   worker *w = server->data;
-  const char *name;
+  destination d;
+  char *err = destination_find(req, &d);
+  if (err) {
+    respond_unroutable(req, err);
+    free(err);
+    return;
+  }
+  char name[64];
   size_t len;
-  if (route_name(http_request_header(req, "host"), &name, &len) != 0) {
-    http_respond_error(req, 400, "missing or invalid Host header: its first label names the worker",
-                       NULL);
+  if (route_name(&d, name, &len) != 0) {
+    respond_unroutable(req, "the host names no worker: its first label must be a worker name");
     return;
   }
   if (misdirected(w, name, len)) {

@@ -2,7 +2,7 @@
 // the client sees of the worker's Response, and every kind of bad input.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { RawConn, hasFlag, parseResponses, rawRequest, sleep, startNode } from './lib/node.mjs';
+import { RawConn, hasFlag, parseResponses, rawRequest, sleep, startNode, waitFor } from './lib/node.mjs';
 
 // The worker processes' header timeout is 10 s unless the node lets us lower it.
 const HEADER_TIMEOUT_MS = hasFlag('--header-timeout-ms') ? 1000 : 10000;
@@ -157,6 +157,18 @@ export default {
 };
 `;
 
+// Parses its own URL, as most workers do: a Host that made request.url
+// invalid would throw here and count as the tenant's uncaught error.
+const URLW = `
+export default {
+  fetch(request) {
+    const u = new URL(request.url);
+    return Response.json({ url: request.url, host: u.host, hostname: u.hostname, port: u.port,
+                           pathname: u.pathname, search: u.search, hostHeader: request.headers.get('host') });
+  }
+};
+`;
+
 let node;
 let slowClient; // started in before() so its wait overlaps the other tests
 
@@ -177,7 +189,7 @@ before(async () => {
   const roomy = { limits: { cpu_ms: 2000 } };
   await node.deployOk('hello', { 'index.js': `export default { fetch() { return new Response('hello from hello'); } };\n` }, roomy);
   for (const [name, source] of Object.entries({
-    echo: ECHO, shapes: SHAPES, crash: CRASH, crashsync: CRASH_SYNC, evil: EVAL, logger: LOGGER, globals: GLOBALS,
+    echo: ECHO, urlw: URLW, shapes: SHAPES, crash: CRASH, crashsync: CRASH_SYNC, evil: EVAL, logger: LOGGER, globals: GLOBALS,
   })) await node.deployOk(name, { 'index.js': source }, roomy);
   slowClient = startSlowClient();
 });
@@ -541,6 +553,164 @@ test('a client that never finishes its header block is cut off', { timeout: HEAD
   assert.ok(r.ms >= HEADER_TIMEOUT_MS - 200, `not before the timeout (${r.ms} ms)`);
   assert.ok(r.ms <= HEADER_TIMEOUT_MS + 2500, `soon after the timeout (${r.ms} ms)`);
   if (r.data.length) assert.match(r.text, /^HTTP\/1\.1 408 /, r.text.slice(0, 120));
+});
+
+// ---- the Host header and the request target (RFC 9112 section 3.2) ----
+
+// One request on a fresh connection; its response.
+async function sendRaw(bytes) {
+  const r = await rawRequest(node.listenPort, bytes, { timeout: 5000 });
+  const [res] = parseResponses(r.data, { eof: true }).responses;
+  assert.ok(res, `a response to ${JSON.stringify(bytes)}: ${JSON.stringify(r.text.slice(0, 200))}`);
+  return { ...res, json: (() => { try { return JSON.parse(res.text); } catch { return null; } })() };
+}
+
+function hostRequest(host, target = '/p', extra = '') {
+  return `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${extra}Connection: close\r\n\r\n`;
+}
+
+function expect400(res, what, pattern) {
+  assert.equal(res.status, 400, `${what}: ${res.status} ${res.text}`);
+  assert.equal(typeof res.json?.error, 'string', `${what}: JSON error: ${res.text}`);
+  if (pattern) assert.match(res.json.error, pattern, `${what}: ${res.text}`);
+  assert.equal(typeof res.json.request_id, 'string', `${what}: request_id: ${res.text}`);
+}
+
+const BAD_HOSTS = [
+  ['urlw.localhost:abc', /port/],
+  ['urlw:99999', /port/],
+  ['urlw:0', /port/],
+  ['urlw:', /port/],
+  ['urlw.a b', /whitespace/],
+  ['urlw.x@evil.com', /user information/],
+  ['urlw.x/evil', /path/],
+  ['urlw.x?q=1', /path/],
+  ['urlw.%41', /percent/],
+  ['urlw.123', /number/],
+  ['urlw.0x10', /number/],
+  ['urlw.xn--a', /xn--/],
+  ['[::1', /IPv6/],
+  ['', /empty/],
+];
+
+test('a Host that is not a valid authority -> 400 before any worker runs', async () => {
+  for (const [host, why] of BAD_HOSTS) {
+    const res = await sendRaw(hostRequest(host));
+    expect400(res, `Host: ${JSON.stringify(host)}`, why);
+    assert.match(res.json.error, /^invalid Host header: /, `Host: ${JSON.stringify(host)}`);
+  }
+});
+
+test('a valid Host: surrounding whitespace, port, mixed case, IDNA', async () => {
+  const cases = [
+    ['urlw.localhost ', 'urlw.localhost', ''],
+    ['urlw.localhost\t', 'urlw.localhost', ''],
+    ['hello.localhost:8080', null, null],
+    [`urlw.localhost:${node.listenPort}`, 'urlw.localhost', String(node.listenPort)],
+    ['urlw.localhost:08080', 'urlw.localhost', '8080'],
+    ['urlw.localhost:80', 'urlw.localhost', ''],
+    ['URLW.LocalHost', 'urlw.localhost', ''],
+    ['uRlW:8081', 'urlw', '8081'],
+    ['urlw.xn--p1ai', 'urlw.xn--p1ai', ''],
+    ['urlw.x.', 'urlw.x.', ''],
+  ];
+  for (const [host, hostname, port] of cases) {
+    const res = await sendRaw(hostRequest(host, '/p?q=1'));
+    assert.equal(res.status, 200, `Host: ${JSON.stringify(host)}: ${res.status} ${res.text}`);
+    if (hostname === null) {
+      assert.equal(res.text, 'hello from hello');
+      continue;
+    }
+    const seen = JSON.parse(res.text);
+    assert.equal(seen.hostname, hostname, `Host: ${JSON.stringify(host)}: ${res.text}`);
+    assert.equal(seen.port, port, `Host: ${JSON.stringify(host)}: ${res.text}`);
+    assert.equal(seen.pathname, '/p');
+    assert.equal(seen.search, '?q=1');
+    assert.equal(seen.url, `http://${seen.host}/p?q=1`, 'request.url is already in its parsed form');
+  }
+});
+
+test('an IP address in Host is valid but names no worker -> 400', async () => {
+  for (const host of ['127.0.0.1', `127.0.0.1:${node.listenPort}`, '[::1]', '[::1]:8080']) {
+    const res = await sendRaw(hostRequest(host));
+    expect400(res, `Host: ${host}`, /names no worker/);
+  }
+  // a host name whose first label is not a worker name
+  expect400(await sendRaw(hostRequest('no_such.localhost')), 'underscore', /names no worker/);
+  expect400(await sendRaw(hostRequest('.localhost')), 'empty first label', /names no worker/);
+});
+
+test('no Host, or more than one -> 400 (RFC 9112 section 3.2)', async () => {
+  expect400(await sendRaw('GET / HTTP/1.1\r\nConnection: close\r\n\r\n'), 'no Host', /missing Host/);
+  expect400(await sendRaw('GET / HTTP/1.0\r\n\r\n'), 'HTTP/1.0 without Host', /missing Host/);
+  for (const [a, b] of [['echo.x', 'nosuch.x'], ['nosuch.x', 'echo.x'], ['echo.x', 'echo.x']]) {
+    const res = await sendRaw(`GET / HTTP/1.1\r\nHost: ${a}\r\nX-Between: 1\r\nhost: ${b}\r\nConnection: close\r\n\r\n`);
+    expect400(res, `Host: ${a} then ${b}`, /more than one Host/);
+  }
+});
+
+test('absolute-form target: routed by its authority, which request.url shows', async () => {
+  const abs = await sendRaw(hostRequest('nosuch.x', 'http://urlw.example/abs?x=1'));
+  assert.equal(abs.status, 200, abs.text);
+  const seen = JSON.parse(abs.text);
+  assert.equal(seen.url, 'http://urlw.example/abs?x=1');
+  assert.equal(seen.hostHeader, 'nosuch.x', 'the Host header itself is passed on untouched');
+
+  // The finding: Host names echo, the target nosuch; the target wins.
+  const other = await sendRaw(hostRequest('echo.x', 'http://nosuch.x/abs'));
+  assert.equal(other.status, 404, other.text);
+  assert.ok(other.text.includes('nosuch'), other.text);
+
+  for (const [target, url] of [
+    ['HTTP://URLW.Example:8080/A', 'http://urlw.example:8080/A'],
+    ['https://urlw.example/s', 'http://urlw.example/s'],
+    ['http://urlw.example', 'http://urlw.example/'],
+    ['http://urlw.example?q', 'http://urlw.example/?q'],
+  ]) {
+    const res = await sendRaw(hostRequest('echo.x', target));
+    assert.equal(res.status, 200, `${target}: ${res.text}`);
+    assert.equal(JSON.parse(res.text).url, url, target);
+  }
+
+  for (const target of ['http://urlw.x@evil.com/p', 'http://urlw:99999/p', 'http:///p', 'http://urlw.1/p']) {
+    const res = await sendRaw(hostRequest('urlw.x', target));
+    expect400(res, target, /^invalid authority in the request target: /);
+  }
+  // The Host header is still checked (section 3.2) though the target routes.
+  expect400(await sendRaw(hostRequest('urlw.x:abc', 'http://urlw.x/p')), 'bad Host, absolute target',
+    /^invalid Host header/);
+});
+
+test('150 requests with a bad Host cost the tenant nothing', async () => {
+  // A tenant of its own, so that its first counted request is the good one
+  // below. One keep-alive connection: the 400s do not close it, and the good
+  // request at the end is answered by the same process, whose statistics
+  // report holds whatever the bad ones would have counted.
+  await node.deployOk('victim', { 'index.js': URLW });
+  const conn = new RawConn(node.listenPort);
+  await conn.connect();
+  try {
+    const bad = ['victim.localhost:abc', 'victim:99999', 'victim.a b', 'victim.x/evil',
+      'victim.x@evil.com', 'victim.9', 'victim.localhost:'];
+    for (let i = 0; i < 150; i++) {
+      const host = bad[i % bad.length];
+      const res = await conn.request(`GET /p HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+      assert.equal(res.status, 400, `request ${i}, Host: ${host}: ${res.status} ${res.text}`);
+    }
+    const ok = await conn.request('GET /p HTTP/1.1\r\nHost: victim.localhost\r\n\r\n');
+    assert.equal(ok.status, 200, ok.text);
+  } finally {
+    conn.close();
+  }
+  let stats;
+  await waitFor(async () => {
+    const r = await node.control('GET', '/v1/tenants/victim');
+    stats = r.json;
+    return r.status === 200 && stats.requests >= 1;
+  }, { timeout: 10000, what: 'the good request in the tenant statistics' });
+  assert.equal(stats.state, 'active', JSON.stringify(stats));
+  assert.equal(stats.errors, 0, JSON.stringify(stats));
+  assert.equal(stats.uncaught_errors ?? 0, 0, JSON.stringify(stats));
 });
 
 test('every log line is a JSON object with time, level, process and msg', () => {

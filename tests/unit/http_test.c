@@ -664,6 +664,19 @@ static void test_headers_in_pieces(void **state) {
   harness_stop(h);
 }
 
+/* Repeated fields stay separate entries, so a handler can count them (the
+ * ingress refuses more than one Host); leading whitespace is dropped, and
+ * trailing whitespace kept for the handler to trim. */
+static void test_repeated_headers(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open(h);
+  send_str(cl, "GET /headers HTTP/1.1\r\nHost: a.x\r\nX-A: 1\r\nhost:  b.x \r\n\r\n");
+  expect_response(cl, 200, "Host=a.x\nX-A=1\nhost=b.x \n");
+  client_free(cl);
+  harness_stop(h);
+}
+
 static void test_expect_continue(void **state) {
   (void)state;
   http_server_config cfg = {.max_body_bytes = 1024};
@@ -1056,6 +1069,136 @@ static void test_helpers(void **state) {
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* ---- http_authority_parse: what may be routed and pasted into a URL ---- */
+
+static void expect_authority(const char *in, http_host_kind kind, const char *host,
+                             const char *port) {
+  http_authority a;
+  const char *err = http_authority_parse(in, strlen(in), &a);
+  if (err) fail_msg("\"%s\" refused: %s", in, err);
+  assert_int_equal(a.kind, kind);
+  assert_int_equal(a.host_len, strlen(host));
+  assert_memory_equal(a.host, host, a.host_len);
+  if (port == NULL) {
+    assert_null(a.port);
+    assert_int_equal(a.port_len, 0);
+  } else {
+    assert_int_equal(a.port_len, strlen(port));
+    assert_memory_equal(a.port, port, a.port_len);
+  }
+}
+
+static void expect_refused(const char *in, const char *why) {
+  http_authority a;
+  const char *err = http_authority_parse(in, strlen(in), &a);
+  if (err == NULL) fail_msg("\"%s\" accepted", in);
+  if (strstr(err, why) == NULL) fail_msg("\"%s\": \"%s\" does not say \"%s\"", in, err, why);
+}
+
+static void test_authority_valid(void **state) {
+  (void)state;
+  expect_authority("hello.localhost", HTTP_HOST_NAME, "hello.localhost", NULL);
+  expect_authority("hello.localhost:8080", HTTP_HOST_NAME, "hello.localhost", "8080");
+  expect_authority("ECHO.Localhost", HTTP_HOST_NAME, "ECHO.Localhost", NULL);
+  expect_authority("hello", HTTP_HOST_NAME, "hello", NULL);
+  expect_authority("a-b_c~d.x!$&'()*+,;=", HTTP_HOST_NAME, "a-b_c~d.x!$&'()*+,;=", NULL);
+  expect_authority("hello.example.com.", HTTP_HOST_NAME, "hello.example.com.", NULL);
+  expect_authority("h:1", HTTP_HOST_NAME, "h", "1");
+  expect_authority("h:65535", HTTP_HOST_NAME, "h", "65535");
+  expect_authority("h:08080", HTTP_HOST_NAME, "h", "08080");
+  expect_authority("1.2.3.x", HTTP_HOST_NAME, "1.2.3.x", NULL);
+  expect_authority("x.0xg", HTTP_HOST_NAME, "x.0xg", NULL);
+  expect_authority("127.0.0.1", HTTP_HOST_IPV4, "127.0.0.1", NULL);
+  expect_authority("255.255.255.255:80", HTTP_HOST_IPV4, "255.255.255.255", "80");
+  expect_authority("0.0.0.0", HTTP_HOST_IPV4, "0.0.0.0", NULL);
+  expect_authority("[::1]", HTTP_HOST_IPV6, "[::1]", NULL);
+  expect_authority("[::1]:8080", HTTP_HOST_IPV6, "[::1]", "8080");
+  expect_authority("[::]", HTTP_HOST_IPV6, "[::]", NULL);
+  expect_authority("[1:2:3:4:5:6:7:8]", HTTP_HOST_IPV6, "[1:2:3:4:5:6:7:8]", NULL);
+  expect_authority("[1:2:3:4:5:6:7::]", HTTP_HOST_IPV6, "[1:2:3:4:5:6:7::]", NULL);
+  expect_authority("[::2:3:4:5:6:7:8]", HTTP_HOST_IPV6, "[::2:3:4:5:6:7:8]", NULL);
+  expect_authority("[FE80::AbCd:1]", HTTP_HOST_IPV6, "[FE80::AbCd:1]", NULL);
+  expect_authority("[::ffff:192.0.2.1]", HTTP_HOST_IPV6, "[::ffff:192.0.2.1]", NULL);
+  expect_authority("[1:2:3:4:5:6:1.2.3.4]", HTTP_HOST_IPV6, "[1:2:3:4:5:6:1.2.3.4]", NULL);
+  /* A valid IDNA label (Punycode of a Cyrillic name). */
+  expect_authority("hello.xn--p1ai", HTTP_HOST_NAME, "hello.xn--p1ai", NULL);
+  expect_authority("hello.XN--P1AI:81", HTTP_HOST_NAME, "hello.XN--P1AI", "81");
+}
+
+static void test_authority_refused(void **state) {
+  (void)state;
+  expect_refused("", "empty");
+  expect_refused(":8080", "empty");
+  expect_refused("urlw.x@evil.com", "user information");
+  expect_refused("@evil.com", "user information");
+  expect_refused("urlw.x:1@evil.com", "user information");
+  expect_refused("urlw.x/evil", "path");
+  expect_refused("urlw.x?q", "path");
+  expect_refused("urlw.x#f", "path");
+  expect_refused("urlw.x\\evil", "path");
+  expect_refused("urlw.a b", "whitespace");
+  expect_refused("urlw.localhost ", "whitespace");
+  expect_refused("urlw\t", "whitespace");
+  expect_refused("urlw\x01", "whitespace");
+  expect_refused("urlw\x7f", "whitespace");
+  expect_refused("urlw.localhost:abc", "port");
+  expect_refused("urlw:99999", "port");
+  expect_refused("urlw:65536", "port");
+  expect_refused("urlw:0", "port");
+  expect_refused("urlw:", "port");
+  expect_refused("urlw:123456", "port");
+  expect_refused("urlw:80:80", "port");
+  expect_refused("urlw:-1", "port");
+  expect_refused("urlw:+80", "port");
+  expect_refused("urlw.%41", "percent");
+  expect_refused("urlw.\xc3\xa9", "character");
+  expect_refused("urlw<x>", "character");
+  expect_refused("urlw\"x", "character");
+  expect_refused("ur|w", "character");
+  expect_refused("urlw]", "character");
+  /* The URL Standard reads these as IPv4 addresses, and fails. */
+  expect_refused("echo.123", "number");
+  expect_refused("echo.0x1f", "number");
+  expect_refused("echo.0x", "number");
+  expect_refused("echo.1.", "number");
+  expect_refused("1.2.3", "number");
+  expect_refused("256.0.0.1", "number");
+  expect_refused("01.2.3.4", "number");
+  expect_refused("1.2.3.4.5", "number");
+  expect_refused("127.0.0.1.", "number");
+  expect_refused("[::1", "IPv6");
+  expect_refused("[::1]x", "IPv6");
+  expect_refused("[]", "IPv6");
+  expect_refused("[:1]", "IPv6");
+  expect_refused("[1::2::3]", "IPv6");
+  expect_refused("[1:2:3:4:5:6:7:8:9]", "IPv6");
+  expect_refused("[1:2:3:4:5:6:7]", "IPv6");
+  expect_refused("[1:2:3:4::5:6:7:8]", "IPv6");
+  expect_refused("[12345::]", "IPv6");
+  expect_refused("[1:]", "IPv6");
+  expect_refused("[::1%25eth0]", "IPv6");
+  expect_refused("[v1.x]", "IPv6");
+  expect_refused("[::1.2.3]", "IPv6");
+  expect_refused("[::1.2.3.4:5]", "IPv6");
+  expect_refused("[1.2.3.4]", "IPv6");
+  expect_refused("[::ffff:01.2.3.4]", "IPv6");
+  expect_refused("[::1]:", "port");
+  expect_refused("[::1]:99999", "port");
+  /* Punycode that does not decode, or decodes to what IDNA forbids. */
+  expect_refused("echo.xn--a", "xn--");
+  expect_refused("xn--zz-.x", "xn--");
+  expect_refused("echo.xn--ls8h-", "xn--");
+  expect_refused("echo.xn--", "xn--");
+  expect_refused("echo.xn--abc-", "xn--");
+  /* Longer than the IDNA check's output buffer: the verdict still holds. */
+  char long_name[400];
+  memset(long_name, 'a', 300);
+  strcpy(long_name + 300, ".xn--p1ai");
+  expect_authority(long_name, HTTP_HOST_NAME, long_name, NULL);
+  strcpy(long_name + 300, ".xn--a");
+  expect_refused(long_name, "xn--");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_helpers),
@@ -1069,6 +1212,7 @@ int main(void) {
       cmocka_unit_test(test_content_length_body),
       cmocka_unit_test(test_chunked_body),
       cmocka_unit_test(test_headers_in_pieces),
+      cmocka_unit_test(test_repeated_headers),
       cmocka_unit_test(test_expect_continue),
       cmocka_unit_test(test_413_content_length),
       cmocka_unit_test(test_413_chunked),
@@ -1082,6 +1226,8 @@ int main(void) {
       cmocka_unit_test(test_204_and_errors),
       cmocka_unit_test(test_http10),
       cmocka_unit_test(test_stop_accepting),
+      cmocka_unit_test(test_authority_valid),
+      cmocka_unit_test(test_authority_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
