@@ -84,6 +84,10 @@ iso_worker *pool_take(uint32_t memory_mb);
  * it before it makes the next blank one; false when that thread is not
  * running or has enough waiting, and the caller destroys it itself. */
 bool pool_retire(iso_worker *w);
+/* Asks the pool's thread to give back the kept heap pages older than
+ * `older_than_ms` once it has made its blanks; false when it is not
+ * running, and the caller trims them itself (pages_trim). */
+bool pool_trim(uint64_t older_than_ms);
 
 /* ---- platform.cc ---- */
 
@@ -383,6 +387,8 @@ v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged);
 /* How many times so far V8 asked for heap pages, in any isolate: a heap
  * grows only through them (heap_check). */
 uint64_t pages_heap_growths();
+/* Unmaps the kept pages no isolate took within `older_than_ms`. */
+void pages_trim(uint64_t older_than_ms);
 
 /* While alive, this thread is disposing of an isolate: the pages V8 closes
  * are about to be freed, and are not discarded first. */

@@ -191,7 +191,8 @@ typedef struct iso_page_stats {
 void iso_page_stats_get(iso_page_stats *out);
 /* Gives back to the system what was kept for longer than `older_than_ms`
  * (a host calls it now and then: under a steady load pages are taken again
- * within milliseconds). */
+ * within milliseconds). With the pool's thread running (iso_pool_start),
+ * that thread does it once it has its blanks; else the caller does. */
 void iso_page_trim(uint64_t older_than_ms);
 
 /*

@@ -398,11 +398,16 @@ pages_teardown_scope::~pages_teardown_scope() {
   tearing_down = saved_;
 }
 
+void pages_trim(uint64_t older_than_ms) {
+  if (the_pages != nullptr)
+    the_pages->trim(older_than_ms * 1000000u);
+}
+
 }  // namespace iso
 
 void iso_page_trim(uint64_t older_than_ms) {
-  if (iso::the_pages != nullptr)
-    iso::the_pages->trim(older_than_ms * 1000000u);
+  if (!iso::pool_trim(older_than_ms))
+    iso::pages_trim(older_than_ms);
 }
 
 void iso_page_stats_get(iso_page_stats *out) {

@@ -15,7 +15,9 @@
  *
  * The same thread disposes of the workers the loop is done with
  * (pool_retire), first thing each time round: their heap pages are then
- * kept (pages.cc) just before the next blank isolate asks for pages.
+ * kept (pages.cc) just before the next blank isolate asks for pages. When it
+ * has nothing else to do it also gives back the kept pages nobody took
+ * (pool_trim): unmapping them one by one took a loop thread's time.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -63,6 +65,8 @@ std::vector<retiree> retired;  /* waiting for the thread */
 size_t retired_count = 0;       /* waiting or being disposed of */
 size_t retired_bytes = 0;       /* of those, by worker_held_bytes() */
 size_t target = 0;              /* what the pool's thread keeps ready */
+bool trim_wanted = false;       /* kept heap pages to give back (pool_trim) */
+uint64_t trim_age_ms = 0;
 bool stopping = false;
 bool maker_running = false;
 pthread_t maker;
@@ -92,6 +96,14 @@ void *maker_main(void *) {
       continue;
     }
     if (ready.size() >= target) {
+      if (trim_wanted) {
+        trim_wanted = false;
+        uint64_t age = trim_age_ms;
+        lock.unlock();
+        pages_trim(age);
+        lock.lock();
+        continue;
+      }
       if (retired.empty() && !stopping)
         wanted.wait(lock);
       continue;
@@ -145,6 +157,16 @@ iso_worker *pool_take(uint32_t memory_mb) {
 bool retire_room(size_t bytes) {
   return maker_running && !stopping && ready.size() >= target && retired_count < kRetiredMax &&
          retired_bytes + bytes <= kRetiredBytesMax;
+}
+
+bool pool_trim(uint64_t older_than_ms) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!maker_running || stopping)
+    return false;
+  trim_age_ms = older_than_ms;
+  trim_wanted = true;
+  wanted.notify_one();
+  return true;
 }
 
 bool pool_retire(iso_worker *w) {
