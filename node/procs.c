@@ -661,5 +661,11 @@ int node_procs_all_ready(const node *n) {
 void node_procs_broadcast_changed(node *n, const char *name) {
   json_t *body = json_pack("{s:s}", "name", name);
   for (int i = 0; i < n->n_procs; i++) send_json(&n->procs[i], PROTO_WORKER_CHANGED, 0, body);
+  /* A cordoned tenant is served by its dedicated process: it must hear of
+   * a redeploy too, or it serves the old code until the uncordon. */
+  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p)) {
+    const char *tenant = node_cordons_tenant_name(p);
+    if (tenant != NULL && strcmp(tenant, name) == 0) send_json(p, PROTO_WORKER_CHANGED, 0, body);
+  }
   json_decref(body);
 }

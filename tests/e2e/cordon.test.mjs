@@ -160,6 +160,36 @@ test('deleting a cordoned worker ends its cordon and its dedicated process', asy
   }
 });
 
+// A redeploy reaches the dedicated process too: an operator's fix or a new
+// release must not wait for the uncordon (it did: the old code kept serving).
+test('a cordoned tenant redeployed serves its new code and limits from its dedicated process', async () => {
+  const node = await startNode({ workers: 1 });
+  try {
+    const version = (v, cpu) => `export default { fetch() {
+      const end = Date.now() + ${cpu}; while (Date.now() < end) {}
+      return new Response('version ${v}');
+    } };`;
+    await node.deployOk('moving', version('A', 0));
+    const r = await node.control('POST', '/v1/tenants/moving/cordon', { body: { reason: 'test' } });
+    assert.equal(r.status, 200, r.text);
+    await dedicatedReady(node, 'moving');
+    assert.equal((await node.ingress('moving', '/')).text, 'version A');
+    // Version B spins 100 ms: it needs the new limit as well as the new code.
+    await node.deployOk('moving', version('B', 100), { json: true, limits: { cpu_ms: 1000 } });
+    let last = '';
+    await waitFor(async () => {
+      const a = await node.ingress('moving', '/');
+      last = `${a.status} ${a.text}`;
+      return a.status === 200 && a.text === 'version B' ? a : null;
+    }, { timeout: 10000, what: 'version B from the dedicated process' }).catch((err) => {
+      throw new Error(`${err.message}; last answer: ${last}`);
+    });
+    assert.equal((await tenant(node, 'moving')).state, 'cordoned');
+  } finally {
+    await node.stop();
+  }
+});
+
 test('edgectl cordon and uncordon; the cordon survives a restart', async () => {
   const dataDir = tempDir();
   let node = await startNode({ workers: 2, dataDir });

@@ -423,7 +423,7 @@ test('a request stopped in its continuations answers its neighbours without coun
     return new Response('waited');
   },
 };
-`, { limits: { cpu_ms: 50, wall_ms: 10000 } });
+`, { json: true, limits: { cpu_ms: 50, wall_ms: 10000 } });
   const waiting = node.ingress('neighbours', '/wait');
   await sleep(50);
   assertCpuLimit(await node.ingress('neighbours', '/spin'));
