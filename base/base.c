@@ -115,6 +115,36 @@ json_t *json_load_wide(const char *text, size_t len, size_t flags, json_error_t 
   return v;
 }
 
+size_t latin1_to_utf8(const char *in, size_t n, char *out) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)in[i];
+    if (c < 0x80) {
+      out[o++] = (char)c;
+    } else {
+      out[o++] = (char)(0xc0 | c >> 6);
+      out[o++] = (char)(0x80 | (c & 0x3f));
+    }
+  }
+  return o;
+}
+
+long utf8_to_latin1(const char *in, size_t n, char *out) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)in[i];
+    if (c < 0x80) {
+      out[o++] = (char)c;
+      continue;
+    }
+    /* Two bytes, lead 0xc2 or 0xc3: U+0080 to U+00FF; anything else is not Latin-1. */
+    if ((c != 0xc2 && c != 0xc3) || i + 1 >= n || ((unsigned char)in[i + 1] & 0xc0) != 0x80)
+      return -1;
+    out[o++] = (char)((c & 0x03) << 6 | ((unsigned char)in[++i] & 0x3f));
+  }
+  return (long)o;
+}
+
 size_t utf8_cut(const char *s, size_t len, size_t max) {
   if (len <= max) return len;
   size_t n = max;

@@ -60,6 +60,14 @@ json_t *json_load_wide(const char *text, size_t len, size_t flags, json_error_t 
  * cutting a character in two (a line with half of one would not be JSON). */
 size_t utf8_cut(const char *s, size_t len, size_t max);
 
+/* HTTP header values are bytes, and a JavaScript string of them holds one
+ * character per byte (Latin-1); JavaScript strings travel as UTF-8. These
+ * convert between the two. latin1_to_utf8 writes at most 2 * n bytes and
+ * returns how many; utf8_to_latin1 writes at most n, and returns -1 when
+ * the text is not UTF-8 or holds a character past U+00FF. */
+size_t latin1_to_utf8(const char *in, size_t n, char *out);
+long utf8_to_latin1(const char *in, size_t n, char *out);
+
 /* A message of exactly len bytes (NUL included), as a tenant's console
  * output must be logged: nothing of it read as a format, nothing cut. */
 void log_write_bytes(log_level level, const char *tenant, const char *request_id,

@@ -259,6 +259,12 @@ static void complete_parent(loader_child *c, loader_call *call, int ok, iso_wire
   sched_submit(&worker_self()->sched, &parent->queue, &done->unit);
 }
 
+static int ascii(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] >= 0x80) return 0;
+  return 1;
+}
+
 static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
                           const iso_error *err, sandbox_failure why) {
   loader_child *c = (loader_child *)sb;
@@ -270,8 +276,16 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
     iso_wire_number(&value, res->status);
     iso_wire_array(&value, (uint32_t)(2 * res->n_headers));
     for (size_t i = 0; i < res->n_headers; i++) {
-      iso_wire_string(&value, res->headers[i].name, res->headers[i].name_len);
-      iso_wire_string(&value, res->headers[i].value, res->headers[i].value_len);
+      const iso_header *h = &res->headers[i];
+      iso_wire_string(&value, h->name, h->name_len);
+      /* Bytes, one character each for the parent, which reads UTF-8. */
+      if (ascii(h->value, h->value_len)) {
+        iso_wire_string(&value, h->value, h->value_len);
+      } else {
+        char *utf8 = xmalloc(2 * h->value_len);
+        iso_wire_string(&value, utf8, latin1_to_utf8(h->value, h->value_len, utf8));
+        free(utf8);
+      }
     }
     iso_wire_bytes(&value, res->body, res->body_len);
   } else {
@@ -556,6 +570,48 @@ static int next_child_name(args *a, child_name *n) {
 
 /* "release" [kind, key]: the parent's stub of a load() child was collected,
  * so nothing can call the child again; it goes once it is idle. */
+/* A request's headers as the child gets them, read from the parent's call. */
+typedef struct call_headers {
+  iso_header stack[32];
+  iso_header *list;
+  size_t n;
+  char *bytes; /* the values that were not ASCII, as bytes; or NULL */
+} call_headers;
+
+static void call_headers_free(call_headers *h) {
+  if (h->list != h->stack) free(h->list);
+  free(h->bytes);
+}
+
+/* Reads n name/value pairs (a.why says what was wrong). A header value is
+ * bytes, one per character, as a client sends it; the parent's JavaScript
+ * sent the characters as UTF-8, so values past ASCII are turned back into
+ * their bytes (`room`, the call's size, bounds them all). */
+static void call_headers_read(args *a, size_t n, size_t room, call_headers *h) {
+  h->list = n <= ARRAY_SIZE(h->stack) ? h->stack : xcalloc(n, sizeof *h->list);
+  h->n = 0;
+  h->bytes = NULL;
+  size_t used = 0;
+  for (size_t i = 0; i < n; i++) {
+    iso_wire_value hn, hv;
+    if (next_of(a, &hn, ISO_WIRE_STRING, "header") || next_of(a, &hv, ISO_WIRE_STRING, "header"))
+      return;
+    const char *value = hv.ptr;
+    size_t len = hv.len;
+    long narrow;
+    if (!ascii(hv.ptr, hv.len)) {
+      if (h->bytes == NULL) h->bytes = xmalloc(room);
+      /* A character past U+00FF is no byte: its UTF-8 goes as it is. */
+      if ((narrow = utf8_to_latin1(hv.ptr, hv.len, h->bytes + used)) >= 0) {
+        value = h->bytes + used;
+        len = (size_t)narrow;
+        used += len;
+      }
+    }
+    h->list[h->n++] = (iso_header){hn.ptr, hn.len, value, len};
+  }
+}
+
 int loader_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
   (void)w;
   args a = {.why = NULL};
@@ -603,20 +659,13 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
       next_of(&a, &url, ISO_WIRE_STRING, "url") ||
       next_of(&a, &v, ISO_WIRE_ARRAY, "headers") || v.count % 2)
     goto malformed;
-  size_t n_headers = v.count / 2;
-  iso_header stack_headers[32];
-  iso_header *headers = n_headers <= 32 ? stack_headers : xcalloc(n_headers, sizeof *headers);
-  for (size_t i = 0; i < n_headers; i++) {
-    iso_wire_value hn, hv;
-    if (next_of(&a, &hn, ISO_WIRE_STRING, "header") || next_of(&a, &hv, ISO_WIRE_STRING, "header"))
-      break;
-    headers[i] = (iso_header){hn.ptr, hn.len, hv.ptr, hv.len};
-  }
+  call_headers headers;
+  call_headers_read(&a, v.count / 2, call->args_len, &headers);
   if (a.why == NULL && next_of(&a, &body, -1, "body") == 0 && body.type != ISO_WIRE_BYTES &&
       body.type != ISO_WIRE_NULL)
     a.why = "body";
   if (a.why) {
-    if (headers != stack_headers) free(headers);
+    call_headers_free(&headers);
     goto malformed;
   }
 
@@ -626,13 +675,13 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
     c = NULL;
   }
   if (c == NULL && !has_code) {
-    if (headers != stack_headers) free(headers);
+    call_headers_free(&headers);
     bindings_error(result, "LoaderNeedsCode", "the dynamic worker must be (re)started");
     return -1;
   }
   if (c == NULL && k == KIND_LOAD) tell_idle_children(l);
   if (c == NULL && make_room_for_child(l) != 0) {
-    if (headers != stack_headers) free(headers);
+    call_headers_free(&headers);
     bindings_error(result, "Error",
                    "too many dynamic workers at once for this worker (1000): let some finish first");
     return -1;
@@ -641,7 +690,7 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
     c = child_new(l, k, key_ptr, key_len, call->token);
     const char *why = take_code(c, code_at, code_len, &l->limits);
     if (why) {
-      if (headers != stack_headers) free(headers);
+      call_headers_free(&headers);
       bindings_error(result, "TypeError", why);
       child_drop_new(c);
       return -1;
@@ -656,13 +705,13 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
       .method_len = method.len,
       .url = url.ptr,
       .url_len = url.len,
-      .headers = headers,
-      .n_headers = n_headers,
+      .headers = headers.list,
+      .n_headers = headers.n,
       .body = body.type == ISO_WIRE_BYTES ? (const uint8_t *)body.ptr : NULL,
       .body_len = body.type == ISO_WIRE_BYTES ? body.len : 0,
   };
   int rc = sandbox_submit(&c->sb, lc, &req);
-  if (headers != stack_headers) free(headers);
+  call_headers_free(&headers);
   if (rc != 0) {
     free(lc);
     child_discard(c);

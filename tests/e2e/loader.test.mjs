@@ -90,20 +90,24 @@ const routes = {
     const child = env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'e.js', modules: {
       'e.js': \`export default { async fetch(req) {
         const body = new Uint8Array(await req.arrayBuffer());
+        const units = (s) => [...(s ?? '')].map((c) => c.charCodeAt(0).toString(16)).join(' ');
         return new Response(body, { status: 201, headers: {
           'x-method': req.method, 'x-seen': req.headers.get('x-test') ?? 'none',
-          'x-len': String(body.length) } });
+          'x-len': String(body.length), 'x-seen-bytes': units(req.headers.get('x-bytes')),
+          'x-back': 'v\\u00ff\\u00e9' } });
       } };\`,
     } });
     const bytes = new Uint8Array(300);
     for (let i = 0; i < bytes.length; i++) bytes[i] = i & 255;
     const res = await child.getEntrypoint().fetch('http://child/echo', {
-      method: 'PUT', headers: { 'x-test': 'hello' }, body: bytes });
+      method: 'PUT', headers: { 'x-test': 'hello', 'x-bytes': 'v\u00ff\u0080\u00e9' }, body: bytes });
     const back = new Uint8Array(await res.arrayBuffer());
     let same = back.length === bytes.length;
     for (let i = 0; same && i < back.length; i++) same = back[i] === bytes[i];
+    const units = (s) => [...(s ?? '')].map((c) => c.charCodeAt(0).toString(16)).join(' ');
     return { status: res.status, method: res.headers.get('x-method'), seen: res.headers.get('x-seen'),
-             len: res.headers.get('x-len'), same };
+             len: res.headers.get('x-len'), same, seenBytes: res.headers.get('x-seen-bytes'),
+             back: units(res.headers.get('x-back')) };
   },
   async bigCode(url, env) {
     const big = 'x'.repeat(64 * 1024 * 1024 + 10);
@@ -195,7 +199,9 @@ test('modules: {text}, {json}, {data} and relative imports', async () => {
 
 test('requests and responses cross intact (method, headers, binary body, status)', async () => {
   const r = await call('parent', '/echo');
-  assert.deepEqual(r.ok, { status: 201, method: 'PUT', seen: 'hello', len: '300', same: true });
+  // Header values are bytes, a character each: the same ones both ways, as over HTTP.
+  assert.deepEqual(r.ok, { status: 201, method: 'PUT', seen: 'hello', len: '300', same: true,
+                           seenBytes: '76 ff 80 e9', back: '76 ff e9' });
 });
 
 test('errors thrown in the child surface in the parent, with their class', async () => {
