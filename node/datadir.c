@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +39,42 @@ static int mkdir_p(const char *dir) {
   return rc;
 }
 
+/* Two supervisors on one data directory would share its registry and
+ * facets, and the second would remove the first's egress socket on its way
+ * out: the directory is locked for the life of the process (the descriptor
+ * is never closed; workers do not inherit it). The lock file names the
+ * holder, for the refusal's message. */
+static int lock_datadir(const char *dir, char **err) {
+  char *path = xasprintf("%s/node.lock", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *err = xasprintf("%s: %s", path, strerror(errno));
+    free(path);
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char holder[32] = "";
+    ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+    holder[n > 0 ? n : 0] = '\0';
+    holder[strcspn(holder, "\n")] = '\0';
+    if (e == EWOULDBLOCK)
+      *err = xasprintf("data directory %s is in use by another edgenode%s%s%s", dir,
+                       holder[0] ? " (pid " : "", holder, holder[0] ? ")" : "");
+    else
+      *err = xasprintf("%s: cannot lock: %s", path, strerror(e));
+    close(fd);
+    free(path);
+    return -1;
+  }
+  char pid[32];
+  int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+    log_warn("%s: could not record this process's pid: %s", path, strerror(errno));
+  free(path);
+  return 0;
+}
+
 int node_datadir_prepare(const char *dir, char **abs_path, char **err) {
   int rc = mkdir_p(dir);
   if (rc != 0) {
@@ -49,6 +86,10 @@ int node_datadir_prepare(const char *dir, char **abs_path, char **err) {
     rc = -errno;
     *err = xasprintf("data directory %s: %s", dir, strerror(errno));
     return rc;
+  }
+  if (lock_datadir(real, err) != 0) {
+    free(real);
+    return -EBUSY;
   }
   *abs_path = xstrdup(real);
   free(real);

@@ -1,7 +1,9 @@
 // Processes coming and going: a worker process killed and restarted, SIGTERM
 // with requests in flight, and how the node reads its flags and config file.
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { test } from 'node:test';
 import {
   edgenodeHelp, runEdgenode, sleep, startNode, tempDir, waitFor, workerList, writeFile,
@@ -152,6 +154,20 @@ test('the grace period bounds the drain', { skip: GRACE_FLAG ? false : 'no grace
   assert.ok(took < 2500, `exited ${took} ms after SIGTERM with ${GRACE_FLAG} 300`);
   const res = await r;
   assert.ok(res.error || res.status >= 500, `cut-off request: ${JSON.stringify(res)}`);
+});
+
+// Two supervisors on one data directory would share its registry and facets,
+// and the second removed the first's egress socket when it exited.
+test('a second node on a data directory in use is refused, and the first is untouched', async (t) => {
+  const node = await startNode({ workers: 1 });
+  t.after(() => node.stop({ clean: true }));
+  await node.deployOk('hello', HELLO);
+  const second = await runEdgenode(['--data', node.dataDir, '--listen', '127.0.0.1:0',
+    '--control', '127.0.0.1:0', '--workers', '1']);
+  assert.equal(second.code, 1, `exit ${second.code}, stderr ${second.stderr}`);
+  assert.match(second.stderr, new RegExp(`data directory .* is in use by another edgenode \\(pid ${node.proc.pid}\\)`));
+  assert.ok(existsSync(path.join(node.dataDir, 'egress', 'egress.sock')), 'the egress socket is still there');
+  assert.equal((await node.ingress('hello', '/')).text, 'alive');
 });
 
 test('bad flags and bad config -> exit 2 naming the problem', async () => {
