@@ -387,6 +387,9 @@ int main(int argc, char **argv) {
   uv_run(self.loop, UV_RUN_DEFAULT);
   loader_free_all(&self);
   handoff_stop(&self);
+  /* Before the tenants go; a report this small is written at once, before
+   * the channel is closed below. */
+  stats_flush(&self);
   tenant_free_all(&self);
   pool_stop(&self);
   facet_link_stop(&self);

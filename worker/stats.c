@@ -46,8 +46,7 @@ static json_t *stats_json(const tenant *t) {
   return j;
 }
 
-static void stats_report(uv_timer_t *timer) {
-  worker *w = container_of(timer, worker, stats_timer);
+static void stats_send(worker *w) {
   json_t *tenants = json_object();
   for (tenant *t = w->tenants; t; t = t->next) {
     if (t->current) {
@@ -73,6 +72,10 @@ static void stats_report(uv_timer_t *timer) {
     log_debug("could not send statistics to the supervisor");
   free(text);
 }
+
+static void stats_report(uv_timer_t *timer) { stats_send(container_of(timer, worker, stats_timer)); }
+
+void stats_flush(worker *w) { stats_send(w); }
 
 void stats_start(worker *w) {
   uv_timer_init(w->loop, &w->stats_timer);

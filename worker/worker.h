@@ -250,6 +250,9 @@ void run_on_frame(worker *w, const proto_frame *frame);
 
 /* stats.c: per-tenant accounting, reported to the supervisor every second. */
 void stats_start(worker *w);
+/* Sends what was counted since the last report now: a process on its way out
+ * would otherwise take up to a report's interval of requests with it. */
+void stats_flush(worker *w);
 void stats_request_done(worker *w, inflight *f);
 void stats_heap(tenant *t, iso_worker *iso);
 /* Requests past their wall-time limit get 504 (their JavaScript may go on). */

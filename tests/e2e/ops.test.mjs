@@ -178,6 +178,23 @@ test('drain under a steady keep-alive load: every request completes or is refuse
   assert.equal(await node.stop({ clean: true }), 0);
 });
 
+// A worker process reports its statistics about once a second: one that
+// exits must send what it counted since, or a drain or a rolling restart
+// loses up to a second of requests from the tenants' counters.
+test('requests served just before a drain are all counted', async (t) => {
+  const node = await startNode({ workers: 2 });
+  t.after(() => node.stop({ clean: true }));
+  await node.deployOk('counted', `export default { fetch() { return new Response('ok'); } };`);
+  for (let i = 0; i < 30; i++) assert.equal((await node.ingress('counted', '/')).status, 200);
+  assert.equal((await node.control('POST', '/v1/node/drain')).status, 202);
+  await waitFor(async () => {
+    const i = (await node.control('GET', '/v1/node')).json;
+    return i.state === 'drained' ? i : null;
+  }, { timeout: 15000, what: 'GET /v1/node to say drained' });
+  const stats = (await node.control('GET', '/v1/tenants/counted')).json;
+  assert.equal(stats.requests, 30, JSON.stringify(stats));
+});
+
 test('SIGTERM during an API drain exits once the drain is over', async () => {
   const node = await startNode({ workers: 1 });
   await node.deployOk('load', LOAD);
