@@ -535,7 +535,8 @@ void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t live
 /* ---- the monitor ---------------------------------------------------------------------- */
 
 static void fire(node *n, const char *name, const cordon_verdict *v) {
-  if (find(n, name)) return;
+  /* A draining node starts no process the drain would not stop. */
+  if (find(n, name) || n->state == NODE_DRAINING) return;
   json_t *row = NULL;
   if (node_registry_get(n->registry, name, &row) != 0) { /* not deployed (any more) */
     cordon_monitor_forget(n->cordons->monitor, name);
@@ -811,6 +812,11 @@ static json_t *answer(const char *name, const node_cordon *c) {
 }
 
 static void post_cordon(node *n, http_request *req, const char *name) {
+  if (n->state == NODE_DRAINING) {
+    /* As deploys: a dedicated process started now would outlive the drain. */
+    node_respond_error(req, 503, "the node is shutting down");
+    return;
+  }
   char *reason = read_reason(req);
   if (reason == NULL) return;
   node_cordon *c = find(n, name);

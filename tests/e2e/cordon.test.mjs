@@ -190,6 +190,24 @@ test('a cordoned tenant redeployed serves its new code and limits from its dedic
   }
 });
 
+// A dedicated process started during a drain would not be drained with the
+// others (it was killed at the end of the grace period): refused, as deploys are.
+test('cordoning during a drain is refused with 503, and starts no process', async () => {
+  const node = await startNode({ workers: 1 });
+  try {
+    await node.deployOk('late', NOISY, { json: true });
+    assert.equal((await node.control('POST', '/v1/node/drain')).status, 202);
+    const r = await node.control('POST', '/v1/tenants/late/cordon', { body: { reason: 'too late' } });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.json.error, 'the node is shutting down');
+    const t = await tenant(node, 'late');
+    assert.equal(t.state, 'active', JSON.stringify(t));
+    assert.equal(node.logsMatching((l) => l.json?.process === 'cordon-late').length, 0);
+  } finally {
+    await node.stop();
+  }
+});
+
 test('edgectl cordon and uncordon; the cordon survives a restart', async () => {
   const dataDir = tempDir();
   let node = await startNode({ workers: 2, dataDir });
