@@ -133,6 +133,7 @@ static void fail(handoff *h, int status, const char *message) {
     char *text = json_dumps(extra, JSON_COMPACT);
     json_decref(extra);
     log_write(LOG_WARN, h->t->name, h->req->id, NULL, "handoff failed: %s", message);
+    stats_answered_here(h->t, status);
     http_respond_error(h->req, status, message, text);
     free(text);
   }

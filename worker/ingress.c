@@ -206,6 +206,7 @@ void ingress_respond_suspended(tenant *t, http_request *req) {
                             "request_id", req->id);
   char *text = json_dumps(extra, JSON_COMPACT);
   json_decref(extra);
+  stats_answered_here(t, 503);
   http_respond_error(req, 503,
                      t->cordon_error ? t->cordon_error
                                      : "tenant suspended: an operator must uncordon it",

@@ -22,6 +22,12 @@ void stats_request_done(worker *w, inflight *f) {
   s->dirty = 1;
 }
 
+void stats_answered_here(tenant *t, int status) {
+  t->stats.requests++;
+  if (status >= 500) t->stats.errors++;
+  t->stats.dirty = 1;
+}
+
 /* Heap figures are sampled once per report, not per request: V8's
  * GetHeapStatistics showed up at a few percent of a hello-world's CPU. */
 void stats_heap(tenant *t, iso_worker *iso) {

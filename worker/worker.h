@@ -254,6 +254,9 @@ void stats_start(worker *w);
  * would otherwise take up to a report's interval of requests with it. */
 void stats_flush(worker *w);
 void stats_request_done(worker *w, inflight *f);
+/* A cordoned tenant's request this process answered itself (suspended, or
+ * its dedicated process unreachable or failed): no process reports it else. */
+void stats_answered_here(tenant *t, int status);
 void stats_heap(tenant *t, iso_worker *iso);
 /* Requests past their wall-time limit get 504 (their JavaScript may go on). */
 void wall_start(worker *w);

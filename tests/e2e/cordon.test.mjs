@@ -326,10 +326,17 @@ test('a dedicated process is restarted; crashing 3 times suspends the tenant', a
       return x.state === 'suspended' ? x : null;
     }, { timeout: 10000, what: 'fragile suspended' });
     assert.equal(t.dedicated, undefined);
+    const before = await tenant(node, 'fragile');
     r = await node.ingress('fragile', '/x');
     assert.equal(r.status, 503);
     assert.match(r.json.error, /^tenant suspended: .*crashed 3 times.*uncordon/);
     assert.equal(r.json.state, 'suspended');
+    // Answered by a shared process, and counted there: a suspended tenant
+    // must not look idle and error-free.
+    await waitFor(async () => {
+      const x = await tenant(node, 'fragile');
+      return x.requests === before.requests + 1 && x.errors === before.errors + 1 ? x : null;
+    }, { timeout: 5000, what: 'the 503 counted as a request and an error' });
     assert.equal((await node.ingress('steady', '/')).text, 'steady');
     const m = await node.control('GET', '/metrics');
     assert.match(m.text, /^edgenode_tenant_suspended\{tenant="fragile"\} 1$/m);
