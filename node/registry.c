@@ -12,6 +12,9 @@
 
 struct node_registry {
   sqlite3 *db;
+  /* Why the last write failed: the ROLLBACK after it replaces SQLite's own
+   * message (a full disk read "cannot rollback - no transaction is active"). */
+  char failure[256];
 };
 
 static const char schema[] =
@@ -62,7 +65,16 @@ void node_registry_close(node_registry *r) {
   free(r);
 }
 
-const char *node_registry_errmsg(node_registry *r) { return sqlite3_errmsg(r->db); }
+const char *node_registry_errmsg(node_registry *r) {
+  return r->failure[0] ? r->failure : sqlite3_errmsg(r->db);
+}
+
+/* Ends a failed write, keeping what made it fail. */
+static void rollback(node_registry *r) {
+  snprintf(r->failure, sizeof r->failure, "%s", sqlite3_errmsg(r->db));
+  if (sqlite3_get_autocommit(r->db) == 0 && sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL) != SQLITE_OK)
+    log_warn("registry: could not roll back: %s", sqlite3_errmsg(r->db));
+}
 
 static int prepare(node_registry *r, const char *sql, sqlite3_stmt **st) {
   return sqlite3_prepare_v2(r->db, sql, -1, st, NULL) == SQLITE_OK ? 0 : -EIO;
@@ -90,6 +102,7 @@ static json_t *read_row(sqlite3_stmt *st) {
 }
 
 int node_registry_get(node_registry *r, const char *name, json_t **row) {
+  r->failure[0] = '\0';
   sqlite3_stmt *st;
   if (prepare(r, "SELECT " ROW_COLUMNS " FROM workers WHERE name = ?1", &st) != 0) return -EIO;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -106,6 +119,7 @@ int node_registry_get(node_registry *r, const char *name, json_t **row) {
 }
 
 int node_registry_list(node_registry *r, json_t **rows) {
+  r->failure[0] = '\0';
   sqlite3_stmt *st;
   if (prepare(r, "SELECT " ROW_COLUMNS " FROM workers ORDER BY name", &st) != 0) return -EIO;
   json_t *arr = json_array();
@@ -186,6 +200,7 @@ static int write_row(node_registry *r, const char *name, int64_t version, const 
 int node_registry_put(node_registry *r, const char *name, const char *main_module,
                       json_t *modules, json_t *bindings, json_t *limits, int64_t now_ms,
                       json_t **row) {
+  r->failure[0] = '\0';
   if (exec(r, "BEGIN IMMEDIATE") != 0) return -EIO;
   int64_t created = now_ms;
   int exists = existing_created_at(r, name, &created);
@@ -193,7 +208,7 @@ int node_registry_put(node_registry *r, const char *name, const char *main_modul
   if (exists < 0 || version < 0 ||
       write_row(r, name, version, main_module, modules, bindings, limits, created, now_ms) != 0 ||
       exec(r, "COMMIT") != 0) {
-    exec(r, "ROLLBACK");
+    rollback(r);
     return -EIO;
   }
   if (row) {
@@ -206,6 +221,7 @@ int node_registry_put(node_registry *r, const char *name, const char *main_modul
 }
 
 int node_registry_delete(node_registry *r, const char *name) {
+  r->failure[0] = '\0';
   sqlite3_stmt *st;
   if (prepare(r, "DELETE FROM workers WHERE name = ?1", &st) != 0) return -EIO;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
