@@ -271,7 +271,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- the request ---- */
 
-static int hop_by_hop(const char *name) {
+int handoff_hop_by_hop(const char *name) {
   static const char *const names[] = {"connection", "keep-alive", "transfer-encoding",
                                       "content-length", "te", "upgrade", "expect",
                                       "proxy-connection", "trailer"};
@@ -288,7 +288,11 @@ static void serialize(handoff *h) {
   free(line);
   for (size_t i = 0; i < req->n_headers; i++) {
     const http_header *hd = &req->headers[i];
-    if (hop_by_hop(hd->name)) continue;
+    /* The client's own framing goes under a prefix, so that the tenant sees
+     * the headers it would have seen in a shared process; a client's header
+     * that looks like one of those is not passed on. */
+    if (strncasecmp(hd->name, HANDOFF_HOP_PREFIX, strlen(HANDOFF_HOP_PREFIX)) == 0) continue;
+    if (handoff_hop_by_hop(hd->name)) buf_append(&b, HANDOFF_HOP_PREFIX, strlen(HANDOFF_HOP_PREFIX));
     buf_append(&b, hd->name, strlen(hd->name));
     buf_append(&b, ": ", 2);
     buf_append(&b, hd->value, strlen(hd->value));

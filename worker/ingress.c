@@ -154,11 +154,20 @@ void ingress_run(sched_unit *unit) {
   iso_header *headers = req->n_headers <= ARRAY_SIZE(stack_headers)
                             ? stack_headers
                             : xcalloc(req->n_headers, sizeof *headers);
+  size_t n_headers = 0;
+  size_t prefix = strlen(HANDOFF_HOP_PREFIX);
   for (size_t i = 0; i < req->n_headers; i++) {
-    headers[i].name = req->headers[i].name;
-    headers[i].name_len = strlen(req->headers[i].name);
-    headers[i].value = req->headers[i].value;
-    headers[i].value_len = strlen(req->headers[i].value);
+    const char *name = req->headers[i].name;
+    if (w->config.dedicated) {
+      /* Handed off: the framing is the handoff's; the client's comes back. */
+      if (handoff_hop_by_hop(name)) continue;
+      if (strncasecmp(name, HANDOFF_HOP_PREFIX, prefix) == 0) name += prefix;
+    }
+    headers[n_headers].name = name;
+    headers[n_headers].name_len = strlen(name);
+    headers[n_headers].value = req->headers[i].value;
+    headers[n_headers].value_len = strlen(req->headers[i].value);
+    n_headers++;
   }
   iso_request ir = {
       .method = req->method,
@@ -166,7 +175,7 @@ void ingress_run(sched_unit *unit) {
       .url = url,
       .url_len = strlen(url),
       .headers = headers,
-      .n_headers = req->n_headers,
+      .n_headers = n_headers,
       .body = req->body_streamed ? ISO_BODY_STREAMED : req->body,
       .body_len = req->body_streamed ? 0 : req->body_len,
   };

@@ -249,6 +249,11 @@ void stream_unit_dropped(sched_unit *u);
 void run_on_frame(worker *w, const proto_frame *frame);
 
 /* stats.c: per-tenant accounting, reported to the supervisor every second. */
+/* A handoff frames the request itself (Content-Length, Connection: close)
+ * and carries the client's own framing headers under this prefix; the
+ * dedicated process gives the tenant those instead of the handoff's. */
+#define HANDOFF_HOP_PREFIX "x-edgenode-hop-"
+int handoff_hop_by_hop(const char *name);
 void stats_start(worker *w);
 /* Sends what was counted since the last report now: a process on its way out
  * would otherwise take up to a report's interval of requests with it. */

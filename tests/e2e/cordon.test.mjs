@@ -267,6 +267,35 @@ const ECHO = `export default {
   },
 };`;
 
+// A cordoned tenant's requests pass through a handoff, which frames them
+// itself: the tenant must still see the headers the client sent, as it did
+// in a shared process (it saw the handoff's Content-Length and Connection).
+test('a cordoned tenant sees the request headers the client sent', async () => {
+  const node = await startNode({ workers: 2 });
+  try {
+    await node.deployOk('headers', `export default { async fetch(request) {
+      await request.arrayBuffer();
+      return Response.json([...request.headers].filter(([k]) => k !== 'host'));
+    } };`, { json: true });
+    const chunked = [Buffer.from('POST / HTTP/1.1\r\nHost: headers.localhost\r\nX-Mine: 1\r\n' +
+      'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n')];
+    const seen = async () => {
+      const get = await node.ingress('headers', '/', { headers: { 'x-mine': '1' } });
+      const raw = await rawRequest(node.listenPort, chunked, { timeout: 30000 });
+      const post = parseOne(raw.data, { eof: true });
+      return { get: get.json, post: JSON.parse(post.response.body.toString()) };
+    };
+    const shared = await seen();
+    assert.deepEqual(shared.post, [['connection', 'close'], ['transfer-encoding', 'chunked'], ['x-mine', '1']]);
+    const r = await node.control('POST', '/v1/tenants/headers/cordon', { body: { reason: 'test' } });
+    assert.equal(r.status, 200, r.text);
+    await dedicatedReady(node, 'headers');
+    assert.deepEqual(await seen(), shared);
+  } finally {
+    await node.stop();
+  }
+});
+
 test('large and chunked bodies reach a cordoned tenant whole, both ways', async () => {
   const node = await startNode({ workers: 2 });
   try {
