@@ -35,6 +35,11 @@
 #define LOADER_SWEEP_MS 1000
 /* Dynamic workers one parent version may hold at once (each is an isolate). */
 #define LOADER_MAX_CHILDREN 1000
+/* The children a parent holds share this many times its memory limit (heap
+ * and ArrayBuffers, as measured after each of their requests): each alone
+ * is held to the parent's limit, but a thousand of them were not held to
+ * anything, and one tenant could push its process past its RSS budget. */
+#define LOADER_CHILDREN_MEMORY_FACTOR 8
 /* What an idle load() child is said to hold, to its parent's garbage
  * collector: about what an idle isolate keeps (docs/benchmarks.md). A
  * collection that finds a child's stub garbage frees the child; without
@@ -50,6 +55,7 @@ typedef struct loader_state {
   loaded *parent;
   loader_child *children;
   size_t n_children;
+  size_t children_bytes;  /* sum of the children's held_bytes */
 } loader_state;
 
 struct loader_child {
@@ -66,6 +72,7 @@ struct loader_child {
   int64_t external_bytes;   /* told to the parent's heap until discarded */
   int outbound;             /* globalOutbound not null */
   int64_t subrequests_left; /* -1: no limit */
+  size_t held_bytes;        /* heap and ArrayBuffers after its last request */
   /* What the isolate is made from, until it is made. */
   iso_module *modules;
   size_t n_modules;
@@ -212,6 +219,17 @@ static void child_check(loader_child *c) {
     child_discard(c);
 }
 
+/* What the child holds now, counted towards its parent's children. */
+static void child_measure(loader_child *c) {
+  if (c->owner == NULL || c->sb.base.iso == NULL) return;
+  iso_heap_stats hs;
+  iso_worker_heap_stats(c->sb.base.iso, &hs);
+  size_t held = hs.used_bytes + hs.external_bytes;
+  c->owner->children_bytes += held;
+  c->owner->children_bytes -= c->held_bytes;
+  c->held_bytes = held;
+}
+
 static int child_prepare(sandbox *sb, iso_error *err) {
   loader_child *c = (loader_child *)sb;
   iso_worker_options o = {0};
@@ -220,6 +238,8 @@ static int child_prepare(sandbox *sb, iso_error *err) {
   o.main_module = c->main_module;
   o.env_json = c->env_json;
   int rc = sandbox_load(sb, &o, err);
+  /* What its top level made counts from now, before it answers anything. */
+  if (rc == 0) child_measure(c);
   /* The stub sends its code again whenever this isolate must be remade. */
   code_free(c);
   if (rc != 0) {
@@ -269,6 +289,7 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
                           const iso_error *err, sandbox_failure why) {
   loader_child *c = (loader_child *)sb;
   loader_call *call = cookie;
+  child_measure(c);
   iso_wire value;
   iso_wire_init(&value);
   if (res) {
@@ -326,6 +347,7 @@ static void child_freed(sandbox *sb) {
     else c->owner->children = c->next;
     if (c->next) c->next->prev = c->prev;
     c->owner->n_children--;
+    c->owner->children_bytes -= c->held_bytes;
   }
   code_free(c);
   free(c->key);
@@ -522,19 +544,45 @@ static loader_child *child_new(loaded *l, int kind, const char *key, size_t key_
   return c;
 }
 
-/* Room for one more child of this parent: its least recently used idle
- * get() child goes if it must. Returns 0, or -1 when every child is busy. */
-static int make_room_for_child(loaded *l) {
-  if (l->loader == NULL || l->loader->n_children < LOADER_MAX_CHILDREN) return 0;
+static size_t children_budget(const loaded *l) {
+  return (size_t)l->limits.memory_mb * LOADER_CHILDREN_MEMORY_FACTOR << 20;
+}
+
+/* The least recently used idle child: of get() only when it makes room in
+ * numbers (a load() child's stub may still be called), of either kind for
+ * memory (a load() child is made again from its stub's code, as after an
+ * eviction). */
+static loader_child *oldest_idle_child(loader_state *st, int any_kind) {
   loader_child *oldest = NULL;
-  for (loader_child *c = l->loader->children; c; c = c->next)
-    if (c->kind == KIND_GET && !c->sb.dying && sandbox_idle(&c->sb) &&
+  for (loader_child *c = st->children; c; c = c->next)
+    if ((any_kind || c->kind == KIND_GET) && !c->sb.dying && sandbox_idle(&c->sb) &&
         (oldest == NULL || c->sb.base.last_used_ns < oldest->sb.base.last_used_ns))
       oldest = c;
-  if (oldest == NULL) return -1;
-  child_discard(oldest);
-  sandbox_reap();
-  return 0;
+  return oldest;
+}
+
+/* Room for one more child of this parent, in numbers and in memory: idle
+ * children go, least recently used first, while they must. Returns NULL, or
+ * why there is no room (the caller frees it). */
+static char *make_room_for_child(loaded *l) {
+  loader_state *st = l->loader;
+  if (st == NULL) return NULL;
+  for (size_t tries = st->n_children + 1; tries > 0; tries--) {
+    int crowded = st->n_children >= LOADER_MAX_CHILDREN;
+    int heavy = st->children_bytes >= children_budget(l);
+    if (!crowded && !heavy) return NULL;
+    loader_child *oldest = oldest_idle_child(st, heavy);
+    if (oldest == NULL) break;
+    child_discard(oldest);
+    sandbox_reap();
+  }
+  if (st->n_children >= LOADER_MAX_CHILDREN)
+    return xasprintf("too many dynamic workers at once for this worker (%d): let some finish "
+                     "first", LOADER_MAX_CHILDREN);
+  return xasprintf("the dynamic workers of this worker hold %zu MiB, their budget together is "
+                   "%zu MiB (%d times its memory limit): let some finish first",
+                   st->children_bytes >> 20, children_budget(l) >> 20,
+                   LOADER_CHILDREN_MEMORY_FACTOR);
 }
 
 /* Frees a child that never got to run (its code was refused). */
@@ -680,10 +728,11 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
     return -1;
   }
   if (c == NULL && k == KIND_LOAD) tell_idle_children(l);
-  if (c == NULL && make_room_for_child(l) != 0) {
+  char *no_room = c == NULL ? make_room_for_child(l) : NULL;
+  if (no_room) {
     call_headers_free(&headers);
-    bindings_error(result, "Error",
-                   "too many dynamic workers at once for this worker (1000): let some finish first");
+    bindings_error(result, "Error", no_room);
+    free(no_room);
     return -1;
   }
   if (c == NULL) {

@@ -540,3 +540,44 @@ test('the CPU a child spends failing to start counts towards its parent tenant',
   assert.ok(s.cpu_limit_hits >= 3, `cpu_limit_hits: ${s.cpu_limit_hits}`);
   await node.control('DELETE', '/v1/workers/spinner');
 });
+
+// A parent's children share a memory budget (8 times the parent's limit):
+// each alone is held to the parent's limit, but together they were held to
+// nothing, and one tenant could push its worker process past its budget.
+test('a parent\'s children together are held to 8 times its memory limit', async () => {
+  const hog = `export default {
+    async fetch(request, env) {
+      const busy = new URL(request.url).searchParams.get('busy') === '1';
+      const child = \`globalThis.keep = new Uint8Array(12 * 1024 * 1024).fill(7);
+        export default { async fetch() { \${busy ? 'await scheduler.wait(3000);' : ''} return new Response('held'); } };\`;
+      const stubs = [];
+      const answers = [];
+      for (let i = 0; i < 16; i++) {
+        const stub = env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'c.js', modules: { 'c.js': child } });
+        stubs.push(stub);
+        const answer = stub.getEntrypoint().fetch('http://c/').then((r) => r.text(), (e) => e.message);
+        if (!busy) answers.push(await answer);
+        else { answers.push(answer); await scheduler.wait(20); }
+      }
+      const all = await Promise.all(answers);
+      // The first child again: made anew if it had to go.
+      const again = await stubs[0].getEntrypoint().fetch('http://c/').then((r) => r.text(), (e) => e.message);
+      return Response.json({ all, again });
+    },
+  };`;
+  await node.deployOk('hog', { 'index.js': hog },
+    { bindings: LOADER, limits: { memory_mb: 16, cpu_ms: 2000, wall_ms: 20000 } });
+  // Children that are done make room: the oldest idle ones go, every load works.
+  const idle = await node.ingress('hog', '/', { timeout: 30000 });
+  assert.equal(idle.status, 200, idle.text);
+  assert.deepEqual(idle.json.all, Array(16).fill('held'));
+  assert.equal(idle.json.again, 'held');
+  // Children that are all busy cannot: once they hold the budget, load() fails.
+  const busy = await node.ingress('hog', '/?busy=1', { timeout: 30000 });
+  assert.equal(busy.status, 200, busy.text);
+  const held = busy.json.all.filter((a) => a === 'held').length;
+  const refused = busy.json.all.filter((a) => /their budget together is 128 MiB \(8 times its memory limit\)/.test(a));
+  assert.ok(held >= 8 && held <= 12, JSON.stringify(busy.json.all));
+  assert.equal(held + refused.length, 16, JSON.stringify(busy.json.all));
+  await node.control('DELETE', '/v1/workers/hog');
+});
