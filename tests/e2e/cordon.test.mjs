@@ -169,13 +169,14 @@ test('a cordoned tenant redeployed serves its new code and limits from its dedic
       const end = Date.now() + ${cpu}; while (Date.now() < end) {}
       return new Response('version ${v}');
     } };`;
-    await node.deployOk('moving', version('A', 0));
+    // CPU to spare for the dedicated process's cold start (sanitizer builds).
+    await node.deployOk('moving', version('A', 0), { json: true, limits: { cpu_ms: 400 } });
     const r = await node.control('POST', '/v1/tenants/moving/cordon', { body: { reason: 'test' } });
     assert.equal(r.status, 200, r.text);
     await dedicatedReady(node, 'moving');
     assert.equal((await node.ingress('moving', '/')).text, 'version A');
-    // Version B spins 100 ms: it needs the new limit as well as the new code.
-    await node.deployOk('moving', version('B', 100), { json: true, limits: { cpu_ms: 1000 } });
+    // Version B spins 600 ms: it needs the new limit as well as the new code.
+    await node.deployOk('moving', version('B', 600), { json: true, limits: { cpu_ms: 3000 } });
     let last = '';
     await waitFor(async () => {
       const a = await node.ingress('moving', '/');
@@ -276,7 +277,7 @@ test('a cordoned tenant sees the request headers the client sent', async () => {
     await node.deployOk('headers', `export default { async fetch(request) {
       await request.arrayBuffer();
       return Response.json([...request.headers].filter(([k]) => k !== 'host'));
-    } };`, { json: true });
+    } };`, { json: true, limits: { cpu_ms: 1000 } }); // a dedicated process's first request: a cold start
     const chunked = [Buffer.from('POST / HTTP/1.1\r\nHost: headers.localhost\r\nX-Mine: 1\r\n' +
       'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n')];
     const seen = async () => {

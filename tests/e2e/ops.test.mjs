@@ -184,7 +184,8 @@ test('drain under a steady keep-alive load: every request completes or is refuse
 test('requests served just before a drain are all counted', async (t) => {
   const node = await startNode({ workers: 2 });
   t.after(() => node.stop({ clean: true }));
-  await node.deployOk('counted', `export default { fetch() { return new Response('ok'); } };`);
+  await node.deployOk('counted', `export default { fetch() { return new Response('ok'); } };`,
+    { json: true, limits: { cpu_ms: 1000 } }); // cold starts on sanitizer builds
   for (let i = 0; i < 30; i++) assert.equal((await node.ingress('counted', '/')).status, 200);
   assert.equal((await node.control('POST', '/v1/node/drain')).status, 202);
   await waitFor(async () => {

@@ -218,7 +218,7 @@ test('console output is logged whole: NUL bytes kept, long lines cut on a charac
     return new Response('said');
   },
 };
-`);
+`, { json: true, limits: { cpu_ms: 1000 } }); // a cold start on sanitizer builds
   const from = node.logs.length;
   const r = await node.ingress('talker', '/');
   assert.equal(r.text, 'said');
