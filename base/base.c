@@ -115,6 +115,16 @@ json_t *json_load_wide(const char *text, size_t len, size_t flags, json_error_t 
   return v;
 }
 
+int http_token(const char *s, size_t len) {
+  if (len == 0) return 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    int alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && (c == '\0' || strchr("!#$%&'*+-.^_`|~", c) == NULL)) return 0;
+  }
+  return 1;
+}
+
 size_t latin1_to_utf8(const char *in, size_t n, char *out) {
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {

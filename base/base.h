@@ -60,6 +60,10 @@ json_t *json_load_wide(const char *text, size_t len, size_t flags, json_error_t 
  * cutting a character in two (a line with half of one would not be JSON). */
 size_t utf8_cut(const char *s, size_t len, size_t max);
 
+/* Whether the len bytes at s are an RFC 9110 token (a method, a header
+ * name): one or more of letters, digits and !#$%&'*+-.^_`|~. */
+int http_token(const char *s, size_t len);
+
 /* HTTP header values are bytes, and a JavaScript string of them holds one
  * character per byte (Latin-1); JavaScript strings travel as UTF-8. These
  * convert between the two. latin1_to_utf8 writes at most 2 * n bytes and

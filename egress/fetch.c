@@ -276,15 +276,6 @@ static void out_add(outbuf *o, const void *p, size_t n) {
 
 static void out_str(outbuf *o, const char *s) { out_add(o, s, strlen(s)); }
 
-static int is_token(const char *s) {
-  if (*s == '\0') return 0;
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (!(c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c))) return 0;
-  }
-  return 1;
-}
-
 static int value_ok(const char *s) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
@@ -753,7 +744,7 @@ static const char *check_headers(json_t *headers) {
   json_array_foreach(headers, i, v) {
     const char *s = json_string_value(v);
     if (s == NULL) return "headers must be strings";
-    if (i % 2 == 0 && !is_token(s)) return "invalid header name";
+    if (i % 2 == 0 && !http_token(s, strlen(s))) return "invalid header name";
     if (i % 2 == 1 && !value_ok(s)) return "invalid header value";
   }
   return NULL;
@@ -772,7 +763,7 @@ void fetch_start(client *cl, const proto_frame *frame) {
   json_int_t budget = json_integer_value(json_object_get(head, "budget"));
   const char *problem = NULL;
   if (head == NULL || tenant == NULL || !worker_name_valid(tenant, strlen(tenant)) ||
-      method == NULL || !is_token(method) || url == NULL)
+      method == NULL || !http_token(method, strlen(method)) || url == NULL)
     problem = "malformed fetch request";
   else if (frame->id == 0 || find(cl, frame->id))
     problem = "fetch id in use";

@@ -37,17 +37,6 @@ void egress_policy_free(egress_policy *p) {
   free(p);
 }
 
-static int is_tchar(unsigned char c) {
-  return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-static int is_token(const char *s) {
-  if (*s == '\0') return 0;
-  for (; *s; s++)
-    if (!is_tchar((unsigned char)*s)) return 0;
-  return 1;
-}
-
 /* Headers the egress owns: framing, routing and hop-by-hop. */
 static int header_reserved(const char *name) {
   static const char *const reserved[] = {
@@ -292,7 +281,7 @@ static int parse_methods(parse_ctx *c, egress_rule *r, json_t *v) {
   json_t *m;
   json_array_foreach(v, i, m) {
     const char *s = json_string_value(m);
-    if (s == NULL || !is_token(s) || strlen(s) > 32)
+    if (s == NULL || !http_token(s, strlen(s)) || strlen(s) > 32)
       return fail(c, "methods", "item %zu is not an HTTP method name", i);
     char *up = xstrdup(s);
     for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
@@ -317,7 +306,7 @@ static int parse_inject(parse_ctx *c, egress_rule *r, json_t *v) {
     return fail(c, "inject.headers", "at most %d headers", MAX_INJECT);
   r->inject = xcalloc(json_object_size(headers) + 1, sizeof *r->inject);
   json_object_foreach(headers, key, val) {
-    if (!is_token(key) || strlen(key) > 128)
+    if (!http_token(key, strlen(key)) || strlen(key) > 128)
       return fail(c, "inject.headers", "\"%s\" is not a valid header name", key);
     if (header_reserved(key))
       return fail(c, "inject.headers", "\"%s\" is managed by the egress and cannot be injected", key);

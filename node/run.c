@@ -54,19 +54,11 @@ static json_t *load_body(const uint8_t *raw, size_t len, json_error_t *jerr) {
   return json_load_wide((const char *)raw, len, flags, jerr);
 }
 
-/* RFC 9110 token characters: what a method or a header name is made of. */
-static int is_token(const char *s, size_t len) {
-  if (len == 0) return 0;
-  for (size_t i = 0; i < len; i++)
-    if (s[i] <= ' ' || s[i] >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", s[i])) return 0;
-  return 1;
-}
-
 /* A header as the Fetch standard allows it: a token name and a value without
  * CR, LF or NUL (which would split or end the header on the wire). */
 static const char *header_problem(const char *name, size_t name_len, json_t *value) {
   if (!json_is_string(value)) return "values must be strings";
-  if (!is_token(name, name_len))
+  if (!http_token(name, name_len))
     return "a header name must be a non-empty token (letters, digits and !#$%&'*+-.^_`|~)";
   if (strcspn(json_string_value(value), "\r\n") != json_string_length(value))
     return "a header value must not contain CR, LF or NUL";
@@ -101,7 +93,7 @@ static const char *field_problem(json_t *r, const char **field) {
   json_t *method = json_object_get(r, "method"), *url = json_object_get(r, "url");
   *field = "request.method";
   if (method && !(json_is_string(method) &&
-                  is_token(json_string_value(method), json_string_length(method))))
+                  http_token(json_string_value(method), json_string_length(method))))
     return "must be an HTTP method (a token such as GET or POST)";
   *field = "request.url";
   if (url && !json_is_string(url)) return "must be a string";

@@ -102,6 +102,7 @@ void inflight_finish(worker *w, inflight *f) {
   wall_untrack(w, f);
   stats_request_done(w, f);
   token_map_del(&w->tokens, f->token);
+  free(f->url);
   free(f);
   tenant_collect_retired(w);
   worker_maybe_exit(w);
@@ -140,16 +141,7 @@ void ingress_run(sched_unit *unit) {
     inflight_finish(w, f);
     return;
   }
-  destination d;
-  char *err = destination_find(req, &d);
-  if (err) { /* checked on arrival; the request is as it was then */
-    f->loaded->requests--;
-    ingress_fail(w, f, 400, err, NULL);
-    free(err);
-    inflight_finish(w, f);
-    return;
-  }
-  char *url = request_url(&d);
+  const char *url = f->url;
   iso_header stack_headers[32];
   iso_header *headers = req->n_headers <= ARRAY_SIZE(stack_headers)
                             ? stack_headers
@@ -185,7 +177,6 @@ void ingress_run(sched_unit *unit) {
   int rc = iso_worker_dispatch(l->iso, token, &ir);
   worker_running_leave(w);
   if (headers != stack_headers) free(headers);
-  free(url);
   /* Most requests are over by now; the rest wait on timers or host calls. */
   inflight *pending = token_map_get(&w->tokens, token);
   if (rc == 0 && pending) wall_track(w, pending);
@@ -206,6 +197,7 @@ void inflight_hand_off(worker *w, inflight *f) {
   f->req = NULL;
   /* Not counted here: the dedicated process reports the request. */
   token_map_del(&w->tokens, f->token);
+  free(f->url);
   free(f);
   handoff_submit(w, t, req);
 }
@@ -261,6 +253,7 @@ void ingress_on_request(http_server *server, http_request *req) {
   inflight *f = xcalloc(1, sizeof *f);
   f->token = ++w->next_token;
   f->req = req;
+  f->url = request_url(&d);
   memcpy(f->request_id, req->id, sizeof f->request_id);
   f->start_ns = req->start_ns;
   f->tenant = tenant_get_or_add(w, name, len);

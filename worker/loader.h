@@ -58,6 +58,7 @@ struct sandbox {
   struct sandbox_timer *timers;
   sandbox_request *requests; /* submitted and not done */
   size_t heap_used;         /* after its last request */
+  size_t held_bytes;        /* heap and ArrayBuffers, once loaded and after each request */
   int dying;                /* released: takes no more work, freed from the loop */
   int broken;               /* hit a limit or failed to load: takes no more requests */
   int entered;              /* our calls into its JavaScript on the stack */

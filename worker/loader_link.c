@@ -72,7 +72,7 @@ struct loader_child {
   int64_t external_bytes;   /* told to the parent's heap until discarded */
   int outbound;             /* globalOutbound not null */
   int64_t subrequests_left; /* -1: no limit */
-  size_t held_bytes;        /* heap and ArrayBuffers after its last request */
+  size_t held_bytes;        /* sb.held_bytes as counted in owner->children_bytes */
   /* What the isolate is made from, until it is made. */
   iso_module *modules;
   size_t n_modules;
@@ -219,15 +219,13 @@ static void child_check(loader_child *c) {
     child_discard(c);
 }
 
-/* What the child holds now, counted towards its parent's children. */
-static void child_measure(loader_child *c) {
-  if (c->owner == NULL || c->sb.base.iso == NULL) return;
-  iso_heap_stats hs;
-  iso_worker_heap_stats(c->sb.base.iso, &hs);
-  size_t held = hs.used_bytes + hs.external_bytes;
-  c->owner->children_bytes += held;
+/* The sandbox's last measure of the child, counted towards its parent's
+ * children in place of the one before. */
+static void child_count_held(loader_child *c) {
+  if (c->owner == NULL) return;
+  c->owner->children_bytes += c->sb.held_bytes;
   c->owner->children_bytes -= c->held_bytes;
-  c->held_bytes = held;
+  c->held_bytes = c->sb.held_bytes;
 }
 
 static int child_prepare(sandbox *sb, iso_error *err) {
@@ -238,8 +236,7 @@ static int child_prepare(sandbox *sb, iso_error *err) {
   o.main_module = c->main_module;
   o.env_json = c->env_json;
   int rc = sandbox_load(sb, &o, err);
-  /* What its top level made counts from now, before it answers anything. */
-  if (rc == 0) child_measure(c);
+  if (rc == 0) child_count_held(c);
   /* The stub sends its code again whenever this isolate must be remade. */
   code_free(c);
   if (rc != 0) {
@@ -289,7 +286,6 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
                           const iso_error *err, sandbox_failure why) {
   loader_child *c = (loader_child *)sb;
   loader_call *call = cookie;
-  child_measure(c);
   iso_wire value;
   iso_wire_init(&value);
   if (res) {
@@ -332,7 +328,7 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
 }
 
 static void child_done(sandbox *sb, void *cookie) {
-  (void)sb;
+  child_count_held((loader_child *)sb);
   free(cookie);
 }
 

@@ -236,6 +236,14 @@ static void request_unlink(sandbox *sb, sandbox_request *r) {
   }
 }
 
+static void measure(sandbox *sb) {
+  if (sb->base.iso == NULL) return;
+  iso_heap_stats hs;
+  iso_worker_heap_stats(sb->base.iso, &hs);
+  sb->heap_used = hs.used_bytes;
+  sb->held_bytes = hs.used_bytes + hs.external_bytes;
+}
+
 static void sb_done(void *data, uint64_t token) {
   sandbox *sb = data;
   sandbox_request *r = request_of(sb, token);
@@ -248,11 +256,7 @@ static void sb_done(void *data, uint64_t token) {
     sb->base.tenant->stats.dirty = 1;
     loaded_charge_outside(&sb->base);
   }
-  if (sb->base.iso) {
-    iso_heap_stats hs;
-    iso_worker_heap_stats(sb->base.iso, &hs);
-    sb->heap_used = hs.used_bytes;
-  }
+  measure(sb);
   sb->base.last_used_ns = time_mono_ns();
   void *cookie = r->cookie;
   request_free(r);
@@ -339,6 +343,7 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err) {
     return -1;
   }
   w->loaded_count++;
+  measure(sb); /* what its top level made, before it answers anything */
   return 0;
 }
 

@@ -101,6 +101,7 @@ struct inflight {
   uint64_t token;
   http_request *req;     /* NULL once responded */
   char request_id[17];   /* kept past the response, for ctx.waitUntil() logs */
+  char *url;             /* the Request's URL, made where the request was routed */
   uint64_t start_ns;     /* when the request was complete */
   inflight *run_prev;    /* in worker.running while dispatched and not done */
   inflight *run_next;
