@@ -896,7 +896,7 @@ int http_respond(http_request *req, int status, const http_header *headers, size
 }
 
 int http_respond_start(http_request *req, int status, const http_header *headers,
-                       size_t n_headers) {
+                       size_t n_headers, int64_t length) {
   http_req *r = (http_req *)req;
   http_conn *c = req->conn;
   if (r->streaming) return UV_EINVAL;
@@ -905,12 +905,15 @@ int http_respond_start(http_request *req, int status, const http_header *headers
   if (status < 100 || status > 999) status = 500;
   r->streaming = 1;
   r->stream_bodyless = r->is_head || status < 200 || status == 204 || status == 304;
-  r->stream_chunked = !r->http10;
-  /* An HTTP/1.0 client learns where the body ends only from the close. */
+  r->stream_length = length >= 0 ? length : -1;
+  r->stream_sent = 0;
+  r->stream_chunked = !r->http10 && length < 0;
+  /* Without a length, an HTTP/1.0 client learns where the body ends only
+   * from the close. */
   r->stream_keep = req->keep_alive && !si->draining && body_complete(r) &&
-                   (r->stream_chunked || r->stream_bodyless);
+                   (r->stream_chunked || r->stream_bodyless || length >= 0);
   int rc = http__write_stream_head(c, status, headers, n_headers, r->stream_keep,
-                                   r->stream_chunked && !r->stream_bodyless);
+                                   r->stream_chunked && !r->stream_bodyless, r->stream_length);
   if (rc != 0) {
     conn_close(c);
     return UV_ECONNRESET;
@@ -924,6 +927,8 @@ int http_respond_write(http_request *req, const void *data, size_t len) {
   if (!r->streaming) return UV_EINVAL;
   if (c == NULL) return UV_ECONNRESET;
   if (r->stream_bodyless || len == 0) return 0;
+  if (r->stream_length >= 0 && len > (uint64_t)r->stream_length - r->stream_sent) return UV_E2BIG;
+  r->stream_sent += len;
   if (http__write_chunk(c, data, len, r->stream_chunked) != 0) {
     conn_close(c);
     return UV_ECONNRESET;
@@ -952,6 +957,11 @@ int http_respond_end(http_request *req) {
       return UV_ECONNRESET;
     }
     return http_respond(req, 500, NULL, 0, NULL, 0);
+  }
+  if (r->stream_length >= 0 && !r->stream_bodyless &&
+      r->stream_sent != (uint64_t)r->stream_length) {
+    http_respond_abort(req);
+    return UV_EPROTO;
   }
   int keep = r->stream_keep;
   int rc = 0;

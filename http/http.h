@@ -141,14 +141,17 @@ int http_respond_error(http_request *req, int status, const char *message,
  */
 typedef void (*http_drain_cb)(void *arg, int status /* 0, or < 0: the connection is gone */);
 
-/* Returns 0, or UV_ECONNRESET when the client is gone, or UV_EINVAL when the
- * response was already started. */
+/* `length` >= 0 announces the body's size (Content-Length, no chunks): a
+ * write past it fails with UV_E2BIG, and an end short of it closes the
+ * connection like http_respond_abort(). Returns 0, or UV_ECONNRESET when the
+ * client is gone, or UV_EINVAL when the response was already started. */
 int http_respond_start(http_request *req, int status, const http_header *headers,
-                       size_t n_headers);
+                       size_t n_headers, int64_t length);
 
 /* Queues body bytes (copied). Returns 0 when more may be written now, 1 when
  * the connection's queue is full (wait for http_respond_on_drain first), or a
- * negative libuv error. Bytes of a bodyless response (HEAD, 204, 304) are dropped. */
+ * negative libuv error (UV_E2BIG: past the announced length; nothing was
+ * written). Bytes of a bodyless response (HEAD, 204, 304) are dropped. */
 int http_respond_write(http_request *req, const void *data, size_t len);
 
 /* Calls cb once: when the queue has gone down after a write that returned 1,
@@ -157,7 +160,9 @@ int http_respond_write(http_request *req, const void *data, size_t len);
  * for); cb is then never called. */
 int http_respond_on_drain(http_request *req, http_drain_cb cb, void *arg);
 
-/* Ends the body and frees the request. Returns 0 or UV_ECONNRESET. */
+/* Ends the body and frees the request. Returns 0, UV_ECONNRESET, or
+ * UV_EPROTO when fewer bytes than announced were written (the connection
+ * is closed: the client sees a truncated response). */
 int http_respond_end(http_request *req);
 
 /* Cuts the response short (closes the connection) and frees the request. */

@@ -60,6 +60,8 @@ typedef struct http_req {
   int stream_chunked;          /* body goes out in chunks; otherwise until close */
   int stream_bodyless;         /* HEAD, 1xx, 204, 304: body bytes are dropped */
   int stream_keep;             /* keep-alive decided when the head went out */
+  int64_t stream_length;       /* announced Content-Length, or -1 */
+  uint64_t stream_sent;        /* body bytes written so far */
   http_drain_cb drain_cb;      /* waits for the write queue to go down */
   void *drain_arg;
   /* A streamed request body (http_request.body_streamed): body_buf holds
@@ -142,7 +144,7 @@ int http__write_response(http_conn *c, int status, const http_header *headers,
 /* The head of a streamed response: Transfer-Encoding: chunked when `chunked`,
  * otherwise no length at all (the body ends when the connection closes). */
 int http__write_stream_head(http_conn *c, int status, const http_header *headers,
-                            size_t n_headers, int keep_alive, int chunked);
+                            size_t n_headers, int keep_alive, int chunked, int64_t length);
 
 /* Queues body bytes of a streamed response, framed as one chunk when `chunked`. */
 int http__write_chunk(http_conn *c, const void *data, size_t len, int chunked);

@@ -272,12 +272,12 @@ int http__write_response(http_conn *c, int status, const http_header *headers,
 }
 
 int http__write_stream_head(http_conn *c, int status, const http_header *headers,
-                            size_t n_headers, int keep_alive, int chunked) {
+                            size_t n_headers, int keep_alive, int chunked, int64_t length) {
   char stack[4096];
   size_t head_len;
-  char *head = format_head(c, status, headers, n_headers, keep_alive,
-                           chunked ? FRAME_CHUNKED : FRAME_CLOSE, 0, stack, sizeof stack,
-                           &head_len);
+  body_framing framing = length >= 0 ? FRAME_LENGTH : chunked ? FRAME_CHUNKED : FRAME_CLOSE;
+  char *head = format_head(c, status, headers, n_headers, keep_alive, framing,
+                           length >= 0 ? (size_t)length : 0, stack, sizeof stack, &head_len);
   uv_buf_t buf = uv_buf_init(head, (unsigned)head_len);
   int r = write_bufs(c, &buf, 1);
   if (head != stack) free(head);

@@ -6,7 +6,10 @@
  * " response": when a fetch handler returns a Response whose body is a
  * ReadableStream still being produced, the status and headers go out at once
  * and each chunk as it comes:
- *   start(status, [name, value, ...])  sync: the head goes out, chunked
+ *   start(status, [name, value, ...], length)
+ *                                      sync: the head goes out, chunked, or
+ *                                      with a Content-Length when length >= 0
+ *                                      (a FixedLengthStream's body)
  *   write(bytes)                       sync: true when the client is behind
  *   drain()                            async: resolves once it caught up
  *   end()                              sync: the body is complete
@@ -67,10 +70,15 @@ static int start(inflight *f, iso_wire_reader *args, iso_wire *result) {
     if (i % 2 == 0) hs[i / 2].name = text;
     else hs[i / 2].value = text;
   }
+  /* A FixedLengthStream's body announces its length (Content-Length). */
+  int64_t length = -1;
+  if (rc == 0 && iso_wire_next(args, &v) == 1 && v.type == ISO_WIRE_NUMBER && v.number >= 0 &&
+      v.number <= 9007199254740991.0 && v.number == (double)(int64_t)v.number)
+    length = (int64_t)v.number;
   if (rc == 0) {
     int code = (int)status.number;
     f->status = code;
-    if (http_respond_start(f->req, code, hs, n) != 0) rc = -2;
+    if (http_respond_start(f->req, code, hs, n, length) != 0) rc = -2;
   }
   for (size_t i = 0; i < n; i++) {
     free(hs[i].name);
@@ -88,6 +96,7 @@ static int write_chunk(inflight *f, iso_wire_reader *args, iso_wire *result) {
   if (iso_wire_next(args, &bytes) != 1 || bytes.type != ISO_WIRE_BYTES)
     return fail(result, "a response chunk must be bytes");
   int rc = http_respond_write(f->req, bytes.ptr, bytes.len);
+  if (rc == UV_E2BIG) return fail(result, "the response body is longer than its announced length");
   if (rc < 0) return fail(result, "the client closed the connection");
   iso_wire_bool(result, rc == 1);
   return 0;
@@ -96,7 +105,13 @@ static int write_chunk(inflight *f, iso_wire_reader *args, iso_wire *result) {
 static void end(inflight *f, iso_wire *result) {
   http_request *req = f->req;
   f->req = NULL;
-  http_respond_end(req);
+  if (http_respond_end(req) == UV_EPROTO) {
+    /* The runtime's FixedLengthStream checks its count before it closes:
+     * the client saw a cut connection, so the request failed. */
+    log_write(LOG_ERROR, f->tenant->name, f->request_id, NULL,
+              "response body ended short of its Content-Length; the connection was closed");
+    f->status = 500;
+  }
   iso_wire_undefined(result);
 }
 

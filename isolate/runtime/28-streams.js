@@ -132,6 +132,9 @@ class RSState {
     this.disturbed = false;
     this.controller = null;  // RSControllerState
     this.object = null;      // the public ReadableStream
+    // The byte count a FixedLengthStream's readable side announces (sent
+    // as Content-Length), or -1.
+    this.expectedLength = -1;
   }
 }
 
@@ -1697,6 +1700,7 @@ class FixedLengthStream extends TransformStream {
         if (seen < expected) throw new TypeError('FixedLengthStream did not see all expected bytes before close().');
       },
     }, undefined, { highWaterMark: hwm, size: byteLengthSize });
+    rsStateOf(this.readable).expectedLength = expected;
   }
 }
 defineInterface(FixedLengthStream, 'FixedLengthStream');

@@ -137,7 +137,8 @@ async function sendStreamedResponse(state, response, stream) {
   if (!streamIsComplete(stream)) {
     let started = false;
     try {
-      started = native.callSync(kResponseBinding, 'start', [status, headerList])[0] === true;
+      const length = rsStateOf(stream).expectedLength;
+      started = native.callSync(kResponseBinding, 'start', [status, headerList, length])[0] === true;
     } catch {
       // No streaming here: buffered below.
     }

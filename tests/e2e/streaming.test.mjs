@@ -117,6 +117,21 @@ export default {
           return new Response(err.name + ': ' + err.message, { status: 413 });
         }
       }
+      case '/fixed': case '/fixed-short': {
+        // A FixedLengthStream announces its length: n ticks of 7 bytes, one
+        // fewer than announced for /fixed-short.
+        const { readable, writable } = new FixedLengthStream(7 * n);
+        (async () => {
+          const writer = writable.getWriter();
+          const count = url.pathname === '/fixed' ? n : n - 1;
+          for (let i = 0; i < count; i++) {
+            await scheduler.wait(1);
+            await writer.write(enc.encode('tick ' + (i % 10) + ';'));
+          }
+          await writer.close();
+        })().catch(() => {});
+        return new Response(readable);
+      }
       case '/complete': {
         // Everything is queued before the response goes: one piece, with a length.
         return new Response(new ReadableStream({
@@ -286,6 +301,41 @@ test('a stream complete before the response goes out is sent with a Content-Leng
   assert.equal(res.text, 'all at once');
   assert.equal(res.headers['content-length'], '11');
   assert.equal(res.headers['transfer-encoding'], undefined);
+});
+
+test('a FixedLengthStream body goes out with its Content-Length, unchunked, and keeps the connection', async () => {
+  const conn = new RawConn(node.listenPort);
+  await conn.connect();
+  try {
+    const res = await conn.request(getRequest(HOST, '/fixed?n=5'));
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-length'], '35');
+    assert.equal(res.headers['transfer-encoding'], undefined);
+    assert.equal(res.text, 'tick 0;tick 1;tick 2;tick 3;tick 4;');
+    const next = await conn.request(getRequest(HOST, '/'));
+    assert.equal(next.text, 'ok');
+    assert.equal(conn.closed, false);
+  } finally {
+    conn.close();
+  }
+  // HTTP/1.0 clients get the length too, so they need no close to find the end.
+  const old = await rawRequest(node.listenPort, 'GET /fixed?n=2 HTTP/1.0\r\nHost: stream.localhost\r\n\r\n', { timeout: 10000 });
+  const parsed = parseOne(old.data, { eof: true });
+  assert.equal(parsed.response.headers['content-length'], '14');
+  assert.equal(parsed.response.text, 'tick 0;tick 1;');
+});
+
+test('a FixedLengthStream that ends short cuts the connection: the client never sees a whole body', async () => {
+  const from = node.logs.length;
+  const res = await rawRequest(node.listenPort, getRequest(HOST, '/fixed-short?n=3'), { timeout: 10000 });
+  assert.equal(res.closed, true);
+  assert.match(res.text, /^HTTP\/1\.1 200 OK/);
+  assert.match(res.text, /\r\ncontent-length: 21\r\n/i);
+  assert.equal(parseOne(res.data, { eof: true }), null, 'the body is shorter than announced');
+  const line = await node.waitForLog((l) => /response body failed/.test(l.json?.msg ?? ''), { from });
+  assert.match(line.json.msg, /FixedLengthStream did not see all expected bytes/);
+  const after = await node.ingress('stream', '/');
+  assert.equal(after.text, 'ok');
 });
 
 // A chunked request body, written piece by piece by the client.
