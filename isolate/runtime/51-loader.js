@@ -196,6 +196,11 @@ function loaderCode(code) {
     if (typeof code.limits !== 'object') throw new TypeError('limits must be an object.');
     cpuMs = loaderLimit(code.limits, 'cpuMs');
     memoryMB = loaderLimit(code.limits, 'memoryMB');
+    // A context needs about a megabyte before any code runs: below a
+    // deployed worker's floor the child could only fail, and unclearly.
+    if (memoryMB !== 0 && memoryMB < 8) {
+      throw new RangeError(`limits.memoryMB must be at least 8 (got ${memoryMB}).`);
+    }
     if (code.limits.subRequests !== undefined && code.limits.subRequests !== null) {
       const n = Number(code.limits.subRequests);
       if (!Number.isFinite(n) || n < 0) throw new TypeError('limits.subRequests must be a number >= 0.');

@@ -320,6 +320,18 @@ test('a child at its memory limit fails in the parent; the parent goes on', asyn
   assert.equal(JSON.parse(again.ok.body).n, 1);
 });
 
+test('a memoryMB below a worker\'s floor (8) is refused with a clear RangeError', async () => {
+  const res = await node.ingress('roomy', '/spec', {
+    method: 'POST',
+    body: JSON.stringify({ code: { compatibilityDate: '2025-06-01', mainModule: 'c.js',
+                                   modules: { 'c.js': 'export default { fetch() { return new Response("x"); } };' },
+                                   limits: { memoryMB: 1 } } }),
+  });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.json?.error?.name, 'RangeError', res.text);
+  assert.match(res.json?.error?.message ?? '', /limits\.memoryMB must be at least 8 \(got 1\)/, res.text);
+});
+
 test('a get() child that hit a limit is discarded: the callback runs again', async () => {
   const getCode = (code) => node.ingress('parent', '/getCode', {
     method: 'POST', body: JSON.stringify({ id: 'spinner', code }) });
