@@ -236,6 +236,26 @@ class LoaderStubState {
   }
 }
 
+// get() code being fetched, by binding and id: calls that all find the same
+// id not started (several get() stubs for it, in one request or several)
+// run its getCode() once between them and start it once, as in workerd.
+const loaderCodePending = new Map();
+
+function loaderCodeOnce(state) {
+  if (state.kind !== 1) return (async () => loaderCode(await state.getCode()))();
+  const k = `${state.binding}\0${state.key}`;
+  let pending = loaderCodePending.get(k);
+  if (pending === undefined) {
+    pending = (async () => loaderCode(await state.getCode()))();
+    loaderCodePending.set(k, pending);
+    const forget = () => {
+      if (loaderCodePending.get(k) === pending) loaderCodePending.delete(k);
+    };
+    pending.then(forget, forget);
+  }
+  return pending;
+}
+
 async function loaderFetch(state, input, init) {
   let method = 'GET';
   let url;
@@ -264,7 +284,7 @@ async function loaderFetch(state, input, init) {
     }
     const err = outcome[1];
     if (attempt < 2 && isObjectLike(err) && err.name === loaderNeedsCode) {
-      code = state.code !== null ? state.code : loaderCode(await state.getCode());
+      code = state.code !== null ? state.code : await loaderCodeOnce(state);
       continue;
     }
     throw loaderError(err);

@@ -65,6 +65,14 @@ const routes = {
     return text(env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'm.js',
                                   modules: { 'm.js': body } }));
   },
+  async getConcurrent(url, env) {
+    // Three stubs for one new id, called at once: one start, one getCode().
+    const id = url.searchParams.get('id');
+    let calls = 0;
+    const getCodeSlowly = async () => { calls++; await scheduler.wait(5); return code(); };
+    const bodies = await Promise.all([0, 1, 2].map(() => text(env.LOADER.get(id, getCodeSlowly))));
+    return { calls, ns: bodies.map((b) => JSON.parse(b.body).n).sort() };
+  },
   async getCode(url, env, request) {
     const spec = await request.json();
     return text(env.LOADER.get(spec.id, async () => { getCalls++; return spec.code; }));
@@ -330,6 +338,11 @@ test('a memoryMB below a worker\'s floor (8) is refused with a clear RangeError'
   assert.equal(res.status, 200, res.text);
   assert.equal(res.json?.error?.name, 'RangeError', res.text);
   assert.match(res.json?.error?.message ?? '', /limits\.memoryMB must be at least 8 \(got 1\)/, res.text);
+});
+
+test('concurrent get() calls for one id start it once and run getCode() once', async () => {
+  const r = await call('parent', '/getConcurrent?id=together');
+  assert.deepEqual(r.ok, { calls: 1, ns: [1, 2, 3] }, JSON.stringify(r));
 });
 
 test('a get() child that hit a limit is discarded: the callback runs again', async () => {
