@@ -436,9 +436,21 @@ static int method_matches(const egress_rule *r, const char *method) {
   return 0;
 }
 
+/* The Fetch standard's forbidden methods, refused whatever a policy says: an
+ * upstream that answers TRACE echoes the request back, injected credentials
+ * included, and CONNECT is not a request a URL can make. */
+static int method_forbidden(const char *method) {
+  return strcasecmp(method, "CONNECT") == 0 || strcasecmp(method, "TRACE") == 0 ||
+         strcasecmp(method, "TRACK") == 0;
+}
+
 const egress_rule *egress_policy_match(const egress_policy *p, const egress_url *u,
                                        const char *method, egress_verdict *verdict) {
   egress_verdict best = EGRESS_DENY_HOST;
+  if (method_forbidden(method)) {
+    *verdict = EGRESS_DENY_METHOD;
+    return NULL;
+  }
   for (size_t i = 0; p && i < p->n_rules; i++) {
     const egress_rule *r = &p->rules[i];
     if (r->https != u->https || (r->port != -1 && r->port != u->port) || !host_matches(r, u))

@@ -64,6 +64,36 @@ static size_t remove_dot_segments(const char *path, size_t len, char *out) {
   return o;
 }
 
+/* An encoded '/' or '\\' at s, which many servers decode before they
+ * resolve dot segments. */
+static int is_encoded_separator(const char *s, size_t left) {
+  return left >= 3 && s[0] == '%' &&
+         (strncasecmp(s, "%2f", 3) == 0 || strncasecmp(s, "%5c", 3) == 0);
+}
+
+/*
+ * Whether a ".." hides behind an encoded slash ("/public/..%2fsecret"):
+ * this file resolves dot segments between literal slashes only, and an
+ * upstream that decodes %2F first would serve a path the policy never saw.
+ */
+static int hides_dot_segment(const char *path, size_t len) {
+  size_t piece = 0;
+  int encoded_around = 0;
+  for (size_t i = 0; i <= len;) {
+    int literal_end = i == len || path[i] == '/';
+    int encoded_end = !literal_end && is_encoded_separator(path + i, len - i);
+    if (literal_end || encoded_end) {
+      if ((encoded_end || encoded_around) && is_dotdot(path + piece, i - piece)) return 1;
+      encoded_around = encoded_end;
+      i += encoded_end ? 3 : 1;
+      piece = i;
+    } else {
+      i++;
+    }
+  }
+  return 0;
+}
+
 static int valid_target_char(unsigned char c) {
   return c > 0x20 && c < 0x7f && c != '\\' && c != '"' && c != '<' && c != '>' && c != '`' &&
          c != '{' && c != '}' && c != '|' && c != '^';
@@ -212,6 +242,10 @@ int egress_url_parse(const char *s, size_t len, egress_url *out, const char **er
   const char *path = t;
   size_t path_len = (size_t)((q ? q : t_end) - t);
   size_t query_len = q ? (size_t)(t_end - q) : 0;
+  if (hides_dot_segment(path, path_len)) {
+    *err = "URL path has a \"..\" segment next to an encoded slash (%2F or %5C)";
+    return -1;
+  }
   char *target = xmalloc(path_len + query_len + 3);
   size_t n;
   if (path_len == 0) {

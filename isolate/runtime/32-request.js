@@ -12,10 +12,15 @@ const normalizedMethods = new Set(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', '
   'ACL', 'REPORT', 'MKACTIVITY', 'CHECKOUT', 'MERGE', 'M-SEARCH', 'NOTIFY', 'SUBSCRIBE',
   'UNSUBSCRIBE', 'QUERY']);
 
+// The Fetch standard's forbidden methods: an upstream that answers TRACE
+// echoes the request, injected credentials included, back to the worker.
+const forbiddenMethods = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
 function normalizeMethod(m) {
   const s = typeof m === 'string' ? m : `${m}`;
   if (!headerNameRe.test(s)) throw new TypeError(`Invalid HTTP method string: ${s}`);
   const upper = s.toUpperCase();
+  if (forbiddenMethods.has(upper)) throw new TypeError(`'${upper}' HTTP method is unsupported.`);
   return normalizedMethods.has(upper) ? upper : s;
 }
 

@@ -299,6 +299,27 @@ test('denied hosts, methods and paths reject with a TypeError naming the host, l
   assert.equal(line.json.level, 'warn');
 });
 
+test('TRACE, TRACK and CONNECT never leave: an upstream that echoes TRACE would hand back injected credentials', async () => {
+  for (const method of ['TRACE', 'track', 'CONNECT']) {
+    const r = await call({ url: `http://127.0.0.1:${P}/echo/x`, init: { method } });
+    assert.deepEqual([r.ok, r.name], [false, 'TypeError'], JSON.stringify(r));
+    assert.equal(r.message, `'${method.toUpperCase()}' HTTP method is unsupported.`);
+  }
+});
+
+test('a ".." behind an encoded slash does not get around a path rule', async () => {
+  for (const p of ['/echo/..%2fadmin', '/echo/%2e%2e%2Fadmin', '/echo/x%5c..%5cadmin']) {
+    const r = await call({ url: `http://127.0.0.1:${P}${p}` });
+    assert.equal(r.ok, false, `${p}: ${JSON.stringify(r)}`);
+    assert.equal(r.name, 'TypeError');
+    assert.match(r.message, /"\.\." segment next to an encoded slash/, p);
+  }
+  // An encoded slash inside a name is left alone (as some APIs use it).
+  const ok = await call({ url: `http://127.0.0.1:${P}/echo/group%2Fname` });
+  assert.equal(ok.status, 200, JSON.stringify(ok));
+  assert.equal(JSON.parse(ok.body).url, '/echo/group%2Fname');
+});
+
 test('wildcard rules: "*.example.com" covers subdomains but not the apex or look-alikes', async () => {
   const apex = await call({ url: 'https://example.com/' });
   assert.equal(apex.message, 'egress denied: example.com is not allowed for this worker');

@@ -85,6 +85,15 @@ static void test_url_parse(void **state) {
   url_ok("http://h/a/..?q=/../", 0, "h", 80, "/?q=/../");
   url_ok("http://h//a", 0, "h", 80, "//a");
 
+  /* encoded slashes are kept as they are, unless they hide a ".." */
+  url_ok("http://h/projects/group%2Fname/x", 0, "h", 80, "/projects/group%2Fname/x");
+  url_ok("http://h/a/..b%2fc/..x", 0, "h", 80, "/a/..b%2fc/..x");
+  url_bad("http://h/public/..%2fprivate.txt", "encoded slash");
+  url_bad("http://h/public/%2e%2e%2Fprivate.txt", "encoded slash");
+  url_bad("http://h/public/x%2f..", "encoded slash");
+  url_bad("http://h/public/x%5C..%5cy", "encoded slash");
+  url_bad("http://h/public/.%2E%5cy", "encoded slash");
+
   url_bad("ftp://h/", "scheme");
   url_bad("/relative", "absolute");
   url_bad("http://user:pw@h/", "credentials");
@@ -150,6 +159,15 @@ static void test_exact_host_methods_paths(void **state) {
   assert_int_equal(check(p, "GET", "https://evil.com/v1/items"), EGRESS_DENY_HOST);
   assert_int_equal(check(p, "GET", "https://api.example.com.evil.com/v1/x"), EGRESS_DENY_HOST);
   assert_int_equal(check(p, "GET", "https://xapi.example.com/v1/x"), EGRESS_DENY_HOST);
+  egress_policy_free(p);
+  /* The Fetch standard's forbidden methods, even where a rule names no methods or names them. */
+  p = policy("[{\"match\": \"https://api.example.com/\"},"
+             " {\"match\": \"https://b.example.com/\", \"methods\": [\"TRACE\", \"GET\"]}]");
+  assert_int_equal(check(p, "GET", "https://api.example.com/x"), EGRESS_ALLOW);
+  assert_int_equal(check(p, "TRACE", "https://api.example.com/x"), EGRESS_DENY_METHOD);
+  assert_int_equal(check(p, "track", "https://api.example.com/x"), EGRESS_DENY_METHOD);
+  assert_int_equal(check(p, "CONNECT", "https://api.example.com/x"), EGRESS_DENY_METHOD);
+  assert_int_equal(check(p, "TRACE", "https://b.example.com/x"), EGRESS_DENY_METHOD);
   egress_policy_free(p);
 }
 
