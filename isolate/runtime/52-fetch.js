@@ -65,6 +65,15 @@ function fetchResponse(request, handle, result, state) {
     if (!head.done) hostCallAsync('', 'cancel', [handle]).catch(() => {});
     throw new TypeError(`fetch failed: ${request.url} answered with status ${status}, which a Response cannot hold`);
   }
+  // Checked before the body stream exists: a header Headers refuses must
+  // still let go of the upstream (and of the request's fetch slot).
+  let headers;
+  try {
+    headers = new Headers(flatToPairs(head.headers));
+  } catch (err) {
+    if (!head.done) hostCallAsync('', 'cancel', [handle]).catch(() => {});
+    throw new TypeError(`fetch failed: ${request.url} answered with a malformed header (${err.message})`);
+  }
   const nullBody = request.method === 'HEAD' || isNullBodyStatus(status);
   if (nullBody && !head.done) hostCallAsync('', 'cancel', [handle]).catch(() => {});
   state.done = nullBody || head.done;
@@ -74,7 +83,7 @@ function fetchResponse(request, handle, result, state) {
   const response = new Response(body, {
     status,
     statusText: head.statusText.replace(fetchStatusTextBadRe, ' '),
-    headers: flatToPairs(head.headers),
+    headers,
   });
   // A fetched response knows where it came from.
   Object.defineProperty(response, 'url', { value: head.url, enumerable: false, configurable: true });

@@ -75,6 +75,11 @@ async function route(req, res) {
     req.socket.end('HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\nhello');
     return;
   }
+  if (p === '/x/badname') {
+    // A header name Headers refuses, and a body that has not ended.
+    req.socket.write('HTTP/1.1 200 OK\r\nX-Bad Name: v\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n');
+    return;
+  }
   if (p === '/x/port') {
     res.end(String(req.socket.remotePort));
     return;
@@ -577,6 +582,17 @@ test('an upstream that stalls, resets or speaks garbage fails the fetch with a c
 
   const closed = await call({ url: `http://127.0.0.1:1/echo/x` });
   assert.match(closed.message, /^egress denied/);
+
+  // More bad heads than a request has fetch slots (6): each lets go of its
+  // slot, so the ordinary fetch after them still runs.
+  const sequence = Array.from({ length: 7 }, () => ({ url: `http://127.0.0.1:${P}/x/badname` }));
+  sequence.push({ url: `http://127.0.0.1:${P}/echo/after-bad-heads` });
+  const seq = await call({ sequence });
+  for (const r of seq.results.slice(0, 7)) {
+    assert.equal(r.name, 'TypeError', JSON.stringify(r));
+    assert.match(r.message, /^fetch failed: http:\/\/127\.0\.0\.1:\d+\/x\/badname answered with a malformed header \(/);
+  }
+  assert.equal(seq.results[7].status, 200, JSON.stringify(seq.results[7]));
 });
 
 test('TLS: verified against the test CA, with the host name checked; SNI and IP addresses', async () => {
