@@ -3,7 +3,9 @@
  *
  * Each hop (the first request and every redirect followed) is checked
  * against the tenant's policy as it stands at that moment, counted against
- * the request's subrequest budget, resolved by the egress itself and every
+ * the request's subrequest budget (by the worker, asked before each redirect
+ * when the fetch says "ask_hops"; else against the fetch's own "budget"),
+ * resolved by the egress itself and every
  * resolved address judged by the SSRF rules before a connection is opened.
  * Credentials are injected per hop, from the rule that allowed that hop.
  *
@@ -40,7 +42,10 @@ struct fetch {
   uint8_t *body;            /* the worker's; dropped when a redirect turns the method to GET */
   size_t body_len;
   int redirect_mode;
-  int budget;               /* hops this fetch may make */
+  int budget;               /* hops this fetch may make (when the worker does not count) */
+  int ask_hops;             /* the worker counts: ask it before each redirect hop */
+  int awaiting_grant;       /* asked; the next hop waits for the worker's answer */
+  int granted;              /* the worker allowed the next hop */
   int hops;
   int retried;              /* this hop was resent on a fresh connection */
   int redirected;
@@ -511,8 +516,31 @@ static void hop_connect(fetch *f) {
   f->resolve = r;
 }
 
+/*
+ * Asks the worker for one more subrequest before a redirect hop: PROTO_FETCH
+ * back to it with this fetch's id and {"from", "url"}. It answers with an
+ * empty PROTO_FETCH (go on, it counted the hop) or PROTO_FETCH_CANCEL (over
+ * the request's limit; the worker fails the fetch itself).
+ */
+static void ask_hop(fetch *f) {
+  char *url = egress_url_string(&f->url);
+  json_t *ask = json_pack("{s:s, s:s}", "from", f->from ? f->from : "", "url", url);
+  char *text = ask ? json_dumps(ask, JSON_COMPACT) : NULL;
+  json_decref(ask);
+  free(url);
+  int rc = f->client->closed || text == NULL
+               ? UV_EPIPE
+               : proto_channel_send(&f->client->ch, PROTO_FETCH, f->id, text, strlen(text));
+  free(text);
+  if (rc != 0) {
+    fail(f, "could not ask the worker process for another subrequest");
+    return;
+  }
+  f->awaiting_grant = 1;
+}
+
 static void hop_start(fetch *f) {
-  if (f->hops >= f->budget) {
+  if (!f->ask_hops && f->hops >= f->budget) {
     if (f->hops == 0)
       fail(f, "subrequest limit exceeded: this request used all of its subrequests "
               "(limits.sub_requests)");
@@ -540,6 +568,11 @@ static void hop_start(fetch *f) {
     uv_timer_start(&f->timer, on_timeout, f->timeout_ms, 0);
     f->timer_started = 1;
   }
+  if (f->ask_hops && f->hops > 0 && !f->granted) {
+    ask_hop(f);
+    return;
+  }
+  f->granted = 0;
   f->hops++;
   f->retried = 0;
   if (build_request(f, r) != 0) return;
@@ -751,6 +784,17 @@ static const char *check_headers(json_t *headers) {
 }
 
 void fetch_start(client *cl, const proto_frame *frame) {
+  if (frame->length == 0) {
+    /* The worker's go-ahead for the hop ask_hop() asked about; one for a
+     * fetch that ended meanwhile (a timeout) has nothing left to do. */
+    fetch *asked = frame->id ? find(cl, frame->id) : NULL;
+    if (asked && asked->awaiting_grant) {
+      asked->awaiting_grant = 0;
+      asked->granted = 1;
+      hop_start(asked);
+    }
+    return;
+  }
   const uint8_t *body = NULL;
   size_t body_len = 0;
   json_t *head = parse_frame(frame, &body, &body_len);
@@ -791,6 +835,7 @@ void fetch_start(client *cl, const proto_frame *frame) {
                      : redirect && strcmp(redirect, "error") == 0 ? REDIRECT_ERROR
                                                                    : REDIRECT_FOLLOW;
   f->budget = budget > 0 ? (int)(budget > 1000000 ? 1000000 : budget) : 0;
+  f->ask_hops = json_is_true(json_object_get(head, "ask_hops"));
   f->started_ns = uv_hrtime();
   f->resp_headers = json_array();
   uv_timer_init(cl->e->loop, &f->timer);

@@ -13,8 +13,21 @@
  * The connection is made on first use and again after it broke; when the
  * egress process dies, every fetch waiting on it rejects with a clear error.
  * Per request this file enforces the subrequest budget (limits.sub_requests,
- * redirects included: the egress reports the hops it made) and at most
- * EGRESS_MAX_CONCURRENT fetches in flight; more wait for a slot.
+ * redirects included) and at most EGRESS_MAX_CONCURRENT fetches in flight;
+ * more wait for a slot.
+ *
+ * The budget is one count per request, and every upstream request is charged
+ * to it before it is sent: a fetch() when it is called, each redirect hop
+ * when the egress asks for it (PROTO_FETCH with the fetch's id, answered by
+ * an empty PROTO_FETCH to go on or PROTO_FETCH_CANCEL when the count is
+ * spent). Handing each fetch a budget of its own could not work: fetches in
+ * flight at once would each get the whole remainder, and reserving budget up
+ * front would make fetches that never redirect wait on each other. Asking
+ * costs one local round trip per redirect, which makes an upstream request
+ * anyway.
+ *
+ * A PROTO_FETCH payload over PROTO_MAX_PAYLOAD cannot be sent at all; such a
+ * fetch is refused when it is called, with the limit named.
  *
  * Completions go straight into the isolate from the loop; a completion that
  * must follow a call still on the JavaScript stack (cancel) is deferred to
@@ -56,6 +69,7 @@ typedef struct stream {
   char *error;           /* STREAM_FAILED */
   int slot;              /* holds one of the request's concurrent slots */
   int doomed;            /* about to fail with the connection */
+  int unsent;            /* its PROTO_FETCH could not be sent */
   struct stream *next;   /* in elink.streams */
   struct stream *qnext;  /* in req->queue */
 } stream;
@@ -63,7 +77,8 @@ typedef struct stream {
 /* Per request: its budget and its slots. */
 struct egress_req {
   uint64_t token;
-  unsigned used;         /* subrequests made, redirects included */
+  unsigned used;         /* subrequests made or granted, redirects included */
+  unsigned limit;        /* limits.sub_requests of the request's worker */
   unsigned active;       /* streams holding a slot */
   stream *queue, **queue_tail;
   egress_req *next;      /* in its hash bucket */
@@ -299,8 +314,24 @@ static void stream_fail(worker *w, stream *s, const char *message) {
   }
   free(s->error);
   s->error = xstrdup(message);
+  s->unsent = 0;
   release_slot(w, s);
   s->state = STREAM_FAILED;
+}
+
+/* Sends the stream's PROTO_FETCH on the open connection. Returns 0 or an error. */
+static int send_frame(stream *s) {
+  int rc = proto_channel_send(&elink.ch, PROTO_FETCH, s->id, s->frame, s->frame_len);
+  free(s->frame);
+  s->frame = NULL;
+  return rc;
+}
+
+static void unsent_message(char *msg, size_t size, int rc) {
+  snprintf(msg, size, "fetch failed: could not send it to the egress process (%s)",
+           rc == PROTO_ETOOBIG || rc == PROTO_EMAGIC || rc == PROTO_EVERSION || rc == PROTO_ETYPE
+               ? proto_strerror(rc)
+               : uv_strerror(rc));
 }
 
 static void send_stream(worker *w, stream *s) {
@@ -311,10 +342,12 @@ static void send_stream(worker *w, stream *s) {
     link_connect(w); /* sent once the connection is up */
     return;
   }
-  int rc = proto_channel_send(&elink.ch, PROTO_FETCH, s->id, s->frame, s->frame_len);
-  free(s->frame);
-  s->frame = NULL;
-  if (rc != 0) stream_fail(w, s, "fetch failed: the egress process is not reachable");
+  int rc = send_frame(s);
+  if (rc != 0) {
+    char msg[160];
+    unsent_message(msg, sizeof msg, rc);
+    stream_fail(w, s, msg);
+  }
 }
 
 /* ---- the connection ---- */
@@ -357,9 +390,11 @@ static json_t *head_json(const proto_frame *f, const uint8_t **bytes, size_t *n)
   return head;
 }
 
-static void charge_hops(stream *s, json_t *body) {
-  json_int_t hops = json_integer_value(json_object_get(body, "hops"));
-  if (hops > 1) s->req->used += (unsigned)(hops - 1);
+static void limit_message(char *msg, size_t size, unsigned limit) {
+  snprintf(msg, size,
+           "subrequest limit exceeded: a request may make at most %u subrequests "
+           "(limits.sub_requests)",
+           limit);
 }
 
 static void wire_json_string(iso_wire *v, json_t *s) {
@@ -375,7 +410,6 @@ static void on_head(worker *w, stream *s, const proto_frame *frame) {
     stream_fail(w, s, "fetch failed: malformed reply from the egress process");
     return;
   }
-  charge_hops(s, head);
   int done = json_is_true(json_object_get(head, "done"));
   json_t *headers = json_object_get(head, "headers");
   /* An array, not an object: the isolate builds arrays without per-key lookups. */
@@ -424,12 +458,28 @@ static void on_data(worker *w, stream *s, const proto_frame *frame) {
 
 static void on_error(worker *w, stream *s, const proto_frame *frame) {
   json_t *body = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
-  charge_hops(s, body);
   const char *msg = json_string_value(json_object_get(body, "error"));
   char *copy = xstrdup(msg ? msg : "fetch failed");
   json_decref(body);
   stream_fail(w, s, copy);
   free(copy);
+}
+
+/* The egress asks for one more subrequest: a redirect it is about to follow. */
+static void on_hop(worker *w, stream *s) {
+  egress_req *r = s->req;
+  if (s->state == STREAM_SENT && token_live(w, s->token, s->loaded) && r->used < r->limit) {
+    r->used++;
+    if (proto_channel_send(&elink.ch, PROTO_FETCH, s->id, NULL, 0) != 0)
+      stream_fail(w, s, "fetch failed: the egress process went away while the fetch was in progress");
+    return;
+  }
+  /* Failing here either way: a link too broken to take the cancel fails the
+   * egress's side of the fetch when it closes. */
+  (void)proto_channel_send(&elink.ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
+  char msg[160];
+  limit_message(msg, sizeof msg, r->limit);
+  stream_fail(w, s, msg);
 }
 
 static void on_frame(proto_channel *ch, const proto_frame *frame) {
@@ -438,6 +488,7 @@ static void on_frame(proto_channel *ch, const proto_frame *frame) {
   stream *s = stream_by_id(frame->id);
   if (s == NULL) return; /* cancelled meanwhile */
   switch (frame->type) {
+    case PROTO_FETCH: on_hop(w, s); break;
     case PROTO_FETCH_HEAD: on_head(w, s, frame); break;
     case PROTO_FETCH_DATA: on_data(w, s, frame); break;
     case PROTO_ERROR: on_error(w, s, frame); break;
@@ -474,17 +525,29 @@ static void on_pipe_closed(uv_handle_t *h) {
   }
 }
 
+static int unsent(const stream *s) { return s->unsent; }
+
 static void on_connected(uv_connect_t *req, int status) {
   (void)req;
   worker *w = worker_self();
   if (status == 0 && proto_channel_start(&elink.ch, on_frame, on_link_closed, NULL) == 0) {
     elink.state = LINK_UP;
+    /* A stream whose frame did not go fails on its own; the others still go
+     * (a closed channel fails them in turn, through its close callback). */
+    int failed = 0, last_rc = 0;
     for (stream *s = elink.streams; s; s = s->next) {
       if (s->state != STREAM_SENT || s->frame == NULL) continue;
-      int rc = proto_channel_send(&elink.ch, PROTO_FETCH, s->id, s->frame, s->frame_len);
-      free(s->frame);
-      s->frame = NULL;
-      if (rc != 0) break; /* the close callback fails the rest */
+      int rc = send_frame(s);
+      if (rc != 0) {
+        s->unsent = 1;
+        failed = 1;
+        last_rc = rc;
+      }
+    }
+    if (failed) {
+      char msg[160];
+      unsent_message(msg, sizeof msg, last_rc);
+      fail_picked(w, unsent, msg);
     }
     return;
   }
@@ -620,23 +683,18 @@ static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result
     return -1;
   }
   egress_req *r = req_get(call->token);
-  unsigned limit = sub_request_limit(l);
-  if (r->used >= limit) {
+  r->limit = sub_request_limit(l);
+  if (r->used >= r->limit) {
     json_decref(a.headers);
     char msg[160];
-    snprintf(msg, sizeof msg,
-             "subrequest limit exceeded: a request may make at most %u subrequests "
-             "(limits.sub_requests)",
-             limit);
+    limit_message(msg, sizeof msg, r->limit);
     wire_err(result, "TypeError", msg);
     return -1;
   }
-  r->used++;
-  json_t *head = json_pack("{s:s, s:s?, s:s%, s:s%, s:o, s:s%, s:i}", "tenant", l->tenant->name,
+  json_t *head = json_pack("{s:s, s:s?, s:s%, s:s%, s:o, s:s%, s:b}", "tenant", l->tenant->name,
                            "request_id", f->req ? f->req->id : NULL, "method", a.method.ptr,
                            a.method.len, "url", a.url.ptr, a.url.len, "headers", a.headers,
-                           "redirect", a.redirect.ptr, a.redirect.len, "budget",
-                           (int)(limit - r->used + 1));
+                           "redirect", a.redirect.ptr, a.redirect.len, "ask_hops", 1);
   char *text = head ? json_dumps(head, JSON_COMPACT) : NULL;
   json_decref(head);
   if (text == NULL) {
@@ -644,6 +702,18 @@ static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result
     return -1;
   }
   size_t n = strlen(text);
+  if (4 + n + a.body_len > PROTO_MAX_PAYLOAD) {
+    /* One frame carries the whole request; the egress could not take more. */
+    free(text);
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "fetch failed: the request body is larger than %u MiB, the most a fetch can send "
+             "(%zu bytes, URL and headers included)",
+             PROTO_MAX_PAYLOAD / (1024u * 1024u), 4 + n + a.body_len);
+    wire_err(result, "TypeError", msg);
+    return -1;
+  }
+  r->used++; /* the first hop; redirects are charged when the egress asks */
   stream *s = xcalloc(1, sizeof *s);
   s->frame_len = 4 + n + a.body_len;
   s->frame = xmalloc(s->frame_len);
