@@ -783,6 +783,20 @@ static const char *check_headers(json_t *headers) {
   return NULL;
 }
 
+/* url without its "user:password@": a refused URL is named in the error,
+ * which the egress also logs, and a password has no place in a log. */
+static char *without_userinfo(const char *url) {
+  const char *scheme_end = strstr(url, "://");
+  if (scheme_end == NULL) return xstrdup(url);
+  const char *a = scheme_end + 3;
+  size_t authority_len = strcspn(a, "/?#");
+  const char *at = NULL;
+  for (const char *p = a; p < a + authority_len; p++)
+    if (*p == '@') at = p;
+  if (at == NULL) return xstrdup(url);
+  return xasprintf("%.*s%s", (int)(a - url), url, at + 1);
+}
+
 void fetch_start(client *cl, const proto_frame *frame) {
   if (frame->length == 0) {
     /* The worker's go-ahead for the hop ask_hop() asked about; one for a
@@ -845,7 +859,9 @@ void fetch_start(client *cl, const proto_frame *frame) {
   cl->e->n_fetches++;
   const char *err = NULL;
   if (egress_url_parse(url, strlen(url), &f->url, &err) != 0) {
-    fail(f, "cannot fetch %s: %s", url, err);
+    char *shown = without_userinfo(url);
+    fail(f, "cannot fetch %s: %s", shown, err);
+    free(shown);
     json_decref(head);
     return;
   }

@@ -312,6 +312,17 @@ test('TRACE, TRACK and CONNECT never leave: an upstream that echoes TRACE would 
   }
 });
 
+test('a URL with a password is refused, and neither the error nor the log repeats the password', async () => {
+  const from = node.logs.length;
+  const r = await call({ url: `http://someone:hunter2pw@127.0.0.1:${P}/echo/x` });
+  assert.deepEqual([r.ok, r.name], [false, 'TypeError'], JSON.stringify(r));
+  assert.match(r.message, /credentials/);
+  assert.ok(!r.message.includes('hunter2pw'), r.message);
+  assert.ok(r.message.includes(`127.0.0.1:${P}/echo/x`), r.message);
+  await node.waitForLog((l) => /credentials/.test(l.json?.msg ?? ''), { from, what: 'the refusal log line' });
+  for (const l of node.logs.slice(from)) assert.ok(!l.raw.includes('hunter2pw'), l.raw);
+});
+
 test('a ".." behind an encoded slash does not get around a path rule', async () => {
   for (const p of ['/echo/..%2fadmin', '/echo/%2e%2e%2Fadmin', '/echo/x%5c..%5cadmin']) {
     const r = await call({ url: `http://127.0.0.1:${P}${p}` });
