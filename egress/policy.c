@@ -185,6 +185,8 @@ static int parse_match_host(parse_ctx *c, egress_rule *r, const char *h, size_t 
   int wildcard = len > 2 && h[0] == '*' && h[1] == '.';
   const char *name = wildcard ? h + 1 : h; /* keep the dot: ".example.com" */
   size_t n = wildcard ? len - 1 : len;
+  /* "example.com." is the same name, as URLs are matched (url.c). */
+  if (n > 1 && name[n - 1] == '.' && name[n - 2] != '.') n--;
   if (n >= sizeof host) return fail(c, "match", "the host is too long");
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)tolower((unsigned char)name[i]);

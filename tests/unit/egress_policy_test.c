@@ -169,6 +169,13 @@ static void test_exact_host_methods_paths(void **state) {
   assert_int_equal(check(p, "CONNECT", "https://api.example.com/x"), EGRESS_DENY_METHOD);
   assert_int_equal(check(p, "TRACE", "https://b.example.com/x"), EGRESS_DENY_METHOD);
   egress_policy_free(p);
+  /* A rule's host may end with the root's dot, as a URL's may. */
+  p = policy("[{\"match\": \"http://localhost./\"}, {\"match\": \"https://*.example.org./\"}]");
+  assert_int_equal(check(p, "GET", "http://localhost/x"), EGRESS_ALLOW);
+  assert_int_equal(check(p, "GET", "http://localhost./x"), EGRESS_ALLOW);
+  assert_int_equal(check(p, "GET", "https://a.example.org/x"), EGRESS_ALLOW);
+  egress_policy_free(p);
+  rejected("[{\"match\": \"http://localhost../\"}]", "empty label");
 }
 
 static void test_wildcard_hosts(void **state) {
