@@ -770,7 +770,10 @@ static json_t *parse_frame(const proto_frame *frame, const uint8_t **body, size_
   return head;
 }
 
-static const char *check_headers(json_t *headers) {
+/* NULL, or why the worker's headers cannot go out, naming the header
+ * (written to why). Headers lets control characters other than CR, LF and
+ * NUL through, as the Fetch standard does; HTTP does not. */
+static const char *check_headers(json_t *headers, char *why, size_t size) {
   if (!json_is_array(headers) || json_array_size(headers) % 2) return "headers must be pairs";
   size_t i;
   json_t *v;
@@ -778,7 +781,12 @@ static const char *check_headers(json_t *headers) {
     const char *s = json_string_value(v);
     if (s == NULL) return "headers must be strings";
     if (i % 2 == 0 && !http_token(s, strlen(s))) return "invalid header name";
-    if (i % 2 == 1 && !value_ok(s)) return "invalid header value";
+    if (i % 2 == 1 && !value_ok(s)) {
+      snprintf(why, size,
+               "the value of header \"%.64s\" has a control character, which HTTP does not allow",
+               json_string_value(json_array_get(headers, i - 1)));
+      return why;
+    }
   }
   return NULL;
 }
@@ -820,13 +828,14 @@ void fetch_start(client *cl, const proto_frame *frame) {
   json_t *headers = json_object_get(head, "headers");
   json_int_t budget = json_integer_value(json_object_get(head, "budget"));
   const char *problem = NULL;
+  char why[160];
   if (head == NULL || tenant == NULL || !worker_name_valid(tenant, strlen(tenant)) ||
       method == NULL || !http_token(method, strlen(method)) || url == NULL)
     problem = "malformed fetch request";
   else if (frame->id == 0 || find(cl, frame->id))
     problem = "fetch id in use";
   else if (headers)
-    problem = check_headers(headers);
+    problem = check_headers(headers, why, sizeof why);
   if (problem) {
     client_send_error(cl, frame->id, problem, 0);
     json_decref(head);

@@ -323,6 +323,12 @@ test('a URL with a password is refused, and neither the error nor the log repeat
   for (const l of node.logs.slice(from)) assert.ok(!l.raw.includes('hunter2pw'), l.raw);
 });
 
+test('a header value with a control character fails the fetch naming the header', async () => {
+  const r = await call({ url: `http://127.0.0.1:${P}/echo/x`, init: { headers: { 'x-ctl': 'a\u0001b' } } });
+  assert.deepEqual([r.ok, r.name], [false, 'TypeError'], JSON.stringify(r));
+  assert.match(r.message, /the value of header "x-ctl" has a control character/);
+});
+
 test('a ".." behind an encoded slash does not get around a path rule', async () => {
   for (const p of ['/echo/..%2fadmin', '/echo/%2e%2e%2Fadmin', '/echo/x%5c..%5cadmin']) {
     const r = await call({ url: `http://127.0.0.1:${P}${p}` });
