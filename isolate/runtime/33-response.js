@@ -17,6 +17,7 @@ let responseStatus;      // (r) -> number
 let responseType;        // (r) -> 'default' | 'error'
 let responseHeaderList;  // (r) -> flat list, to send
 let responseTakeBody;    // (r) -> body source; marks the body used
+let responseFreezeHeaders; // (r) -> r, its headers immutable (a fetched response)
 
 class Response {
   #status = 200;
@@ -233,6 +234,10 @@ class Response {
     responseType = (r) => r.#type;
     responseHeaderList = (r) => headerListForWire(r.#list);
     responseTakeBody = (r) => r.#takeBody();
+    responseFreezeHeaders = (r) => {
+      r.#guard = GUARD_IMMUTABLE;
+      return r;
+    };
   }
 }
 for (const name of ['text', 'json', 'arrayBuffer', 'bytes', 'blob', 'formData']) {

@@ -80,11 +80,13 @@ function fetchResponse(request, handle, result, state) {
   // A body that came whole with the head needs no stream until one is asked for.
   let body = null;
   if (!nullBody) body = head.done ? new Uint8Array(head.body) : fetchBodyStream(handle, head.body, false, state);
-  const response = new Response(body, {
+  // Its headers are immutable, as the Fetch standard and Workers make a
+  // fetched response's: new Response(res.body, res) makes a mutable copy.
+  const response = responseFreezeHeaders(new Response(body, {
     status,
     statusText: head.statusText.replace(fetchStatusTextBadRe, ' '),
     headers,
-  });
+  }));
   // A fetched response knows where it came from.
   Object.defineProperty(response, 'url', { value: head.url, enumerable: false, configurable: true });
   if (head.redirected) {

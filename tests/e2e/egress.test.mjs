@@ -323,6 +323,13 @@ test('a URL with a password is refused, and neither the error nor the log repeat
   for (const l of node.logs.slice(from)) assert.ok(!l.raw.includes('hunter2pw'), l.raw);
 });
 
+test('a fetched response\'s headers are immutable, as in Workers; a copy\'s are not', async () => {
+  const r = await call({ url: `http://127.0.0.1:${P}/echo/x`, mutate: true });
+  assert.equal(r.mutate, "TypeError: Can't modify immutable headers.");
+  assert.equal(r.cloneMutate, "TypeError: Can't modify immutable headers.");
+  assert.equal(r.copyMutate, 'changed');
+});
+
 test('a header value with a control character fails the fetch naming the header', async () => {
   const r = await call({ url: `http://127.0.0.1:${P}/echo/x`, init: { headers: { 'x-ctl': 'a\u0001b' } } });
   assert.deepEqual([r.ok, r.name], [false, 'TypeError'], JSON.stringify(r));
