@@ -106,7 +106,10 @@ static int on_status(llhttp_t *p, const char *at, size_t len) {
 static int on_status_complete(llhttp_t *p) {
   conn *c = parser_conn(p);
   free(c->reason);
-  c->reason = xstrndup(c->hbuf ? c->hbuf : "", c->hbuf_len);
+  /* Latin-1 by HTTP's rules, like header values: UTF-8 for the JSON head. */
+  c->reason = xmalloc(2 * c->hbuf_len + 1);
+  size_t n = latin1_to_utf8(c->hbuf ? c->hbuf : "", c->hbuf_len, c->reason);
+  c->reason[n] = '\0';
   c->hbuf_len = 0;
   return 0;
 }

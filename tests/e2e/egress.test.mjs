@@ -75,6 +75,10 @@ async function route(req, res) {
     req.socket.end('HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\nhello');
     return;
   }
+  if (p === '/x/latin1-reason') {
+    req.socket.end(Buffer.from('HTTP/1.1 200 \xe9t\xe9 ok\r\nContent-Length: 2\r\nX-Word: caf\xe9\r\n\r\nok', 'latin1'));
+    return;
+  }
   if (p === '/x/badname') {
     // A header name Headers refuses, and a body that has not ended.
     req.socket.write('HTTP/1.1 200 OK\r\nX-Bad Name: v\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n');
@@ -328,6 +332,14 @@ test('a fetched response\'s headers are immutable, as in Workers; a copy\'s are 
   assert.equal(r.mutate, "TypeError: Can't modify immutable headers.");
   assert.equal(r.cloneMutate, "TypeError: Can't modify immutable headers.");
   assert.equal(r.copyMutate, 'changed');
+});
+
+test('a Latin-1 reason phrase reaches statusText as Latin-1, as header values do', async () => {
+  const r = await call({ url: `http://127.0.0.1:${P}/x/latin1-reason` });
+  assert.equal(r.status, 200, JSON.stringify(r));
+  assert.equal(r.statusText, '\u00e9t\u00e9 ok');
+  assert.ok(r.headers.some(([k, v]) => k === 'x-word' && v === 'caf\u00e9'), JSON.stringify(r.headers));
+  assert.equal(r.body, 'ok');
 });
 
 test('a header value with a control character fails the fetch naming the header', async () => {
