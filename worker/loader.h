@@ -55,7 +55,6 @@ struct sandbox {
   const char *log_tenant;   /* the tenant in log lines, or NULL */
   char *label;              /* "loader get \"id\"": what log lines say this sandbox is */
   uint64_t wall_ms;         /* a request running longer fails with SANDBOX_FAIL_WALL */
-  struct sandbox_timer *timers;
   sandbox_request *requests; /* submitted and not done */
   size_t heap_used;         /* after its last request */
   size_t held_bytes;        /* heap and ArrayBuffers, once loaded and after each request */

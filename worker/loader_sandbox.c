@@ -14,14 +14,6 @@
 
 #define WALL_SWEEP_MS 50
 
-struct sandbox_timer {
-  uv_timer_t handle;
-  sandbox *owner;
-  uint32_t id;
-  uint64_t token;
-  struct sandbox_timer *next;
-};
-
 /* A timer that fired, waiting for the sandbox's turn. */
 typedef struct timer_unit {
   sched_unit unit;
@@ -118,20 +110,6 @@ static void sb_log(void *data, uint64_t token, iso_log_level level, const char *
   free(text);
 }
 
-static void timer_closed(uv_handle_t *h) {
-  free(container_of((uv_timer_t *)h, struct sandbox_timer, handle));
-}
-
-static void timer_unlink(sandbox *sb, struct sandbox_timer *t) {
-  for (struct sandbox_timer **p = &sb->timers; *p; p = &(*p)->next) {
-    if (*p == t) {
-      *p = t->next;
-      break;
-    }
-  }
-  uv_close((uv_handle_t *)&t->handle, timer_closed);
-}
-
 static void after_entry(sandbox *sb) {
   if (!sb->dying && sandbox_idle(sb) && sb->ops->idle) sb->ops->idle(sb);
 }
@@ -161,15 +139,13 @@ static void timer_unit_run(sched_unit *u) {
   after_entry(sb);
 }
 
-static void timer_fired(uv_timer_t *h) {
-  struct sandbox_timer *t = container_of(h, struct sandbox_timer, handle);
-  sandbox *sb = t->owner;
+static void timer_fired(void *owner, uint64_t token, uint32_t id) {
+  sandbox *sb = owner;
   timer_unit *tu = xmalloc(sizeof *tu);
   tu->unit.run = timer_unit_run;
   tu->owner = sb;
-  tu->id = t->id;
-  tu->token = t->token;
-  timer_unlink(sb, t);
+  tu->id = id;
+  tu->token = token;
   sb->base.units++;
   sched_submit(&worker_self()->sched, &sb->base.queue, &tu->unit);
 }
@@ -177,32 +153,12 @@ static void timer_fired(uv_timer_t *h) {
 static int sb_timer_start(void *data, uint64_t token, uint32_t timer_id, double delay_ms) {
   sandbox *sb = data;
   if (sb->dying) return -1;
-  struct sandbox_timer *t = xcalloc(1, sizeof *t);
-  if (uv_timer_init(worker_self()->loop, &t->handle) != 0) {
-    free(t);
-    return -1;
-  }
-  t->owner = sb;
-  t->id = timer_id;
-  t->token = token;
-  t->next = sb->timers;
-  sb->timers = t;
-  uv_update_time(worker_self()->loop);
-  if (uv_timer_start(&t->handle, timer_fired, delay_ms > 0 ? (uint64_t)delay_ms : 0, 0) != 0) {
-    timer_unlink(sb, t);
-    return -1;
-  }
-  return 0;
+  return vtimer_start(&sb->base.timers, token, timer_id, delay_ms);
 }
 
 static void sb_timer_cancel(void *data, uint32_t timer_id) {
   sandbox *sb = data;
-  for (struct sandbox_timer *t = sb->timers; t; t = t->next) {
-    if (t->id == timer_id) {
-      timer_unlink(sb, t);
-      return;
-    }
-  }
+  vtimer_cancel(&sb->base.timers, timer_id);
 }
 
 static void sb_respond(void *data, uint64_t token, const iso_response *res, const iso_error *err) {
@@ -290,6 +246,7 @@ static const iso_host_calls sandbox_calls = {
 void sandbox_init(sandbox *sb, const sandbox_ops *ops, tenant *t, json_t *spec,
                   const char *log_tenant, char *label, uint64_t wall_ms) {
   handles_init();
+  vtimer_set_init(&sb->base.timers, sb, timer_fired);
   sb->ops = ops;
   sb->base.tenant = t;
   sb->base.spec = spec ? json_incref(spec) : NULL;
@@ -532,7 +489,7 @@ static void unit_dropped(sched_unit *u) {
 static void sandbox_free(sandbox *sb) {
   worker *w = worker_self();
   sched_queue_clear(&w->sched, &sb->base.queue, unit_dropped);
-  while (sb->timers) timer_unlink(sb, sb->timers);
+  vtimer_set_clear(&sb->base.timers);
   iso_error gone = {.kind = ISO_ERR_INTERNAL, .message = (char *)"the dynamic worker was discarded"};
   while (sb->requests) {
     sandbox_request *r = sb->requests;

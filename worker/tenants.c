@@ -5,14 +5,6 @@
 #include "base.h"
 #include "worker.h"
 
-struct vtimer {
-  uv_timer_t handle;
-  loaded *owner;
-  uint32_t id;
-  uint64_t token;
-  struct vtimer *next;
-};
-
 tenant *tenant_find(worker *w, const char *name, size_t len) {
   for (tenant *t = w->tenants; t; t = t->next)
     if (strlen(t->name) == len && memcmp(t->name, name, len) == 0) return t;
@@ -120,18 +112,6 @@ static void loaded_log(void *data, uint64_t token, iso_log_level level, const ch
                   "{\"source\":\"console\"}", msg, utf8_cut(msg, len, 3500));
 }
 
-static void timer_closed(uv_handle_t *h) { free(container_of(h, struct vtimer, handle)); }
-
-static void timer_unlink(loaded *l, struct vtimer *t) {
-  for (struct vtimer **p = &l->timers; *p; p = &(*p)->next) {
-    if (*p == t) {
-      *p = t->next;
-      break;
-    }
-  }
-  uv_close((uv_handle_t *)&t->handle, timer_closed);
-}
-
 /* A fired timer waiting for its isolate's turn. */
 typedef struct timer_fire {
   sched_unit unit;
@@ -165,15 +145,13 @@ static void timer_fire_run(sched_unit *u) {
   tenant_collect_retired(worker_self());
 }
 
-static void timer_fired(uv_timer_t *h) {
-  struct vtimer *t = container_of(h, struct vtimer, handle);
-  loaded *l = t->owner;
+static void timer_fired(void *owner, uint64_t token, uint32_t id) {
+  loaded *l = owner;
   timer_fire *tf = xmalloc(sizeof *tf);
   tf->unit.run = timer_fire_run;
   tf->owner = l;
-  tf->id = t->id;
-  tf->token = t->token;
-  timer_unlink(l, t);
+  tf->id = id;
+  tf->token = token;
   l->units++;
   sched_submit(&worker_self()->sched, &l->queue, &tf->unit);
 }
@@ -200,34 +178,12 @@ static void unit_dropped(sched_unit *u) {
 static int loaded_timer_start(void *data, uint64_t token, uint32_t timer_id, double delay_ms) {
   loaded *l = data;
   if (request_gone(token)) return -1;
-  struct vtimer *t = xcalloc(1, sizeof *t);
-  if (uv_timer_init(worker_self()->loop, &t->handle) != 0) {
-    free(t);
-    return -1;
-  }
-  t->owner = l;
-  t->id = timer_id;
-  t->token = token;
-  t->next = l->timers;
-  l->timers = t;
-  uint64_t delay = delay_ms > 0 ? (uint64_t)delay_ms : 0;
-  /* JavaScript may have run for a while since the loop last read its clock. */
-  uv_update_time(worker_self()->loop);
-  if (uv_timer_start(&t->handle, timer_fired, delay, 0) != 0) {
-    timer_unlink(l, t);
-    return -1;
-  }
-  return 0;
+  return vtimer_start(&l->timers, token, timer_id, delay_ms);
 }
 
 static void loaded_timer_cancel(void *data, uint32_t timer_id) {
   loaded *l = data;
-  for (struct vtimer *t = l->timers; t; t = t->next) {
-    if (t->id == timer_id) {
-      timer_unlink(l, t);
-      return;
-    }
-  }
+  vtimer_cancel(&l->timers, timer_id);
 }
 
 static void loaded_respond(void *data, uint64_t token, const iso_response *res,
@@ -255,6 +211,7 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
   }
   loaded *l = xcalloc(1, sizeof *l);
   l->tenant = t;
+  vtimer_set_init(&l->timers, l, timer_fired);
   t->refs++;
   l->spec = json_incref(t->spec);
   l->version = json_integer_value(json_object_get(t->spec, "version"));
@@ -321,7 +278,7 @@ static void loaded_free(loaded *l) {
   loader_parent_free(worker_self(), l);
   worker_self()->loaded_count--;
   sched_queue_clear(&worker_self()->sched, &l->queue, unit_dropped);
-  while (l->timers) timer_unlink(l, l->timers);
+  vtimer_set_clear(&l->timers);
   iso_worker_free(l->iso);
   json_decref(l->spec);
   free(l);

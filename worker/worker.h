@@ -23,6 +23,24 @@ typedef struct tenant tenant;
 typedef struct loaded loaded;
 typedef struct inflight inflight;
 
+/* timers.c: an isolate's pending timers, by the runtime's timer id. */
+typedef struct vtimer vtimer;
+/* A timer came due (it has left the set): queue its firing. */
+typedef void (*vtimer_fire_fn)(void *owner, uint64_t token, uint32_t id);
+typedef struct vtimer_set {
+  vtimer **slots; /* open addressing by id */
+  size_t cap, used, live;
+  void *owner;
+  vtimer_fire_fn fire;
+} vtimer_set;
+void vtimer_set_init(vtimer_set *s, void *owner, vtimer_fire_fn fire);
+/* Returns 0, or -1 when libuv refuses (the timer then does not exist). */
+int vtimer_start(vtimer_set *s, uint64_t token, uint32_t id, double delay_ms);
+void vtimer_cancel(vtimer_set *s, uint32_t id);
+/* Cancels every pending timer. */
+void vtimer_set_clear(vtimer_set *s);
+size_t vtimer_count(const vtimer_set *s);
+
 /* One loaded version of a tenant's code: an isolate plus what it waits for. */
 struct loaded {
   tenant *tenant;
@@ -33,7 +51,7 @@ struct loaded {
   sched_queue queue;   /* work waiting for this isolate's turn */
   size_t requests;     /* dispatched and not yet done */
   size_t units;        /* timer firings queued */
-  struct vtimer *timers;
+  vtimer_set timers;
   int retired;         /* replaced or deleted: free once idle */
   uint64_t last_used_ns; /* for least-recently-used eviction */
   const char *facet_id;  /* loader children with a facet of their own; NULL otherwise */

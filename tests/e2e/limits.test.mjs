@@ -219,6 +219,30 @@ test('a self-replicating setTimeout storm ends with its request', async (t) => {
   assert.ok(used < 200, `the worker process used ${used} ms of CPU in 1.5 s after the request`);
 });
 
+// Tens of thousands of pending timers: the host finds each by its id (a
+// list walked on every cancel and firing once held the whole process for
+// seconds). Half are cleared, the rest fire, each once.
+test('50,000 pending timers: cleared ones never fire, the others all do, and the neighbour is unharmed', async (t) => {
+  const body = `
+    const fired = new Uint8Array(50000);
+    const ids = [];
+    for (let i = 0; i < 50000; i++) ids.push(setTimeout(() => { fired[i]++; }, 20 + (i % 50)));
+    for (let i = 0; i < ids.length; i += 2) clearTimeout(ids[i]);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    let odd = 0, even = 0, twice = 0;
+    for (let i = 0; i < fired.length; i++) {
+      if (fired[i] > 1) twice++;
+      if (fired[i] && i % 2) odd++;
+      if (fired[i] && !(i % 2)) even++;
+    }
+    return Response.json({ odd, even, twice });`;
+  await deployAttacker('manytimers', body, { cpu_ms: 10000 });
+  const { outcome, steady } = await underLoad(t, () => node.ingress('manytimers', '/', { timeout: 30000 }));
+  assert.equal(outcome.status, 200, outcome.text);
+  assert.deepEqual(outcome.json, { odd: 25000, even: 0, twice: 0 });
+  assertSteadyUnharmed(steady, 'manytimers');
+});
+
 test('deep recursion is a catchable RangeError, never a crash', async (t) => {
   await runAttack(t, {
     name: 'deep',
