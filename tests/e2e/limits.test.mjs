@@ -179,6 +179,19 @@ test('an infinite microtask loop is stopped at the CPU limit', async (t) => {
   });
 });
 
+// Interpreted code looks for a termination only when its interrupt budget
+// runs out, and a loop around a slow builtin spends little of it per turn
+// (with V8's default budget this ran on for about 40 s).
+test('a loop around a slow builtin (JSON.parse of a large array) is stopped at the CPU limit', async (t) => {
+  await runAttack(t, {
+    name: 'jsonloop',
+    body: `const s = '[' + '1,'.repeat(1e5) + '1]';
+    for (;;) JSON.parse(s);`,
+    check: assertCpuLimit,
+    stat: 'cpu_limit_hits',
+  });
+});
+
 test('a recursive promise chain is stopped at the CPU limit', async (t) => {
   await runAttack(t, {
     name: 'chain',
