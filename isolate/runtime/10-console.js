@@ -6,6 +6,10 @@
 
 const inspectDefaultDepth = 2;
 const inspectMaxArrayItems = 100;
+// Past this length the index positions are not all walked, nor are own
+// keys listed beside the items (Reflect.ownKeys would name every index: a
+// million-item array cost seconds to log).
+const inspectMaxArrayScan = 10000;
 const inspectMaxBytes = 50;
 const inspectMaxStringLength = 10000;
 const identifierKeyRe = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
@@ -318,7 +322,8 @@ function formatObject(ctx, v, level) {
     const parts = [];
     for (let i = 0; i < n; i++) parts.push(formatPrimitive(v[i], false));
     if (v.length > n) parts.push(`... ${v.length - n} more item${v.length - n > 1 ? 's' : ''}`);
-    return braces(prefix, parts.concat(ownEntries(ctx, v, level, isIndexKey)), '[', ']');
+    const extra = v.length > inspectMaxArrayScan ? [] : ownEntries(ctx, v, level, isIndexKey);
+    return braces(prefix, parts.concat(extra), '[', ']');
   }
 
   if (level > ctx.depth) {
@@ -424,7 +429,7 @@ function formatArray(ctx, arr, level) {
   let shown = 0;
   let holes = 0;
   let i = 0;
-  for (; i < len && shown < inspectMaxArrayItems; i++) {
+  for (; i < len && shown < inspectMaxArrayItems && i < inspectMaxArrayScan; i++) {
     const desc = Reflect.getOwnPropertyDescriptor(arr, i);
     if (desc === undefined) {
       holes++;
@@ -440,7 +445,7 @@ function formatArray(ctx, arr, level) {
   }
   if (holes > 0) parts.push(`<${holes} empty item${holes > 1 ? 's' : ''}>`);
   if (i < len) parts.push(`... ${len - i} more item${len - i > 1 ? 's' : ''}`);
-  const extra = ownEntries(ctx, arr, level, (k) => k === 'length' || isIndexKey(k));
+  const extra = len > inspectMaxArrayScan ? [] : ownEntries(ctx, arr, level, (k) => k === 'length' || isIndexKey(k));
   const name = constructorNameOf(arr);
   const prefix = name === 'Array' ? '' : name === '' ? '[Array: null prototype]' : `${name}(${len})`;
   return braces(prefix, parts.concat(extra), '[', ']');

@@ -1216,6 +1216,28 @@ static void test_console(void **state) {
   iso_worker_free(w);
 }
 
+/* Logging a huge array costs what is shown, not its length. */
+static void test_console_large_arrays(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_limits limits = {0, 200};
+  iso_worker *w = load_ok(&r,
+                          "const big = new Array(1e6).fill(7);\n"
+                          "const bytes = new Uint8Array(1 << 20);\n"
+                          "const sparse = []; sparse.length = 1e9;\n"
+                          "export default { fetch() {\n"
+                          "  console.log(big); console.log(bytes); console.log(sparse);\n"
+                          "  return new Response('ok');\n"
+                          "} };",
+                          &limits);
+  assert_int_equal(get(w, 1, "/"), 0);
+  assert_string_equal(r.req[1].body, "ok");
+  assert_non_null(strstr(r.log, "7, 7, ... 999900 more items ]"));
+  assert_non_null(strstr(r.log, "0, 0, ... 1048476 more items ]"));
+  assert_non_null(strstr(r.log, "[ <10000 empty items>, ... 999990000 more items ]"));
+  iso_worker_free(w);
+}
+
 static void test_console_in_continuation(void **state) {
   (void)state;
   /* Request 1's continuation runs when request 2's timer fires: its log
@@ -2212,6 +2234,7 @@ int main(void) {
       cmocka_unit_test(test_pool_thread),
       cmocka_unit_test(test_pool_thread_disposes),
       cmocka_unit_test(test_page_reuse),
+      cmocka_unit_test(test_console_large_arrays),
       cmocka_unit_test(test_costs),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
