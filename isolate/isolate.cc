@@ -517,6 +517,19 @@ bool no_wasm(v8::Local<v8::Context>, v8::Local<v8::String>) {
 
 /* A new context from the snapshot, the runtime already in it, made this
  * worker's: what a snapshot cannot hold is set up here. */
+/* Atomics.waitAsync's timeout is a task V8 posts to the platform, which
+ * never runs it between a worker's entries, so a wait with a timeout hung
+ * to the wall-time limit; and nothing but the worker itself could notify
+ * it. Atomics, like WebAssembly, is installed in each new context. */
+bool remove_atomics_wait_async(v8::Local<v8::Context> context) {
+  v8::Isolate *isolate = context->GetIsolate();
+  v8::Local<v8::Value> atomics;
+  if (!context->Global()->Get(context, str(isolate, "Atomics")).ToLocal(&atomics))
+    return false;
+  return !atomics->IsObject() ||
+         atomics.As<v8::Object>()->Delete(context, str(isolate, "waitAsync")).IsJust();
+}
+
 bool context_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err) {
   v8::Isolate *isolate = w->isolate;
   context->SetAlignedPointerInEmbedderData(kWorkerSlot, w);
@@ -527,7 +540,8 @@ bool context_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err
   /* V8 installs WebAssembly in every new context, snapshot or not. With wasm
    * compilation off, all it still offers is Memory, whose pages count
    * against neither the heap limit nor the ArrayBuffer cap. */
-  if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing()) {
+  if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing() ||
+      !remove_atomics_wait_async(context)) {
     error_set(err, ISO_ERR_INTERNAL, "could not set up the context");
     return false;
   }

@@ -1147,9 +1147,10 @@ static void test_wasm_and_atomics_disallowed(void **state) {
               "  const out = [typeof WebAssembly];\n"
               "  const i32 = new Int32Array(new SharedArrayBuffer(16));\n"
               "  try { Atomics.wait(i32, 0, 0, 1000); out.push('waited'); } catch (e) { out.push(e.name); }\n"
+              "  out.push(typeof Atomics.waitAsync);\n"
               "  return new Response(out.join(' '));\n"
               "} };",
-              "/", "undefined TypeError");
+              "/", "undefined TypeError undefined");
 }
 
 static void test_timers(void **state) {
