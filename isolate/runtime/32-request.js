@@ -268,6 +268,9 @@ class Request {
       r.#list = flatHeaders;
       r.#rawNames = true;
       r.#guard = GUARD_IMMUTABLE;
+      // As on Workers: `return fetch(request)` hands an origin's redirect
+      // to the client instead of following it.
+      r.#redirect = 'manual';
       // The host passes no bytes for an empty body; a body that was announced
       // is still there, empty, unless the method cannot have one.
       if (body === null && method !== 'GET' && method !== 'HEAD' && headAnnouncesBody(flatHeaders)) {

@@ -327,6 +327,13 @@ test('a URL with a password is refused, and neither the error nor the log repeat
   for (const l of node.logs.slice(from)) assert.ok(!l.raw.includes('hunter2pw'), l.raw);
 });
 
+test('an incoming request sent on as it is hands a redirect to the client (its redirect mode is manual, as in Workers)', async () => {
+  const target = `http://127.0.0.1:${P}/x/redirect?to=${encodeURIComponent('/echo/after')}`;
+  const r = await node.ingress('c1', `/forward?url=${encodeURIComponent(target)}`);
+  assert.equal(r.status, 302, r.text);
+  assert.equal(r.headers.location, '/echo/after');
+});
+
 test('a fetched response\'s headers are immutable, as in Workers; a copy\'s are not', async () => {
   const r = await call({ url: `http://127.0.0.1:${P}/echo/x`, mutate: true });
   assert.equal(r.mutate, "TypeError: Can't modify immutable headers.");

@@ -815,7 +815,8 @@ static void test_request_fields(void **state) {
   iso_worker *w = load_ok(&r,
                           "export default { async fetch(req) {\n"
                           "  const body = await req.text();\n"
-                          "  return new Response(`${req.method} ${req.url} ${req.headers.get('x-a')} ${body}`,\n"
+                          "  return new Response(`${req.method} ${req.url} ${req.headers.get('x-a')} ${body} ` +\n"
+                          "    `${req.redirect}`,\n"
                           "    { status: 201, headers: { 'x-out': 'yes', 'content-type': 'text/plain' } });\n"
                           "} };",
                           NULL);
@@ -824,7 +825,8 @@ static void test_request_fields(void **state) {
   assert_int_equal(r.req[1].kind, ISO_OK);
   assert_int_equal(r.req[1].status, 201);
   /* Header bytes are Latin-1 in JavaScript: 0xE9 is é, and comes back as UTF-8 in the body. */
-  assert_string_equal(r.req[1].body, "POST http://test.localhost/p?q=1 caf\xc3\xa9 h\xc3\xa9llo");
+  assert_string_equal(r.req[1].body,
+                      "POST http://test.localhost/p?q=1 caf\xc3\xa9 h\xc3\xa9llo manual");
   assert_non_null(strstr(r.req[1].headers, "x-out: yes\n"));
   assert_non_null(strstr(r.req[1].headers, "content-type: text/plain\n"));
   iso_worker_free(w);
