@@ -66,7 +66,7 @@ cat > "$root/init" <<EOF
 /bin/busybox mount -t devtmpfs dev /dev
 /bin/busybox mount -t tmpfs tmp /tmp
 echo "mpk: kernel \$(/bin/busybox uname -r), cpu flags: \$(/bin/busybox grep -o -w -m2 -e pku -e ospke /proc/cpuinfo | /bin/busybox tr '\n' ' ')"
-LD_LIBRARY_PATH=/libs /bin/test ${args[*]} 2>&1
+LD_LIBRARY_PATH=/libs ASAN_OPTIONS=quarantine_size_mb=32:${ASAN_OPTIONS:-} /bin/test ${args[*]} 2>&1
 echo "mpk: test exited with status \$?"
 /bin/busybox poweroff -f
 EOF
@@ -78,7 +78,9 @@ echo "initramfs: $(du -m "$work/initramfs.cpio" | cut -f1) MB, kernel $(basename
 log=$work/console.log
 start=$(date +%s)
 set +e
-timeout "${QEMU_TIMEOUT:-150}" "$qemu" -accel tcg -cpu max -m 512 -smp 1 \
+# Room for a sanitizer build too, whose allocator holds freed memory back
+# (its quarantine, kept small above).
+timeout "${QEMU_TIMEOUT:-150}" "$qemu" -accel tcg -cpu max -m 1024 -smp 1 \
   -display none -no-reboot -monitor none -serial stdio \
   -kernel "$kernel" -initrd "$work/initramfs.cpio" \
   -append "console=ttyS0 quiet panic=-1 rdinit=/init" </dev/null >"$log" 2>&1
