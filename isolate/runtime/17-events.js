@@ -210,16 +210,15 @@ class EventTarget {
     if (callback === null) return;
     if (signal !== null && signal.aborted) return;
     if (this.#listeners === null) this.#listeners = new Map();
-    let list = this.#listeners.get(type);
-    if (list === undefined) {
-      list = [];
-      this.#listeners.set(type, list);
-    }
+    const list = this.#listeners.get(type) ?? [];
     for (let i = 0; i < list.length; i++) {
       if (list[i].callback === callback && list[i].capture === capture) return;
     }
     const entry = new EventListenerEntry(callback, capture, once, passive);
-    list.push(entry);
+    // A fresh array, as in #remove: a dispatch in progress keeps iterating
+    // the list it started with, so a listener added meanwhile waits for
+    // the next event (DOM: the listeners are cloned when dispatch begins).
+    this.#listeners.set(type, list.concat([entry]));
     if (signal !== null) {
       abortSignalAddAlgorithm(signal, () => this.#remove(type, callback, capture));
     }
