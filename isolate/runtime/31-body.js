@@ -156,8 +156,14 @@ function normalizeMimeType(value) {
   return out;
 }
 
+// A body's Blob has the Content-Type as the MIME type serialises it, with
+// the case of parameter values kept ("charset=UTF-8"); new Blob() is what
+// lowercases a type. Outside printable ASCII it has none.
+const bodyBlobTypeBadCharRe = /[^\x20-\x7e]/;
+
 function bodyToBlob(src, contentType) {
-  const type = contentType === null ? '' : normalizeBlobType(normalizeMimeType(contentType));
+  const mime = contentType === null ? '' : normalizeMimeType(contentType);
+  const type = bodyBlobTypeBadCharRe.test(mime) ? '' : mime;
   if (isStreamSource(src)) return readableStreamReadAll(src).then((u8) => blobFromBytes(u8.slice(), type));
   return Promise.resolve(blobFromBytes(bodySourceBytesSync(src).slice(), type));
 }
