@@ -132,8 +132,7 @@ static void wall_sweep(uv_timer_t *timer) {
       log_write(LOG_WARN, f->tenant->name, NULL, NULL,
                 "ctx.waitUntil() work still pending after %llu ms: no longer waiting for it",
                 (unsigned long long)(age_ns / 1000000u));
-      f->loaded->requests--;
-      inflight_finish(w, f);
+      loaded_request_over(w, f);
       continue;
     }
     char extra[64];

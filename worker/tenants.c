@@ -387,11 +387,9 @@ static void loaded_respond(void *data, uint64_t token, const iso_response *res,
   }
 }
 
-static void loaded_done(void *data, uint64_t token) {
-  loaded *l = data;
-  worker *w = worker_self();
-  inflight *f = token_map_get(&w->tokens, token);
-  if (f == NULL) return;
+void loaded_request_over(worker *w, inflight *f) {
+  loaded *l = f->loaded;
+  uint64_t token = f->token;
   f->tenant->stats.cpu_ns += iso_worker_request_cpu_ns(l->iso, token);
   /* A limit hit after the response ends the request too: counted now. */
   loaded_charge_outside(l);
@@ -401,6 +399,13 @@ static void loaded_done(void *data, uint64_t token) {
   egress_link_request_done(w, token);
   loader_request_done(w, l, token);
   inflight_finish(w, f);
+}
+
+static void loaded_done(void *data, uint64_t token) {
+  (void)data;
+  worker *w = worker_self();
+  inflight *f = token_map_get(&w->tokens, token);
+  if (f != NULL) loaded_request_over(w, f);
 }
 
 /* ---- eviction ---- */

@@ -290,6 +290,10 @@ void wall_untrack(worker *w, inflight *f);
 /* tenants.c: adds to l's tenant the CPU its isolate used outside any
  * request since the last call (the load, code that outlived its request). */
 void loaded_charge_outside(loaded *l);
+/* tenants.c: a request is over for this process (done, or let go with its
+ * ctx.waitUntil() work pending): its CPU goes to its tenant, and its
+ * fetches, facet transaction and dynamic workers are let go. Frees f. */
+void loaded_request_over(worker *w, inflight *f);
 
 /* stray.c: V8's plain-text reports (stdio's stderr) logged as JSON lines.
  * Returns 0, or -1 when they stay as they are. */

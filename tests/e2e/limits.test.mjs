@@ -445,6 +445,29 @@ test('a CPU limit hit inside ctx.waitUntil is counted and logged', async () => {
   await waitForStat('late-spin', 'cpu_limit_hits', 3);
 });
 
+test('a request let go with ctx.waitUntil work pending still counts the CPU it used', async () => {
+  // About 20 ms of CPU each, then a waitUntil that never settles: each is
+  // let go at twice its 100 ms wall time.
+  await node.deployOk('held', { 'index.js': `export default {
+  fetch(request, env, ctx) {
+    const end = Date.now() + 20;
+    while (Date.now() < end) {}
+    ctx.waitUntil(new Promise(() => {}));
+    return new Response('answered');
+  },
+};
+` }, { limits: { wall_ms: 100, cpu_ms: 1000 } });
+  for (let i = 0; i < 5; i++) {
+    const r = await node.ingress('held', '/');
+    assert.equal(r.text, 'answered');
+  }
+  await waitFor(() => node.logsMatching((l) => l.json?.tenant === 'held' &&
+    /ctx.waitUntil\(\) work still pending/.test(l.json.msg)).length >= 5,
+  { what: 'the five requests let go' });
+  await waitFor(async () => (await node.control('GET', '/v1/tenants/held')).json.cpu_ms >= 90,
+    { what: 'their CPU (5 x 20 ms) in the tenant\'s figures' });
+});
+
 // When the limit stops a request inside its promise continuations, V8 drops
 // every continuation queued then, whichever request's: the others in the
 // isolate are answered at once, with an answer that does not blame them,
