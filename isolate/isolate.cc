@@ -93,6 +93,13 @@ v8::MaybeLocal<v8::ArrayBuffer> new_buffer(iso_worker *w, size_t len, uint8_t **
    * refuses; owning the memory keeps a refusal a RangeError. */
   void *p = w->array_buffers->AllocateUninitialized(len);
   if (p == nullptr) {
+    /* Buffers nothing reaches still count until a collection frees them
+     * (V8 collects before it refuses JavaScript's own allocations): after a
+     * request stopped at a limit, the next one's body was refused. */
+    isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kCritical);
+    p = w->array_buffers->AllocateUninitialized(len);
+  }
+  if (p == nullptr) {
     isolate->ThrowException(
         v8::Exception::RangeError(str(isolate, "Array buffer allocation failed")));
     return {};

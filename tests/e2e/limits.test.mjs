@@ -445,6 +445,30 @@ test('a CPU limit hit inside ctx.waitUntil is counted and logged', async () => {
   await waitForStat('late-spin', 'cpu_limit_hits', 3);
 });
 
+test('buffers of a request stopped at the CPU limit do not keep the next request\'s body out', async () => {
+  // The first request fills most of the ArrayBuffer allowance (memory_mb)
+  // and spins; nothing reaches its buffers afterwards, but they count until
+  // a collection, which the next body's allocation now makes.
+  await node.deployOk('buffers', { 'index.js': `export default {
+  async fetch(request) {
+    if (new URL(request.url).pathname === '/fill') {
+      const kept = [];
+      for (let i = 0; i < 12; i++) kept.push(new Uint8Array(1 << 20).fill(i));
+      for (;;) {}
+    }
+    return new Response(String((await request.arrayBuffer()).byteLength));
+  },
+};
+` }, { limits: { memory_mb: 16, cpu_ms: 400 } });
+  const spin = await node.ingress('buffers', '/fill');
+  assertCpuLimit(spin, 400);
+  for (let i = 0; i < 3; i++) {
+    const r = await node.ingress('buffers', '/', { method: 'POST', body: Buffer.alloc(6 << 20, 1) });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.text, String(6 << 20));
+  }
+});
+
 test('a request let go with ctx.waitUntil work pending still counts the CPU it used', async () => {
   // About 20 ms of CPU each, then a waitUntil that never settles: each is
   // let go at twice its 100 ms wall time.
