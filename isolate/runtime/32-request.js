@@ -71,6 +71,7 @@ class Request {
   #redirect = 'follow';
   #signal = null;      // made on first access when null
   #cf = undefined;
+  #cache = undefined;  // 'no-store', the one mode Workers accept, or not set
 
   constructor(input, init = undefined) {
     if (input === kPrivate) return;
@@ -85,6 +86,7 @@ class Request {
       this.#redirect = src.#redirect;
       this.#signal = src.#signal;
       this.#cf = src.#cf;
+      this.#cache = src.#cache;
     } else {
       this.#url = parseRequestURL(input);
       list = [];
@@ -99,6 +101,15 @@ class Request {
       if (opts.headers !== undefined) {
         list = [];
         headerListFill(list, opts.headers);
+      }
+      if (opts.cache !== undefined) {
+        // Nothing is cached between a worker and its upstreams: "no-store"
+        // is what every fetch does already; the rest would promise a cache.
+        const c = `${opts.cache}`;
+        if (c !== 'no-store') {
+          throw new TypeError(`Unsupported cache mode: ${c}. Only "no-store" is supported.`);
+        }
+        this.#cache = c;
       }
       if (opts.integrity !== undefined && `${opts.integrity}` !== '') {
         throw new TypeError('Subrequest integrity checking is not implemented. The integrity option must be either undefined or an empty string.');
@@ -197,7 +208,7 @@ class Request {
   }
 
   get cache() {
-    return undefined;
+    return this.#cache;
   }
 
   get body() {
@@ -251,6 +262,7 @@ class Request {
     r.#redirect = this.#redirect;
     r.#signal = this.#signal;
     r.#cf = this.#cf;
+    r.#cache = this.#cache;
     r.#body = bodySourceClone(this.#body, (mine) => {
       this.#body = mine;
     });
