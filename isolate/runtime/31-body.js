@@ -27,8 +27,11 @@ function extractBody(init) {
       return init;
     }
     if (isReadableStream(init)) {
-      if (readableStreamDisturbed(init) || init.locked) {
+      if (readableStreamDisturbed(init)) {
         throw new TypeError('This ReadableStream is disturbed (has already been read from), and cannot be used as a body.');
+      }
+      if (init.locked) {
+        throw new TypeError('This ReadableStream is currently locked to a reader, and cannot be used as a body.');
       }
       return init;
     }

@@ -1143,6 +1143,24 @@ static void test_eval(void **state) {
               "/", "EvalError: Code generation from strings disallowed for this context|EvalError|true");
 }
 
+/* A stream that cannot be a body says why: read from, or only locked. */
+static void test_stream_body_refusals(void **state) {
+  (void)state;
+  expect_body("export default { async fetch() {\n"
+              "  const out = [];\n"
+              "  const locked = new ReadableStream(); locked.getReader();\n"
+              "  try { new Response(locked); } catch (e) { out.push(e.message); }\n"
+              "  const read = new ReadableStream({ pull(c) { c.enqueue(new Uint8Array(1)); } });\n"
+              "  const reader = read.getReader(); await reader.read(); reader.releaseLock();\n"
+              "  try { new Response(read); } catch (e) { out.push(e.message); }\n"
+              "  return new Response(out.join('|'));\n"
+              "} };",
+              "/",
+              "This ReadableStream is currently locked to a reader, and cannot be used as a body.|"
+              "This ReadableStream is disturbed (has already been read from), and cannot be used as a "
+              "body.");
+}
+
 static void test_wasm_and_atomics_disallowed(void **state) {
   (void)state;
   expect_body("export default { fetch() {\n"
@@ -2238,6 +2256,7 @@ int main(void) {
       cmocka_unit_test(test_pool_thread_disposes),
       cmocka_unit_test(test_page_reuse),
       cmocka_unit_test(test_console_large_arrays),
+      cmocka_unit_test(test_stream_body_refusals),
       cmocka_unit_test(test_costs),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
