@@ -120,7 +120,7 @@ static void wire_err(iso_wire *out, const char *name, const char *message) {
 }
 
 static int token_live(worker *w, uint64_t token, loaded *l) {
-  inflight *f = token_map_get(&w->tokens, token);
+  inflight *f = id_map_get(&w->tokens, token);
   return f != NULL && f->loaded == l;
 }
 
@@ -233,7 +233,7 @@ static void reqs_collect(worker *w, uint64_t only) {
   for (size_t i = first; i < end; i++) {
     for (egress_req **pp = &elink.reqs[i]; *pp;) {
       egress_req *r = *pp;
-      int over = only ? r->token == only : token_map_get(&w->tokens, r->token) == NULL;
+      int over = only ? r->token == only : id_map_get(&w->tokens, r->token) == NULL;
       if (over && r->active == 0 && r->queue == NULL) {
         *pp = r->next;
         free(r);
@@ -329,9 +329,7 @@ static int send_frame(stream *s) {
 
 static void unsent_message(char *msg, size_t size, int rc) {
   snprintf(msg, size, "fetch failed: could not send it to the egress process (%s)",
-           rc == PROTO_ETOOBIG || rc == PROTO_EMAGIC || rc == PROTO_EVERSION || rc == PROTO_ETYPE
-               ? proto_strerror(rc)
-               : uv_strerror(rc));
+           proto_strerror(rc));
 }
 
 static void send_stream(worker *w, stream *s) {
@@ -664,7 +662,7 @@ static int parse_fetch_args(const iso_call *call, fetch_args *a) {
 }
 
 static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  inflight *f = token_map_get(&w->tokens, call->token);
+  inflight *f = id_map_get(&w->tokens, call->token);
   if (f == NULL || f->loaded != l) {
     wire_err(result, "Error",
              "fetch() can only be called while handling a request (not from the global scope "
@@ -691,10 +689,10 @@ static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result
     wire_err(result, "TypeError", msg);
     return -1;
   }
-  json_t *head = json_pack("{s:s, s:s?, s:s%, s:s%, s:o, s:s%, s:b}", "tenant", l->tenant->name,
+  json_t *head = json_pack("{s:s, s:s?, s:s%, s:s%, s:o, s:s%}", "tenant", l->tenant->name,
                            "request_id", f->req ? f->req->id : NULL, "method", a.method.ptr,
                            a.method.len, "url", a.url.ptr, a.url.len, "headers", a.headers,
-                           "redirect", a.redirect.ptr, a.redirect.len, "ask_hops", 1);
+                           "redirect", a.redirect.ptr, a.redirect.len);
   char *text = head ? json_dumps(head, JSON_COMPACT) : NULL;
   json_decref(head);
   if (text == NULL) {

@@ -101,7 +101,7 @@ void inflight_finish(worker *w, inflight *f) {
   if (f->req) ingress_fail(w, f, 500, "request dropped", NULL);
   wall_untrack(w, f);
   stats_request_done(w, f);
-  token_map_del(&w->tokens, f->token);
+  id_map_del(&w->tokens, f->token);
   free(f->url);
   free(f);
   tenant_collect_retired(w);
@@ -178,11 +178,11 @@ void ingress_run(sched_unit *unit) {
   worker_running_leave(w);
   if (headers != stack_headers) free(headers);
   /* Most requests are over by now; the rest wait on timers or host calls. */
-  inflight *pending = token_map_get(&w->tokens, token);
+  inflight *pending = id_map_get(&w->tokens, token);
   if (rc == 0 && pending) wall_track(w, pending);
   if (rc != 0) {
     /* respond/done are never called for a request that did not start. */
-    inflight *still = token_map_get(&w->tokens, token);
+    inflight *still = id_map_get(&w->tokens, token);
     if (still) {
       l->requests--;
       ingress_fail(w, still, 500, "worker could not start the request", NULL);
@@ -196,7 +196,7 @@ void inflight_hand_off(worker *w, inflight *f) {
   tenant *t = f->tenant;
   f->req = NULL;
   /* Not counted here: the dedicated process reports the request. */
-  token_map_del(&w->tokens, f->token);
+  id_map_del(&w->tokens, f->token);
   free(f->url);
   free(f);
   handoff_submit(w, t, req);
@@ -257,6 +257,6 @@ void ingress_on_request(http_server *server, http_request *req) {
   memcpy(f->request_id, req->id, sizeof f->request_id);
   f->start_ns = req->start_ns;
   f->tenant = tenant_get_or_add(w, name, len);
-  token_map_put(&w->tokens, f->token, f);
+  id_map_put(&w->tokens, f->token, f);
   tenant_submit(w, f);
 }

@@ -174,7 +174,7 @@ static void sb_respond(void *data, uint64_t token, const iso_response *res, cons
 }
 
 static void request_free(sandbox_request *r) {
-  if (r->linked) token_map_del(&worker_self()->tokens, r->token);
+  if (r->linked) id_map_del(&worker_self()->tokens, r->token);
   free(r->method);
   free(r->url);
   free(r->headers);
@@ -438,7 +438,7 @@ int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req) {
     r->link.start_ns = r->start_ns;
     r->link.tenant = sb->base.tenant;
     r->link.loaded = &sb->base;
-    token_map_put(&worker_self()->tokens, r->token, &r->link);
+    id_map_put(&worker_self()->tokens, r->token, &r->link);
     r->linked = 1;
   }
   r->next = sb->requests;

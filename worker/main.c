@@ -306,7 +306,7 @@ static int say_hello(worker *w) {
 static int start(worker *w) {
   int rc;
   w->loop = uv_default_loop();
-  token_map_init(&w->tokens);
+  id_map_init(&w->tokens);
   map_running_slot(w);
   if ((rc = proto_channel_open_fd(&w->supervisor, w->loop, w->config.ipc_fd, on_frame,
                                   on_supervisor_closed, w)) != 0) {
@@ -394,7 +394,7 @@ int main(int argc, char **argv) {
   pool_stop(&self);
   facet_link_stop(&self);
   sched_close(&self.sched);
-  token_map_free(&self.tokens);
+  id_map_free(&self.tokens);
   uv_walk(self.loop, close_handle, NULL);
   uv_run(self.loop, UV_RUN_DEFAULT);
   if (uv_loop_close(self.loop) != 0) log_debug("loop closed with handles still open");

@@ -48,7 +48,7 @@ static int fail(iso_wire *result, const char *message) {
 
 /* The ingress request a call speaks for, still waiting for (part of) its response. */
 static inflight *stream_request(worker *w, loaded *l, const iso_call *call) {
-  inflight *f = token_map_get(&w->tokens, call->token);
+  inflight *f = id_map_get(&w->tokens, call->token);
   if (f == NULL || f->loaded != l || f->req == NULL) return NULL;
   return f;
 }
@@ -138,7 +138,7 @@ static inflight *body_request(worker *w, loaded *l, const iso_call *call) {
   if (iso_wire_next(&args, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count < 1 ||
       iso_wire_next(&args, &v) != 1 || v.type != ISO_WIRE_NUMBER || v.number < 1)
     return NULL;
-  inflight *f = token_map_get(&w->tokens, (uint64_t)v.number);
+  inflight *f = id_map_get(&w->tokens, (uint64_t)v.number);
   if (f == NULL || f->loaded != l || f->req == NULL || !f->req->body_streamed) return NULL;
   return f;
 }
@@ -198,7 +198,7 @@ static void wait_run(sched_unit *u) {
   worker *w = worker_self();
   loaded *l = d->loaded;
   l->units--;
-  inflight *f = token_map_get(&w->tokens, d->token);
+  inflight *f = id_map_get(&w->tokens, d->token);
   if (f != NULL && f->loaded == l) {
     iso_wire v;
     iso_wire_init(&v);

@@ -106,7 +106,7 @@ char *spec_env_json(json_t *spec) {
 static void loaded_log(void *data, uint64_t token, iso_log_level level, const char *msg,
                        size_t len) {
   loaded *l = data;
-  inflight *f = token_map_get(&worker_self()->tokens, token);
+  inflight *f = id_map_get(&worker_self()->tokens, token);
   static const log_level map[] = {LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR};
   log_write_bytes(map[level & 3], l->tenant->name, f ? f->request_id : NULL,
                   "{\"source\":\"console\"}", msg, utf8_cut(msg, len, 3500));
@@ -128,7 +128,7 @@ typedef struct timer_fire {
  * Token 0 is the load's (top-level code).
  */
 static int request_gone(uint64_t token) {
-  return token != 0 && token_map_get(&worker_self()->tokens, token) == NULL;
+  return token != 0 && id_map_get(&worker_self()->tokens, token) == NULL;
 }
 
 static void timer_fire_run(sched_unit *u) {
@@ -323,7 +323,7 @@ static void loaded_respond(void *data, uint64_t token, const iso_response *res,
                            const iso_error *err) {
   (void)data;
   worker *w = worker_self();
-  inflight *f = token_map_get(&w->tokens, token);
+  inflight *f = id_map_get(&w->tokens, token);
   if (f == NULL || f->req == NULL) return;
   if (res) {
     http_header *hs = xcalloc(res->n_headers ? res->n_headers : 1, sizeof *hs);
@@ -404,7 +404,7 @@ void loaded_request_over(worker *w, inflight *f) {
 static void loaded_done(void *data, uint64_t token) {
   (void)data;
   worker *w = worker_self();
-  inflight *f = token_map_get(&w->tokens, token);
+  inflight *f = id_map_get(&w->tokens, token);
   if (f != NULL) loaded_request_over(w, f);
 }
 

@@ -23,13 +23,33 @@ typedef struct tenant tenant;
 typedef struct loaded loaded;
 typedef struct inflight inflight;
 
+/* id_map.c: open-addressing map from ids (never 0 or UINT64_MAX) to
+ * pointers; request tokens are never reused within a process run. */
+typedef struct id_slot {
+  uint64_t id;  /* 0 = empty, UINT64_MAX = deleted */
+  void *value;
+} id_slot;
+typedef struct id_map {
+  id_slot *slots; /* made on the first put */
+  size_t cap;     /* power of two */
+  size_t used;    /* live + deleted slots */
+  size_t live;
+} id_map;
+void id_map_init(id_map *m);
+void id_map_free(id_map *m);
+void id_map_put(id_map *m, uint64_t id, void *value);
+void *id_map_get(const id_map *m, uint64_t id);
+/* Returns the value that was there, or NULL. */
+void *id_map_del(id_map *m, uint64_t id);
+/* Calls each(value) for every entry, then empties the map. */
+void id_map_clear(id_map *m, void (*each)(void *value));
+
 /* timers.c: an isolate's pending timers, by the runtime's timer id. */
 typedef struct vtimer vtimer;
 /* A timer came due (it has left the set): queue its firing. */
 typedef void (*vtimer_fire_fn)(void *owner, uint64_t token, uint32_t id);
 typedef struct vtimer_set {
-  vtimer **slots; /* open addressing by id */
-  size_t cap, used, live;
+  id_map by_id;
   void *owner;
   vtimer_fire_fn fire;
 } vtimer_set;
@@ -39,7 +59,6 @@ int vtimer_start(vtimer_set *s, uint64_t token, uint32_t id, double delay_ms);
 void vtimer_cancel(vtimer_set *s, uint32_t id);
 /* Cancels every pending timer. */
 void vtimer_set_clear(vtimer_set *s);
-size_t vtimer_count(const vtimer_set *s);
 
 /* One loaded version of a tenant's code: an isolate plus what it waits for. */
 struct loaded {
@@ -130,17 +149,6 @@ struct inflight {
   inflight *next;        /* in tenant->waiting */
 };
 
-typedef struct token_slot {
-  uint64_t token;  /* 0 = empty, UINT64_MAX = deleted */
-  inflight *value;
-} token_slot;
-
-typedef struct token_map {
-  token_slot *slots;
-  size_t cap;      /* power of two */
-  size_t used;     /* live + deleted slots */
-  size_t live;
-} token_map;
 
 typedef struct worker_config {
   int id;
@@ -165,7 +173,7 @@ typedef struct worker {
   tenant *tenants;
   loaded *retired;
   uint64_t next_token;
-  token_map tokens;      /* token -> inflight */
+  id_map tokens;         /* token -> inflight */
   int draining;
   uint64_t drain_deadline_ns;
   uv_timer_t drain_timer;
@@ -218,13 +226,6 @@ void ingress_fail(worker *w, inflight *f, int status, const char *message, const
 const iso_host *ingress_host(void);
 void inflight_finish(worker *w, inflight *f);
 
-/* tokens.c: open-addressing map from request tokens to inflight records.
- * Tokens are never 0 and never reused within a process run. */
-void token_map_init(token_map *m);
-void token_map_free(token_map *m);
-void token_map_put(token_map *m, uint64_t token, inflight *f);
-inflight *token_map_get(const token_map *m, uint64_t token);
-void token_map_del(token_map *m, uint64_t token);
 
 /* bindings.c: host calls from JavaScript, by binding kind. */
 const iso_host_calls *bindings_host_calls(void);
