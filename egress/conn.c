@@ -31,21 +31,8 @@ static void conn_fail(conn *c, const char *fmt, ...) __attribute__((format(print
 
 /* Header bytes are Latin-1 by HTTP's rules; JSON wants UTF-8. */
 static json_t *latin1_string(const char *s, size_t n) {
-  size_t high = 0;
-  for (size_t i = 0; i < n; i++) high += (unsigned char)s[i] >= 0x80;
-  if (high == 0) return json_stringn(s, n);
-  char *u = xmalloc(n + high + 1);
-  size_t o = 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (ch < 0x80) {
-      u[o++] = (char)ch;
-    } else {
-      u[o++] = (char)(0xc0 | (ch >> 6));
-      u[o++] = (char)(0x80 | (ch & 0x3f));
-    }
-  }
-  json_t *j = json_stringn(u, o);
+  char *u = xmalloc(2 * n + 1);
+  json_t *j = json_stringn(u, latin1_to_utf8(s, n, u));
   free(u);
   return j;
 }

@@ -76,10 +76,6 @@ int node_listen_socket(node *n, char **err) {
 
 /* ---- sending ------------------------------------------------------------------ */
 
-/* Channel errors are either libuv's or proto's own (PROTO_E*). */
-static const char *channel_strerror(int err) {
-  return err <= PROTO_EMAGIC && err >= PROTO_ETOOBIG ? proto_strerror(err) : uv_strerror(err);
-}
 
 static int channel_usable(const node_proc *p) {
   return p->channel_started && !p->channel.closing;
@@ -93,7 +89,7 @@ static int send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body) {
   free(text);
   if (rc != 0)
     log_write(LOG_WARN, NULL, NULL, NULL, "worker-%d: sending %s failed: %s", p->id,
-              proto_type_name(type), channel_strerror(rc));
+              proto_type_name(type), proto_strerror(rc));
   return rc;
 }
 
@@ -347,7 +343,7 @@ static void on_channel_close(proto_channel *ch, int reason) {
     char extra[96];
     snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
     log_write(LOG_WARN, NULL, NULL, extra, "channel to worker failed (%s): killing it",
-              channel_strerror(reason));
+              proto_strerror(reason));
     uv_process_kill(&p->process, SIGKILL);
   }
   fail_validations(p, UV_ECANCELED);

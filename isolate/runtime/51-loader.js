@@ -242,11 +242,12 @@ class LoaderStubState {
 const loaderCodePending = new Map();
 
 function loaderCodeOnce(state) {
-  if (state.kind !== 1) return (async () => loaderCode(await state.getCode()))();
+  const fetchCode = async () => loaderCode(await state.getCode());
+  if (state.kind !== 1) return fetchCode();
   const k = `${state.binding}\0${state.key}`;
   let pending = loaderCodePending.get(k);
   if (pending === undefined) {
-    pending = (async () => loaderCode(await state.getCode()))();
+    pending = fetchCode();
     loaderCodePending.set(k, pending);
     const forget = () => {
       if (loaderCodePending.get(k) === pending) loaderCodePending.delete(k);
