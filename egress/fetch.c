@@ -3,9 +3,8 @@
  *
  * Each hop (the first request and every redirect followed) is checked
  * against the tenant's policy as it stands at that moment, counted against
- * the request's subrequest budget (by the worker, asked before each redirect
- * when the fetch says "ask_hops"; else against the fetch's own "budget"),
- * resolved by the egress itself and every
+ * the request's subrequest budget (the worker counts the first; the egress
+ * asks it before each redirect), resolved by the egress itself and every
  * resolved address judged by the SSRF rules before a connection is opened.
  * Credentials are injected per hop, from the rule that allowed that hop.
  *
@@ -42,8 +41,6 @@ struct fetch {
   uint8_t *body;            /* the worker's; dropped when a redirect turns the method to GET */
   size_t body_len;
   int redirect_mode;
-  int budget;               /* hops this fetch may make (when the worker does not count) */
-  int ask_hops;             /* the worker counts: ask it before each redirect hop */
   int awaiting_grant;       /* asked; the next hop waits for the worker's answer */
   int granted;              /* the worker allowed the next hop */
   int hops;
@@ -540,15 +537,6 @@ static void ask_hop(fetch *f) {
 }
 
 static void hop_start(fetch *f) {
-  if (!f->ask_hops && f->hops >= f->budget) {
-    if (f->hops == 0)
-      fail(f, "subrequest limit exceeded: this request used all of its subrequests "
-              "(limits.sub_requests)");
-    else
-      fail(f, "subrequest limit exceeded while following redirects from %s (limits.sub_requests)",
-           f->from ? f->from : f->url.host);
-    return;
-  }
   if (f->hops > EGRESS_MAX_REDIRECTS) {
     fail(f, "too many redirects (more than %d)", EGRESS_MAX_REDIRECTS);
     return;
@@ -568,7 +556,7 @@ static void hop_start(fetch *f) {
     uv_timer_start(&f->timer, on_timeout, f->timeout_ms, 0);
     f->timer_started = 1;
   }
-  if (f->ask_hops && f->hops > 0 && !f->granted) {
+  if (f->hops > 0 && !f->granted) {
     ask_hop(f);
     return;
   }
@@ -826,7 +814,6 @@ void fetch_start(client *cl, const proto_frame *frame) {
   const char *redirect = json_string_value(json_object_get(head, "redirect"));
   const char *request_id = json_string_value(json_object_get(head, "request_id"));
   json_t *headers = json_object_get(head, "headers");
-  json_int_t budget = json_integer_value(json_object_get(head, "budget"));
   const char *problem = NULL;
   char why[160];
   if (head == NULL || tenant == NULL || !worker_name_valid(tenant, strlen(tenant)) ||
@@ -857,8 +844,6 @@ void fetch_start(client *cl, const proto_frame *frame) {
   f->redirect_mode = redirect && strcmp(redirect, "manual") == 0 ? REDIRECT_MANUAL
                      : redirect && strcmp(redirect, "error") == 0 ? REDIRECT_ERROR
                                                                    : REDIRECT_FOLLOW;
-  f->budget = budget > 0 ? (int)(budget > 1000000 ? 1000000 : budget) : 0;
-  f->ask_hops = json_is_true(json_object_get(head, "ask_hops"));
   f->started_ns = uv_hrtime();
   f->resp_headers = json_array();
   uv_timer_init(cl->e->loop, &f->timer);

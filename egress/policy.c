@@ -37,6 +37,14 @@ void egress_policy_free(egress_policy *p) {
   free(p);
 }
 
+/* The Fetch standard's forbidden methods, refused whatever a policy says: an
+ * upstream that answers TRACE echoes the request back, injected credentials
+ * included, and CONNECT is not a request a URL can make. */
+static int method_forbidden(const char *method) {
+  return strcasecmp(method, "CONNECT") == 0 || strcasecmp(method, "TRACE") == 0 ||
+         strcasecmp(method, "TRACK") == 0;
+}
+
 /* Headers the egress owns: framing, routing and hop-by-hop. */
 static int header_reserved(const char *name) {
   static const char *const reserved[] = {
@@ -285,6 +293,8 @@ static int parse_methods(parse_ctx *c, egress_rule *r, json_t *v) {
     const char *s = json_string_value(m);
     if (s == NULL || !http_token(s, strlen(s)) || strlen(s) > 32)
       return fail(c, "methods", "item %zu is not an HTTP method name", i);
+    if (method_forbidden(s))
+      return fail(c, "methods", "item %zu: %s is never allowed (a forbidden method of the Fetch standard)", i, s);
     char *up = xstrdup(s);
     for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
     r->methods[r->n_methods++] = up;
@@ -436,14 +446,6 @@ static int method_matches(const egress_rule *r, const char *method) {
   for (size_t i = 0; i < r->n_methods; i++)
     if (strcasecmp(r->methods[i], method) == 0) return 1;
   return 0;
-}
-
-/* The Fetch standard's forbidden methods, refused whatever a policy says: an
- * upstream that answers TRACE echoes the request back, injected credentials
- * included, and CONNECT is not a request a URL can make. */
-static int method_forbidden(const char *method) {
-  return strcasecmp(method, "CONNECT") == 0 || strcasecmp(method, "TRACE") == 0 ||
-         strcasecmp(method, "TRACK") == 0;
 }
 
 const egress_rule *egress_policy_match(const egress_policy *p, const egress_url *u,

@@ -99,13 +99,12 @@ typedef enum proto_type {
   /* worker -> egress: one fetch(); the frame id names this fetch in every later frame
    * about it, both ways. Payload: a 4-byte big-endian length n, n bytes of JSON
    * {"tenant", "request_id", "method", "url", "headers": [name, value, ...],
-   * "redirect": "follow"|"manual"|"error", "ask_hops": true}, then the request
-   * body. Reply PROTO_FETCH_HEAD, or PROTO_ERROR {"error": "...", "name":
-   * "TypeError", "hops": N}. With "ask_hops", before each redirect hop the
-   * egress sends PROTO_FETCH back (same id, JSON {"from", "url"}) and waits:
-   * the worker answers an empty PROTO_FETCH (go on, it counted the hop) or
-   * PROTO_FETCH_CANCEL (the request's subrequests are spent). Without it,
-   * "budget": N caps the fetch's own hops. */
+   * "redirect": "follow"|"manual"|"error"}, then the request body. Reply
+   * PROTO_FETCH_HEAD, or PROTO_ERROR {"error": "...", "name": "TypeError",
+   * "hops": N}. Before each redirect hop the egress sends PROTO_FETCH back
+   * (same id, JSON {"from", "url"}) and waits: the worker answers an empty
+   * PROTO_FETCH (go on, it counted the hop) or PROTO_FETCH_CANCEL (the
+   * request's subrequests are spent). */
   PROTO_FETCH = 25,
   /* egress -> worker: a 4-byte big-endian length n, n bytes of JSON {"status",
    * "status_text", "headers": [name, value, ...], "url", "redirected", "hops",
