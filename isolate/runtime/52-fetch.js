@@ -142,14 +142,15 @@ async function fetch(input, init = undefined) {
   };
   signal.addEventListener('abort', onAbort, { once: true });
   state.release = () => signal.removeEventListener('abort', onAbort);
-  let head;
+  let response;
   try {
-    head = await Promise.race([call, aborted]);
+    response = fetchResponse(request, handle, await Promise.race([call, aborted]), state);
   } catch (err) {
+    // Aborted, failed, or refused as it came (a malformed head): the
+    // signal has nothing left to stop.
     state.release();
     throw err;
   }
-  const response = fetchResponse(request, handle, head, state);
   if (state.done) state.release();
   return response;
 }
