@@ -294,6 +294,21 @@ static void conn_close(facet_conn *c) {
   free(c);
 }
 
+/* Puts the file in WAL mode; returns an SQLite primary code. */
+static int set_wal(facet_conn *c) {
+  /* journal_mode answers with the mode it ended in. */
+  sqlite3_stmt *st = NULL;
+  c->trusted = 1;
+  int rc = sqlite3_prepare_v2(c->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *mode = (const char *)sqlite3_column_text(st, 0);
+    rc = mode != NULL && strcasecmp(mode, "wal") == 0 ? SQLITE_OK : SQLITE_CANTOPEN;
+  }
+  sqlite3_finalize(st);
+  c->trusted = 0;
+  return rc & 0xff;
+}
+
 /* Settings of every tenant connection. Returns an SQLite code. */
 static int conn_configure(facet_conn *c) {
   sqlite3 *db = c->db;
@@ -307,16 +322,17 @@ static int conn_configure(facet_conn *c) {
   sqlite3_progress_handler(db, PROGRESS_OPS, on_progress, c);
   if ((rc = sqlite3_set_authorizer(db, authorize, c)) != SQLITE_OK) return rc;
 
-  /* journal_mode answers with the mode it ended in. */
-  sqlite3_stmt *st = NULL;
-  c->trusted = 1;
-  rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
-  if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *mode = (const char *)sqlite3_column_text(st, 0);
-    rc = mode != NULL && strcasecmp(mode, "wal") == 0 ? SQLITE_OK : SQLITE_CANTOPEN;
+  /* Another process opening the same new file at once can hold the lock
+   * the switch to WAL needs, and SQLite answers that with SQLITE_BUSY
+   * without asking the busy handler: try again until the busy deadline. */
+  while ((rc = set_wal(c)) == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+    uint64_t now = time_mono_ns();
+    if (c->busy_deadline_ns == 0) facet__busy_start(c, now);
+    if (now >= c->busy_deadline_ns) break;
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
   }
-  sqlite3_finalize(st);
-  c->trusted = 0;
+  c->busy_deadline_ns = 0;
   if (rc != SQLITE_OK) return rc;
 
   char sql[160];
