@@ -635,6 +635,9 @@ bool handler_install(iso_worker *w, v8::Local<v8::Context> context,
 
 }  // namespace
 
+/* One of V8's heap pages. */
+constexpr size_t kSemiSpaceStartBytes = 256u << 10;
+
 iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   iso_worker *w = new iso_worker();
   w->memory_cap = (size_t)memory_mb << 20;
@@ -646,6 +649,15 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   v8::Isolate::CreateParams params;
   params.array_buffer_allocator = w->array_buffers;
   params.constraints.ConfigureDefaultsFromHeapSize(0, w->memory_cap);
+  /* V8 would start each semispace at four heap pages, and writes the header
+   * and marking bitmap of each page it commits: 24 KiB resident in every idle
+   * worker for three pages it does not use. A worker that has served some
+   * traffic also keeps both semispaces' pages touched when it goes idle, up
+   * to 2 MiB. One page each to start with: V8 grows them as soon as enough
+   * survives its scavenges (docs/benchmarks.md, "Memory per idle worker").
+   * The young generation is the two semispaces and as much again for young
+   * large objects. */
+  params.constraints.set_initial_young_generation_size_in_bytes(3 * kSemiSpaceStartBytes);
   params.snapshot_blob = snapshot_blob();
   params.external_references = snapshot_references();
   /* Allocated first, so that the platform finds the worker when V8 asks for
@@ -1007,6 +1019,17 @@ void iso_worker_heap_stats(iso_worker *w, iso_heap_stats *out) {
   out->total_bytes = hs.total_heap_size();
   out->limit_bytes = hs.heap_size_limit();
   out->external_bytes = hs.external_memory();
+}
+
+void iso_worker_compact(iso_worker *w) {
+  if (w == nullptr || w->calls > 0 || w->broken || w->free_requested)
+    return;
+  mpk_scope inside(w);
+  call_guard guard(w);
+  v8::Isolate::Scope isolate_scope(w->isolate);
+  /* Not MemoryPressureNotification(kCritical): cheaper, but it left a busy
+   * worker's young generation as large and as resident as it was. */
+  w->isolate->LowMemoryNotification();
 }
 
 int iso_validate(const iso_limits *limits, const iso_module *modules, size_t n_modules,

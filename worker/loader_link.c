@@ -398,6 +398,15 @@ int loader_evict_before(worker *w, uint64_t before_ns) {
   return 1;
 }
 
+void loader_compact_idle(worker *w, uint64_t now, int64_t *budget_ns) {
+  (void)w;
+  for (size_t i = 0; i < table_cap; i++)
+    for (loader_child *c = table[i]; c; c = c->hnext)
+      if (c->kind == KIND_GET && c->sb.base.iso && !c->sb.dying && sandbox_idle(&c->sb) &&
+          !loaded_compact_idle(&c->sb.base, now, budget_ns))
+        return;
+}
+
 /* Idle cached children past the idle timeout go; and while the heap of all
  * isolates is over the budget, the least recently used idle isolate goes,
  * whoever's it is (evict_lru asks loader_evict_before). */

@@ -68,8 +68,9 @@ static void stats_send(worker *w) {
     t->stats.heap_used = heap;
     t->stats.heap_peak = heap;
   }
-  json_t *body = json_pack("{s:o, s:{s:I, s:I, s:I}}", "tenants", tenants, "process", "isolates",
-                           (json_int_t)w->loaded_count, "evictions", (json_int_t)w->evictions,
+  json_t *body = json_pack("{s:o, s:{s:I, s:I, s:I, s:I}}", "tenants", tenants, "process",
+                           "isolates", (json_int_t)w->loaded_count, "evictions",
+                           (json_int_t)w->evictions, "compactions", (json_int_t)w->compactions,
                            "units_run", (json_int_t)w->sched.units_run);
   char *text = json_dumps(body, JSON_COMPACT);
   json_decref(body);

@@ -73,6 +73,7 @@ struct loaded {
   vtimer_set timers;
   int retired;         /* replaced or deleted: free once idle */
   uint64_t last_used_ns; /* for least-recently-used eviction */
+  uint64_t compacted_ns; /* last_used_ns as of its last iso_worker_compact(); 0: never */
   const char *facet_id;  /* loader children with a facet of their own; NULL otherwise */
   uint64_t facet_deadline_ns;    /* CPU deadline of the current unit's SQL (facet_link.c) */
   uint64_t facet_deadline_token;
@@ -183,6 +184,7 @@ typedef struct worker {
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
   size_t loaded_count;   /* live isolates (current and retired) */
   uint64_t evictions;
+  uint64_t compactions;  /* idle isolates compacted (loaded_compact_idle) */
   inflight *running;     /* requests dispatched and not done (for the wall-time limit) */
   uv_signal_t sigterm;
   uv_signal_t sigint;
@@ -208,6 +210,14 @@ void tenant_collect_retired(worker *w);
 #define PAGES_KEEP_MS 2000
 size_t evict_lru(worker *w, size_t max);
 void evict_start(worker *w);
+/* An isolate idle this long gets its heap compacted, once per idle period
+ * (iso_worker_compact): a worker that has served traffic holds up to 1 MiB
+ * more than it needs. Each sweep spends at most COMPACT_BUDGET_NS of the loop on
+ * it, so that a crowd going idle at once delays no request by much. */
+#define COMPACT_IDLE_MS 5000
+#define COMPACT_BUDGET_NS 2000000
+/* Compacts l if it is idle and due; 0 once the sweep's budget is spent. */
+int loaded_compact_idle(loaded *l, uint64_t now, int64_t *budget_ns);
 size_t tenant_pending_work(worker *w);
 /* The modules of a spec as iso_modules (pointers into the spec). Returns the
  * count, or -1 with *why set when the spec is malformed. */
@@ -255,6 +265,8 @@ void loader_parent_free(worker *w, loaded *l);
 /* Evicts the least recently used idle cached dynamic worker if it was last
  * used before before_ns (evict_lru's other candidates). Returns 1 if one went. */
 int loader_evict_before(worker *w, uint64_t before_ns);
+/* Compacts idle cached dynamic workers (loaded_compact_idle). */
+void loader_compact_idle(worker *w, uint64_t now, int64_t *budget_ns);
 /* At exit, before the tenants go: frees every dynamic worker and one-shot run. */
 void loader_free_all(worker *w);
 

@@ -13,7 +13,9 @@
 # worker process, egress process) after a warm-up, and again SETTLE seconds
 # after the N workers were made; the growth divided by N is the figure.
 # edgenode runs one worker process with room for every isolate (no eviction:
-# --isolate-memory-mb 65536, --idle-timeout-s 3600).
+# --isolate-memory-mb 65536, --idle-timeout-s 3600), and a parent whose
+# memory limit (1024 MB) gives its children room for all N: they share a
+# budget of 8 times that limit, and past it the oldest idle ones go.
 #
 # Environment: N (1000), BATCH (100), SETTLE (seconds, 3), and as for every
 # script here BUILD_DIR / BUILD, SKIP_BUILD=1, WORKERD.
@@ -66,7 +68,8 @@ node -e '
   const fs = require("fs");
   process.stdout.write(JSON.stringify({ main_module: "parent.js",
     modules: { "parent.js": fs.readFileSync(process.argv[1], "utf8") },
-    bindings: { LOADER: { type: "loader" } }, limits: { cpu_ms: 30000, wall_ms: 300000 } }));' \
+    bindings: { LOADER: { type: "loader" } },
+    limits: { cpu_ms: 30000, wall_ms: 300000, memory_mb: 1024 } }));' \
   "$tmp/workerd/parent.js" >"$tmp/parent.json"
 edgenode_deploy parent "$tmp/parent.json"
 

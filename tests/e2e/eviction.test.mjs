@@ -140,3 +140,46 @@ test('an isolate idle longer than --idle-timeout-s is evicted; a busy one is not
     { timeout: 4000, what: 'idler cold_starts 2' });
   assert.equal((await tenant(node, 'busy')).cold_starts, 1);
 });
+
+// Garbage on every request, and a counter: compaction must keep the module's
+// state while it gives back the heap the requests left.
+const LITTERING = `let served = 0;
+export default {
+  fetch() {
+    const junk = [];
+    for (let i = 0; i < 5000; i++) junk.push({ i, s: 'item ' + i });
+    return new Response(String(++served + junk.length - 5000));
+  },
+};
+`;
+
+test('an isolate idle for 5 s is compacted once, keeps its state; a busy one is not compacted', async () => {
+  const node = await start([]);
+  await node.deployOk('litter', LITTERING);
+  await node.deployOk('busy', COUNTER);
+  for (let i = 1; i <= 40; i++) assert.equal(await count(node, 'litter'), i);
+  const heapBefore = await waitFor(async () => (await tenant(node, 'litter')).heap_used || false,
+    { timeout: 4000, what: 'a heap figure for litter' });
+
+  // "busy" is used every 400 ms throughout: it never becomes due
+  let busy = 0;
+  let compactedAt = 0;
+  for (let polls = 0; !compactedAt; polls++) {
+    await sleep(400);
+    assert.equal(await count(node, 'busy'), ++busy);
+    if (proc(await node.nodeInfo()).compactions >= 1) compactedAt = Date.now();
+    assert.ok(polls < 60, 'no compaction within 24 s');
+  }
+  // Two more sweeps: nothing else is due (litter was compacted for this idle
+  // period, busy is in use).
+  for (let i = 0; i < 6; i++) {
+    await sleep(400);
+    assert.equal(await count(node, 'busy'), ++busy);
+  }
+  assert.equal(proc(await node.nodeInfo()).compactions, 1);
+  await waitFor(async () => (await tenant(node, 'litter')).heap_used <= heapBefore,
+    { timeout: 4000, what: `litter's heap at most ${heapBefore} bytes after compaction` });
+
+  assert.equal(await count(node, 'litter'), 41, 'module state survives compaction');
+  assert.equal((await tenant(node, 'litter')).cold_starts, 1);
+});
