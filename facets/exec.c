@@ -32,6 +32,7 @@ typedef struct exec_ctx {
   uint32_t n_params;
   uint64_t rows_read;
   int64_t changes_before;
+  uint64_t heap_refusals; /* facet__heap_refusals() when the call began */
 } exec_ctx;
 
 /* ---- Results ---- */
@@ -93,6 +94,11 @@ static void put_sqlite_error(exec_ctx *x, int rc, const char *msg) {
                 (unsigned long long)c->limit_mb);
     else
       put_error(x->out, x->start, "Error", "facet is full: no space left on the device");
+  } else if (primary == SQLITE_NOMEM && facet__heap_refusals() != x->heap_refusals) {
+    put_error(x->out, x->start, "Error",
+              "out of memory: the statement needs more than the %llu MB SQLite may use in "
+              "this process",
+              (unsigned long long)facet__heap_limit_mb());
   } else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
     put_error(x->out, x->start, "Error",
               "facet is busy: another process held it for more than %u ms",
@@ -104,24 +110,40 @@ static void put_sqlite_error(exec_ctx *x, int rc, const char *msg) {
   } else {
     if (primary == SQLITE_CORRUPT || primary == SQLITE_IOERR || primary == SQLITE_NOTADB)
       log_write(LOG_ERROR, x->tenant, NULL, NULL, "facet %s: %s (%d)", c->key, msg, rc);
+    /* Some failures leave no message (a function's zeroblob(1e9) is one):
+     * SQLite's text for the code then says what happened. */
+    if (msg == NULL || msg[0] == '\0') msg = sqlite3_errstr(rc);
     put_error(x->out, x->start, "Error", "%s: %s", msg, code_name(rc));
   }
 }
 
-/* The statement's column count, then its column names. */
-static void put_columns(iso_wire *out, sqlite3_stmt *st) {
+/* The statement's column count, then its column names. Returns -1 when
+ * SQLite ran out of memory (at its limit, facets.h) making a name. */
+static int put_columns(iso_wire *out, sqlite3_stmt *st) {
   int n = sqlite3_column_count(st);
   iso_wire_number(out, n);
   for (int i = 0; i < n; i++) {
     const char *name = sqlite3_column_name(st, i);
-    if (name == NULL) abort(); /* only out of memory makes it NULL */
+    if (name == NULL) return -1;
     iso_wire_string(out, name, strlen(name));
   }
+  return 0;
 }
 
-static void put_row(iso_wire *out, sqlite3_stmt *st, int n) {
+#define ROW_TOO_BIG 1
+#define ROW_NO_MEMORY 2
+
+/* Appends one row. Returns 0, ROW_TOO_BIG once the result would pass `max`
+ * bytes (checked before every value: a row of 2,000 columns of 60 MB
+ * blobs is not copied to find out), or ROW_NO_MEMORY when SQLite could not
+ * make a value readable (at its memory limit: never a silent ""). */
+static int put_row(iso_wire *out, sqlite3_stmt *st, int n, size_t max) {
   for (int i = 0; i < n; i++) {
-    switch (sqlite3_column_type(st, i)) {
+    int type = sqlite3_column_type(st, i);
+    if ((type == SQLITE_TEXT || type == SQLITE_BLOB) &&
+        out->len + (size_t)sqlite3_column_bytes(st, i) > max)
+      return ROW_TOO_BIG;
+    switch (type) {
       case SQLITE_INTEGER: {
         int64_t v = sqlite3_column_int64(st, i);
         if (v >= -SAFE_INTEGER && v <= SAFE_INTEGER)
@@ -135,12 +157,16 @@ static void put_row(iso_wire *out, sqlite3_stmt *st, int n) {
         break;
       case SQLITE_TEXT: {
         const char *s = (const char *)sqlite3_column_text(st, i);
-        iso_wire_string(out, s ? s : "", (size_t)sqlite3_column_bytes(st, i));
+        if (s == NULL) return ROW_NO_MEMORY; /* a text value is never NULL otherwise */
+        iso_wire_string(out, s, (size_t)sqlite3_column_bytes(st, i));
         break;
       }
       case SQLITE_BLOB: {
+        /* (An empty blob is NULL too.) */
         const void *b = sqlite3_column_blob(st, i);
-        iso_wire_bytes(out, b ? b : "", (size_t)sqlite3_column_bytes(st, i));
+        size_t len = (size_t)sqlite3_column_bytes(st, i);
+        if (b == NULL && len > 0) return ROW_NO_MEMORY;
+        iso_wire_bytes(out, b ? b : "", len);
         break;
       }
       default:
@@ -148,6 +174,7 @@ static void put_row(iso_wire *out, sqlite3_stmt *st, int n) {
         break;
     }
   }
+  return out->len > max ? ROW_TOO_BIG : 0;
 }
 
 /* Overwrites the u32 count of the array header that starts at `at`. */
@@ -310,24 +337,33 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
     iso_wire_array(out, 2);
   } else if (last) {
     iso_wire_array(out, 0);  /* its count is known at the end */
-    put_columns(out, st);
+    if (put_columns(out, st) != 0) rc = SQLITE_NOMEM;
   }
+  /* Failures of ours (not SQLite's) write their own message. */
+  int own_msg = rc == SQLITE_NOMEM;
+  if (own_msg) snprintf(msg, msg_size, "out of memory");
   for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
     x->rows_read++;
     if (!last || ncols == 0) continue;
-    put_row(out, st, ncols);
-    cells += (uint32_t)ncols;
-    if (out->len - x->start > RESULT_MAX) {
+    int row = put_row(out, st, ncols, x->start + RESULT_MAX);
+    if (row == ROW_NO_MEMORY) {
+      rc = SQLITE_NOMEM;
+      own_msg = 1;
+      snprintf(msg, msg_size, "out of memory");
+      break;
+    }
+    if (row == ROW_TOO_BIG) {
       rc = SQLITE_TOOBIG;
+      own_msg = 1;
       snprintf(msg, msg_size, "query result is larger than %u MB: select fewer rows",
                RESULT_MAX >> 20);
       break;
     }
+    cells += (uint32_t)ncols;
   }
   c->stepping = 0;
   c->cpu_deadline_ns = 0;
-  if (rc != SQLITE_DONE && rc != SQLITE_TOOBIG)
-    snprintf(msg, msg_size, "%s", sqlite3_errmsg(c->db));
+  if (rc != SQLITE_DONE && !own_msg) snprintf(msg, msg_size, "%s", sqlite3_errmsg(c->db));
   x->rows_read += (uint64_t)sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
   if (last && ncols > 0 && rc == SQLITE_DONE)
     patch_count(out, result_at, 1 + (uint32_t)ncols + cells + 2);
@@ -428,6 +464,10 @@ static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const 
       break;
     }
     tail = next_tail;
+    if (st == NULL) {
+      /* The rest was empty to SQLite after all: the cursor has no rows. */
+      iso_wire_array(x->out, 2);
+    }
   }
   if (!failed) {
     rc = facet__conn_exec_trusted(c, c->depth > 0 ? "RELEASE facet_exec" : "COMMIT");
@@ -470,6 +510,12 @@ static int op_exec(exec_ctx *x) {
   }
   if (len > INT32_MAX) {
     put_error(x->out, x->start, "Error", "SQL text is too long");
+    goto done;
+  }
+  /* SQLite stops reading at a NUL: whatever follows one would be skipped
+   * without a word (or, after a first statement, leave no result at all). */
+  if (sql != NULL && memchr(sql, '\0', len) != NULL) {
+    put_error(x->out, x->start, "Error", "SQL text contains a NUL character (U+0000)");
     goto done;
   }
   if (c->depth == 0 && !sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
@@ -670,7 +716,7 @@ static int op_size(exec_ctx *x) {
 int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
                const iso_call *call, uint64_t cpu_deadline_ns, iso_wire *result) {
   exec_ctx x = {.call = call, .out = result, .start = result->len, .tenant = tenant,
-                .cpu_deadline_ns = cpu_deadline_ns};
+                .cpu_deadline_ns = cpu_deadline_ns, .heap_refusals = facet__heap_refusals()};
   /* The names are checked where a connection is opened (facet_path): one
    * already open was opened by these exact names, so none is looked at
    * again on every call. */

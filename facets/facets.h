@@ -42,6 +42,7 @@
 #define FACET_DEFAULT_LIMIT_MB 1024
 #define FACET_DEFAULT_BUSY_TIMEOUT_MS 5000
 #define FACET_DEFAULT_MAX_OPEN 64
+#define FACET_DEFAULT_HEAP_MB 1024
 #define FACET_ID_MAX 64
 
 typedef struct facet_store facet_store;
@@ -57,6 +58,13 @@ typedef struct facet_options {
   uint32_t busy_timeout_ms;  /* how long a writer waits for another process; 0 = 5000 */
   uint64_t default_limit_mb; /* size limit when facet_call gets limit_mb 0; 0 = 1024 */
   uint32_t max_open;         /* connections kept open (LRU); 0 = 64 */
+  /* What SQLite may allocate in this process, all facets together: SQL
+   * such as SELECT randomblob(60000000), randomblob(60000000), ... (up to
+   * 2,000 columns) materialises a row before any check of ours could run,
+   * and would take the whole process down. Past it, the statement fails
+   * with an out-of-memory error and frees what it held. Process-wide: a
+   * store that names it sets it for all; 0 = leave it (1024 by default). */
+  uint32_t heap_limit_mb;
 } facet_options;
 
 /* ---- Names and paths (library facets_admin) ---- */

@@ -24,6 +24,8 @@ int facet__harden(sqlite3 *db);
 /* ---- The worker side: store.c (connections) and exec.c (operations) ---- */
 
 #define FACET_STMT_CACHE 32
+/* SQLite's default limit on a function's arguments. */
+#define FACET_PRINTF_ARGS_MAX 127
 
 typedef struct facet_cached_stmt {
   char *sql;          /* owned copy of the text; NULL = empty slot */
@@ -65,7 +67,14 @@ struct facet_store {
   uint32_t n_conns;
   uint64_t tick;
   uint64_t stmt_ids;  /* statements cached so far: the next id's sequence */
+  sqlite3 *printf_db; /* runs SQLite's own printf() for the guarded one (store.c) */
+  sqlite3_stmt *printf_stmts[FACET_PRINTF_ARGS_MAX + 1]; /* by argument count */
 };
+
+/* Allocations SQLite was refused for its memory limit so far: when the
+ * count moved during a call, its SQLITE_NOMEM came from the limit. */
+uint64_t facet__heap_refusals(void);
+uint64_t facet__heap_limit_mb(void);
 
 /* The connection for a facet, opened on first use. NULL with *err set (a
  * heap message the caller frees) when it cannot be opened. */

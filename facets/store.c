@@ -4,6 +4,7 @@
  * CPU-deadline progress handler and the busy handler.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -102,8 +103,16 @@ static int authorize(void *data, int action, const char *a1, const char *a2, con
     case SQLITE_CREATE_TEMP_TRIGGER:
     case SQLITE_CREATE_TEMP_VIEW:
       return deny(c, "temporary tables, views, triggers and indexes are not allowed in a facet");
-    case SQLITE_INSERT:
     case SQLITE_UPDATE:
+      /* ALTER TABLE ... RENAME rewrites the temporary schema table too (for
+       * temporary triggers, of which a facet has none). SQLite itself refuses
+       * a tenant's own write to a schema table (no writable_schema), so only
+       * the rename's nested UPDATE reaches here. */
+      if (in_temp && a1 != NULL &&
+          (strcasecmp(a1, "sqlite_temp_master") == 0 || strcasecmp(a1, "sqlite_temp_schema") == 0))
+        return SQLITE_OK;
+      /* fall through */
+    case SQLITE_INSERT:
     case SQLITE_DELETE:
       /* Creating any temporary object writes the temporary schema table. */
     case SQLITE_CREATE_INDEX:
@@ -162,6 +171,117 @@ static int on_busy(void *data, int count) {
   struct timespec ts = {(time_t)(nap_ns / 1000000000ull), (long)(nap_ns % 1000000000ull)};
   nanosleep(&ts, NULL);
   return 1;
+}
+
+/* ---- printf() ---- */
+
+/*
+ * SQLite's printf('%.*c', 2000000000, 'x') loops two billion times inside
+ * one function call, long after its output passed the length limit and was
+ * given up (3.40): seconds no progress handler can interrupt, while every
+ * tenant of the process waits. Its result is NULL (output too long), so a
+ * %c whose precision passes the limit answers NULL at once; every other
+ * call runs SQLite's own printf, on a private in-memory connection.
+ */
+
+/* Reads a printf width or precision as SQLite does (sqlite3_str_vappendf). */
+static int64_t printf_field(const char **fmt, sqlite3_value **argv, int argc, int *arg) {
+  const char *p = *fmt;
+  int64_t v = 0;
+  if (*p == '*') {
+    int n = *arg < argc ? (int)sqlite3_value_int64(argv[*arg]) : 0;
+    (*arg)++;
+    *fmt = p + 1;
+    if (n < 0) return n >= -2147483647 ? -(int64_t)n : 0;
+    return n;
+  }
+  unsigned u = 0;
+  for (; *p >= '0' && *p <= '9'; p++) u = u * 10 + (unsigned)(*p - '0');
+  *fmt = p;
+  v = u & 0x7fffffff;
+  return v;
+}
+
+/* Whether some %c of the format repeats its character past `limit`. */
+static int printf_bomb(const char *fmt, sqlite3_value **argv, int argc, int64_t limit) {
+  int arg = 1;
+  for (const char *p = fmt; p != NULL && (p = strchr(p, '%')) != NULL;) {
+    p++;
+    while (*p != '\0' && strchr("-+ #!0,", *p) != NULL) p++;
+    (void)printf_field(&p, argv, argc, &arg);
+    int64_t precision = -1;
+    if (*p == '.') {
+      p++;
+      precision = printf_field(&p, argv, argc, &arg);
+    }
+    while (*p == 'l') p++;
+    if (*p == '\0' || strchr("dszqQwcouxXfeEGginpr%", *p) == NULL) return 0; /* SQLite stops */
+    if (*p == 'c' && precision > limit) return 1;
+    if (*p != '%' && *p != 'n') arg++;
+    p++;
+  }
+  return 0;
+}
+
+static void guarded_printf(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  facet_store *s = sqlite3_user_data(ctx);
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  if (argc < 1) {
+    sqlite3_result_null(ctx); /* as SQLite's printf() */
+    return;
+  }
+  if (argc > FACET_PRINTF_ARGS_MAX) {
+    sqlite3_result_error(ctx, "too many arguments on function printf()", -1);
+    return;
+  }
+  const char *fmt = (const char *)sqlite3_value_text(argv[0]);
+  if (fmt != NULL && printf_bomb(fmt, argv, argc, sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1))) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  int rc = SQLITE_OK;
+  if (s->printf_db == NULL) {
+    rc = sqlite3_open_v2(":memory:", &s->printf_db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+      sqlite3_close(s->printf_db);
+      s->printf_db = NULL;
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+  }
+  /* The same length limit: the same NULL for the same too-long output. */
+  sqlite3_limit(s->printf_db, SQLITE_LIMIT_LENGTH, sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1));
+  sqlite3_stmt *st = s->printf_stmts[argc];
+  if (st == NULL) {
+    char sql[16 + 6 * FACET_PRINTF_ARGS_MAX];
+    size_t len = (size_t)snprintf(sql, sizeof sql, "SELECT printf(?1");
+    for (int i = 2; i <= argc; i++) len += (size_t)snprintf(sql + len, sizeof sql - len, ",?%d", i);
+    snprintf(sql + len, sizeof sql - len, ")");
+    rc = sqlite3_prepare_v3(s->printf_db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error(ctx, sqlite3_errmsg(s->printf_db), -1);
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+    s->printf_stmts[argc] = st;
+  }
+  for (int i = 0; i < argc && rc == SQLITE_OK; i++) rc = sqlite3_bind_value(st, i + 1, argv[i]);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    sqlite3_result_value(ctx, sqlite3_column_value(st, 0));
+  } else {
+    sqlite3_result_error(ctx, sqlite3_errmsg(s->printf_db), -1);
+    sqlite3_result_error_code(ctx, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+}
+
+static void printf_close(facet_store *s) {
+  for (int i = 0; i <= FACET_PRINTF_ARGS_MAX; i++) sqlite3_finalize(s->printf_stmts[i]);
+  if (s->printf_db != NULL && sqlite3_close(s->printf_db) != SQLITE_OK)
+    log_warn("printf connection: close: %s", sqlite3_errmsg(s->printf_db));
 }
 
 /* ---- One connection ---- */
@@ -321,6 +441,15 @@ static int conn_configure(facet_conn *c) {
   if ((rc = sqlite3_busy_handler(db, on_busy, c)) != SQLITE_OK) return rc;
   sqlite3_progress_handler(db, PROGRESS_OPS, on_progress, c);
   if ((rc = sqlite3_set_authorizer(db, authorize, c)) != SQLITE_OK) return rc;
+  /* Innocuous and deterministic like the built-in: views, CHECK constraints
+   * and generated columns that use printf() keep working. */
+  static const char *const printf_names[] = {"printf", "format"};
+  for (size_t i = 0; i < ARRAY_SIZE(printf_names); i++) {
+    rc = sqlite3_create_function_v2(
+        db, printf_names[i], -1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, c->store,
+        guarded_printf, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) return rc;
+  }
 
   /* Another process opening the same new file at once can hold the lock
    * the switch to WAL needs, and SQLite answers that with SQLITE_BUSY
@@ -427,20 +556,96 @@ facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *face
 
 /* ---- The store ---- */
 
-/* SQLite counts every allocation under one process-wide mutex unless told
- * not to. Nothing here reads those counts, and they cost a small insert
- * four lock and unlock pairs, 6-8% of its time. Only possible before SQLite
- * initialises itself: later, it is refused, which costs nothing else. */
-static void sqlite_without_memory_statistics(void) {
+/* ---- SQLite's heap ---- */
+
+/* SQLite's own hard heap limit needs its memory statistics, which cost a
+ * small insert four mutex lock and unlock pairs (6-8% of its time). This
+ * wrapper of its allocator counts with one relaxed atomic instead. */
+static sqlite3_mem_methods heap_base;
+static _Atomic int64_t heap_used;
+static _Atomic int64_t heap_max = (int64_t)FACET_DEFAULT_HEAP_MB << 20;
+static _Atomic uint64_t heap_refusals;
+
+/* Counts `n` more bytes; 0 (and nothing counted) when that passes the limit. */
+static int heap_take(int64_t n) {
+  if (atomic_fetch_add_explicit(&heap_used, n, memory_order_relaxed) + n <=
+      atomic_load_explicit(&heap_max, memory_order_relaxed))
+    return 1;
+  atomic_fetch_sub_explicit(&heap_used, n, memory_order_relaxed);
+  atomic_fetch_add_explicit(&heap_refusals, 1, memory_order_relaxed);
+  return 0;
+}
+
+static void heap_give(int64_t n) { atomic_fetch_sub_explicit(&heap_used, n, memory_order_relaxed); }
+
+/* Counted by the size the allocator reports, as heap_free counts it back:
+ * one atomic operation per call on the common path. */
+static void *heap_malloc(int n) {
+  void *p = heap_base.xMalloc(n);
+  if (p != NULL && !heap_take(heap_base.xSize(p))) {
+    heap_base.xFree(p);
+    return NULL;
+  }
+  return p;
+}
+
+static void heap_free(void *p) {
+  if (p == NULL) return;
+  heap_give(heap_base.xSize(p));
+  heap_base.xFree(p);
+}
+
+static void *heap_realloc(void *p, int n) {
+  int64_t old = heap_base.xSize(p);
+  /* Growth is asked for before it is made: a refusal leaves p as it was. */
+  int64_t ask = n > old ? (int64_t)n - old : 0;
+  if (ask > 0 && !heap_take(ask)) return NULL;
+  void *q = heap_base.xRealloc(p, n);
+  if (q == NULL) {
+    heap_give(ask);
+    return NULL;
+  }
+  int64_t now = heap_base.xSize(q);
+  if (now != old + ask) heap_give(old + ask - now);
+  return q;
+}
+
+static int heap_size(void *p) { return heap_base.xSize(p); }
+static int heap_roundup(int n) { return heap_base.xRoundup(n); }
+static int heap_init(void *data) { return heap_base.xInit(data); }
+static void heap_shutdown(void *data) { heap_base.xShutdown(data); }
+
+uint64_t facet__heap_refusals(void) {
+  return atomic_load_explicit(&heap_refusals, memory_order_relaxed);
+}
+
+uint64_t facet__heap_limit_mb(void) {
+  return (uint64_t)atomic_load_explicit(&heap_max, memory_order_relaxed) >> 20;
+}
+
+/* Both settings are only possible before SQLite initialises itself: later
+ * they are refused, which costs nothing else. */
+static void sqlite_configure(void) {
   static int done;
   if (done) return;
   done = 1;
+  /* Nothing here reads SQLite's memory statistics: see above. */
   int rc = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   if (rc != SQLITE_OK) log_debug("SQLite keeps its memory statistics: %s", sqlite3_errstr(rc));
+  rc = sqlite3_config(SQLITE_CONFIG_GETMALLOC, &heap_base);
+  if (rc == SQLITE_OK) {
+    sqlite3_mem_methods capped = {heap_malloc, heap_free,  heap_realloc,   heap_size,
+                                  heap_roundup, heap_init, heap_shutdown, heap_base.pAppData};
+    rc = sqlite3_config(SQLITE_CONFIG_MALLOC, &capped);
+  }
+  if (rc != SQLITE_OK)
+    log_warn("SQLite's memory is not limited in this process: %s", sqlite3_errstr(rc));
 }
 
 facet_store *facet_store_new(const char *data_dir, const facet_options *options) {
-  sqlite_without_memory_statistics();
+  sqlite_configure();
+  if (options != NULL && options->heap_limit_mb != 0)
+    atomic_store(&heap_max, (int64_t)options->heap_limit_mb << 20);
   char *dir = facet__dir(data_dir, NULL, 0);
   int rc = facet__mkdir(dir);
   free(dir);
@@ -461,6 +666,7 @@ facet_store *facet_store_new(const char *data_dir, const facet_options *options)
 void facet_store_free(facet_store *s) {
   if (s == NULL) return;
   for (uint32_t i = 0; i < s->n_conns; i++) conn_close(s->conns[i]);
+  printf_close(s);
   free(s->conns);
   free(s->data_dir);
   free(s);
@@ -470,8 +676,11 @@ void facet_store_release(facet_store *s, uint64_t token) {
   for (uint32_t i = 0; i < s->n_conns; i++) {
     facet_conn *c = s->conns[i];
     if (c->depth == 0 || c->txn_token != token) continue;
-    log_write(LOG_WARN, NULL, NULL, NULL,
+    /* Under the tenant's name, as the same warning from facet_call is. */
+    char *tenant = xstrndup(c->key, c->tenant_len);
+    log_write(LOG_WARN, tenant, NULL, NULL,
               "facet %s: rolling back a transaction its request left open", c->key);
+    free(tenant);
     facet__conn_abandon_txn(c);
   }
 }

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { SOURCE_DIR, sleep, startNode, tempDir, waitFor } from './lib/node.mjs';
+import { RawConn, SOURCE_DIR, sleep, startNode, tempDir, waitFor } from './lib/node.mjs';
 
 const FIXTURES = path.join(SOURCE_DIR, 'tests', 'e2e', 'fixtures', 'facets');
 const API = readFileSync(path.join(FIXTURES, 'api.js'), 'utf8');
@@ -235,6 +235,50 @@ test('delete reads ?purge strictly: true purges, false or none keeps, anything e
     assert.equal(existsSync(file), false, `${query}: the facet is gone`);
     await deployWithRow();
   }
+});
+
+// Opens its facet, then waits for the client to finish the request body
+// before it writes: the test deletes the worker in between.
+const INFLIGHT = `export default {
+  async fetch(request, env) {
+    env.DB.exec('SELECT 1');
+    if (request.method !== 'POST') {
+      return Response.json(env.DB.exec("SELECT name FROM sqlite_schema WHERE type = 'table'").raw().toArray());
+    }
+    await request.text();
+    try {
+      env.DB.exec("CREATE TABLE IF NOT EXISTS late (v); INSERT INTO late VALUES ('after purge')");
+      return new Response('wrote');
+    } catch (err) {
+      return new Response(err.message);
+    }
+  },
+};`;
+
+test('a request still running when its worker is purged does not bring the facet back', async () => {
+  await deployOk('inflight', INFLIGHT);
+  const file = path.join(node.dataDir, 'facets', 'inflight.sqlite');
+  const conn = await new RawConn(node.listenPort).connect();
+  try {
+    const response = conn.request('POST /hold HTTP/1.1\r\nHost: inflight.localhost\r\n' +
+      'Transfer-Encoding: chunked\r\n\r\n1\r\nx\r\n');
+    await waitFor(() => existsSync(file), { what: 'the facet opened by the running request' });
+    const r = await node.control('DELETE', '/v1/workers/inflight?purge=true');
+    assert.equal(r.status, 200, r.text);
+    assert.equal(existsSync(file), false);
+    conn.write('0\r\n\r\n');
+    const res = await response;
+    assert.equal(res.status, 200, res.text);
+    // refused, or (the process not yet told) written to the deleted file
+    assert.match(res.body.toString(), /^(wrote|the worker was deleted or replaced while this request ran, and its facet does not exist)$/);
+  } finally {
+    conn.close();
+  }
+  assert.equal(existsSync(file), false, 'the purged facet stays gone');
+  await deployOk('inflight', INFLIGHT);
+  const r = await node.ingress('inflight', '/');
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json, [], 'a new deploy starts from an empty facet');
 });
 
 test('durability: every acknowledged write survives SIGKILL of worker processes', async (t) => {
