@@ -3,6 +3,7 @@
  * purge. Runs in the supervisor (no V8), each call on its own connection.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,7 +223,23 @@ static int unlink_db(const char *path) {
 
 int facet_purge(const char *data_dir, const char *tenant) {
   char *path = facet_path(data_dir, tenant, NULL);
-  if (path == NULL) return -EINVAL;
+  char *mark = facet__purged_mark(data_dir, tenant);
+  if (path == NULL || mark == NULL) {
+    free(path);
+    free(mark);
+    return -EINVAL;
+  }
+  char *facets_dir = facet__dir(data_dir, NULL, 0);
+  int made = facet__mkdir(facets_dir);
+  free(facets_dir);
+  int fd = made == 0 ? open(mark, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
+  int mark_err = made != 0 ? made : fd < 0 ? -errno : 0;
+  if (fd >= 0 && close(fd) != 0) mark_err = -errno;
+  free(mark);
+  if (mark_err != 0) {
+    free(path);
+    return mark_err;
+  }
   int rc = unlink_db(path);
   free(path);
 
@@ -242,5 +259,13 @@ int facet_purge(const char *data_dir, const char *tenant) {
     rc = -errno;
   }
   free(dir);
+  return rc;
+}
+
+int facet_unpurge(const char *data_dir, const char *tenant) {
+  char *mark = facet__purged_mark(data_dir, tenant);
+  if (mark == NULL) return -EINVAL;
+  int rc = unlink(mark) == 0 || errno == ENOENT ? 0 : -errno;
+  free(mark);
   return rc;
 }

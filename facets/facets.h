@@ -173,7 +173,16 @@ int facet_backup_to(const char *data_dir, const char *tenant, const char *facet_
  * processes must have closed the tenant first (facet_store_close_tenant): a
  * connection still open keeps writing into the deleted file. Returns 0 (also
  * when there was nothing), -EINVAL, or another negative errno.
+ *
+ * It leaves a mark first: a worker process that has not yet heard of the
+ * delete, still serving the worker, must not make the facet again (a later
+ * deploy under that name would find what it wrote). A store refuses to
+ * create a facet of a marked tenant; facet_unpurge, when the name is
+ * deployed again, lifts the mark.
  */
 int facet_purge(const char *data_dir, const char *tenant);
+int facet_unpurge(const char *data_dir, const char *tenant);
+/* Whether the tenant's facet was purged and the name not deployed since. */
+int facet_purged(const char *data_dir, const char *tenant);
 
 #endif

@@ -18,6 +18,8 @@ int facet__mkdir(const char *path);
  * opens it: untrusted schema, defensive mode, no extensions. Returns an
  * SQLite result code. */
 int facet__harden(sqlite3 *db);
+/* DATA/facets/<tenant>.purged: the mark facet_purge leaves (facets.h). */
+char *facet__purged_mark(const char *data_dir, const char *tenant);
 
 #endif
 

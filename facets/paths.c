@@ -4,6 +4,7 @@
  * before it becomes part of a path.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -32,6 +33,21 @@ char *facet_path(const char *data_dir, const char *tenant, const char *facet_id)
   if (facet_id == NULL) return xasprintf("%s/facets/%s.sqlite", data_dir, tenant);
   if (!facet_id_valid(facet_id, strlen(facet_id))) return NULL;
   return xasprintf("%s/facets/%s/%s.sqlite", data_dir, tenant, facet_id);
+}
+
+char *facet__purged_mark(const char *data_dir, const char *tenant) {
+  if (data_dir == NULL || tenant == NULL || !worker_name_valid(tenant, strlen(tenant)))
+    return NULL;
+  return xasprintf("%s/facets/%s.purged", data_dir, tenant);
+}
+
+int facet_purged(const char *data_dir, const char *tenant) {
+  char *mark = facet__purged_mark(data_dir, tenant);
+  if (mark == NULL) return 0;
+  struct stat st;
+  int purged = lstat(mark, &st) == 0;
+  free(mark);
+  return purged;
 }
 
 int facet__mkdir(const char *path) {

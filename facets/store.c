@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base.h"
@@ -481,6 +482,14 @@ static facet_conn *conn_open(facet_store *s, const char *tenant, const char *fac
   char *path = facet_path(s->data_dir, tenant, facet_id);
   if (path == NULL) {
     *err = xasprintf("invalid facet name");
+    return NULL;
+  }
+  /* A purge whose delete this process has not heard of yet: the worker
+   * still runs here, but its facet must not be made again (facets.h). */
+  struct stat st;
+  if (lstat(path, &st) != 0 && errno == ENOENT && facet_purged(s->data_dir, tenant)) {
+    *err = xasprintf("the worker was deleted and its facet purged");
+    free(path);
     return NULL;
   }
   if (facet_id != NULL) {

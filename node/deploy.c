@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "facets.h"
 #include "node.h"
 
 /* Generated at build time from examples/hello.js (see node/embed.cmake). */
@@ -81,6 +82,11 @@ static void commit(node *n, deploy_job *job) {
     job_done(n, job, 500, error_json("registry write failed"));
     return;
   }
+  /* Before any process hears of the new version: its facet may be made. */
+  int unpurged = facet_unpurge(n->data_dir, job->name);
+  if (unpurged != 0)
+    log_write(LOG_ERROR, job->name, NULL, NULL, "cannot lift the purge mark of its facet: %s",
+              strerror(-unpurged));
   node_procs_broadcast_changed(n, job->name);
   char extra[64];
   snprintf(extra, sizeof extra, "{\"version\":%lld}",

@@ -1093,12 +1093,19 @@ static void test_describe_backup_purge(void **state) {
   char *dir = xasprintf("%s/facets/ops", f->dir);
   assert_int_equal(access(path, F_OK), -1);
   assert_int_equal(access(dir, F_OK), -1);
-  free(path);
-  free(dir);
   assert_int_equal(facet_purge(f->dir, "ops"), 0);
   assert_int_equal(facet_purge(f->dir, ".."), -EINVAL);
-  /* and a new facet starts empty */
+  /* A process that has not heard of the delete yet cannot make it again */
+  assert_true(facet_purged(f->dir, "ops"));
+  expect_err(f, "CREATE TABLE again (v)", "the worker was deleted and its facet purged");
+  assert_int_equal(access(path, F_OK), -1);
+  /* until the name is deployed again: then a new facet starts empty */
+  assert_int_equal(facet_unpurge(f->dir, "ops"), 0);
+  assert_int_equal(facet_unpurge(f->dir, "ops"), 0);
+  assert_false(facet_purged(f->dir, "ops"));
   expect_err(f, "SELECT * FROM one", "no such table");
+  free(path);
+  free(dir);
 }
 
 static void test_reopen_keeps_data(void **state) {
