@@ -30,8 +30,10 @@
 
 #define LOADER_MAX_CODE_BYTES (64u << 20)
 #define LOADER_MAX_ENV_BYTES (1u << 20)
-/* Generated wrappers of {text}/{json}/{data} modules escape their content. */
-#define LOADER_MAX_SOURCE_BYTES (4 * LOADER_MAX_CODE_BYTES)
+/* Generated wrappers of {text}/{json}/{data} modules escape their content:
+ * a control character in a {text} module is six ("\\u0001"), and each
+ * module adds a few dozen bytes of its own. */
+#define LOADER_MAX_SOURCE_BYTES (6 * LOADER_MAX_CODE_BYTES + (64u << 20))
 #define LOADER_SWEEP_MS 1000
 /* Dynamic workers one parent version may hold at once (each is an isolate). */
 #define LOADER_MAX_CHILDREN 1000
@@ -71,7 +73,9 @@ struct loader_child {
   int stub_gone;            /* load(): the parent collected its stub */
   int64_t external_bytes;   /* told to the parent's heap until discarded */
   int outbound;             /* globalOutbound not null */
-  int64_t subrequests_left; /* -1: no limit */
+  int64_t subrequest_limit; /* per request; -1: no limit */
+  int64_t stray_subrequests; /* made outside any request it is serving */
+  struct loader_call *calls; /* the requests it is serving */
   size_t held_bytes;        /* sb.held_bytes as counted in owner->children_bytes */
   /* What the isolate is made from, until it is made. */
   iso_module *modules;
@@ -84,10 +88,14 @@ struct loader_child {
   loader_child *hnext;      /* table chain */
 };
 
-/* One request a parent made of a child: where its answer goes. */
+/* One request a parent made of a child: where its answer goes, and what the
+ * child spent on it. */
 typedef struct loader_call {
   uint64_t token;
   uint32_t call_id;
+  uint64_t child_token;     /* the request as the child's isolate knows it */
+  int64_t subrequests;      /* fetch() calls the child made for it */
+  struct loader_call *next; /* in the child's calls */
 } loader_call;
 
 /* An answer waiting for the parent's turn. */
@@ -282,6 +290,15 @@ static int ascii(const char *s, size_t n) {
   return 1;
 }
 
+/* Whether a request failed because the child could not start from its code
+ * (it never got an isolate), at a place the error names (a link error names
+ * its modules in its message already). */
+static int start_failed(const loader_child *c, const iso_error *err, sandbox_failure why) {
+  return why == SANDBOX_FAIL_ISO && err && err->module && err->line > 0 && c->sb.base.iso == NULL &&
+         (err->kind == ISO_ERR_SYNTAX || err->kind == ISO_ERR_LINK ||
+          err->kind == ISO_ERR_EXCEPTION);
+}
+
 static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
                           const iso_error *err, sandbox_failure why) {
   loader_child *c = (loader_child *)sb;
@@ -305,8 +322,19 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
       }
     }
     iso_wire_bytes(&value, res->body, res->body_len);
+  } else if (start_failed(c, err, why)) {
+    /* Its code did not compile, link or run its top level: say where, or
+     * the parent's author cannot tell this from a throw in the child's
+     * fetch(), nor which of its modules is wrong. */
+    iso_error at = *err;
+    at.message = xasprintf("%s\n  at %s:%d:%d", err->message ? err->message : "Error",
+                           err->module, err->line, err->column);
+    sandbox_error_value(&value, &at, why, sb);
+    free(at.message);
   } else {
     sandbox_error_value(&value, err, why, sb);
+  }
+  if (res == NULL) {
     tenant *t = c->sb.base.tenant;
     if (t && why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_CPU) t->stats.cpu_limit_hits++;
     if (t && why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_MEMORY)
@@ -328,7 +356,14 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
 }
 
 static void child_done(sandbox *sb, void *cookie) {
-  child_count_held((loader_child *)sb);
+  loader_child *c = (loader_child *)sb;
+  child_count_held(c);
+  for (loader_call **p = &c->calls; *p; p = &(*p)->next) {
+    if (*p == cookie) {
+      *p = ((loader_call *)cookie)->next;
+      break;
+    }
+  }
   free(cookie);
 }
 
@@ -364,11 +399,26 @@ static int child_call_async(sandbox *sb, const iso_call *call, iso_wire *result)
                    "outside world.");
     return -1;
   }
-  if (c->subrequests_left == 0) {
-    bindings_error(result, "Error", "Dynamic Worker exceeded its subrequest limit");
-    return -1;
+  if (c->subrequest_limit >= 0) {
+    /* The limit is per request, as a worker's are: a cached get() child
+     * serves many, and must not run dry after its first few. A fetch() from
+     * work that outlived its request (a timer) counts on the child's own. */
+    int64_t *used = &c->stray_subrequests;
+    for (loader_call *lc = c->calls; lc; lc = lc->next) {
+      if (lc->child_token == call->token) {
+        used = &lc->subrequests;
+        break;
+      }
+    }
+    if (*used >= c->subrequest_limit) {
+      char *msg = xasprintf("Dynamic Worker exceeded its subrequest limit (%lld per request)",
+                            (long long)c->subrequest_limit);
+      bindings_error(result, "Error", msg);
+      free(msg);
+      return -1;
+    }
+    (*used)++;
   }
-  if (c->subrequests_left > 0) c->subrequests_left--;
   return egress_link_call(worker_self(), &c->sb.base, call, result);
 }
 
@@ -513,7 +563,7 @@ static const char *take_code(loader_child *c, const uint8_t *bytes, size_t len,
   }
   c->sb.base.limits.cpu_ms = lower_limit(parent->cpu_ms, limit[0]);
   c->sb.base.limits.memory_mb = lower_limit(parent->memory_mb, limit[1]);
-  c->subrequests_left = limit[2] < 0 ? -1 : limit[2] > 1e9 ? 1000000000 : (int64_t)limit[2];
+  c->subrequest_limit = limit[2] < 0 ? -1 : limit[2] > 1e9 ? 1000000000 : (int64_t)limit[2];
   return NULL;
 }
 
@@ -751,7 +801,7 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
     }
     table_add(c);
   }
-  loader_call *lc = xmalloc(sizeof *lc);
+  loader_call *lc = xcalloc(1, sizeof *lc);
   lc->token = call->token;
   lc->call_id = call->call_id;
   iso_request req = {
@@ -772,6 +822,11 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
     bindings_error(result, "Error", "the dynamic worker is unavailable; try again");
     return -1;
   }
+  /* sandbox_submit numbered the request with the process's next token: the
+   * token the child's own host calls for it carry. */
+  lc->child_token = worker_self()->next_token;
+  lc->next = c->calls;
+  c->calls = lc;
   return 0;
 
 malformed:

@@ -81,11 +81,15 @@ function loaderBase64(bytes) {
   return btoa(s);
 }
 
-// One module as the ES module source the child compiles, and its size as the
-// limit counts it (the content as given, before any wrapping).
+// One module: its size as the limit counts it (the content as given, before
+// any wrapping: a string, or a byte count) and a function making the ES
+// module source the child compiles. The size is checked before the source
+// is made: wrapping a {text} module escapes it, and for code near the limit
+// that copy alone could take the parent past its memory limit before the
+// clear "exceeds the maximum allowed size" error was ever reached.
 function loaderModule(name, value) {
   if (typeof value === 'string') {
-    if (name.endsWith('.js') || name.endsWith('.mjs')) return [value, value];
+    if (name.endsWith('.js') || name.endsWith('.mjs')) return [value, () => value];
     throw new TypeError(`Module name must end with '.js' (or the content must be an object ` +
                         `indicating the type explicitly). Got: ${name}`);
   }
@@ -108,25 +112,25 @@ function loaderModule(name, value) {
   switch (kind) {
     case 'js': {
       const js = `${content}`;
-      return [js, js];
+      return [js, () => js];
     }
     case 'text': {
       const text = `${content}`;
-      return [`export default ${JSON.stringify(text)};\n`, text];
+      return [text, () => `export default ${JSON.stringify(text)};\n`];
     }
     case 'json': {
       const json = JSON.stringify(content);
       if (json === undefined) throw new TypeError(`Module '${name}': the json value is not serializable.`);
       // Parsed, not written as a literal: a "__proto__" key stays a key.
-      return [`export default JSON.parse(${JSON.stringify(json)});\n`, json];
+      return [json, () => `export default JSON.parse(${JSON.stringify(json)});\n`];
     }
     case 'data': {
       const bytes = bufferSourceBytes(content);
       if (bytes === null) throw new TypeError(`Module '${name}': data must be an ArrayBuffer or a view.`);
-      const b64 = loaderBase64(bytes);
-      return [`const b = atob(${JSON.stringify(b64)}); const u = new Uint8Array(b.length);\n` +
-              'for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);\n' +
-              'export default u.buffer;\n', b64.slice(0, bytes.length)];
+      return [bytes.length, () =>
+        `const b = atob(${JSON.stringify(loaderBase64(bytes))}); const u = new Uint8Array(b.length);\n` +
+        'for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);\n' +
+        'export default u.buffer;\n'];
     }
     default:
       throw new TypeError(`Module '${name}': ${kind} modules are not supported by this runtime's loader.`);
@@ -156,15 +160,18 @@ function loaderCode(code) {
   if (names.length === 0) throw new TypeError('Dynamic Worker code must contain at least one module.');
   const flat = [];
   let size = 0;
+  const sources = [];
   for (const name of names) {
-    const [source, counted] = loaderModule(name, modules[name]);
-    size += loaderUtf8Length(counted, loaderMaxCodeBytes - size + 1);
+    const [counted, source] = loaderModule(name, modules[name]);
+    size += typeof counted === 'number' ? counted
+                                        : loaderUtf8Length(counted, loaderMaxCodeBytes - size + 1);
     if (size > loaderMaxCodeBytes) {
       throw new Error(`Dynamic Worker code size (over ${size} bytes) exceeds the maximum allowed ` +
                       `size of ${loaderMaxCodeBytes} bytes.`);
     }
-    flat.push(name, source);
+    sources.push(name, source);
   }
+  for (let i = 0; i < sources.length; i += 2) flat.push(sources[i], sources[i + 1]());
   if (!Object.prototype.hasOwnProperty.call(modules, code.mainModule)) {
     throw new TypeError(`mainModule '${code.mainModule}' is not one of the modules.`);
   }
@@ -172,8 +179,9 @@ function loaderCode(code) {
   if (code.env !== undefined && code.env !== null) {
     if (typeof code.env !== 'object') throw new TypeError('env must be an object.');
     try {
-      env = JSON.stringify(code.env);
+      env = JSON.stringify(code.env, loaderEnvValue);
     } catch (err) {
+      if (err instanceof TypeError && err.message.startsWith('env')) throw err;
       throw new TypeError(`env must hold plain (JSON) values: ${err.message}`);
     }
     const bytes = loaderUtf8Length(env, loaderMaxEnvBytes);
@@ -208,6 +216,35 @@ function loaderCode(code) {
     }
   }
   return [code.mainModule, flat, env, outbound, cpuMs, memoryMB, subRequests];
+}
+
+// JSON.stringify's replacer for env: what JSON would change or drop without a
+// word (a function or a symbol vanishes, a Map becomes {}, a Date a string,
+// a binding such as env.LOADER an empty object, NaN null) is refused, so
+// that the child never sees a value other than the one the parent gave.
+// workerd clones env and refuses what it cannot clone; this runtime takes
+// plain JSON values only. `this[key]` is the value before any toJSON().
+function loaderEnvValue(key, value) {
+  const original = this[key];
+  const where = key === '' ? 'env' : `env value '${key}'`;
+  const type = typeof original;
+  if (type === 'function' || type === 'symbol') {
+    throw new TypeError(`${where}: a ${type} cannot be given to a dynamic worker ` +
+                        '(env holds plain JSON values).');
+  }
+  if (type === 'number' && !Number.isFinite(original)) {
+    throw new TypeError(`${where}: ${original} is not a JSON number (env holds plain JSON values).`);
+  }
+  if (type === 'object' && original !== null && !Array.isArray(original)) {
+    const proto = Object.getPrototypeOf(original);
+    if (proto !== Object.prototype && proto !== null) {
+      const tag = Object.prototype.toString.call(original).slice(8, -1);
+      throw new TypeError(`${where}: a ${tag === 'Object' ? 'class instance' : tag} cannot be ` +
+                          'given to a dynamic worker (env holds plain JSON values: null, ' +
+                          'booleans, numbers, strings, arrays and plain objects).');
+    }
+  }
+  return value;
 }
 
 // The error a failed call reports, as the class it names.
@@ -262,6 +299,7 @@ async function loaderFetch(state, input, init) {
   let url;
   let headers = [];
   let body = null;
+  let signal = null;
   if (typeof input === 'string' && init === undefined) {
     // fetch(url), the common call: what a Request made of it would carry,
     // without making one (a cold start is short enough for that to show).
@@ -271,8 +309,34 @@ async function loaderFetch(state, input, init) {
     method = request.method;
     url = request.url;
     headers = headersListOf(request.headers).slice();
+    // Only a signal the caller passed can abort (as for the global fetch()):
+    // a parent's AbortSignal.timeout() must end its wait for a child.
+    if ((isObjectLike(init) && init.signal !== undefined && init.signal !== null) ||
+        (isObjectLike(input) && isRequest(input))) {
+      signal = request.signal;
+      signal.throwIfAborted();
+    }
     if (request.body !== null) body = new Uint8Array(await request.arrayBuffer());
   }
+  if (signal === null) return loaderExchange(state, method, url, headers, body);
+  signal.throwIfAborted();
+  // The child is not stopped: it finishes (or meets its limits) on its own,
+  // and its answer is dropped; the parent stops waiting for it now.
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    loaderExchange(state, method, url, headers, body).then((res) => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(res);
+    }, (err) => {
+      signal.removeEventListener('abort', onAbort);
+      reject(err);
+    });
+  });
+}
+
+// The host call(s) of one request: the code goes along when the host asks.
+async function loaderExchange(state, method, url, headers, body) {
   let code = state.code !== null && !state.started ? state.code : undefined;
   for (let attempt = 0; ; attempt++) {
     const outcome = await native.callAsync(state.binding, 'fetch',

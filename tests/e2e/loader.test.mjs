@@ -608,3 +608,130 @@ test('a parent\'s children together are held to 8 times its memory limit', async
   assert.equal(held + refused.length, 16, JSON.stringify(busy.json.all));
   await node.control('DELETE', '/v1/workers/hog');
 });
+
+// A parent whose routes each try one thing a script ported from workerd
+// does; every answer is {ok} or {error: {name, message}}.
+const QA_PARENT = `
+const code = (modules, extra = {}) => ({ compatibilityDate: '2025-06-01', mainModule: 'a.js', modules, ...extra });
+const tryFetch = \`export default { async fetch() {
+  const seen = [];
+  for (let i = 0; i < 2; i++) {
+    try { await fetch('http://127.0.0.1:1/'); seen.push('fetched'); } catch (e) { seen.push(e.message); }
+  }
+  return Response.json(seen);
+} };\`;
+const routes = {
+  async subrequests(url, env) {
+    // Two fetch() calls per request, three allowed per request.
+    const stub = env.LOADER.get('sub', async () => code({ 'a.js': tryFetch }, { limits: { subRequests: 3 } }));
+    return (await stub.getEntrypoint().fetch('http://c/')).json();
+  },
+  async subrequestsTight(url, env) {
+    const stub = env.LOADER.load(code({ 'a.js': tryFetch }, { limits: { subRequests: 1 } }));
+    return (await stub.getEntrypoint().fetch('http://c/')).json();
+  },
+  async abort(url, env) {
+    const slow = code({ 'a.js': 'export default { async fetch() { await scheduler.wait(1500); return new Response("late"); } };' });
+    const stub = env.LOADER.load(slow);
+    const controller = new AbortController();
+    const pending = stub.getEntrypoint().fetch('http://c/', { signal: controller.signal });
+    await scheduler.wait(10);
+    controller.abort();
+    const first = await pending.then(() => 'answered', (e) => e.name);
+    const before = await stub.getEntrypoint().fetch(new Request('http://c/', { signal: AbortSignal.abort() }))
+      .then(() => 'answered', (e) => e.name);
+    const fine = await stub.getEntrypoint().fetch('http://c/', { signal: new AbortController().signal });
+    return { first, before, fine: await fine.text() };
+  },
+  async env(url, env) {
+    const echo = { 'a.js': 'export default { fetch(r, env) { return Response.json(env); } };' };
+    const tryEnv = (value) => {
+      try {
+        env.LOADER.load(code(echo, { env: value }));
+        return 'loaded';
+      } catch (e) {
+        return e.name + ': ' + e.message;
+      }
+    };
+    const plain = await env.LOADER.load(code(echo, { env: { a: [1, 'two', null, { b: true }], n: 1.5 } }))
+      .getEntrypoint().fetch('http://c/');
+    return { plain: await plain.json(), fn: tryEnv({ f() {} }), map: tryEnv({ m: new Map([[1, 2]]) }),
+             date: tryEnv({ d: new Date(0) }), binding: tryEnv({ L: env.LOADER }),
+             nan: tryEnv({ n: NaN }), nested: tryEnv({ a: [{ s: Symbol('x') }] }) };
+  },
+  async startErrors(url, env) {
+    const fail = (modules) => env.LOADER.load(code(modules)).getEntrypoint().fetch('http://c/')
+      .then(() => null, (e) => ({ name: e.name, message: e.message }));
+    return {
+      syntax: await fail({ 'a.js': 'import "./b.js"; export default {};', 'b.js': 'export const x = (;' }),
+      top: await fail({ 'a.js': '\\nthrow new RangeError("at the top"); export default {};' }),
+      handler: await fail({ 'a.js': 'export default { fetch() { throw new TypeError("in fetch"); } };' }),
+    };
+  },
+  async bigText(url, env) {
+    // 65 MiB in one {text} module: over the limit before any wrapping.
+    env.LOADER.load(code({ 'a.js': 'export default {};', 'big.txt': { text: 'x'.repeat(65 * 1024 * 1024) } }));
+    return 'loaded';
+  },
+};
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    try {
+      return Response.json({ ok: await routes[url.pathname.slice(1)](url, env, request) });
+    } catch (err) {
+      return Response.json({ error: { name: err.name, message: err.message } });
+    }
+  },
+};`;
+
+test('ported parent scripts: deploy', async () => {
+  await node.deployOk('qa', { 'index.js': QA_PARENT }, { bindings: LOADER, limits: { cpu_ms: 2000 } });
+});
+
+test('limits.subRequests is per request: a cached get() child does not run dry', async () => {
+  for (let i = 0; i < 3; i++) {
+    const r = await call('qa', '/subrequests');
+    assert.ok(r.ok, JSON.stringify(r));
+    assert.equal(r.ok.length, 2);
+    for (const seen of r.ok) assert.doesNotMatch(seen, /subrequest limit/, `request ${i}: ${JSON.stringify(r)}`);
+  }
+  const tight = await call('qa', '/subrequestsTight');
+  assert.doesNotMatch(tight.ok[0], /subrequest limit/, JSON.stringify(tight));
+  assert.match(tight.ok[1], /exceeded its subrequest limit \(1 per request\)/, JSON.stringify(tight));
+});
+
+test('an AbortSignal given to fetch() ends the parent\'s wait for the child', async () => {
+  const r = await call('qa', '/abort');
+  assert.deepEqual(r.ok, { first: 'AbortError', before: 'AbortError', fine: 'late' }, JSON.stringify(r));
+});
+
+test('env values JSON would change or drop are refused, naming the key', async () => {
+  const r = await call('qa', '/env');
+  assert.ok(r.ok, JSON.stringify(r));
+  assert.deepEqual(r.ok.plain, { a: [1, 'two', null, { b: true }], n: 1.5 });
+  assert.match(r.ok.fn, /^TypeError: env value 'f': a function cannot be given to a dynamic worker/);
+  assert.match(r.ok.map, /^TypeError: env value 'm': a Map cannot be given/);
+  assert.match(r.ok.date, /^TypeError: env value 'd': a Date cannot be given/);
+  assert.match(r.ok.binding, /^TypeError: env value 'L': a WorkerLoader cannot be given/);
+  assert.match(r.ok.nan, /^TypeError: env value 'n': NaN is not a JSON number/);
+  assert.match(r.ok.nested, /^TypeError: env value 's': a symbol cannot be given/);
+});
+
+test('a child that fails to start says where; a throw in its fetch() does not need to', async () => {
+  const r = await call('qa', '/startErrors');
+  assert.ok(r.ok, JSON.stringify(r));
+  assert.equal(r.ok.syntax.name, 'SyntaxError', JSON.stringify(r));
+  assert.match(r.ok.syntax.message, /\n {2}at b\.js:1:\d+$/, JSON.stringify(r));
+  assert.equal(r.ok.top.name, 'RangeError', JSON.stringify(r));
+  assert.equal(r.ok.top.message, 'at the top\n  at a.js:2:7', JSON.stringify(r));
+  assert.deepEqual(r.ok.handler, { name: 'TypeError', message: 'in fetch' });
+});
+
+test('a {text} module over 64 MiB is refused clearly, not by the parent running out of memory', async () => {
+  const res = await node.ingress('qa', '/bigText', { timeout: 30000 });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.json.error?.name, 'Error', res.text);
+  assert.match(res.json.error.message, /exceeds the maximum allowed size of 67108864 bytes/);
+  await node.control('DELETE', '/v1/workers/qa');
+});
