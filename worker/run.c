@@ -185,9 +185,12 @@ static void reply_failure(run_job *job, const iso_error *err, sandbox_failure wh
       status = job->sb.base.iso == NULL ? 503 : 500;
       break;
   }
-  if (err && err->module) json_object_set_new(body, "module", json_string(err->module));
-  if (err && err->line > 0) json_object_set_new(body, "line", json_integer(err->line));
-  if (err && err->column > 0) json_object_set_new(body, "column", json_integer(err->column));
+  /* A place in the generated wrapper is nowhere the caller wrote: only
+   * places in their own modules are given. */
+  int own_place = err && err->module && strcmp(err->module, RUN_WRAPPER) != 0;
+  if (own_place) json_object_set_new(body, "module", json_string(err->module));
+  if (own_place && err->line > 0) json_object_set_new(body, "line", json_integer(err->line));
+  if (own_place && err->column > 0) json_object_set_new(body, "column", json_integer(err->column));
   if (status == 500 && err && err->stack)
     log_write(LOG_INFO, NULL, NULL, NULL, "run failed: %s", err->stack);
   reply(job, status, body);
@@ -319,9 +322,15 @@ static char *wrapper_source(const char *main_module, int with_input) {
       "    if (!withInput && fetchable) return h.fetch(request, env, ctx);\n"
       "    const input = withInput ? await request.json() : null;\n"
       "    const result = await run(input, env);\n"
+      "    let json;\n"
+      "    try {\n"
+      "      json = JSON.stringify({ result: result === undefined ? null : result });\n"
+      "    } catch (err) {\n"
+      "      throw new TypeError(`run() returned a value JSON cannot hold: ${err.message}`);\n"
+      "    }\n"
       "    // JSON.stringify escapes a lone surrogate (and writes pairs as they are):\n"
       "    // U+FFFD takes its place, as in any UTF-8 encoding of the string.\n"
-      "    const text = JSON.stringify({ result: result === undefined ? null : result })\n"
+      "    const text = json\n"
       "      .replace(/\\\\(u(d[89a-f][0-9a-f]{2})|[^u])/gi, (m, e, s) => (s ? '\\\\ufffd' : m));\n"
       "    return new Response(text, { headers: { 'content-type': 'application/json' } });\n"
       "  },\n"

@@ -97,6 +97,19 @@ test('a module with neither fetch nor run, or no run for input: 400', async () =
   r = await run({ modules: { 'n.js': ECHO }, input: 1 });
   assert.equal(r.status, 400, r.text);
   assert.match(r.json.error, /run\(input, env\)/);
+  // The generated wrapper is no place the caller wrote: none is named.
+  assert.equal(r.json.module, undefined, r.text);
+  assert.equal(r.json.line, undefined, r.text);
+});
+
+test('a result JSON cannot hold is a 500 that says so, without a place in the wrapper', async () => {
+  for (const [result, why] of [['10n', /BigInt/], ['(() => { const o = {}; o.o = o; return o; })()', /circular/i]]) {
+    const r = await run({ modules: { 'r.js': `export function run() { return ${result}; }` }, input: {} });
+    assert.equal(r.status, 500, r.text);
+    assert.match(r.json.error, /^TypeError: run\(\) returned a value JSON cannot hold: /);
+    assert.match(r.json.error, why);
+    assert.equal(r.json.module, undefined, r.text);
+  }
 });
 
 test('an exception is a 500 with its message', async () => {
