@@ -179,10 +179,29 @@ static int on_url(llhttp_t *p, const char *at, size_t len) {
   return 0;
 }
 
+/* RFC 9112 section 3.2: no whitespace or control characters in a target.
+ * llhttp lets a tab and DEL through, which would reach request.url raw. */
 static int on_url_complete(llhttp_t *p) {
   http_conn *c = p->data;
-  arena_end_string(c->req);
+  http_req *r = c->req;
+  for (size_t i = r->target_off; i < r->arena_len; i++) {
+    unsigned char ch = (unsigned char)r->arena[i];
+    if (ch <= 0x20 || ch == 0x7f) {
+      set_fail(c, 400, "malformed request: invalid character in the request target");
+      return -1;
+    }
+  }
+  arena_end_string(r);
   return 0;
+}
+
+/* RFC 9110 section 5.1: a field name is a token. llhttp 8 accepts spaces in
+ * names ("Host : x", "X A: 1"), which section 5.1 of RFC 9112 says must be
+ * refused: an intermediary may read such a line differently than we do. */
+static int is_tchar(unsigned char ch) {
+  if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))
+    return 1;
+  return ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
@@ -203,6 +222,17 @@ static int on_header_field_complete(llhttp_t *p) {
   http_req *r = c->req;
   if (!c->field_open) header_begin(r);
   c->field_open = 0;
+  size_t name_off = r->offs[r->pub.n_headers - 1][0];
+  if (name_off == r->arena_len) {
+    set_fail(c, 400, "malformed request: empty header name");
+    return -1;
+  }
+  for (size_t i = name_off; i < r->arena_len; i++) {
+    if (!is_tchar((unsigned char)r->arena[i])) {
+      set_fail(c, 400, "malformed request: invalid character in a header name");
+      return -1;
+    }
+  }
   arena_end_string(r);
   /* An empty value gets no on_header_value at all: its start is here. */
   r->offs[r->pub.n_headers - 1][1] = r->arena_len;
@@ -341,9 +371,30 @@ static int on_streamed_body(http_conn *c, http_req *r, const char *at, size_t le
   return 0;
 }
 
+/* Checks what the current buffer holds of the CRLF that must follow a chunk's
+ * data; the rest is checked when the next buffer comes. */
+static int chunk_crlf_check(http_conn *c) {
+  while (c->crlf_left > 0) {
+    uint64_t off = c->crlf_off + (2u - c->crlf_left);
+    if (off < c->exec_base || off - c->exec_base >= c->exec_len) return 0;
+    if (c->exec_data[off - c->exec_base] != "\r\n"[2 - c->crlf_left]) {
+      set_fail(c, 400, "malformed request: chunk data not followed by CRLF");
+      return -1;
+    }
+    c->crlf_left--;
+  }
+  return 0;
+}
+
 static int on_body(llhttp_t *p, const char *at, size_t len) {
   http_conn *c = p->data;
   http_req *r = c->req;
+  if ((p->flags & F_CHUNKED) && p->content_length == 0) {
+    /* This span ends the chunk's data: its CRLF comes next. */
+    c->crlf_off = c->exec_base + (uint64_t)(at + len - c->exec_data);
+    c->crlf_left = 2;
+    if (chunk_crlf_check(c) != 0) return -1;
+  }
   if (r->pub.body_streamed) return on_streamed_body(c, r, at, len);
   size_t max = c->server->config.max_body_bytes;
   if (len > max - r->pub.body_len) {
@@ -462,6 +513,15 @@ static void on_timer(uv_timer_t *t) {
     uv_timer_start(&c->timer, on_timer, c->deadline - now, 0);
     return;
   }
+  /* One write request carries a whole response and completes once; libuv
+   * lowers write_queue_size as the client takes its bytes. A client that
+   * took some since the last look is slow, not idle: give it another period. */
+  if ((mode == HTTP_TM_IDLE || (mode == HTTP_TM_LINGER && !c->fin_sent)) &&
+      c->tcp.write_queue_size > 0 && c->tcp.write_queue_size != c->queue_mark) {
+    c->queue_mark = c->tcp.write_queue_size;
+    conn_timer(c, mode, c->server->config.idle_timeout_ms);
+    return;
+  }
   c->timer_mode = HTTP_TM_NONE;
   switch (mode) {
     case HTTP_TM_HEADER:
@@ -542,6 +602,7 @@ static void conn_close(http_conn *c) {
 static void on_shutdown(uv_shutdown_t *req, int status) {
   http_conn *c = container_of(req, http_conn, shutdown);
   if (c->closed) return;
+  c->fin_sent = 1;
   if (status < 0 || c->eof) {
     conn_close(c);
     return;
@@ -632,6 +693,10 @@ void http__conn_write_done(http_conn *c, int status) {
     conn_close(c);
     return;
   }
+  /* Bytes went out: a client still reading a large response is slow, not
+   * idle, and is not cut off while it makes progress. */
+  if (c->timer_mode == HTTP_TM_IDLE || (c->timer_mode == HTTP_TM_LINGER && !c->fin_sent))
+    conn_timer(c, (http_timer_mode)c->timer_mode, c->server->config.idle_timeout_ms);
   if (c->write_blocked && c->tcp.write_queue_size <= HTTP_WRITE_LOW) {
     c->write_blocked = 0;
     if (c->phase == HTTP_PH_IDLE && c->inbuf_len > 0) conn_timer(c, HTTP_TM_RESUME, 0);
@@ -668,7 +733,13 @@ static void conn_dispatch(http_conn *c) {
 
 /* Runs the parser; returns the bytes consumed, or -1 once the connection failed. */
 static ssize_t conn_execute(http_conn *c, const char *data, size_t len) {
-  llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
+  c->exec_data = data;
+  c->exec_len = len;
+  llhttp_errno_t err = HPE_USER;
+  /* The CRLF after a chunk that ended with the previous buffer. */
+  if (chunk_crlf_check(c) == 0) err = llhttp_execute(&c->parser, data, len);
+  c->exec_data = NULL;
+  if (err == HPE_OK) c->exec_base += len;
   if (err == HPE_OK) {
     if (c->phase == HTTP_PH_HEAD) {
       /* Callbacks do not see whitespace: the raw count bounds padding too. */
@@ -685,6 +756,7 @@ static ssize_t conn_execute(http_conn *c, const char *data, size_t len) {
   if (err == HPE_PAUSED && (c->ready || c->body_paused)) {
     const char *pos = llhttp_get_error_pos(&c->parser);
     llhttp_resume(&c->parser);
+    c->exec_base += (uint64_t)(pos - data);
     return pos - data;
   }
   if (c->fail_status < 0) {
@@ -761,10 +833,15 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   http_conn *c = stream->data;
   if (nread == 0) return;
   if (nread < 0) {
-    /* A client that half-closes after its last request still gets the
-     * responses queued for it; one that leaves mid-request aborts it. */
-    int idle = c->phase == HTTP_PH_IDLE || c->phase == HTTP_PH_NEW;
-    if (nread == UV_EOF && idle && c->tcp.write_queue_size > 0) {
+    /* A client that half-closes still gets the responses queued for it
+     * (closing now would cancel their unsent bytes); one that leaves while
+     * its request is with the handler aborts it. A request not complete
+     * yet, or pipelined and not parsed yet, is dropped. libuv reads no
+     * further after EOF. */
+    if (nread == UV_EOF && c->phase == HTTP_PH_CLOSING) {
+      if (c->fin_sent) conn_close(c);
+      else c->eof = 1; /* on_shutdown closes once the response is out */
+    } else if (nread == UV_EOF && c->phase != HTTP_PH_HANDLER && c->tcp.write_queue_size > 0) {
       c->eof = 1;
       conn_finish(c);
     } else {

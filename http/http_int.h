@@ -104,6 +104,15 @@ struct http_conn {
   size_t head_raw;      /* raw bytes fed while the head stays incomplete */
   int fail_status;      /* set by a parser callback that rejects the request; -1: drop */
   char fail_text[96];
+  /* llhttp 8 skips the two bytes after a chunk's data without looking at
+   * them; we check that they are CRLF. Offsets count the bytes given to the
+   * parser on this connection. */
+  const char *exec_data;  /* the buffer llhttp_execute is running on */
+  size_t exec_len;
+  uint64_t exec_base;     /* offset of exec_data[0] */
+  uint64_t crlf_off;      /* offset of the CR due after the last chunk's data */
+  uint8_t crlf_left;      /* bytes of that CRLF not checked yet (0 .. 2) */
+  size_t queue_mark;     /* write queue size when the idle or linger timer last fired */
   uint64_t deadline;     /* loop time (ms) at which timer_mode's action is due */
   uint64_t armed_deadline; /* when the uv timer fires (<= deadline while armed) */
   int handles_open;
@@ -117,6 +126,7 @@ struct http_conn {
   uint8_t closed;
   uint8_t timer_armed;
   uint8_t eof;          /* the client sent FIN */
+  uint8_t fin_sent;     /* our shutdown completed: only lingering is left */
   uint8_t body_streaming; /* the handler has the request; its body is still parsed */
   uint8_t body_paused;  /* the parser paused inside a streamed body (window full, or its end) */
 };

@@ -380,6 +380,45 @@ test('malformed requests -> 400 and close', async () => {
   }
 });
 
+// llhttp 8 lets these through; each can make an intermediary and us read a
+// request differently (RFC 9112 sections 3.2, 5.1 and 7.1).
+test('whitespace in a header name or the target, or chunk data without its CRLF -> 400', async () => {
+  const host = 'Host: echo.localhost\r\n';
+  for (const [bytes, why] of [
+    ['GET / HTTP/1.1\r\nHost : echo.localhost\r\n\r\n', /header name/],
+    [`GET / HTTP/1.1\r\n${host}X Forwarded: 1\r\n\r\n`, /header name/],
+    [`GET /a\tb HTTP/1.1\r\n${host}\r\n`, /request target/],
+    [`POST / HTTP/1.1\r\n${host}Transfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n`, /chunk data not followed by CRLF/],
+  ]) {
+    const r = await rawRequest(node.listenPort, bytes, { timeout: 3000 });
+    const [res] = parseResponses(r.data, { eof: true }).responses;
+    assert.equal(res?.status, 400, `${JSON.stringify(bytes)} -> ${JSON.stringify(r.text.slice(0, 160))}`);
+    assert.match(JSON.parse(res.text).error, why);
+    assert.ok(r.closed, `${JSON.stringify(bytes)}: connection closed`);
+  }
+  // The CRLF may come in its own packets.
+  const r = await rawRequest(node.listenPort, [
+    `POST /split HTTP/1.1\r\n${host}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello`,
+    '\r', '\n0\r\n\r\n',
+  ], { gap: 30 });
+  const [res] = parseResponses(r.data, { eof: true }).responses;
+  assert.equal(res?.status, 200, r.text);
+  assert.equal(JSON.parse(res.text).body, 'hello');
+});
+
+test('bytes past ASCII in the target reach request.url percent-encoded, never as U+FFFD', async () => {
+  const target = Buffer.concat([Buffer.from('/p/'), Buffer.from([0xff, 0xfe]), Buffer.from('/\u00e9?q='),
+    Buffer.from([0xc3]), Buffer.from('%41')]);
+  const r = await rawRequest(node.listenPort, Buffer.concat([Buffer.from('GET '), target,
+    Buffer.from(' HTTP/1.1\r\nHost: urlw.localhost\r\nConnection: close\r\n\r\n')]));
+  const [res] = parseResponses(r.data, { eof: true }).responses;
+  assert.equal(res?.status, 200, r.text);
+  const seen = JSON.parse(res.text);
+  assert.equal(seen.url, 'http://urlw.localhost/p/%FF%FE/%C3%A9?q=%C3%41');
+  assert.equal(seen.pathname, '/p/%FF%FE/%C3%A9');
+  assert.equal(seen.search, '?q=%C3%41');
+});
+
 test('uncaught exception -> 500 JSON, stack only in the logs (with the tenant)', async () => {
   const from = node.logs.length;
   const r = await node.ingress('crash', '/throw');

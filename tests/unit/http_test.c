@@ -77,6 +77,10 @@ static void run_on_loop(harness *h, loop_fn fn, void *arg) {
 }
 
 static char big_body[256 * 1024];
+/* Larger than what the kernel's socket buffers absorb: most of it waits in
+ * the server's write queue until the client reads. */
+#define HUGE_LEN (16u << 20)
+static char *huge_body;
 
 static void handler(http_server *s, http_request *req) {
   harness *h = s->data;
@@ -115,6 +119,10 @@ static void handler(http_server *s, http_request *req) {
   }
   if (strcmp(t, "/big") == 0) {
     http_respond(req, 200, NULL, 0, big_body, sizeof big_body);
+    return;
+  }
+  if (strcmp(t, "/huge") == 0) {
+    http_respond(req, 200, NULL, 0, huge_body, HUGE_LEN);
     return;
   }
   if (strcmp(t, "/inject") == 0) {
@@ -643,6 +651,16 @@ static void test_chunked_body(void **state) {
   sleep_ms(20);
   send_str(cl, "lo\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n");
   expect_response(cl, 200, "hello world");
+  /* The CRLF after a chunk's data, split over packets, is checked across them. */
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r");
+  sleep_ms(20);
+  send_str(cl, "\n0\r\n\r\n");
+  expect_response(cl, 200, "ab");
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r");
+  sleep_ms(20);
+  send_str(cl, "X0\r\n\r\n");
+  expect_response(cl, 400, NULL);
+  assert_true(server_closed(cl));
   client_free(cl);
   harness_stop(h);
 }
@@ -804,6 +822,12 @@ static void test_400_malformed(void **state) {
       "G@T / HTTP/1.1\r\n\r\n",
       "GET / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
       "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+      /* llhttp 8 accepts these; RFC 9112 sections 5.1, 3.2 and 7.1 do not. */
+      "GET / HTTP/1.1\r\nHost : t\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: t\r\nX A: 1\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: t\r\n: empty name\r\n\r\n",
+      "GET /a\tb HTTP/1.1\r\nHost: t\r\n\r\n",
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
   };
   for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
     client *cl = client_open(h);
@@ -913,6 +937,53 @@ static void test_half_close(void **state) {
   assert_true(server_closed(cl));
   client_free(cl);
   assert_true(wait_connections(h, 0));
+  harness_stop(h);
+}
+
+/* A client that half-closes while its Connection: close response is still
+ * being written gets all of it: our FIN follows the last byte. */
+static void test_half_close_during_final_response(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  client *cl = client_open_buf(h, 65536);
+  send_str(cl, "GET /huge HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  for (int i = 0; i < 600 && atomic_load(&h->requests) == 0; i++) sleep_ms(5);
+  sleep_ms(50); /* the response is queued, most of it unsent */
+  assert_int_equal(shutdown(cl->fd, SHUT_WR), 0);
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.body_len, HUGE_LEN);
+  assert_int_equal(r.body[HUGE_LEN - 1], 'z');
+  response_free(&r);
+  assert_true(server_closed(cl));
+  client_free(cl);
+  assert_true(wait_connections(h, 0));
+  harness_stop(h);
+}
+
+/* A client reading a large response slowly, for many idle timeouts, is not
+ * idle: it gets the whole response, kept alive or closed after it. */
+static void test_slow_reader_is_not_idle(void **state) {
+  (void)state;
+  http_server_config cfg = {.idle_timeout_ms = 100};
+  harness *h = harness_start(&cfg);
+  for (int close_after = 0; close_after < 2; close_after++) {
+    client *cl = client_open_buf(h, 65536);
+    send_str(cl, close_after ? "GET /huge HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+                             : GET("/huge"));
+    while (cl->len < HUGE_LEN) {
+      if (client_fill(cl) <= 0) break;
+      sleep_ms(2);
+    }
+    response r;
+    assert_int_equal(read_response(cl, &r, 0), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, HUGE_LEN);
+    response_free(&r);
+    if (close_after) assert_true(server_closed(cl));
+    client_free(cl);
+  }
   harness_stop(h);
 }
 
@@ -1200,6 +1271,9 @@ static void test_authority_refused(void **state) {
 }
 
 int main(void) {
+  huge_body = malloc(HUGE_LEN);
+  if (huge_body == NULL) return 1;
+  memset(huge_body, 'z', HUGE_LEN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_helpers),
       cmocka_unit_test(test_simple_get),
@@ -1222,6 +1296,8 @@ int main(void) {
       cmocka_unit_test(test_disconnect_while_held),
       cmocka_unit_test(test_close_while_held),
       cmocka_unit_test(test_half_close),
+      cmocka_unit_test(test_half_close_during_final_response),
+      cmocka_unit_test(test_slow_reader_is_not_idle),
       cmocka_unit_test(test_head),
       cmocka_unit_test(test_204_and_errors),
       cmocka_unit_test(test_http10),
@@ -1229,5 +1305,7 @@ int main(void) {
       cmocka_unit_test(test_authority_valid),
       cmocka_unit_test(test_authority_refused),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  free(huge_body);
+  return failed;
 }
