@@ -1048,7 +1048,16 @@ static void print_run_result(const response *r) {
     json_t *v;
     if (json_is_object(headers)) {
       json_object_foreach(headers, k, v) {
-        if (json_is_string(v)) printf("%s: %s\n", k, json_string_value(v));
+        if (json_is_string(v)) {
+          printf("%s: %s\n", k, json_string_value(v));
+          continue;
+        }
+        /* set-cookie: one line per cookie, as on the wire */
+        size_t i;
+        json_t *one;
+        json_array_foreach(v, i, one) {
+          if (json_is_string(one)) printf("%s: %s\n", k, json_string_value(one));
+        }
       }
     } else if (json_is_array(headers)) {
       size_t i;

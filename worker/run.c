@@ -204,7 +204,16 @@ static json_t *response_json(const iso_response *res) {
     char *name = xstrndup(h->name, h->name_len);
     json_t *value = json_stringn(h->value, h->value_len);
     json_t *prev = json_object_get(headers, name);
-    if (value && prev) {
+    if (value && strcmp(name, "set-cookie") == 0) {
+      /* Cookies cannot be joined with commas (an Expires date holds one):
+       * an array, as Headers.getSetCookie() gives them. */
+      if (!json_is_array(prev)) {
+        prev = json_array();
+        json_object_set_new(headers, name, prev);
+      }
+      json_array_append_new(prev, value);
+      value = NULL;
+    } else if (value && prev) {
       char *joined = xasprintf("%s, %s", json_string_value(prev), json_string_value(value));
       json_decref(value);
       value = json_string(joined);

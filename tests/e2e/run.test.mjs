@@ -43,6 +43,20 @@ test('the fetch form: the request in, the response out as JSON', async () => {
   assert.equal(r.json.body_encoding, undefined);
 });
 
+test('repeated response headers: joined, except Set-Cookie, which stays one value per cookie', async () => {
+  const r = await run({ modules: { 'c.js': `export default { fetch() {
+    const h = new Headers();
+    h.append('x-many', 'a');
+    h.append('x-many', 'b');
+    h.append('set-cookie', 'a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT');
+    h.append('set-cookie', 'b=2');
+    return new Response('ok', { headers: h });
+  } };` } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.headers['x-many'], 'a, b');
+  assert.deepEqual(r.json.headers['set-cookie'], ['a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT', 'b=2']);
+});
+
 test('the fetch form with defaults: GET on a fresh isolate every time', async () => {
   const counter = `let n = 0; export default { fetch(req) { n++; return new Response(req.method + ' ' + n); } };`;
   for (let i = 0; i < 3; i++) {
@@ -284,13 +298,17 @@ test('no isolate is left behind', async () => {
 
 test('edgectl run FILE [--input JSON]', async () => {
   const dir = tempDir('edgectl-run-');
-  writeFile(dir, 'hello.js', `export default { fetch() { return new Response('hello from run'); } };\n`);
+  writeFile(dir, 'hello.js', `export default { fetch() {
+    const h = new Headers([['set-cookie', 'a=1'], ['set-cookie', 'b=2']]);
+    return new Response('hello from run', { headers: h });
+  } };\n`);
   writeFile(dir, 'sum.js', `export function run(input) { return input.reduce((a, b) => a + b, 0); }\n`);
   const base = ['--node', `http://127.0.0.1:${node.controlPort}`, '--token-file', path.join(node.dataDir, 'control.token')];
   let r = await runProcess(EDGECTL, [...base, 'run', 'hello.js'], { cwd: dir });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^HTTP 200/);
   assert.match(r.stdout, /hello from run/);
+  assert.match(r.stdout, /^set-cookie: a=1\nset-cookie: b=2$/m);
   r = await runProcess(EDGECTL, [...base, 'run', 'sum.js', '--input', '[1,2,3]'], { cwd: dir });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /result.*6/);
