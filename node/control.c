@@ -14,6 +14,11 @@
  * exact limit is enforced on the decoded sources (413 "script too large"). */
 #define CONTROL_MAX_BODY (3u * NODE_SCRIPT_MAX_BYTES + 64u * 1024u)
 
+/* Bodies above this (and chunked ones) reach on_request at their head, so
+ * that a client without the token is refused before the supervisor buffers
+ * up to CONTROL_MAX_BODY bytes for it. */
+#define CONTROL_AUTH_BEFORE_BODY (64u * 1024u)
+
 void node_respond_json(http_request *req, int status, json_t *body, const char *allow) {
   char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
   if (text == NULL) {
@@ -256,6 +261,15 @@ static void put_worker(node *n, http_request *req, const char *name) {
   node_egress_deploy(n, name, spec, on_deployed, req);
 }
 
+void node_respond_invalid_name(http_request *req, const char *name) {
+  /* The name is echoed only when it is text jansson accepts (UTF-8). */
+  json_t *body = json_pack("{s:s, s:s?}", "error",
+                           "invalid worker name: must match [a-z0-9][a-z0-9-]{0,62}", "name", name);
+  if (body == NULL) body = json_pack("{s:s}", "error", "invalid worker name");
+  node_respond_json(req, 400, body, NULL);
+  json_decref(body);
+}
+
 static void worker_route(node *n, http_request *req, const char *name) {
   const char *m = req->method;
   int get = strcmp(m, "GET") == 0, put = strcmp(m, "PUT") == 0, del = strcmp(m, "DELETE") == 0;
@@ -264,12 +278,7 @@ static void worker_route(node *n, http_request *req, const char *name) {
     return;
   }
   if (!worker_name_valid(name, strlen(name))) {
-    json_t *body = json_pack("{s:s, s:s?}", "error",
-                             "invalid worker name: must match [a-z0-9][a-z0-9-]{0,62}", "name",
-                             name);
-    if (body == NULL) body = json_pack("{s:s}", "error", "invalid worker name");
-    node_respond_json(req, 400, body, NULL);
-    json_decref(body);
+    node_respond_invalid_name(req, name);
     return;
   }
   if (get) get_worker(n, req, name);
@@ -363,6 +372,19 @@ static void on_request(http_server *s, http_request *req) {
   node *n = s->data;
   /* The query string plays no part in routing. */
   char *path = xstrndup(req->target, strcspn(req->target, "?#"));
+  if (req->body_streamed) {
+    /* The health checks read no body: they answer at once, and the server
+     * closes the connection instead of reading the rest. */
+    int health = strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0;
+    if (health || !authorized(n, req)) {
+      route(n, req, path);
+    } else if (http_request_buffer_body(req) != 0) {
+      /* Only a client that already went away gets here; this frees req. */
+      node_respond_error(req, 500, "could not read the request body");
+    } /* else the whole request comes back here once its body is in */
+    free(path);
+    return;
+  }
   log_write(LOG_DEBUG, NULL, req->id, NULL, "control %s %s", req->method, path);
   route(n, req, path);
   free(path);
@@ -371,6 +393,7 @@ static void on_request(http_server *s, http_request *req) {
 int node_control_start(node *n, char **err) {
   http_server_config config = {
       .max_body_bytes = CONTROL_MAX_BODY,
+      .stream_body_above = CONTROL_AUTH_BEFORE_BODY,
       .server_name = "edgenode",
   };
   int rc = http_server_init(&n->control, n->loop, &config, on_request, n);

@@ -369,6 +369,10 @@ static void parse_url(const char *s, url *u) {
   size_t alen = strcspn(auth, "/?#");
   if (alen == 0) usage_error("--node: no host in '%s'", s);
   u->authority = xstrndup(auth, alen);
+  /* The URL is not echoed: it would put the password on the terminal. */
+  if (strchr(u->authority, '@') != NULL)
+    usage_error("--node: a user name or password in the URL is not supported "
+                "(the token comes from --token-file)");
   check_brackets(u->authority, s);
 
   /* A port is optional; parse_host_port wants one, so default to 80. */

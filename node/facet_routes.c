@@ -97,12 +97,14 @@ static void backup(node *n, http_request *req, const char *name) {
 int node_facet_route(node *n, http_request *req, const char *name, const char *sub) {
   int is_backup = strcmp(sub, "facet/backup") == 0;
   if (strcmp(sub, "facet") != 0 && !is_backup) return 0;
-  if (!worker_name_valid(name, strlen(name))) {
-    node_respond_error(req, 400, "invalid worker name");
-    return 1;
-  }
+  /* Method first, then the name, and the same invalid-name answer as
+   * /v1/workers/{name}: a client handles every worker route alike. */
   if (strcmp(req->method, "GET") != 0) {
     node_respond_method(req, "GET");
+    return 1;
+  }
+  if (!worker_name_valid(name, strlen(name))) {
+    node_respond_invalid_name(req, name);
     return 1;
   }
   if (is_backup)

@@ -302,6 +302,8 @@ int node_control_start(node *n, char **err);
 void node_respond_json(http_request *req, int status, json_t *body, const char *allow);
 void node_respond_error(http_request *req, int status, const char *message);
 void node_respond_method(http_request *req, const char *allow);
+/* 400 for a worker name that does not match the pattern, naming it. */
+void node_respond_invalid_name(http_request *req, const char *name);
 /*
  * The value of `key` in the request target's query string (pairs split on '&'
  * and '=', names and values form-decoded: %XX, '+' for a space), copied into

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { statSync } from 'node:fs';
 import path from 'node:path';
-import { hasFlag, rawRequest, startNode, tempDir, writeFile } from './lib/node.mjs';
+import { EDGECTL, hasFlag, rawRequest, runProcess, startNode, tempDir, writeFile } from './lib/node.mjs';
 
 let node;
 
@@ -181,6 +181,56 @@ test('script over 10 MiB -> 413', async () => {
     { timeout: 5000 });
   assert.match(raw.text, /^HTTP\/1\.1 413 /, `huge declared length: ${raw.text.slice(0, 200)}`);
   assert.equal((await node.control('GET', '/v1/workers/big')).status, 404);
+});
+
+test('without the token, a large body is refused before it is sent', async () => {
+  // 20 MB announced (under the body limit), only 1000 bytes sent: the 401
+  // must come from the head alone, not after the node waited for the rest.
+  for (const [auth, te] of [['', 'Content-Length: 20000000'], ['Authorization: Bearer wrong\r\n', 'Content-Length: 20000000'],
+    ['', 'Transfer-Encoding: chunked']]) {
+    const body = te.startsWith('Transfer') ? `3e8\r\n${'z'.repeat(1000)}\r\n` : 'z'.repeat(1000);
+    const raw = await rawRequest(node.controlPort,
+      `PUT /v1/workers/unauth HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/javascript\r\n${te}\r\n\r\n${body}`,
+      { timeout: 10000 });
+    assert.match(raw.text, /^HTTP\/1\.1 401 /, `${auth || 'no token'}, ${te}: ${raw.text.slice(0, 200)}`);
+    assert.match(raw.text, /missing or invalid bearer token/);
+  }
+  assert.equal((await node.control('GET', '/v1/workers/unauth')).status, 404);
+  // with the token, large and chunked bodies are read and deployed as before
+  const padded = `${GOOD}//${'p'.repeat(200 * 1024)}\n`;
+  const r = await node.control('PUT', '/v1/workers/padded', { body: padded,
+    headers: { 'content-type': 'application/javascript' } });
+  assert.equal(r.status, 201, `200 KiB script with the token: ${r.status} ${r.text.slice(0, 200)}`);
+  const chunked = await rawRequest(node.controlPort,
+    `PUT /v1/workers/padded HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${node.token}\r\n` +
+    `Content-Type: application/javascript\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n` +
+    `${Buffer.byteLength(padded).toString(16)}\r\n${padded}\r\n0\r\n\r\n`, { timeout: 15000 });
+  assert.match(chunked.text, /^HTTP\/1\.1 200 /, `chunked 200 KiB with the token: ${chunked.text.slice(0, 200)}`);
+  assert.match(chunked.text, /"version":2/);
+  // the health checks still answer whatever body comes with them
+  const health = await rawRequest(node.controlPort,
+    `GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 20000000\r\n\r\n${'z'.repeat(1000)}`, { timeout: 10000 });
+  assert.match(health.text, /^HTTP\/1\.1 200 /, `healthz with a body: ${health.text.slice(0, 200)}`);
+});
+
+test('facet routes: wrong method -> 405, bad name -> 400 like the other worker routes', async () => {
+  for (const sub of ['facet', 'facet/backup']) {
+    const m = await node.control('POST', `/v1/workers/Bad_Name/${sub}`, { body: '{}' });
+    assertJsonError(m, 405, `POST ${sub}`);
+    assert.equal(m.headers.allow, 'GET');
+    const e = assertJsonError(await node.control('GET', `/v1/workers/Bad_Name/${sub}`), 400, `GET ${sub}`);
+    assert.equal(e.error, 'invalid worker name: must match [a-z0-9][a-z0-9-]{0,62}');
+    assert.equal(e.name, 'Bad_Name');
+  }
+});
+
+test('edgectl: credentials in --node are refused without echoing them', async () => {
+  const r = await runProcess(EDGECTL, ['--node', `http://admin:hunter2@127.0.0.1:${node.controlPort}`,
+    '--token-file', node.tokenFile, 'list']);
+  assert.equal(r.code, 2, `exit status: ${r.code} ${r.stderr}`);
+  assert.match(r.stderr, /user name or password in the URL is not supported/);
+  assert.doesNotMatch(r.stderr, /hunter2/);
+  assert.doesNotMatch(r.stderr, /IPv6/);
 });
 
 test('unknown route -> 404, wrong method -> 405', async () => {
