@@ -628,6 +628,10 @@ static void rules_route(node *n, http_request *req, const char *name) {
     return;
   }
   if (put) {
+    if (req->body_len == 0) {
+      respond_error(req, 400, "the body is empty: send {\"rules\": [...]} or an array of rules");
+      return;
+    }
     json_error_t jerr;
     json_t *root = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {

@@ -195,6 +195,11 @@ static int split_body(const uint8_t *raw, size_t len, json_t **extra, char **dep
 }
 
 void node_run(node *n, http_request *req) {
+  /* A drained node never serves again: "try again" would mislead. */
+  if (n->state == NODE_DRAINING) {
+    node_respond_error(req, 503, "the node is shutting down");
+    return;
+  }
   const char *type = http_request_header(req, "Content-Type");
   int is_json = type && strncasecmp(type, "application/json", 16) == 0;
   json_t *extra = NULL, *spec = NULL, *error = NULL;

@@ -260,6 +260,26 @@ test('a refused redeploy changes nothing', async () => {
   assert.equal(res.text, 'good v1');
 });
 
+test('egress rules: an empty body is refused saying so', async () => {
+  await node.deployOk('rules-empty', `export default { fetch() { return new Response('x'); } };`);
+  const r = await node.control('PUT', '/v1/workers/rules-empty/egress', {
+    body: '', headers: { 'content-type': 'application/json' },
+  });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.error, /^the body is empty/);
+});
+
+test('a run on a drained node: 503, the node is shutting down (not "try again")', async (t) => {
+  const other = await startNode({ workers: 1 });
+  t.after(() => other.stop());
+  assert.equal((await other.control('POST', '/v1/node/drain')).status, 202);
+  const r = await other.control('POST', '/v1/run', {
+    body: { modules: { 'a.js': `export default { fetch() { return new Response('x'); } };` } },
+  });
+  assert.equal(r.status, 503, r.text);
+  assert.equal(r.json.error, 'the node is shutting down');
+});
+
 test('the token file: created 0600 with a random value; --control-token-file is used', async (t) => {
   const st = statSync(path.join(node.dataDir, 'control.token'));
   assert.equal(st.mode & 0o777, 0o600, `mode ${(st.mode & 0o777).toString(8)}`);
