@@ -638,6 +638,21 @@ static void rules_route(node *n, http_request *req, const char *name) {
       respond(req, 400, json_pack("{s:s+}", "error", "invalid JSON: ", jerr.text), NULL);
       return;
     }
+    if (json_is_object(root)) {
+      /* As a deploy body: a key that is not understood is refused, not
+       * dropped (a misspelt "rules" would otherwise clear them all). */
+      const char *key;
+      json_t *value;
+      json_object_foreach(root, key, value) {
+        if (strcmp(key, "rules") == 0) continue;
+        respond(req, 400,
+                json_pack("{s:s, s:s}", "error", "unknown key: the body holds only \"rules\"",
+                          "key", key),
+                NULL);
+        json_decref(root);
+        return;
+      }
+    }
     rules = json_is_object(root) ? json_incref(json_object_get(root, "rules")) : json_incref(root);
     json_decref(root);
     char *why = NULL;

@@ -173,6 +173,7 @@ int node_tenants_route(node *n, http_request *req, const char *path) {
     return handled;
   }
   if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
+  else if (!worker_name_valid(name, strlen(name))) node_respond_invalid_name(req, name);
   else show_tenant(n, req, name);
   return 1;
 }

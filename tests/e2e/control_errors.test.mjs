@@ -267,6 +267,20 @@ test('egress rules: an empty body is refused saying so', async () => {
   });
   assert.equal(r.status, 400, r.text);
   assert.match(r.json.error, /^the body is empty/);
+  // a misspelt key would have cleared every rule
+  const typo = await node.control('PUT', '/v1/workers/rules-empty/egress', { body: { rule: [] } });
+  assert.equal(typo.status, 400, typo.text);
+  assert.equal(typo.json.key, 'rule');
+  const ok = await node.control('PUT', '/v1/workers/rules-empty/egress', { body: { rules: [] } });
+  assert.equal(ok.status, 200, ok.text);
+});
+
+test('a tenant name that is not a worker name: 400 naming it, as on /v1/workers', async () => {
+  const r = await node.control('GET', '/v1/tenants/Bad_Name');
+  assert.equal(r.status, 400, r.text);
+  assert.equal(r.json.name, 'Bad_Name');
+  assert.match(r.json.error, /^invalid worker name/);
+  assert.equal((await node.control('GET', '/v1/tenants/nobody-here')).status, 404);
 });
 
 test('a run on a drained node: 503, the node is shutting down (not "try again")', async (t) => {
