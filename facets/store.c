@@ -188,7 +188,6 @@ static int on_busy(void *data, int count) {
 /* Reads a printf width or precision as SQLite does (sqlite3_str_vappendf). */
 static int64_t printf_field(const char **fmt, sqlite3_value **argv, int argc, int *arg) {
   const char *p = *fmt;
-  int64_t v = 0;
   if (*p == '*') {
     int n = *arg < argc ? (int)sqlite3_value_int64(argv[*arg]) : 0;
     (*arg)++;
@@ -199,8 +198,7 @@ static int64_t printf_field(const char **fmt, sqlite3_value **argv, int argc, in
   unsigned u = 0;
   for (; *p >= '0' && *p <= '9'; p++) u = u * 10 + (unsigned)(*p - '0');
   *fmt = p;
-  v = u & 0x7fffffff;
-  return v;
+  return u & 0x7fffffff;
 }
 
 /* Whether some %c of the format repeats its character past `limit`. */
@@ -619,11 +617,6 @@ static void *heap_realloc(void *p, int n) {
   return q;
 }
 
-static int heap_size(void *p) { return heap_base.xSize(p); }
-static int heap_roundup(int n) { return heap_base.xRoundup(n); }
-static int heap_init(void *data) { return heap_base.xInit(data); }
-static void heap_shutdown(void *data) { heap_base.xShutdown(data); }
-
 uint64_t facet__heap_refusals(void) {
   return atomic_load_explicit(&heap_refusals, memory_order_relaxed);
 }
@@ -643,8 +636,10 @@ static void sqlite_configure(void) {
   if (rc != SQLITE_OK) log_debug("SQLite keeps its memory statistics: %s", sqlite3_errstr(rc));
   rc = sqlite3_config(SQLITE_CONFIG_GETMALLOC, &heap_base);
   if (rc == SQLITE_OK) {
-    sqlite3_mem_methods capped = {heap_malloc, heap_free,  heap_realloc,   heap_size,
-                                  heap_roundup, heap_init, heap_shutdown, heap_base.pAppData};
+    sqlite3_mem_methods capped = heap_base;
+    capped.xMalloc = heap_malloc;
+    capped.xFree = heap_free;
+    capped.xRealloc = heap_realloc;
     rc = sqlite3_config(SQLITE_CONFIG_MALLOC, &capped);
   }
   if (rc != SQLITE_OK)

@@ -4,9 +4,7 @@
  * the request's CPU budget, and is interrupted at its deadline.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base.h"
 #include "facets.h"
@@ -27,28 +25,9 @@ void facet_link_stop(worker *w) {
   w->facets = NULL;
 }
 
-/* Whether the facet's file is there. */
-static int facet_file_exists(worker *w, loaded *l) {
-  char *path = facet_path(w->config.data_dir, l->tenant->name, l->facet_id);
-  if (path == NULL) return 0;
-  struct stat st;
-  int rc = lstat(path, &st);
-  free(path);
-  return rc == 0;
-}
-
 int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
   if (w->facets == NULL) {
     bindings_error(result, "Error", "facets are unavailable on this node");
-    return -1;
-  }
-  /* A version retired by a delete may still be finishing requests. Opening
-   * its facet then would create the file again after ?purge=true removed it,
-   * and the next deploy under that name would find what they wrote. Retired
-   * versions (a redeploy's too: the file is there) use only a facet that
-   * exists. A stat per call, but only while such requests drain. */
-  if (l->retired && !facet_file_exists(w, l)) {
-    bindings_error(result, "Error", "the worker was deleted or replaced while this request ran, and its facet does not exist");
     return -1;
   }
   /* SQL time counts toward the request's CPU limit like JavaScript's does.

@@ -122,29 +122,26 @@ static char *request_url(const destination *d) {
   /* Bytes past ASCII are percent-encoded, as the URL parser encodes the
    * code points of valid UTF-8; decoding them as UTF-8 instead would turn
    * invalid sequences into U+FFFD and make different targets one URL. */
-  size_t n = strlen(d->path), extra = 0;
-  for (size_t i = 0; i < n; i++) extra += (unsigned char)d->path[i] >= 0x80 ? 2 : 0;
-  if (extra == 0) {
-    char *url = xasprintf("http://%s%s%s%s", host, port_text, d->path[0] == '/' ? "" : "/",
-                          d->path);
-    free(host);
-    return url;
-  }
-  char *path = xmalloc(n + extra + 1);
-  char *o = path;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)d->path[i];
-    if (ch < 0x80) {
-      *o++ = (char)ch;
-      continue;
+  size_t n = strlen(d->path), high = 0;
+  for (size_t i = 0; i < n; i++) high += (unsigned char)d->path[i] >= 0x80;
+  char *encoded = NULL;
+  if (high > 0) {
+    char *o = encoded = xmalloc(n + 2 * high + 1);
+    for (size_t i = 0; i < n; i++) {
+      unsigned char ch = (unsigned char)d->path[i];
+      if (ch < 0x80) {
+        *o++ = (char)ch;
+        continue;
+      }
+      *o++ = '%';
+      *o++ = "0123456789ABCDEF"[ch >> 4];
+      *o++ = "0123456789ABCDEF"[ch & 15];
     }
-    *o++ = '%';
-    *o++ = "0123456789ABCDEF"[ch >> 4];
-    *o++ = "0123456789ABCDEF"[ch & 15];
+    *o = '\0';
   }
-  *o = '\0';
+  const char *path = encoded ? encoded : d->path;
   char *url = xasprintf("http://%s%s%s%s", host, port_text, path[0] == '/' ? "" : "/", path);
-  free(path);
+  free(encoded);
   free(host);
   return url;
 }

@@ -81,6 +81,9 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err);
  * it through respond and done with `cookie`. Returns 0, or -1 when the
  * sandbox takes no more requests (then no callback comes). */
 int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req);
+/* The cookie of the request `token` names (a host call's token), while it
+ * is submitted and not done; NULL otherwise. */
+void *sandbox_request_cookie(sandbox *sb, uint64_t token);
 
 /* Marks the sandbox for freeing, from the loop, outside any JavaScript.
  * Requests still running fail with SANDBOX_FAIL_DISCARDED. Idempotent. */

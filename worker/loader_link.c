@@ -75,7 +75,6 @@ struct loader_child {
   int outbound;             /* globalOutbound not null */
   int64_t subrequest_limit; /* per request; -1: no limit */
   int64_t stray_subrequests; /* made outside any request it is serving */
-  struct loader_call *calls; /* the requests it is serving */
   size_t held_bytes;        /* sb.held_bytes as counted in owner->children_bytes */
   /* What the isolate is made from, until it is made. */
   iso_module *modules;
@@ -93,9 +92,7 @@ struct loader_child {
 typedef struct loader_call {
   uint64_t token;
   uint32_t call_id;
-  uint64_t child_token;     /* the request as the child's isolate knows it */
-  int64_t subrequests;      /* fetch() calls the child made for it */
-  struct loader_call *next; /* in the child's calls */
+  int64_t subrequests; /* fetch() calls the child made for it */
 } loader_call;
 
 /* An answer waiting for the parent's turn. */
@@ -356,14 +353,7 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
 }
 
 static void child_done(sandbox *sb, void *cookie) {
-  loader_child *c = (loader_child *)sb;
-  child_count_held(c);
-  for (loader_call **p = &c->calls; *p; p = &(*p)->next) {
-    if (*p == cookie) {
-      *p = ((loader_call *)cookie)->next;
-      break;
-    }
-  }
+  child_count_held((loader_child *)sb);
   free(cookie);
 }
 
@@ -403,13 +393,8 @@ static int child_call_async(sandbox *sb, const iso_call *call, iso_wire *result)
     /* The limit is per request, as a worker's are: a cached get() child
      * serves many, and must not run dry after its first few. A fetch() from
      * work that outlived its request (a timer) counts on the child's own. */
-    int64_t *used = &c->stray_subrequests;
-    for (loader_call *lc = c->calls; lc; lc = lc->next) {
-      if (lc->child_token == call->token) {
-        used = &lc->subrequests;
-        break;
-      }
-    }
+    loader_call *lc = sandbox_request_cookie(&c->sb, call->token);
+    int64_t *used = lc ? &lc->subrequests : &c->stray_subrequests;
     if (*used >= c->subrequest_limit) {
       char *msg = xasprintf("Dynamic Worker exceeded its subrequest limit (%lld per request)",
                             (long long)c->subrequest_limit);
@@ -449,11 +434,10 @@ int loader_evict_before(worker *w, uint64_t before_ns) {
 }
 
 void loader_compact_idle(worker *w, uint64_t now, int64_t *budget_ns) {
-  (void)w;
   for (size_t i = 0; i < table_cap; i++)
     for (loader_child *c = table[i]; c; c = c->hnext)
       if (c->kind == KIND_GET && c->sb.base.iso && !c->sb.dying && sandbox_idle(&c->sb) &&
-          !loaded_compact_idle(&c->sb.base, now, budget_ns))
+          !loaded_compact_idle(w, &c->sb.base, now, budget_ns))
         return;
 }
 
@@ -822,11 +806,6 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
     bindings_error(result, "Error", "the dynamic worker is unavailable; try again");
     return -1;
   }
-  /* sandbox_submit numbered the request with the process's next token: the
-   * token the child's own host calls for it carry. */
-  lc->child_token = worker_self()->next_token;
-  lc->next = c->calls;
-  c->calls = lc;
   return 0;
 
 malformed:

@@ -99,6 +99,11 @@ static sandbox_request *request_of(sandbox *sb, uint64_t token) {
   return NULL;
 }
 
+void *sandbox_request_cookie(sandbox *sb, uint64_t token) {
+  sandbox_request *r = request_of(sb, token);
+  return r ? r->cookie : NULL;
+}
+
 static void sb_log(void *data, uint64_t token, iso_log_level level, const char *msg, size_t len) {
   (void)token;
   sandbox *sb = data;

@@ -442,7 +442,7 @@ size_t evict_lru(worker *w, size_t max) {
   return evicted;
 }
 
-int loaded_compact_idle(loaded *l, uint64_t now, int64_t *budget_ns) {
+int loaded_compact_idle(worker *w, loaded *l, uint64_t now, int64_t *budget_ns) {
   if (*budget_ns <= 0) return 0;
   if (l->iso == NULL || !loaded_idle(l) || l->compacted_ns == l->last_used_ns ||
       l->last_used_ns > now || now - l->last_used_ns < (uint64_t)COMPACT_IDLE_MS * 1000000u)
@@ -450,7 +450,7 @@ int loaded_compact_idle(loaded *l, uint64_t now, int64_t *budget_ns) {
   uint64_t t0 = time_mono_ns();
   iso_worker_compact(l->iso);
   l->compacted_ns = l->last_used_ns;
-  worker_self()->compactions++;
+  w->compactions++;
   *budget_ns -= (int64_t)(time_mono_ns() - t0);
   return *budget_ns > 0;
 }
@@ -491,7 +491,7 @@ static void evict_sweep(uv_timer_t *timer) {
   }
   int64_t compact_ns = COMPACT_BUDGET_NS;
   for (tenant *t = w->tenants; t && compact_ns > 0; t = t->next)
-    if (t->current) loaded_compact_idle(t->current, now, &compact_ns);
+    if (t->current) loaded_compact_idle(w, t->current, now, &compact_ns);
   loader_compact_idle(w, now, &compact_ns);
 }
 

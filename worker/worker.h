@@ -217,7 +217,7 @@ void evict_start(worker *w);
 #define COMPACT_IDLE_MS 5000
 #define COMPACT_BUDGET_NS 2000000
 /* Compacts l if it is idle and due; 0 once the sweep's budget is spent. */
-int loaded_compact_idle(loaded *l, uint64_t now, int64_t *budget_ns);
+int loaded_compact_idle(worker *w, loaded *l, uint64_t now, int64_t *budget_ns);
 size_t tenant_pending_work(worker *w);
 /* The modules of a spec as iso_modules (pointers into the spec). Returns the
  * count, or -1 with *why set when the spec is malformed. */

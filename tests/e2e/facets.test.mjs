@@ -270,7 +270,7 @@ test('a request still running when its worker is purged does not bring the facet
     const res = await response;
     assert.equal(res.status, 200, res.text);
     // refused, or (the process not yet told) written to the deleted file
-    assert.match(res.body.toString(), /^(wrote|the worker was deleted or replaced while this request ran, and its facet does not exist)$/);
+    assert.match(res.body.toString(), /^(wrote|the worker was deleted and its facet purged)$/);
   } finally {
     conn.close();
   }
