@@ -380,6 +380,9 @@ class forwarding_pages : public v8::PageAllocator {
   v8::PageAllocator *inner_;
 };
 
+/* The mprotect() flags of a V8 page permission. */
+int prot_of(v8::PageAllocator::Permission p);
+
 /* The platform's page allocator over `inner` (made once per process);
  * `retagged`: the key allocator (MPK) is put over it. */
 v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged);
@@ -389,6 +392,9 @@ v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged);
 uint64_t pages_heap_growths();
 /* Unmaps the kept pages no isolate took within `older_than_ms`. */
 void pages_trim(uint64_t older_than_ms);
+/* Lets the isolate's builtins' code pages be the process's one copy, until
+ * written (pages.cc). Called where no JavaScript or collection runs in it. */
+void pages_share_code(v8::Isolate *isolate);
 
 /* While alive, this thread is disposing of an isolate: the pages V8 closes
  * are about to be freed, and are not discarded first. */

@@ -689,6 +689,7 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
     worker_destroy(w);  /* outside the isolate's scopes */
     return nullptr;
   }
+  pages_share_code(w->isolate);
   return w;
 }
 
@@ -1030,6 +1031,9 @@ void iso_worker_compact(iso_worker *w) {
   /* Not MemoryPressureNotification(kCritical): cheaper, but it left a busy
    * worker's young generation as large and as resident as it was. */
   w->isolate->LowMemoryNotification();
+  /* The collection read every builtin's code object, each a page of memory
+   * again. */
+  pages_share_code(w->isolate);
 }
 
 int iso_validate(const iso_limits *limits, const iso_module *modules, size_t n_modules,

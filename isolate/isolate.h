@@ -186,6 +186,7 @@ typedef struct iso_page_stats {
   size_t kept_resident_bytes;  /* of those, in memory */
   uint64_t reused_regions;     /* handed to a new isolate since the start */
   uint64_t fresh_regions;      /* mapped anew, since the start */
+  size_t shared_code_bytes;    /* isolates' builtins mapped from one copy */
 } iso_page_stats;
 
 void iso_page_stats_get(iso_page_stats *out);

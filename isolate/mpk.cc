@@ -101,16 +101,6 @@ bool cpu_has_pku(const char **why) {
 
 /* ---- tagging ---- */
 
-int prot_of(v8::PageAllocator::Permission p) {
-  switch (p) {
-  case v8::PageAllocator::kRead: return PROT_READ;
-  case v8::PageAllocator::kReadWrite: return PROT_READ | PROT_WRITE;
-  case v8::PageAllocator::kReadWriteExecute: return PROT_READ | PROT_WRITE | PROT_EXEC;
-  case v8::PageAllocator::kReadExecute: return PROT_READ | PROT_EXEC;
-  default: return PROT_NONE;
-  }
-}
-
 /* Gives [p, p+len) key `key` with protection `prot`. */
 bool tag(void *p, size_t len, int prot, int key) {
   if (state.how != mode::on)

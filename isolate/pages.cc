@@ -19,12 +19,19 @@
  * Under MPK, where a kept region sits on key 0, it is closed all the same.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -45,6 +52,10 @@ constexpr size_t kMaxResidentBytes = 64u << 20;
  * their own size, which the next isolate would hardly ever ask for. */
 constexpr size_t kHeapPageBytes = 256u << 10;
 constexpr size_t kCodeRangeBytes = 128u << 20;
+/* The start of a code range that holds the isolate's first code page: its
+ * builtins' code objects, byte for byte the same in every isolate of the
+ * process (docs/benchmarks.md, "Memory per idle worker"). */
+constexpr size_t kCodeWindowPages = 64;
 
 thread_local bool tearing_down;
 /* Regions asked for, by any isolate: what heap_check() (isolate.cc) looks
@@ -70,6 +81,15 @@ struct kept_region {
   uint64_t kept_ns;  /* since when */
 };
 
+/* The first heap page of a code range (where its start is rounded up to):
+ * what V8 last set each of its pages to, and which of them are mapped from
+ * the process's copy of the builtins (bit i: page i). */
+struct code_window {
+  char *base;
+  v8::PageAllocator::Permission permission[kCodeWindowPages];
+  uint64_t shared;
+};
+
 bool keepable_size(size_t length) {
   return length == kHeapPageBytes || length == kCodeRangeBytes;
 }
@@ -87,6 +107,11 @@ class reusing_pages final : public forwarding_pages {
       : forwarding_pages(inner), retagged_(retagged), swap_(swap_configured()) {
     long size = sysconf(_SC_PAGESIZE);
     page_ = size > 0 ? (size_t)size : 4096;
+    const char *env = getenv("EDGENODE_SHARED_BUILTINS");
+    if (env != nullptr && strcmp(env, "off") == 0) {
+      log_info("builtins not shared between isolates (EDGENODE_SHARED_BUILTINS=off)");
+      sharing_off_ = true;
+    }
   }
 
   void *AllocatePages(void *hint, size_t length, size_t alignment,
@@ -94,8 +119,13 @@ class reusing_pages final : public forwarding_pages {
     heap_growths.fetch_add(1, std::memory_order_relaxed);
     if (permissions == kNoAccess && keepable_size(length)) {
       void *kept = take(length, alignment);
-      if (kept != nullptr)
+      if (kept != nullptr) {
+        if (length == kCodeRangeBytes) {
+          std::lock_guard<std::mutex> lock(mu_);
+          watch_code_window(kept, permissions);
+        }
         return kept;
+      }
     }
     void *p = inner_->AllocatePages(hint, length, alignment, permissions);
     if (p != nullptr && keepable_size(length)) {
@@ -103,11 +133,14 @@ class reusing_pages final : public forwarding_pages {
       fresh_++;
       if (length == kHeapPageBytes)
         heap_pages_[p] = access_of(permissions);
+      else
+        watch_code_window(p, permissions);
     }
     return p;
   }
 
   bool FreePages(void *address, size_t length) override {
+    unwatch_code_window(address);
     access now = forget(address, &length);
     if (keepable_size(length) && keep(address, length, now))
       return true;
@@ -124,11 +157,18 @@ class reusing_pages final : public forwarding_pages {
   bool SetPermissions(void *address, size_t length, Permission permissions) override {
     if (permissions == kNoAccess && tearing_down)
       return true;
-    if (unchanged(address, length, permissions))
+    if (permissions == kNoAccess) {
+      std::lock_guard<std::mutex> lock(mu_);
+      unshare_code(address, length);
+    }
+    if (unchanged(address, length, permissions)) {
+      note_code_permissions(address, length, permissions);
       return true;
+    }
     if (!inner_->SetPermissions(address, length, permissions))
       return false;
     changed(address, length, permissions);
+    note_code_permissions(address, length, permissions);
     return true;
   }
 
@@ -143,6 +183,7 @@ class reusing_pages final : public forwarding_pages {
    * frees the rest. Under MPK the tail is unmapped as before, so that no
    * page of a freed isolate keeps its key. */
   bool ReleasePages(void *address, size_t length, size_t new_length) override {
+    unwatch_code_window(address);
     if (!retagged_ && shorten(address, length)) {
       if (madvise((char *)address + new_length, length - new_length, MADV_DONTNEED) != 0)
         log_warn("could not drop %zu bytes of a heap page: %s", length - new_length,
@@ -153,10 +194,23 @@ class reusing_pages final : public forwarding_pages {
     return inner_->ReleasePages(address, length, new_length);
   }
 
+  bool DiscardSystemPages(void *address, size_t size) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      unshare_code(address, size);
+    }
+    return inner_->DiscardSystemPages(address, size);
+  }
+
   bool DecommitPages(void *address, size_t size) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      unshare_code(address, size);
+    }
     if (!inner_->DecommitPages(address, size))
       return false;
     std::lock_guard<std::mutex> lock(mu_);
+    note_code_permissions_locked(address, size, kNoAccess);
     auto it = heap_pages_.find(heap_page_of(address));
     if (it != heap_pages_.end())
       it->second = size == kHeapPageBytes && it->first == address ? access::none : access::unknown;
@@ -185,8 +239,59 @@ class reusing_pages final : public forwarding_pages {
         log_warn("could not unmap %zu bytes of kept heap pages", r.length);
   }
 
+  /* Maps the pages at the start of the code range at `range_start` that
+   * hold exactly what the process's copy of the builtins holds from that
+   * copy, privately: they take no memory of their own until touched, and
+   * a write to one copies it as before. Called where nothing runs in that
+   * isolate: just after it was made, and after a full collection. */
+  void share_code(void *range_start) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (retagged_ || sharing_off_)
+      return;
+    auto it = code_windows_.find((uintptr_t)range_start);
+    if (it == code_windows_.end())
+      return;
+    code_window &w = it->second;
+    char *start = w.base;
+    uint64_t same = builtins_ == nullptr ? 0 : same_as_builtins(start, w);
+    /* The builtins' code objects point into V8's read-only heap, made anew
+     * once every isolate of the process was gone: a copy that no isolate
+     * matches or maps any more is made again from this one. */
+    if (builtins_ != nullptr && same == 0 && shared_pages_ == 0)
+      forget_builtins();
+    if (builtins_ == nullptr) {
+      if (!copy_builtins(start, w)) {
+        sharing_off_ = true;
+        return;
+      }
+      same = same_as_builtins(start, w);
+    }
+    /* A run of code pages is mapped whole, the pages of it that differ
+     * (this isolate's own) written back over the copy's: one mapping, as
+     * before, instead of one for each side of every difference. */
+    uint64_t copied_code = 0;
+    for (size_t i = 0; i < kCodeWindowPages; i++)
+      if (w.permission[i] == kReadExecute && (builtins_pages_ >> i & 1))
+        copied_code |= 1ull << i;
+    for (size_t i = 0; i < kCodeWindowPages;) {
+      if (!(copied_code >> i & 1)) {
+        i++;
+        continue;
+      }
+      size_t j = i;
+      while (j < kCodeWindowPages && (copied_code >> j & 1))
+        j++;
+      if (span_bits(i, j) & same && !map_builtins(start, w, i, j, same)) {
+        sharing_off_ = true;
+        return;
+      }
+      i = j;
+    }
+  }
+
   void counts(iso_page_stats *out) {
     std::lock_guard<std::mutex> lock(mu_);
+    out->shared_code_bytes = shared_pages_ * page_;
     out->kept_regions = kept_.size();
     out->kept_resident_bytes = resident_total_;
     out->reused_regions = reused_;
@@ -196,6 +301,249 @@ class reusing_pages final : public forwarding_pages {
  private:
   static void *heap_page_of(void *address) {
     return (void *)((uintptr_t)address & ~(uintptr_t)(kHeapPageBytes - 1));
+  }
+
+  /* ---- The code window: see share_code ---- */
+
+  /* Called with mu_ held, for a code range just handed to V8. */
+  void watch_code_window(void *start, Permission permissions) {
+    code_window w;
+    w.base = (char *)(((uintptr_t)start + kHeapPageBytes - 1) & ~(uintptr_t)(kHeapPageBytes - 1));
+    for (Permission &p : w.permission)
+      p = permissions;
+    w.shared = 0;
+    code_windows_[(uintptr_t)start] = w;
+  }
+
+  /* Before the code range at `address` goes (or shrinks): its shared pages
+   * become plain ones again, so that the range is kept or unmapped as any. */
+  void unwatch_code_window(void *address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = code_windows_.find((uintptr_t)address);
+    if (it == code_windows_.end())
+      return;
+    unshare_code(it->second.base, kCodeWindowPages * page_);
+    code_windows_.erase(it);
+  }
+
+  /* The window whose code range holds [address, address + length), its
+   * first page, and the pages of it that span covers: [*first, *end). Called
+   * with mu_ held. */
+  code_window *window_span(void *address, size_t length, char **start, size_t *first,
+                           size_t *end) {
+    auto it = code_windows_.upper_bound((uintptr_t)address);
+    if (it == code_windows_.begin())
+      return nullptr;
+    --it;
+    if ((uintptr_t)address - it->first >= kCodeRangeBytes)
+      return nullptr;
+    code_window *w = &it->second;
+    char *from = (char *)address, *to = from + length;
+    char *window_end = w->base + kCodeWindowPages * page_;
+    if (to <= w->base || from >= window_end)
+      return nullptr;
+    *start = w->base;
+    *first = from <= w->base ? 0 : (size_t)(from - w->base) / page_;
+    *end = to >= window_end ? kCodeWindowPages : (size_t)(to - w->base + page_ - 1) / page_;
+    return w;
+  }
+
+  void note_code_permissions(void *address, size_t length, Permission permissions) {
+    std::lock_guard<std::mutex> lock(mu_);
+    note_code_permissions_locked(address, length, permissions);
+  }
+
+  void note_code_permissions_locked(void *address, size_t length, Permission permissions) {
+    char *start;
+    size_t first, end;
+    code_window *w = window_span(address, length, &start, &first, &end);
+    for (size_t i = first; w != nullptr && i < end; i++)
+      w->permission[i] = permissions;
+  }
+
+  /* Pages in [address, address + length) mapped from the copy become
+   * anonymous ones of the same access: what V8 closes, discards or gives
+   * back reads as zeros, as with any other page. Called with mu_ held. A
+   * failure leaves them mapped, which holds the same bytes. */
+  void unshare_code(void *address, size_t length) {
+    char *start;
+    size_t first, end;
+    code_window *w = window_span(address, length, &start, &first, &end);
+    if (w == nullptr)
+      return;
+    for (size_t i = first; i < end;) {
+      if (!(w->shared >> i & 1)) {
+        i++;
+        continue;
+      }
+      size_t j = i;
+      while (j < end && (w->shared >> j & 1) && w->permission[j] == w->permission[i])
+        j++;
+      void *p = mmap(start + i * page_, (j - i) * page_, prot_of(w->permission[i]),
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      if (p == MAP_FAILED) {
+        log_warn("could not unshare %zu code pages: %s", j - i, strerror(errno));
+      } else {
+        for (size_t k = i; k < j; k++)
+          w->shared &= ~(1ull << k);
+        shared_pages_ -= j - i;
+      }
+      i = j;
+    }
+  }
+
+  /* The window's pages that hold what the copy holds. */
+  uint64_t same_as_builtins(const char *start, const code_window &w) {
+    uint64_t same = 0;
+    for (size_t i = 0; i < kCodeWindowPages; i++)
+      if (w.permission[i] == kReadExecute && (builtins_pages_ >> i & 1) &&
+          memcmp(start + i * page_, builtins_ + i * page_, page_) == 0)
+        same |= 1ull << i;
+    return same;
+  }
+
+  void forget_builtins() {
+    munmap((void *)builtins_, kCodeWindowPages * page_);
+    close(builtins_fd_);
+    builtins_ = nullptr;
+    builtins_fd_ = -1;
+    builtins_pages_ = 0;
+  }
+
+  /* The builtins' pages of the first code range seen, copied into a memory
+   * file that every later isolate's window is mapped from. */
+  bool copy_builtins(char *start, const code_window &w) {
+    int fd = memfd_create("edgenode-builtins", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)(kCodeWindowPages * page_)) != 0) {
+      log_warn("builtins not shared between isolates: no memory file: %s", strerror(errno));
+      if (fd >= 0)
+        close(fd);
+      return false;
+    }
+    uint64_t copied = 0;
+    for (size_t i = 0; i < kCodeWindowPages; i++) {
+      if (w.permission[i] != kReadExecute)
+        continue;
+      off_t at = (off_t)(i * page_);
+      if (pwrite(fd, start + i * page_, page_, at) != (ssize_t)page_) {
+        log_warn("builtins not shared between isolates: cannot copy them: %s", strerror(errno));
+        close(fd);
+        return false;
+      }
+      copied |= 1ull << i;
+    }
+    /* Some systems refuse to execute from a memory file (vm.memfd_noexec). */
+    void *probe = mmap(nullptr, page_, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+    void *view = probe == MAP_FAILED ? MAP_FAILED
+                                     : mmap(nullptr, kCodeWindowPages * page_, PROT_READ,
+                                            MAP_SHARED, fd, 0);
+    if (probe != MAP_FAILED)
+      munmap(probe, page_);
+    if (view == MAP_FAILED) {
+      log_warn("builtins not shared between isolates: cannot map them: %s", strerror(errno));
+      close(fd);
+      return false;
+    }
+    builtins_fd_ = fd;
+    if (!uffd_tried_) {
+      uffd_tried_ = true;
+      uffd_ = open_uffd();
+      if (uffd_ < 0)
+        log_info("shared builtins fault 64 KiB at a time: no userfaultfd: %s", strerror(errno));
+    }
+    builtins_ = (const unsigned char *)view;
+    builtins_pages_ = copied;
+    return true;
+  }
+
+  /* Code that V8 runs is gone: nothing can go on. */
+  [[noreturn]] static void restore_failed(size_t length) {
+    log_error("cannot restore %zu bytes of code: %s", length, strerror(errno));
+    abort();
+  }
+
+  /* A first touch of a file's page maps the 15 next to it as well (the
+   * kernel's fault-around), and each isolate would soon hold most of the
+   * window again: one page of builtins used maps 64 KiB. A range registered
+   * with a userfaultfd for write protection is faulted page by page; no
+   * page is ever protected, so no fault ever goes to that descriptor. */
+  void no_fault_around(char *at, size_t length) {
+    if (uffd_ < 0)
+      return;
+    struct uffdio_register range = {};
+    range.range.start = (uintptr_t)at;
+    range.range.len = length;
+    range.mode = UFFDIO_REGISTER_MODE_WP;
+    if (ioctl(uffd_, UFFDIO_REGISTER, &range) != 0) {
+      log_info("shared builtins fault 64 KiB at a time: %s", strerror(errno));
+      close(uffd_);
+      uffd_ = -1;
+    }
+  }
+
+  static int open_uffd() {
+    int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if (fd < 0)
+      fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+      return -1;
+    struct uffdio_api api = {};
+    api.api = UFFD_API;
+    api.features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+    if (ioctl(fd, UFFDIO_API, &api) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  static uint64_t span_bits(size_t i, size_t j) {
+    return (j - i == 64 ? ~0ull : ((1ull << (j - i)) - 1)) << i;
+  }
+
+  /* Maps pages [i, j) of the window from the builtins' file, and writes
+   * back those not in `same`; false when the system would not (their bytes
+   * are put back as they were). */
+  bool map_builtins(char *start, code_window &w, size_t i, size_t j, uint64_t same) {
+    char *at = start + i * page_;
+    size_t length = (j - i) * page_;
+    std::vector<unsigned char> own;
+    for (size_t k = i; k < j; k++)
+      if (!(same >> k & 1))
+        own.insert(own.end(), start + k * page_, start + (k + 1) * page_);
+    if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, builtins_fd_,
+             (off_t)(i * page_)) == MAP_FAILED) {
+      log_warn("builtins not shared between isolates: cannot map them: %s", strerror(errno));
+      /* A failed fixed mapping may have unmapped what was there. */
+      if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+               0) == MAP_FAILED)
+        restore_failed(length);
+      memcpy(at, builtins_ + i * page_, length);
+      write_own(start, i, j, same, own);
+      if (mprotect(at, length, PROT_READ | PROT_EXEC) != 0)
+        restore_failed(length);
+      shared_pages_ -= (size_t)__builtin_popcountll(w.shared & span_bits(i, j));
+      w.shared &= ~span_bits(i, j);
+      return false;
+    }
+    write_own(start, i, j, same, own);
+    if (mprotect(at, length, PROT_READ | PROT_EXEC) != 0)
+      restore_failed(length);
+    no_fault_around(at, length);
+    shared_pages_ += (j - i) - (size_t)__builtin_popcountll(w.shared & span_bits(i, j));
+    w.shared |= span_bits(i, j);
+    return true;
+  }
+
+  void write_own(char *start, size_t i, size_t j, uint64_t same,
+                 const std::vector<unsigned char> &own) {
+    const unsigned char *from = own.data();
+    for (size_t k = i; k < j; k++) {
+      if (same >> k & 1)
+        continue;
+      memcpy(start + k * page_, from, page_);
+      from += page_;
+    }
   }
 
   /* Whether V8's request changes nothing that matters (see SetPermissions). */
@@ -371,6 +719,14 @@ class reusing_pages final : public forwarding_pages {
   std::unordered_map<void *, access> heap_pages_;  /* live whole heap pages */
   std::unordered_set<void *> shortened_;  /* live heap pages V8 shortened */
   std::vector<kept_region> untouched_;  /* reservations handed out, not yet opened */
+  std::map<uintptr_t, code_window> code_windows_;  /* by the start of their code range */
+  int builtins_fd_ = -1;
+  int uffd_ = -1;  /* only to keep the builtins' pages from faulting around */
+  bool uffd_tried_ = false;
+  const unsigned char *builtins_ = nullptr;  /* builtins_fd_, mapped to compare with */
+  uint64_t builtins_pages_ = 0;  /* the window's pages it holds */
+  bool sharing_off_ = false;  /* the system would not map it */
+  size_t shared_pages_ = 0;
   size_t resident_total_ = 0;
   uint64_t reused_ = 0;
   uint64_t fresh_ = 0;
@@ -379,6 +735,16 @@ class reusing_pages final : public forwarding_pages {
 reusing_pages *the_pages;
 
 }  // namespace
+
+int prot_of(v8::PageAllocator::Permission p) {
+  switch (p) {
+  case v8::PageAllocator::kRead: return PROT_READ;
+  case v8::PageAllocator::kReadWrite: return PROT_READ | PROT_WRITE;
+  case v8::PageAllocator::kReadWriteExecute: return PROT_READ | PROT_WRITE | PROT_EXEC;
+  case v8::PageAllocator::kReadExecute: return PROT_READ | PROT_EXEC;
+  default: return PROT_NONE;
+  }
+}
 
 v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged) {
   if (the_pages == nullptr)
@@ -396,6 +762,14 @@ pages_teardown_scope::pages_teardown_scope() : saved_(tearing_down) {
 
 pages_teardown_scope::~pages_teardown_scope() {
   tearing_down = saved_;
+}
+
+void pages_share_code(v8::Isolate *isolate) {
+  void *start = nullptr;
+  size_t length = 0;
+  isolate->GetCodeRange(&start, &length);
+  if (the_pages != nullptr && start != nullptr && length == kCodeRangeBytes)
+    the_pages->share_code(start);
 }
 
 void pages_trim(uint64_t older_than_ms) {

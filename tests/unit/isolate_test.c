@@ -2138,6 +2138,83 @@ static void test_page_reuse(void **state) {
   assert_true(after.reused_regions >= before.reused_regions + CYCLES);
 }
 
+/* Whether this process maps the builtins' shared copy anywhere. */
+static int builtins_mapped(void) {
+  FILE *maps = fopen("/proc/self/maps", "r");
+  assert_non_null(maps);
+  char line[512];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, maps) != NULL)
+    found = strstr(line, "edgenode-builtins") != NULL;
+  fclose(maps);
+  return found;
+}
+
+/* Every isolate's builtins are mapped from one copy of them, and workers
+ * run as before: through collections that read them all, a compaction, and
+ * isolates freed and made again on kept pages. */
+static void test_shared_builtins(void **state) {
+  (void)state;
+  static const char src[] =
+      "export default { async fetch(request) {\n"
+      "  const words = [...'the quick brown fox'.matchAll(/\\w+/g)].map((m) => m[0]);\n"
+      "  const sorted = words.toSorted ? words.toSorted() : [...words].sort();\n"
+      "  const json = JSON.parse(JSON.stringify({ sorted, n: new Map([[1, 2]]).size }));\n"
+      "  let caught = '';\n"
+      "  try { null.x; } catch (e) { caught = e.constructor.name + (e.stack ? ' with stack' : ''); }\n"
+      "  const sum = await Promise.all([1, 2, 3].map(async (x) => x * 2));\n"
+      "  const garbage = [];\n"
+      "  for (let i = 0; i < 20000; i++) garbage.push({ i, s: String(i) });\n"
+      "  return new Response(json.sorted.join(',') + ' ' + json.n + ' ' + caught + ' ' +\n"
+      "    sum.reduce((a, b) => a + b) + ' ' + garbage.length);\n"
+      "} };\n";
+  static const char expected[] = "brown,fox,quick,the 1 TypeError with stack 12 20000";
+  rec r = {0};
+  /* A second of CPU per request: room to spare under the sanitizers. */
+  iso_limits limits = {0, 1000};
+  enum { N = 4 };
+  iso_worker *w[N];
+  for (int i = 0; i < N; i++)
+    w[i] = load_ok(&r, src, &limits);
+  iso_page_stats stats;
+  iso_page_stats_get(&stats);
+  print_message("  builtins mapped from the shared copy: %zu KiB\n", stats.shared_code_bytes >> 10);
+  /* At least the later isolates' windows (the first one seen is the copy). */
+  assert_true(stats.shared_code_bytes >= (size_t)(N - 1) * 64 * 1024);
+  assert_true(builtins_mapped());
+
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) {
+      r.req[1] = (rec_req){0};
+      assert_int_equal(get(w[i], 1, "/"), 0);
+      expect_ok(&r);
+      assert_string_equal(r.req[1].body, expected);
+      iso_worker_compact(w[i]);
+    }
+  }
+  iso_page_stats after;
+  iso_page_stats_get(&after);
+  assert_true(after.shared_code_bytes >= (size_t)(N - 1) * 64 * 1024);
+
+  /* Freed: their windows are plain pages again, kept for the next isolates,
+   * which share in turn. */
+  for (int i = 0; i < N; i++)
+    iso_worker_free(w[i]);
+  iso_page_stats_get(&after);
+  assert_true(after.shared_code_bytes < stats.shared_code_bytes);
+  for (int i = 0; i < N; i++) {
+    w[i] = load_ok(&r, src, &limits);
+    r.req[1] = (rec_req){0};
+    assert_int_equal(get(w[i], 1, "/"), 0);
+    expect_ok(&r);
+    assert_string_equal(r.req[1].body, expected);
+  }
+  iso_page_stats_get(&after);
+  assert_true(after.shared_code_bytes >= (size_t)(N - 1) * 64 * 1024);
+  for (int i = 0; i < N; i++)
+    iso_worker_free(w[i]);
+}
+
 /* Not a pass/fail test: prints what a worker and a request cost. */
 static void test_costs(void **state) {
   (void)state;
@@ -2295,6 +2372,7 @@ int main(void) {
       cmocka_unit_test(test_page_reuse),
       cmocka_unit_test(test_console_large_arrays),
       cmocka_unit_test(test_compact_idle),
+      cmocka_unit_test(test_shared_builtins),
       cmocka_unit_test(test_stream_body_refusals),
       cmocka_unit_test(test_costs),
   };
