@@ -268,7 +268,8 @@ class reusing_pages final : public forwarding_pages {
     }
     /* A run of code pages is mapped whole, the pages of it that differ
      * (this isolate's own) written back over the copy's: one mapping, as
-     * before, instead of one for each side of every difference. */
+     * before, instead of one for each side of every difference. An isolate
+     * just made has had no collection whose sweeper could write to them. */
     uint64_t copied_code = 0;
     for (size_t i = 0; i < kCodeWindowPages; i++)
       if (w.permission[i] == kReadExecute && (builtins_pages_ >> i & 1))
@@ -281,11 +282,33 @@ class reusing_pages final : public forwarding_pages {
       size_t j = i;
       while (j < kCodeWindowPages && (copied_code >> j & 1))
         j++;
-      if (span_bits(i, j) & same && !map_builtins(start, w, i, j, same)) {
+      uint64_t span = span_bits(i, j);
+      if ((w.shared & span) == span)
+        drop_copies(start, i, j, same);
+      else if (span & same && !map_builtins(start, w, i, j, same)) {
         sharing_off_ = true;
         return;
       }
       i = j;
+    }
+  }
+
+  /* A run mapped before (a worker compacted after its collection read
+   * every builtin): the pages still the same as the copy are dropped, to be
+   * read from the file again. Its own pages stay as they are: a collection's
+   * sweeper may still be writing to them on another thread. */
+  void drop_copies(char *start, size_t i, size_t j, uint64_t same) {
+    for (size_t k = i; k < j;) {
+      if (!(same >> k & 1)) {
+        k++;
+        continue;
+      }
+      size_t end = k;
+      while (end < j && (same >> end & 1))
+        end++;
+      if (madvise(start + k * page_, (end - k) * page_, MADV_DONTNEED) != 0)
+        log_warn("could not drop %zu pages of shared builtins: %s", end - k, strerror(errno));
+      k = end;
     }
   }
 
