@@ -56,6 +56,11 @@ constexpr size_t kCodeRangeBytes = 128u << 20;
  * builtins' code objects, byte for byte the same in every isolate of the
  * process (docs/benchmarks.md, "Memory per idle worker"). */
 constexpr size_t kCodeWindowPages = 64;
+#ifdef MFD_NOEXEC_SEAL
+constexpr unsigned kNoExecSeal = MFD_NOEXEC_SEAL;
+#else
+constexpr unsigned kNoExecSeal = 0x0008u; /* Linux 6.3 */
+#endif
 
 thread_local bool tearing_down;
 /* Regions asked for, by any isolate: what heap_check() (isolate.cc) looks
@@ -88,6 +93,7 @@ struct code_window {
   char *base;
   v8::PageAllocator::Permission permission[kCodeWindowPages];
   uint64_t shared;
+  uint64_t own;  /* of those, written back with the isolate's own bytes */
 };
 
 bool keepable_size(size_t length) {
@@ -140,9 +146,9 @@ class reusing_pages final : public forwarding_pages {
   }
 
   bool FreePages(void *address, size_t length) override {
-    unwatch_code_window(address);
+    bool plain = unwatch_code_window(address);
     access now = forget(address, &length);
-    if (keepable_size(length) && keep(address, length, now))
+    if (plain && keepable_size(length) && keep(address, length, now))
       return true;
     return inner_->FreePages(address, length);
   }
@@ -157,18 +163,29 @@ class reusing_pages final : public forwarding_pages {
   bool SetPermissions(void *address, size_t length, Permission permissions) override {
     if (permissions == kNoAccess && tearing_down)
       return true;
-    if (permissions == kNoAccess) {
+    {
+      /* In a code window the change and its note are one step: share_code
+       * must not find a page open for writing noted as read-execute. */
       std::lock_guard<std::mutex> lock(mu_);
-      unshare_code(address, length);
+      char *start;
+      size_t first, end;
+      if (window_span(address, length, &start, &first, &end) != nullptr) {
+        if (permissions == kNoAccess)
+          unshare_code(address, length);
+        if (!unchanged_locked(address, length, permissions)) {
+          if (!inner_->SetPermissions(address, length, permissions))
+            return false;
+          changed_locked(address, length, permissions);
+        }
+        note_code_permissions_locked(address, length, permissions);
+        return true;
+      }
     }
-    if (unchanged(address, length, permissions)) {
-      note_code_permissions(address, length, permissions);
+    if (unchanged(address, length, permissions))
       return true;
-    }
     if (!inner_->SetPermissions(address, length, permissions))
       return false;
     changed(address, length, permissions);
-    note_code_permissions(address, length, permissions);
     return true;
   }
 
@@ -253,6 +270,11 @@ class reusing_pages final : public forwarding_pages {
       return;
     code_window &w = it->second;
     char *start = w.base;
+    bool any_code = false;
+    for (Permission p : w.permission)
+      any_code = any_code || p == kReadExecute;
+    if (!any_code)
+      return;
     uint64_t same = builtins_ == nullptr ? 0 : same_as_builtins(start, w);
     /* The builtins' code objects point into V8's read-only heap, made anew
      * once every isolate of the process was gone: a copy that no isolate
@@ -268,8 +290,7 @@ class reusing_pages final : public forwarding_pages {
     }
     /* A run of code pages is mapped whole, the pages of it that differ
      * (this isolate's own) written back over the copy's: one mapping, as
-     * before, instead of one for each side of every difference. An isolate
-     * just made has had no collection whose sweeper could write to them. */
+     * before, instead of one for each side of every difference. */
     uint64_t copied_code = 0;
     for (size_t i = 0; i < kCodeWindowPages; i++)
       if (w.permission[i] == kReadExecute && (builtins_pages_ >> i & 1))
@@ -295,8 +316,7 @@ class reusing_pages final : public forwarding_pages {
 
   /* A run mapped before (a worker compacted after its collection read
    * every builtin): the pages still the same as the copy are dropped, to be
-   * read from the file again. Its own pages stay as they are: a collection's
-   * sweeper may still be writing to them on another thread. */
+   * read from the file again; nothing else changes. */
   void drop_copies(char *start, size_t i, size_t j, uint64_t same) {
     for (size_t k = i; k < j;) {
       if (!(same >> k & 1)) {
@@ -314,7 +334,10 @@ class reusing_pages final : public forwarding_pages {
 
   void counts(iso_page_stats *out) {
     std::lock_guard<std::mutex> lock(mu_);
-    out->shared_code_bytes = shared_pages_ * page_;
+    size_t from_copy = 0;
+    for (const auto &window : code_windows_)
+      from_copy += (size_t)__builtin_popcountll(window.second.shared & ~window.second.own);
+    out->shared_code_bytes = from_copy * page_;
     out->kept_regions = kept_.size();
     out->kept_resident_bytes = resident_total_;
     out->reused_regions = reused_;
@@ -335,18 +358,23 @@ class reusing_pages final : public forwarding_pages {
     for (Permission &p : w.permission)
       p = permissions;
     w.shared = 0;
+    w.own = 0;
     code_windows_[(uintptr_t)start] = w;
   }
 
-  /* Before the code range at `address` goes (or shrinks): its shared pages
-   * become plain ones again, so that the range is kept or unmapped as any. */
-  void unwatch_code_window(void *address) {
+  /* Before the code range at `address` goes (or shrinks): its pages mapped
+   * from the copy become plain ones again, so that the range is kept or
+   * unmapped as any. False when some could not be: the range is then not
+   * to be kept. */
+  bool unwatch_code_window(void *address) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = code_windows_.find((uintptr_t)address);
     if (it == code_windows_.end())
-      return;
-    unshare_code(it->second.base, kCodeWindowPages * page_);
+      return true;
+    bool plain = unshare_code(it->second.base, kCodeWindowPages * page_);
+    shared_pages_ -= (size_t)__builtin_popcountll(it->second.shared);
     code_windows_.erase(it);
+    return plain;
   }
 
   /* The window whose code range holds [address, address + length), its
@@ -371,11 +399,6 @@ class reusing_pages final : public forwarding_pages {
     return w;
   }
 
-  void note_code_permissions(void *address, size_t length, Permission permissions) {
-    std::lock_guard<std::mutex> lock(mu_);
-    note_code_permissions_locked(address, length, permissions);
-  }
-
   void note_code_permissions_locked(void *address, size_t length, Permission permissions) {
     char *start;
     size_t first, end;
@@ -388,12 +411,13 @@ class reusing_pages final : public forwarding_pages {
    * anonymous ones of the same access: what V8 closes, discards or gives
    * back reads as zeros, as with any other page. Called with mu_ held. A
    * failure leaves them mapped, which holds the same bytes. */
-  void unshare_code(void *address, size_t length) {
+  bool unshare_code(void *address, size_t length) {
     char *start;
     size_t first, end;
     code_window *w = window_span(address, length, &start, &first, &end);
     if (w == nullptr)
-      return;
+      return true;
+    bool plain = true;
     for (size_t i = first; i < end;) {
       if (!(w->shared >> i & 1)) {
         i++;
@@ -406,13 +430,15 @@ class reusing_pages final : public forwarding_pages {
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
       if (p == MAP_FAILED) {
         log_warn("could not unshare %zu code pages: %s", j - i, strerror(errno));
+        plain = false;
       } else {
-        for (size_t k = i; k < j; k++)
-          w->shared &= ~(1ull << k);
+        w->shared &= ~span_bits(i, j);
+        w->own &= ~span_bits(i, j);
         shared_pages_ -= j - i;
       }
       i = j;
     }
+    return plain;
   }
 
   /* The window's pages that hold what the copy holds. */
@@ -436,7 +462,11 @@ class reusing_pages final : public forwarding_pages {
   /* The builtins' pages of the first code range seen, copied into a memory
    * file that every later isolate's window is mapped from. */
   bool copy_builtins(char *start, const code_window &w) {
-    int fd = memfd_create("edgenode-builtins", MFD_CLOEXEC);
+    /* Sealed against being run as a program, which is all vm.memfd_noexec
+     * asks (mappings may still execute); older kernels know no such seal. */
+    int fd = memfd_create("edgenode-builtins", MFD_CLOEXEC | kNoExecSeal);
+    if (fd < 0 && errno == EINVAL)
+      fd = memfd_create("edgenode-builtins", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)(kCodeWindowPages * page_)) != 0) {
       log_warn("builtins not shared between isolates: no memory file: %s", strerror(errno));
       if (fd >= 0)
@@ -455,13 +485,17 @@ class reusing_pages final : public forwarding_pages {
       }
       copied |= 1ull << i;
     }
-    /* Some systems refuse to execute from a memory file (vm.memfd_noexec). */
-    void *probe = mmap(nullptr, page_, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
-    void *view = probe == MAP_FAILED ? MAP_FAILED
-                                     : mmap(nullptr, kCodeWindowPages * page_, PROT_READ,
-                                            MAP_SHARED, fd, 0);
-    if (probe != MAP_FAILED)
+    /* What map_builtins does, once: some systems refuse to execute a
+     * private mapping of a file once it was written (SELinux's execmod). */
+    bool runs = false;
+    void *probe = mmap(nullptr, page_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (probe != MAP_FAILED) {
+      *(volatile char *)probe = 1;  /* a private copy, as a page written back */
+      runs = mprotect(probe, page_, PROT_READ | PROT_EXEC) == 0;
       munmap(probe, page_);
+    }
+    void *view = runs ? mmap(nullptr, kCodeWindowPages * page_, PROT_READ, MAP_SHARED, fd, 0)
+                      : MAP_FAILED;
     if (view == MAP_FAILED) {
       log_warn("builtins not shared between isolates: cannot map them: %s", strerror(errno));
       close(fd);
@@ -477,12 +511,6 @@ class reusing_pages final : public forwarding_pages {
     builtins_ = (const unsigned char *)view;
     builtins_pages_ = copied;
     return true;
-  }
-
-  /* Code that V8 runs is gone: nothing can go on. */
-  [[noreturn]] static void restore_failed(size_t length) {
-    log_error("cannot restore %zu bytes of code: %s", length, strerror(errno));
-    abort();
   }
 
   /* A first touch of a file's page maps the 15 next to it as well (the
@@ -524,54 +552,66 @@ class reusing_pages final : public forwarding_pages {
     return (j - i == 64 ? ~0ull : ((1ull << (j - i)) - 1)) << i;
   }
 
-  /* Maps pages [i, j) of the window from the builtins' file, and writes
-   * back those not in `same`; false when the system would not (their bytes
-   * are put back as they were). */
+  /* Maps pages [i, j) of the window from the builtins' file, with the
+   * pages not in `same` written back with the isolate's own bytes. The run
+   * is made ready at an address of its own and moved into place in one
+   * step, so that the window always holds the isolate's bytes; false, with
+   * the window as it was, when the system would not. */
   bool map_builtins(char *start, code_window &w, size_t i, size_t j, uint64_t same) {
     char *at = start + i * page_;
     size_t length = (j - i) * page_;
-    std::vector<unsigned char> own;
-    for (size_t k = i; k < j; k++)
-      if (!(same >> k & 1))
-        own.insert(own.end(), start + k * page_, start + (k + 1) * page_);
-    if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, builtins_fd_,
-             (off_t)(i * page_)) == MAP_FAILED) {
+    void *ready = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, builtins_fd_,
+                       (off_t)(i * page_));
+    if (ready == MAP_FAILED) {
       log_warn("builtins not shared between isolates: cannot map them: %s", strerror(errno));
-      /* A failed fixed mapping may have unmapped what was there. */
-      if (mmap(at, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-               0) == MAP_FAILED)
-        restore_failed(length);
-      memcpy(at, builtins_ + i * page_, length);
-      write_own(start, i, j, same, own);
-      if (mprotect(at, length, PROT_READ | PROT_EXEC) != 0)
-        restore_failed(length);
-      shared_pages_ -= (size_t)__builtin_popcountll(w.shared & span_bits(i, j));
-      w.shared &= ~span_bits(i, j);
       return false;
     }
-    write_own(start, i, j, same, own);
-    if (mprotect(at, length, PROT_READ | PROT_EXEC) != 0)
-      restore_failed(length);
+    for (size_t k = i; k < j; k++)
+      if (!(same >> k & 1))
+        memcpy((char *)ready + (k - i) * page_, start + k * page_, page_);
+    if (mprotect(ready, length, PROT_READ | PROT_EXEC) != 0 ||
+        mremap(ready, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
+      log_warn("builtins not shared between isolates: cannot map them: %s", strerror(errno));
+      if (!window_mapped(at))
+        restore_from(ready, at, length);
+      munmap(ready, length);
+      return false;
+    }
     no_fault_around(at, length);
     shared_pages_ += (j - i) - (size_t)__builtin_popcountll(w.shared & span_bits(i, j));
     w.shared |= span_bits(i, j);
+    w.own = (w.own & ~span_bits(i, j)) | (span_bits(i, j) & ~same);
     return true;
   }
 
-  void write_own(char *start, size_t i, size_t j, uint64_t same,
-                 const std::vector<unsigned char> &own) {
-    const unsigned char *from = own.data();
-    for (size_t k = i; k < j; k++) {
-      if (same >> k & 1)
-        continue;
-      memcpy(start + k * page_, from, page_);
-      from += page_;
+  /* Whether the page at `at` is mapped: a move that failed may have
+   * unmapped its target first (at the limit of mappings per process). */
+  bool window_mapped(char *at) {
+    return msync(at, page_, MS_ASYNC) == 0 || errno != ENOMEM;
+  }
+
+  /* Puts back the bytes of a run whose mapping a failed move took away.
+   * Without them V8 cannot go on: if this fails too, the process stops. */
+  void restore_from(const void *ready, char *at, size_t length) {
+    bool restored = mmap(at, length, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED;
+    if (restored) {
+      memcpy(at, ready, length);
+      restored = mprotect(at, length, PROT_READ | PROT_EXEC) == 0;
+    }
+    if (!restored) {
+      log_error("cannot restore %zu bytes of code: %s", length, strerror(errno));
+      abort();
     }
   }
 
   /* Whether V8's request changes nothing that matters (see SetPermissions). */
   bool unchanged(void *address, size_t length, Permission permissions) {
     std::lock_guard<std::mutex> lock(mu_);
+    return unchanged_locked(address, length, permissions);
+  }
+
+  bool unchanged_locked(void *address, size_t length, Permission permissions) {
     auto it = heap_pages_.find(heap_page_of(address));
     if (it != heap_pages_.end()) {
       bool whole = it->first == address && length == kHeapPageBytes;
@@ -584,6 +624,10 @@ class reusing_pages final : public forwarding_pages {
   /* What a request V8 made of the system changed. */
   void changed(void *address, size_t length, Permission permissions) {
     std::lock_guard<std::mutex> lock(mu_);
+    changed_locked(address, length, permissions);
+  }
+
+  void changed_locked(void *address, size_t length, Permission permissions) {
     auto it = heap_pages_.find(heap_page_of(address));
     if (it != heap_pages_.end()) {
       bool whole = it->first == address && length == kHeapPageBytes;
