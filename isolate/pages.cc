@@ -95,6 +95,31 @@ struct code_window {
   uint64_t own;  /* of those, written back with the isolate's own bytes */
 };
 
+/* The window's pages V8 has open to read and execute (bit i: page i). */
+uint64_t code_pages(const code_window &w) {
+  uint64_t code = 0;
+  for (size_t i = 0; i < kCodeWindowPages; i++)
+    if (w.permission[i] == v8::PageAllocator::kReadExecute)
+      code |= 1ull << i;
+  return code;
+}
+
+uint64_t span_bits(size_t i, size_t j) {
+  return (j - i == 64 ? ~0ull : ((1ull << (j - i)) - 1)) << i;
+}
+
+/* The next run of set bits of `mask` at or after *i and below `end`:
+ * [*i, *j); false when there is none. */
+bool next_run(uint64_t mask, size_t end, size_t *i, size_t *j) {
+  while (*i < end && !(mask >> *i & 1))
+    (*i)++;
+  if (*i >= end)
+    return false;
+  for (*j = *i; *j < end && (mask >> *j & 1);)
+    (*j)++;
+  return true;
+}
+
 bool keepable_size(size_t length) {
   return length == kHeapPageBytes || length == kCodeRangeBytes;
 }
@@ -162,29 +187,26 @@ class reusing_pages final : public forwarding_pages {
   bool SetPermissions(void *address, size_t length, Permission permissions) override {
     if (permissions == kNoAccess && tearing_down)
       return true;
-    {
-      /* In a code window the change and its note are one step: share_code
-       * must not find a page open for writing noted as read-execute. */
-      std::lock_guard<std::mutex> lock(mu_);
-      char *start;
-      size_t first, end;
-      if (window_span(address, length, &start, &first, &end) != nullptr) {
-        if (permissions == kNoAccess)
-          unshare_code(address, length);
-        if (!unchanged_locked(address, length, permissions)) {
-          if (!inner_->SetPermissions(address, length, permissions))
-            return false;
-          changed_locked(address, length, permissions);
-        }
-        note_code_permissions_locked(address, length, permissions);
-        return true;
-      }
+    std::unique_lock<std::mutex> lock(mu_);
+    char *start;
+    size_t first, end;
+    bool in_window = window_span(address, length, &start, &first, &end) != nullptr;
+    if (in_window && permissions == kNoAccess)
+      unshare_code(address, length);
+    if (!unchanged(address, length, permissions)) {
+      /* In a code window the change and its note are one step (share_code
+       * must not find a page open for writing noted as read-execute);
+       * elsewhere the system call is made outside the lock. */
+      if (!in_window)
+        lock.unlock();
+      if (!inner_->SetPermissions(address, length, permissions))
+        return false;
+      if (!in_window)
+        lock.lock();
+      changed(address, length, permissions);
     }
-    if (unchanged(address, length, permissions))
-      return true;
-    if (!inner_->SetPermissions(address, length, permissions))
-      return false;
-    changed(address, length, permissions);
+    if (in_window)
+      note_code_permissions(address, length, permissions);
     return true;
   }
 
@@ -226,7 +248,7 @@ class reusing_pages final : public forwarding_pages {
     if (!inner_->DecommitPages(address, size))
       return false;
     std::lock_guard<std::mutex> lock(mu_);
-    note_code_permissions_locked(address, size, kNoAccess);
+    note_code_permissions(address, size, kNoAccess);
     auto it = heap_pages_.find(heap_page_of(address));
     if (it != heap_pages_.end())
       it->second = size == kHeapPageBytes && it->first == address ? access::none : access::unknown;
@@ -269,39 +291,26 @@ class reusing_pages final : public forwarding_pages {
       return;
     code_window &w = it->second;
     char *start = w.base;
-    bool any_code = false;
-    for (Permission p : w.permission)
-      any_code = any_code || p == kReadExecute;
-    if (!any_code)
+    uint64_t code = code_pages(w);
+    if (code == 0)
       return;
-    uint64_t same = builtins_ == nullptr ? 0 : same_as_builtins(start, w);
+    uint64_t same = same_as_builtins(start, code);
     /* The builtins' code objects point into V8's read-only heap, made anew
      * once every isolate of the process was gone: a copy that no isolate
      * matches or maps any more is made again from this one. */
-    if (builtins_ != nullptr && same == 0 && shared_pages_ == 0)
+    if (builtins_ != nullptr && same == 0 && !any_shared())
       forget_builtins();
     if (builtins_ == nullptr) {
-      if (!copy_builtins(start, w)) {
+      if (!copy_builtins(start, code)) {
         sharing_off_ = true;
         return;
       }
-      same = same_as_builtins(start, w);
+      same = same_as_builtins(start, code);
     }
     /* A run of code pages is mapped whole, the pages of it that differ
      * (this isolate's own) written back over the copy's: one mapping, as
      * before, instead of one for each side of every difference. */
-    uint64_t copied_code = 0;
-    for (size_t i = 0; i < kCodeWindowPages; i++)
-      if (w.permission[i] == kReadExecute && (builtins_pages_ >> i & 1))
-        copied_code |= 1ull << i;
-    for (size_t i = 0; i < kCodeWindowPages;) {
-      if (!(copied_code >> i & 1)) {
-        i++;
-        continue;
-      }
-      size_t j = i;
-      while (j < kCodeWindowPages && (copied_code >> j & 1))
-        j++;
+    for (size_t i = 0, j; next_run(code & builtins_pages_, kCodeWindowPages, &i, &j); i = j) {
       uint64_t span = span_bits(i, j);
       if ((w.shared & span) == span)
         drop_copies(start, i, j, same);
@@ -309,7 +318,6 @@ class reusing_pages final : public forwarding_pages {
         sharing_off_ = true;
         return;
       }
-      i = j;
     }
   }
 
@@ -317,18 +325,9 @@ class reusing_pages final : public forwarding_pages {
    * every builtin): the pages still the same as the copy are dropped, to be
    * read from the file again; nothing else changes. */
   void drop_copies(char *start, size_t i, size_t j, uint64_t same) {
-    for (size_t k = i; k < j;) {
-      if (!(same >> k & 1)) {
-        k++;
-        continue;
-      }
-      size_t end = k;
-      while (end < j && (same >> end & 1))
-        end++;
+    for (size_t k = i, end; next_run(same, j, &k, &end); k = end)
       if (madvise(start + k * page_, (end - k) * page_, MADV_DONTNEED) != 0)
         log_warn("could not drop %zu pages of shared builtins: %s", end - k, strerror(errno));
-      k = end;
-    }
   }
 
   void counts(iso_page_stats *out) {
@@ -371,7 +370,6 @@ class reusing_pages final : public forwarding_pages {
     if (it == code_windows_.end())
       return true;
     bool plain = unshare_code(it->second.base, kCodeWindowPages * page_);
-    shared_pages_ -= (size_t)__builtin_popcountll(it->second.shared);
     code_windows_.erase(it);
     return plain;
   }
@@ -398,7 +396,8 @@ class reusing_pages final : public forwarding_pages {
     return w;
   }
 
-  void note_code_permissions_locked(void *address, size_t length, Permission permissions) {
+  /* Called with mu_ held. */
+  void note_code_permissions(void *address, size_t length, Permission permissions) {
     char *start;
     size_t first, end;
     code_window *w = window_span(address, length, &start, &first, &end);
@@ -417,14 +416,11 @@ class reusing_pages final : public forwarding_pages {
     if (w == nullptr)
       return true;
     bool plain = true;
-    for (size_t i = first; i < end;) {
-      if (!(w->shared >> i & 1)) {
-        i++;
-        continue;
-      }
-      size_t j = i;
-      while (j < end && (w->shared >> j & 1) && w->permission[j] == w->permission[i])
-        j++;
+    for (size_t i = first, j; next_run(w->shared, end, &i, &j); i = j) {
+      /* One mapping per access: the run ends where the next page's differs. */
+      for (size_t k = i + 1; k < j; k++)
+        if (w->permission[k] != w->permission[i])
+          j = k;
       void *p = mmap(start + i * page_, (j - i) * page_, prot_of(w->permission[i]),
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
       if (p == MAP_FAILED) {
@@ -433,21 +429,27 @@ class reusing_pages final : public forwarding_pages {
       } else {
         w->shared &= ~span_bits(i, j);
         w->own &= ~span_bits(i, j);
-        shared_pages_ -= j - i;
       }
-      i = j;
     }
     return plain;
   }
 
-  /* The window's pages that hold what the copy holds. */
-  uint64_t same_as_builtins(const char *start, const code_window &w) {
+  /* Of the window's code pages, those that hold what the copy holds. */
+  uint64_t same_as_builtins(const char *start, uint64_t code) {
     uint64_t same = 0;
-    for (size_t i = 0; i < kCodeWindowPages; i++)
-      if (w.permission[i] == kReadExecute && (builtins_pages_ >> i & 1) &&
+    for (size_t i = 0; builtins_ != nullptr && i < kCodeWindowPages; i++)
+      if ((code & builtins_pages_) >> i & 1 &&
           memcmp(start + i * page_, builtins_ + i * page_, page_) == 0)
         same |= 1ull << i;
     return same;
+  }
+
+  /* Whether any isolate's window is mapped from the copy. */
+  bool any_shared() {
+    for (const auto &window : code_windows_)
+      if (window.second.shared != 0)
+        return true;
+    return false;
   }
 
   void forget_builtins() {
@@ -460,7 +462,7 @@ class reusing_pages final : public forwarding_pages {
 
   /* The builtins' pages of the first code range seen, copied into a memory
    * file that every later isolate's window is mapped from. */
-  bool copy_builtins(char *start, const code_window &w) {
+  bool copy_builtins(char *start, uint64_t code) {
     /* Sealed against being run as a program, which is all vm.memfd_noexec
      * asks (mappings may still execute); older kernels know no such seal. */
     int fd = memfd_create("edgenode-builtins", MFD_CLOEXEC | kNoExecSeal);
@@ -472,9 +474,8 @@ class reusing_pages final : public forwarding_pages {
         close(fd);
       return false;
     }
-    uint64_t copied = 0;
     for (size_t i = 0; i < kCodeWindowPages; i++) {
-      if (w.permission[i] != kReadExecute)
+      if (!(code >> i & 1))
         continue;
       off_t at = (off_t)(i * page_);
       if (pwrite(fd, start + i * page_, page_, at) != (ssize_t)page_) {
@@ -482,7 +483,6 @@ class reusing_pages final : public forwarding_pages {
         close(fd);
         return false;
       }
-      copied |= 1ull << i;
     }
     /* What map_builtins does, once: some systems refuse to execute a
      * private mapping of a file once it was written (SELinux's execmod). */
@@ -508,7 +508,7 @@ class reusing_pages final : public forwarding_pages {
         log_info("shared builtins fault 64 KiB at a time: no userfaultfd: %s", strerror(errno));
     }
     builtins_ = (const unsigned char *)view;
-    builtins_pages_ = copied;
+    builtins_pages_ = code;
     return true;
   }
 
@@ -547,10 +547,6 @@ class reusing_pages final : public forwarding_pages {
     return fd;
   }
 
-  static uint64_t span_bits(size_t i, size_t j) {
-    return (j - i == 64 ? ~0ull : ((1ull << (j - i)) - 1)) << i;
-  }
-
   /* Maps pages [i, j) of the window from the builtins' file, with the
    * pages not in `same` written back with the isolate's own bytes. The run
    * is made ready at an address of its own and moved into place in one
@@ -579,13 +575,15 @@ class reusing_pages final : public forwarding_pages {
     if (mprotect(ready, length, PROT_READ | PROT_EXEC) != 0 ||
         mremap(ready, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
       log_warn("builtins not shared between isolates: cannot map them: %s", strerror(errno));
-      if (!window_mapped(at))
+      if (!window_mapped(at)) {
         restore_from(ready, at, length);
+        w.shared &= ~span_bits(i, j);
+        w.own &= ~span_bits(i, j);
+      }
       munmap(ready, length);
       return false;
     }
     no_fault_around(at, length);
-    shared_pages_ += (j - i) - (size_t)__builtin_popcountll(w.shared & span_bits(i, j));
     w.shared |= span_bits(i, j);
     w.own = (w.own & ~span_bits(i, j)) | (span_bits(i, j) & ~same);
     return true;
@@ -612,13 +610,9 @@ class reusing_pages final : public forwarding_pages {
     }
   }
 
-  /* Whether V8's request changes nothing that matters (see SetPermissions). */
+  /* Whether V8's request changes nothing that matters (see SetPermissions).
+   * Called with mu_ held, as is changed(). */
   bool unchanged(void *address, size_t length, Permission permissions) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return unchanged_locked(address, length, permissions);
-  }
-
-  bool unchanged_locked(void *address, size_t length, Permission permissions) {
     auto it = heap_pages_.find(heap_page_of(address));
     if (it != heap_pages_.end()) {
       bool whole = it->first == address && length == kHeapPageBytes;
@@ -630,11 +624,6 @@ class reusing_pages final : public forwarding_pages {
 
   /* What a request V8 made of the system changed. */
   void changed(void *address, size_t length, Permission permissions) {
-    std::lock_guard<std::mutex> lock(mu_);
-    changed_locked(address, length, permissions);
-  }
-
-  void changed_locked(void *address, size_t length, Permission permissions) {
     auto it = heap_pages_.find(heap_page_of(address));
     if (it != heap_pages_.end()) {
       bool whole = it->first == address && length == kHeapPageBytes;
@@ -800,7 +789,6 @@ class reusing_pages final : public forwarding_pages {
   const unsigned char *builtins_ = nullptr;  /* builtins_fd_, mapped to compare with */
   uint64_t builtins_pages_ = 0;  /* the window's pages it holds */
   bool sharing_off_ = false;  /* the system would not map it */
-  size_t shared_pages_ = 0;
   size_t resident_total_ = 0;
   uint64_t reused_ = 0;
   uint64_t fresh_ = 0;

@@ -8,6 +8,7 @@
 // about once a second too: everything here is polled.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import { readFileSync } from 'node:fs';
 import { sleep, startNode, waitFor } from './lib/node.mjs';
 
 const nodes = [];
@@ -16,8 +17,8 @@ after(async () => {
   for (const node of nodes) await node.stop({ clean: true });
 });
 
-async function start(extraArgs) {
-  const node = await startNode({ workers: 1, extraArgs });
+async function start(extraArgs, env = {}) {
+  const node = await startNode({ workers: 1, extraArgs, env });
   nodes.push(node);
   return node;
 }
@@ -182,4 +183,32 @@ test('an isolate idle for 5 s is compacted once, keeps its state; a busy one is 
 
   assert.equal(await count(node, 'litter'), 41, 'module state survives compaction');
   assert.equal((await tenant(node, 'litter')).cold_starts, 1);
+});
+
+// The isolates' code pages mapped, executable, from the worker process's one
+// copy of V8's builtins (docs/operations.md), as /proc shows them.
+function sharedBuiltinMappings(pid) {
+  return readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')
+    .filter((line) => line.includes(' r-xp ') && line.includes('edgenode-builtins')).length;
+}
+
+test('isolates map their builtins from one copy, unless EDGENODE_SHARED_BUILTINS=off', async () => {
+  for (const setting of ['default', 'off']) {
+    const node = await start([], setting === 'off' ? { EDGENODE_SHARED_BUILTINS: 'off' } : {});
+    const names = ['share-a', 'share-b', 'share-c'];
+    for (const name of names) await node.deployOk(name, COUNTER);
+    for (const name of names) assert.equal(await count(node, name), 1);
+    const info = await node.nodeInfo();
+    const [pid] = await node.workerPids();
+    const mappings = sharedBuiltinMappings(pid);
+    if (setting === 'off' || info.mpk_enabled) {
+      // Under MPK each isolate's pages carry its key: nothing is shared.
+      assert.equal(mappings, 0, `${setting}: no isolate maps the copy`);
+    } else {
+      assert.ok(mappings >= names.length, `one mapping per isolate, found ${mappings}`);
+    }
+    for (const name of names) assert.equal(await count(node, name), 2, `${name} still serves`);
+    await node.stop({ clean: true });
+    nodes.splice(nodes.indexOf(node), 1);
+  }
 });
