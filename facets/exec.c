@@ -23,13 +23,17 @@
 
 typedef struct exec_ctx {
   facet_conn *c;
-  const iso_call *call;
+  const iso_call *call;   /* NULL for facet_exec */
+  uint64_t token;
   iso_wire *out;
   size_t start;           /* out->len when the call began */
   const char *tenant;
   uint64_t cpu_deadline_ns;
-  iso_wire_value *params;
+  const iso_wire_value *params;
+  iso_wire_value *params_owned; /* read from the wire into the heap: freed at the end */
   uint32_t n_params;
+  iso_numbers *numbers;   /* where a statement without columns may answer (facet_exec) */
+  int counts_only;        /* ... and this one did: no wire value was started */
   uint64_t rows_read;
   int64_t changes_before;
   uint64_t heap_refusals; /* facet__heap_refusals() when the call began */
@@ -263,12 +267,14 @@ static int read_exec_args(exec_ctx *x, const char **sql, size_t *sql_len, uint64
   *sql = v.type == ISO_WIRE_STRING ? v.ptr : NULL;
   *sql_len = v.len;
   *id = stmt_id_of(&v);
-  x->params = n <= stack_n ? stack : xmalloc(n * sizeof *x->params);
+  iso_wire_value *params = n <= stack_n ? stack : xmalloc(n * sizeof *params);
+  if (params != stack) x->params_owned = params;
+  x->params = params;
   x->n_params = 0;
   for (uint32_t i = 0; i < n; i++) {
-    if (iso_wire_next(&r, &x->params[i]) != 1) goto malformed;
+    if (iso_wire_next(&r, &params[i]) != 1) goto malformed;
     x->n_params++;
-    uint8_t t = x->params[i].type;
+    uint8_t t = params[i].type;
     if (t == ISO_WIRE_ARRAY || t == ISO_WIRE_OBJECT) {
       /* Its entries follow in the input: there is no reading past it. */
       put_error(x->out, x->start, "TypeError", "parameter %u has unsupported type %s",
@@ -334,7 +340,10 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
   int ncols = sqlite3_column_count(st);
   if (last && ncols == 0) {
     /* No columns (most writes): only the counts. */
-    iso_wire_array(out, 2);
+    if (x->numbers != NULL)
+      x->counts_only = 1;
+    else
+      iso_wire_array(out, 2);
   } else if (last) {
     iso_wire_array(out, 0);  /* its count is known at the end */
     if (put_columns(out, st) != 0) rc = SQLITE_NOMEM;
@@ -372,8 +381,14 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
 
 static void finish_exec(exec_ctx *x) {
   int64_t written = sqlite3_total_changes64(x->c->db) - x->changes_before;
-  iso_wire_number(x->out, (double)x->rows_read);
-  iso_wire_number(x->out, (double)(written > 0 ? written : 0));
+  double counts[2] = {(double)x->rows_read, (double)(written > 0 ? written : 0)};
+  if (x->counts_only) {
+    x->numbers->count = 2;
+    memcpy(x->numbers->value, counts, sizeof counts);
+    return;
+  }
+  iso_wire_number(x->out, counts[0]);
+  iso_wire_number(x->out, counts[1]);
 }
 
 /* After a failure inside transactionSync: SQLite may have rolled the whole
@@ -412,8 +427,12 @@ static int exec_single(exec_ctx *x, sqlite3_stmt *st) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }
-  sqlite3_clear_bindings(st);
+  /* On success the bindings stay: they point into the call's arguments,
+   * which are gone afterwards, but nothing reads them before the next exec
+   * of the statement binds every parameter again (the count is checked
+   * above), and clearing them was a call into SQLite per exec. */
   if (rc != SQLITE_DONE) {
+    sqlite3_clear_bindings(st);
     put_sqlite_error(x, rc, msg);
     note_abort(c);
     return -1;
@@ -487,15 +506,12 @@ static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const 
   return -1;
 }
 
-static int op_exec(exec_ctx *x) {
+/* exec of `sql` (or, when it is NULL, of the statement cached as `id`)
+ * with x->params. */
+static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
   facet_conn *c = x->c;
-  iso_wire_value stack[PARAMS_ON_STACK];
-  const char *sql;
-  size_t len;
-  uint64_t id;
   int result = -1;
   sqlite3_stmt *st = NULL;
-  if (read_exec_args(x, &sql, &len, &id, stack, PARAMS_ON_STACK) != 0) goto done;
   if (sql == NULL && (st = facet__cache_by_id(c, id)) == NULL) {
     /* The statement left the cache: null asks the runtime to send the text. */
     iso_wire_null(x->out);
@@ -556,7 +572,19 @@ static int op_exec(exec_ctx *x) {
     result = exec_multi(x, st, tail, end);
   }
 done:
-  if (x->params != stack) free(x->params);
+  return result;
+}
+
+static int op_exec(exec_ctx *x) {
+  iso_wire_value stack[PARAMS_ON_STACK];
+  const char *sql;
+  size_t len;
+  uint64_t id;
+  int result = -1;
+  if (read_exec_args(x, &sql, &len, &id, stack, PARAMS_ON_STACK) == 0)
+    result = run_exec(x, sql, len, id);
+  free(x->params_owned);
+  x->params_owned = NULL;
   x->params = NULL;
   return result;
 }
@@ -622,7 +650,7 @@ static int op_begin(exec_ctx *x) {
   if (c->depth == 0) {
     if (!sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
     if (run_trusted(x, "BEGIN IMMEDIATE") != SQLITE_OK) return -1;
-    c->txn_token = x->call->token;
+    c->txn_token = x->token;
   } else {
     char sql[48];
     snprintf(sql, sizeof sql, "SAVEPOINT facet_sp%d", c->depth);
@@ -713,40 +741,49 @@ static int op_size(exec_ctx *x) {
 
 /* ---- Entry ---- */
 
-int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
-               const iso_call *call, uint64_t cpu_deadline_ns, iso_wire *result) {
-  exec_ctx x = {.call = call, .out = result, .start = result->len, .tenant = tenant,
-                .cpu_deadline_ns = cpu_deadline_ns, .heap_refusals = facet__heap_refusals()};
+/* What every operation does first: finds (or opens) the facet, applies its
+ * size limit, and rolls back a transaction an ended request left open.
+ * Returns 0 with x->c set, or -1 with the error written. */
+static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, uint64_t limit_mb) {
   /* The names are checked where a connection is opened (facet_path): one
    * already open was opened by these exact names, so none is looked at
    * again on every call. */
-  if (tenant == NULL) {
-    put_error(result, x.start, "Error", "invalid facet name");
+  if (x->tenant == NULL) {
+    put_error(x->out, x->start, "Error", "invalid facet name");
     return -1;
   }
   char *err = NULL;
-  facet_conn *c = facet__conn_get(s, tenant, facet_id, &err);
+  facet_conn *c = facet__conn_get(s, x->tenant, facet_id, &err);
   if (c == NULL) {
-    put_error(result, x.start, "Error", "%s", err);
+    put_error(x->out, x->start, "Error", "%s", err);
     free(err);
     return -1;
   }
-  x.c = c;
+  x->c = c;
   c->interrupted = 0;
   c->busy_deadline_ns = 0;
   int rc = facet__conn_set_limit(c, limit_mb ? limit_mb : s->opt.default_limit_mb);
   if (rc != SQLITE_OK) {
-    put_sqlite_error(&x, rc, sqlite3_errmsg(c->db));
+    put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
     return -1;
   }
   /* JavaScript never interleaves two requests inside transactionSync; a
    * transaction still open for another request was left behind by one that
    * was terminated. */
-  if (c->depth > 0 && c->txn_token != call->token) {
-    log_write(LOG_WARN, tenant, NULL, NULL,
+  if (c->depth > 0 && c->txn_token != x->token) {
+    log_write(LOG_WARN, x->tenant, NULL, NULL,
               "facet %s: rolling back a transaction its request left open", c->key);
     facet__conn_abandon_txn(c);
   }
+  return 0;
+}
+
+int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
+               const iso_call *call, uint64_t cpu_deadline_ns, iso_wire *result) {
+  exec_ctx x = {.call = call, .token = call->token, .out = result, .start = result->len,
+                .tenant = tenant, .cpu_deadline_ns = cpu_deadline_ns,
+                .heap_refusals = facet__heap_refusals()};
+  if (call_begin(&x, s, facet_id, limit_mb) != 0) return -1;
   const char *op = call->op ? call->op : "";
   if (strcmp(op, "exec") == 0) return op_exec(&x);
   if (strcmp(op, "prepare") == 0) return op_prepare(&x);
@@ -756,4 +793,23 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
   if (strcmp(op, "rollback") == 0) return op_rollback(&x);
   put_error(result, x.start, "TypeError", "unknown facet operation \"%s\"", op);
   return -1;
+}
+
+int facet_exec(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
+               uint64_t token, uint64_t cpu_deadline_ns, const iso_wire_value *args,
+               uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
+  exec_ctx x = {.token = token, .out = result, .start = result->len, .tenant = tenant,
+                .cpu_deadline_ns = cpu_deadline_ns, .numbers = numbers,
+                .heap_refusals = facet__heap_refusals()};
+  if (numbers != NULL) numbers->count = 0;
+  if (call_begin(&x, s, facet_id, limit_mb) != 0) return -1;
+  const iso_wire_value *first = n_args > 0 ? &args[0] : NULL;
+  if (first == NULL || (first->type != ISO_WIRE_STRING && stmt_id_of(first) == 0)) {
+    put_error(result, x.start, "TypeError", "exec() needs the SQL text as a string");
+    return -1;
+  }
+  x.params = args + 1;
+  x.n_params = n_args - 1;
+  if (first->type == ISO_WIRE_STRING) return run_exec(&x, first->ptr, first->len, 0);
+  return run_exec(&x, NULL, 0, stmt_id_of(first));
 }

@@ -131,6 +131,17 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
                const iso_call *call, uint64_t cpu_deadline_ns, iso_wire *result);
 
 /*
+ * facet_call's "exec" with its arguments decoded (iso_host_calls.call_values):
+ * args are [sql or statement id, param...]. When numbers is not NULL, a
+ * statement without columns answers its [rowsRead, rowsWritten] there
+ * (numbers->count = 2) and writes nothing to *result; every other answer
+ * and every error goes to *result as facet_call's would.
+ */
+int facet_exec(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
+               uint64_t token, uint64_t cpu_deadline_ns, const iso_wire_value *args,
+               uint32_t n_args, iso_numbers *numbers, iso_wire *result);
+
+/*
  * Request `token` is over: rolls back a transaction it left open (JavaScript
  * terminated inside transactionSync, at the CPU or memory limit), so that
  * the facet's write lock is not held until the next call. Call it from the

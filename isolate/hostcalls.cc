@@ -475,10 +475,9 @@ const char *direct_name(iso_worker *w, v8::Isolate *isolate, int slot, v8::Local
   return memo.utf8.c_str();
 }
 
-/* prepare() for (binding, op, ...args): the arguments are read from the
- * call itself, one API call fewer per value than from an array. */
-bool prepare_direct(iso_worker *w, v8::Local<v8::Context> context, const Info &info,
-                    call_args *ca) {
+/* The names of a call (binding, op, ...args); its arguments are read from
+ * the call itself, one API call fewer per value than from an array. */
+bool direct_names(iso_worker *w, const Info &info, call_args *ca) {
   v8::Isolate *isolate = info.GetIsolate();
   if (info.Length() < 2 || !info[0]->IsString() || !info[1]->IsString()) {
     throw_type_error(isolate, "expected (binding, op, ...args)");
@@ -486,6 +485,13 @@ bool prepare_direct(iso_worker *w, v8::Local<v8::Context> context, const Info &i
   }
   ca->binding_name = direct_name(w, isolate, 0, info[0].As<v8::String>());
   ca->op_name = direct_name(w, isolate, 1, info[1].As<v8::String>());
+  return true;
+}
+
+/* The arguments of (binding, op, ...args) encoded, the names already read. */
+bool encode_direct(iso_worker *w, v8::Local<v8::Context> context, const Info &info,
+                   call_args *ca) {
+  v8::Isolate *isolate = info.GetIsolate();
   encoder enc{w, isolate, context, w->object_proto.Get(isolate), ca->buf.args, w->memory_cap};
   uint32_t n = (uint32_t)info.Length() - 2;
   if (enc.too_big(5 + (size_t)n))
@@ -514,7 +520,7 @@ int run_sync(iso_worker *w, v8::Local<v8::Context> context, call_args &ca) {
 }
 
 /* Up to this many numbers of an answer go to native.directNumbers(). */
-constexpr uint32_t kDirectNumbers = 4;
+constexpr uint32_t kDirectNumbers = ISO_NUMBERS_MAX;
 
 /* An answer that is a number, or an array of at most kDirectNumbers
  * numbers, written to the worker's directNumbers instead of becoming a value
@@ -522,7 +528,7 @@ constexpr uint32_t kDirectNumbers = 4;
  * building a small array was about 1,100 of a facet write's 8,400
  * instructions. Returns how many, or -1 when the answer is anything else. */
 int numbers_answer(iso_worker *w, const iso_wire *result) {
-  if (w->direct_numbers_store == nullptr)
+  if (w->direct_numbers_data == nullptr)
     return -1;
   iso_wire_reader r;
   iso_wire_value v;
@@ -546,8 +552,53 @@ int numbers_answer(iso_worker *w, const iso_wire *result) {
   }
   if (r.pos != r.end)
     return -1;
-  memcpy(w->direct_numbers_store->Data(), numbers, count * sizeof numbers[0]);
+  memcpy(w->direct_numbers_data, numbers, count * sizeof numbers[0]);
   return (int)count;
+}
+
+/* Up to this many arguments go to call_values decoded. */
+constexpr int kValuesMax = 8;
+
+/* Reads the call's arguments from info[2] on as plain values for
+ * call_values: strings are copied as UTF-8 into the argument buffer, bytes
+ * point into their buffers (no JavaScript runs until the call returns).
+ * Returns 1 when all were read, 0 when one is not a plain value (the wire
+ * path then passes it or says why not), -1 when V8 threw. */
+int read_values(iso_worker *w, v8::Local<v8::Context> context, const Info &info, call_args *ca,
+                iso_wire_value *values, uint32_t *n) {
+  v8::Isolate *isolate = info.GetIsolate();
+  int count = info.Length() - 2;
+  if (count > kValuesMax)
+    return 0;
+  encoder enc{w, isolate, context, v8::Local<v8::Value>(), ca->buf.args, w->memory_cap};
+  size_t at[kValuesMax];
+  for (int i = 0; i < count; i++) {
+    v8::Local<v8::Value> v = info[i + 2];
+    iso_wire_value *out = &values[i];
+    *out = iso_wire_value{};
+    if (v->IsString()) {
+      at[i] = ca->buf.args->len + 5; /* after the string's wire header */
+      if (!enc.string(v.As<v8::String>()))
+        return -1;
+      out->type = ISO_WIRE_STRING;
+      out->len = ca->buf.args->len - at[i];
+    } else if (v->IsNumber()) {
+      out->type = ISO_WIRE_NUMBER;
+      out->number = v.As<v8::Number>()->Value();
+    } else if (v->IsNullOrUndefined()) {
+      out->type = v->IsNull() ? ISO_WIRE_NULL : ISO_WIRE_UNDEFINED;
+    } else if (v->IsBoolean()) {
+      out->type = v->IsTrue() ? ISO_WIRE_TRUE : ISO_WIRE_FALSE;
+    } else {
+      return 0; /* bigints, bytes, objects: rare here, and the wire handles them */
+    }
+  }
+  /* The buffer may have moved while strings were added to it. */
+  for (int i = 0; i < count; i++)
+    if (values[i].type == ISO_WIRE_STRING)
+      values[i].ptr = (const char *)ca->buf.args->data + at[i];
+  *n = (uint32_t)count;
+  return 1;
 }
 
 /* A host callback may have freed the worker: its JavaScript stops here. */
@@ -558,27 +609,11 @@ bool worker_gone(iso_worker *w, v8::Isolate *isolate) {
   return true;
 }
 
-/* callSyncDirect(binding, op, ...args) → the value; the host's error value
- * is thrown as it is (the runtime makes an Error of it). For frequent calls:
- * no argument array to read back and no [ok, value] pair to build. With
- * `numbers` (and directNumbers() asked for), an answer of numbers
- * (numbers_answer) arrives in the worker's directNumbers() instead, and the
- * call returns how many there are. */
-void sync_direct(const Info &info, bool numbers) {
+/* The host's answer in `result` as the call's value: a few numbers into
+ * directNumbers() when `numbers`, else the value, or the error thrown. */
+void answer_from_wire(const Info &info, iso_worker *w, v8::Local<v8::Context> context, int rc,
+                      bool numbers, const iso_wire *result) {
   v8::Isolate *isolate = info.GetIsolate();
-  v8::Local<v8::Context> context = isolate->GetCurrentContext();
-  iso_worker *w = worker_of(context);
-  if (w == nullptr || w->host_calls.call_sync == nullptr) {
-    isolate->ThrowException(str(isolate, "host calls are not available here"));
-    return;
-  }
-  call_args ca(true);
-  if (!prepare_direct(w, context, info, &ca))
-    return;
-  iso_wire *result = ca.buf.result;
-  int rc = run_sync(w, context, ca);
-  if (worker_gone(w, isolate))
-    return;
   int count = numbers && rc == 0 ? numbers_answer(w, result) : -1;
   if (count >= 0) {
     info.GetReturnValue().Set(count);
@@ -591,6 +626,68 @@ void sync_direct(const Info &info, bool numbers) {
     info.GetReturnValue().Set(value);
   else
     isolate->ThrowException(value);
+}
+
+/* The call in the wire format (sync_direct below) (a host without call_values, or
+ * arguments it does not take decoded). */
+__attribute__((noinline)) void sync_wire(const Info &info, iso_worker *w, v8::Local<v8::Context> context, call_args &ca,
+               bool numbers) {
+  if (!encode_direct(w, context, info, &ca))
+    return;
+  int rc = run_sync(w, context, ca);
+  if (worker_gone(w, info.GetIsolate()))
+    return;
+  answer_from_wire(info, w, context, rc, numbers, ca.buf.result);
+}
+
+/* callSyncDirect(binding, op, ...args) → the value; the host's error value
+ * is thrown as it is (the runtime makes an Error of it). For frequent calls:
+ * no argument array to read back and no [ok, value] pair to build. With
+ * `numbers` (and directNumbers() asked for), an answer of numbers
+ * (numbers_answer) arrives in the worker's directNumbers() instead, and the
+ * call returns how many there are; such calls go to the host's call_values
+ * first when it has one, with nothing encoded. */
+void sync_direct(const Info &info, bool numbers) {
+  v8::Isolate *isolate = info.GetIsolate();
+  v8::Local<v8::Context> context = isolate->GetCurrentContext();
+  iso_worker *w = worker_of(context);
+  if (w == nullptr || w->host_calls.call_sync == nullptr) {
+    isolate->ThrowException(str(isolate, "host calls are not available here"));
+    return;
+  }
+  call_args ca(true);
+  if (!direct_names(w, info, &ca))
+    return;
+  if (numbers && w->host_calls.call_values != nullptr) {
+    iso_wire_value values[kValuesMax];
+    uint32_t n = 0;
+    int read = read_values(w, context, info, &ca, values, &n);
+    if (read < 0)
+      return;
+    if (read == 1) {
+      iso_call call = call_of(w, context, ca, 0);
+      call.args = nullptr;
+      call.args_len = 0;
+      iso_numbers answer{};
+      int rc = w->host_calls.call_values(w->host.data, &call, values, n,
+                                         w->direct_numbers_data ? &answer : nullptr,
+                                         ca.buf.result);
+      if (rc != 1) {
+        if (worker_gone(w, isolate))
+          return;
+        if (rc == 0 && answer.count > 0 && answer.count <= ISO_NUMBERS_MAX &&
+            w->direct_numbers_data != nullptr) {
+          memcpy(w->direct_numbers_data, answer.value, answer.count * sizeof(double));
+          info.GetReturnValue().Set(answer.count);
+          return;
+        }
+        answer_from_wire(info, w, context, rc, false, ca.buf.result);
+        return;
+      }
+    }
+    ca.buf.args->len = 0;
+  }
+  sync_wire(info, w, context, ca, numbers);
 }
 
 }  // namespace
@@ -643,6 +740,7 @@ void hostcall_direct_numbers(const Info &info) {
     memset(data, 0, kDirectNumbers * sizeof(double));
     w->direct_numbers.Reset(isolate, v8::Float64Array::New(ab, 0, kDirectNumbers));
     w->direct_numbers_store = ab->GetBackingStore();
+    w->direct_numbers_data = static_cast<double *>(w->direct_numbers_store->Data());
   }
   info.GetReturnValue().Set(w->direct_numbers.Get(isolate));
 }

@@ -232,6 +232,7 @@ struct iso_worker {
   iso::name_memo direct_names[2];      /* the direct calls' binding and op */
   v8::Global<v8::Float64Array> direct_numbers;  /* native.directNumbers() */
   std::shared_ptr<v8::BackingStore> direct_numbers_store;  /* kept even if detached */
+  double *direct_numbers_data = nullptr;  /* its bytes: asking the store is a call into V8 */
   std::string link_error;  /* set by the resolve callback ... */
   std::string link_module; /* ... naming the importing module */
   iso::watch watch{};

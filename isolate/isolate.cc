@@ -733,6 +733,7 @@ void worker_destroy(iso_worker *w) {
       memo.js.Reset();
     w->direct_numbers.Reset();
     w->direct_numbers_store.reset();
+    w->direct_numbers_data = nullptr;
     w->set_handler.Reset();
     w->dispatch.Reset();
     w->fire_timer.Reset();

@@ -353,6 +353,16 @@ typedef struct iso_call {
   size_t args_len;
 } iso_call;
 
+/* Up to this many numbers answer a call_values call without a wire value. */
+#define ISO_NUMBERS_MAX 4
+
+/* An answer of a few numbers (a facet write's row counts): JavaScript reads
+ * them from the runtime's directNumbers() instead of a value made for them. */
+typedef struct iso_numbers {
+  uint32_t count; /* 0: the answer is the wire value instead */
+  double value[ISO_NUMBERS_MAX];
+} iso_numbers;
+
 /* Extra host callbacks; any may be NULL (JavaScript then gets an Error). */
 typedef struct iso_host_calls {
   /* Synchronous: write one result value to *result and return 0, or return
@@ -365,6 +375,16 @@ typedef struct iso_host_calls {
    * once for call->call_id (unless the worker is freed first); or return -1
    * having written an error value to *result: the promise rejects with it. */
   int (*call_async)(void *data, const iso_call *call, iso_wire *result);
+  /* Optional, for synchronous calls made by the hundred thousand (a facet's
+   * exec): call_sync with its arguments decoded, so that neither side
+   * encodes or parses them. call->args is NULL; args are plain values
+   * (never an array or object: such a call goes to call_sync), strings and
+   * bytes valid until it returns. It answers as call_sync does, or with 0
+   * and numbers->count set when the answer is up to ISO_NUMBERS_MAX numbers
+   * (numbers is NULL when the worker has nowhere to put them). Returning 1
+   * declines: the call goes to call_sync instead. */
+  int (*call_values)(void *data, const iso_call *call, const iso_wire_value *args,
+                     uint32_t n_args, iso_numbers *numbers, iso_wire *result);
 } iso_host_calls;
 
 /* Everything a worker is created from (iso_worker_new takes the common subset). */

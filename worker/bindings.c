@@ -49,6 +49,16 @@ static int bindings_call_sync(void *data, const iso_call *call, iso_wire *result
   return -1;
 }
 
+/* Only a facet's exec takes the decoded path; every other call declines. */
+static int bindings_call_values(void *data, const iso_call *call, const iso_wire_value *args,
+                                uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
+  loaded *l = data;
+  const char *type = binding_type(l, call->binding);
+  if (type && strcmp(type, "facet") == 0 && strcmp(call->op, "exec") == 0)
+    return facet_link_exec(worker_self(), l, call, args, n_args, numbers, result);
+  return 1;
+}
+
 static int bindings_call_async(void *data, const iso_call *call, iso_wire *result) {
   loaded *l = data;
   const char *type = binding_type(l, call->binding);
@@ -64,6 +74,7 @@ const iso_host_calls *bindings_host_calls(void) {
   static const iso_host_calls calls = {
       .call_sync = bindings_call_sync,
       .call_async = bindings_call_async,
+      .call_values = bindings_call_values,
   };
   return &calls;
 }

@@ -25,23 +25,36 @@ void facet_link_stop(worker *w) {
   w->facets = NULL;
 }
 
-int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  if (w->facets == NULL) {
-    bindings_error(result, "Error", "facets are unavailable on this node");
-    return -1;
-  }
-  /* SQL time counts toward the request's CPU limit like JavaScript's does.
-   * Reading the thread's CPU clock is a system call, so the deadline is
-   * computed once per unit of work and reused by the calls it makes. */
-  if (l->facet_deadline_token != call->token || l->facet_deadline_unit != w->sched.units_run) {
+/* SQL time counts toward the request's CPU limit like JavaScript's does.
+ * Reading the thread's CPU clock is a system call, so the deadline is
+ * computed once per unit of work and reused by the calls it makes. */
+static uint64_t cpu_deadline(worker *w, loaded *l, uint64_t token) {
+  if (l->facet_deadline_token != token || l->facet_deadline_unit != w->sched.units_run) {
     uint64_t budget_ns = (uint64_t)l->limits.cpu_ms * 1000000u;
-    uint64_t used_ns = iso_worker_request_cpu_ns(l->iso, call->token);
+    uint64_t used_ns = iso_worker_request_cpu_ns(l->iso, token);
     l->facet_deadline_ns = time_thread_cpu_ns() + (budget_ns > used_ns ? budget_ns - used_ns : 0);
-    l->facet_deadline_token = call->token;
+    l->facet_deadline_token = token;
     l->facet_deadline_unit = w->sched.units_run;
   }
+  return l->facet_deadline_ns;
+}
+
+static int unavailable(iso_wire *result) {
+  bindings_error(result, "Error", "facets are unavailable on this node");
+  return -1;
+}
+
+int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+  if (w->facets == NULL) return unavailable(result);
   return facet_call(w->facets, l->tenant->name, l->facet_id, l->facet_limit_mb, call,
-                    l->facet_deadline_ns, result);
+                    cpu_deadline(w, l, call->token), result);
+}
+
+int facet_link_exec(worker *w, loaded *l, const iso_call *call, const iso_wire_value *args,
+                    uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
+  if (w->facets == NULL) return unavailable(result);
+  return facet_exec(w->facets, l->tenant->name, l->facet_id, l->facet_limit_mb, call->token,
+                    cpu_deadline(w, l, call->token), args, n_args, numbers, result);
 }
 
 void facet_link_request_done(worker *w, uint64_t token) {

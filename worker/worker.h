@@ -245,6 +245,9 @@ char *bindings_capabilities_json(json_t *spec);
 void bindings_error(iso_wire *out, const char *name, const char *message);
 /* One file per binding kind; each returns as iso_host_calls does. */
 int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result);
+/* env.DB.exec with its arguments decoded (iso_host_calls.call_values). */
+int facet_link_exec(worker *w, loaded *l, const iso_call *call, const iso_wire_value *args,
+                    uint32_t n_args, iso_numbers *numbers, iso_wire *result);
 int facet_link_start(worker *w);
 void facet_link_stop(worker *w);
 /* Rolls back what a finished request left open in its facet. */

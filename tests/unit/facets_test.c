@@ -450,6 +450,96 @@ static tv *exec_id(fx *f, double id, const char *text) {
   return res;
 }
 
+/* facet_exec: exec with its arguments decoded (no wire on the way in), and
+ * a write's counts answered as numbers (none on the way out). */
+static int exec_decoded(fx *f, const iso_wire_value *args, uint32_t n, iso_numbers *numbers,
+                        tv **out) {
+  iso_wire res;
+  iso_wire_init(&res);
+  int rc = facet_exec(f->s, f->tenant, f->facet_id, f->limit_mb, f->token, f->deadline, args, n,
+                      numbers, &res);
+  *out = res.len > 0 ? tv_decode(&res) : NULL;
+  iso_wire_free(&res);
+  return rc;
+}
+
+static iso_wire_value text_value(const char *s) {
+  return (iso_wire_value){.type = ISO_WIRE_STRING, .ptr = s, .len = strlen(s)};
+}
+
+static void test_exec_decoded(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE d (a TEXT UNIQUE, b)");
+  iso_numbers numbers;
+  tv *res;
+  /* A write answers its counts as numbers, and nothing in the wire. */
+  char value[16] = "first";
+  iso_wire_value ins[] = {text_value("INSERT INTO d VALUES (?, ?)"), text_value(value),
+                          {.type = ISO_WIRE_NUMBER, .number = 1.5}};
+  assert_int_equal(exec_decoded(f, ins, 3, &numbers, &res), 0);
+  assert_null(res);
+  assert_int_equal(numbers.count, 2);
+  assert_true(numbers.value[0] == 0 && numbers.value[1] == 1);
+  /* The parameters' memory is the caller's only during the call: a second
+   * exec of the (now cached) statement binds its own. */
+  strcpy(value, "second");
+  ins[1] = text_value(value);
+  ins[2] = (iso_wire_value){.type = ISO_WIRE_TRUE};
+  assert_int_equal(exec_decoded(f, ins, 3, &numbers, &res), 0);
+  memset(value, 'x', sizeof value - 1);
+  /* Without somewhere for numbers, the counts come as facet_call's do. */
+  ins[1] = text_value("third");
+  ins[2] = (iso_wire_value){.type = ISO_WIRE_NULL};
+  assert_int_equal(exec_decoded(f, ins, 3, NULL, &res), 0);
+  assert_int_equal(ncols(res), 0);
+  assert_true(rows_written(res) == 1);
+  tv_free(res);
+  /* Rows come in the wire. */
+  iso_wire_value sel[] = {text_value("SELECT a, b FROM d ORDER BY rowid")};
+  assert_int_equal(exec_decoded(f, sel, 1, &numbers, &res), 0);
+  assert_int_equal(numbers.count, 0);
+  assert_int_equal(nrows(res), 3);
+  assert_string_equal(text(res, 0, 0), "first");
+  assert_true(num(res, 0, 1) == 1.5);
+  assert_string_equal(text(res, 1, 0), "second");
+  assert_true(num(res, 1, 1) == 1);
+  assert_string_equal(text(res, 2, 0), "third");
+  assert_int_equal(cell(res, 2, 1)->type, ISO_WIRE_NULL);
+  tv_free(res);
+  /* Errors: SQLite's, with nothing answered as numbers. */
+  ins[1] = text_value("first");
+  assert_int_equal(exec_decoded(f, ins, 3, &numbers, &res), -1);
+  assert_int_equal(numbers.count, 0);
+  assert_non_null(strstr(tv_get(res, "message")->str, "UNIQUE constraint failed"));
+  tv_free(res);
+  assert_true(count_rows(f, "d") == 3);
+  assert_int_equal(exec_decoded(f, ins, 2, &numbers, &res), -1);
+  assert_string_equal(tv_get(res, "message")->str,
+                      "Wrong number of parameter bindings for SQL query.");
+  tv_free(res);
+  /* No SQL, or a number that is no statement id. */
+  assert_int_equal(exec_decoded(f, ins, 0, &numbers, &res), -1);
+  assert_string_equal(tv_get(res, "name")->str, "TypeError");
+  tv_free(res);
+  iso_wire_value bad[] = {{.type = ISO_WIRE_NUMBER, .number = 0.5}};
+  assert_int_equal(exec_decoded(f, bad, 1, &numbers, &res), -1);
+  assert_string_equal(tv_get(res, "name")->str, "TypeError");
+  tv_free(res);
+  /* A statement id: run by it, and null once it means nothing. */
+  assert_int_equal(prepare_id(f, "INSERT INTO d (a) VALUES (?)", &res), 0);
+  iso_wire_value by_id[] = {{.type = ISO_WIRE_NUMBER, .number = res->num}, text_value("fourth")};
+  tv_free(res);
+  assert_int_equal(exec_decoded(f, by_id, 2, &numbers, &res), 0);
+  assert_null(res);
+  assert_int_equal(numbers.count, 2);
+  by_id[0].number += 1 << 5; /* the same slot, a later sequence number */
+  assert_int_equal(exec_decoded(f, by_id, 2, &numbers, &res), 0);
+  assert_int_equal(numbers.count, 0);
+  assert_int_equal(res->type, ISO_WIRE_NULL);
+  tv_free(res);
+  assert_true(count_rows(f, "d") == 4);
+}
+
 /* Statement ids: what exec runs when the runtime sends an id instead of the
  * text, and what it answers once the id means nothing (any more). */
 static void test_statement_ids(void **state) {
@@ -1171,6 +1261,15 @@ static int js_call_sync(void *data, const iso_call *call, iso_wire *result) {
   return facet_call(h->f->s, h->f->tenant, NULL, 0, call, deadline, result);
 }
 
+static int js_call_values(void *data, const iso_call *call, const iso_wire_value *args,
+                          uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
+  js_host *h = data;
+  if (strcmp(call->op, "exec") != 0) return 1;
+  uint64_t deadline = h->cpu_budget_ns ? time_thread_cpu_ns() + h->cpu_budget_ns : 0;
+  return facet_exec(h->f->s, h->f->tenant, NULL, 0, call->token, deadline, args, n_args,
+                    numbers, result);
+}
+
 static char *read_fixture(const char *name) {
   /* The fixtures live beside the end-to-end tests, found from this file. */
   char *dir = xstrdup(__FILE__);
@@ -1195,7 +1294,7 @@ static char *js_get(fx *f, const char *fixture, const char *path, js_host *h) {
   char *src = read_fixture(fixture);
   iso_module m = {"index.js", src, strlen(src)};
   iso_host host = {h, js_log, js_timer_start, js_timer_cancel, js_respond, js_done};
-  iso_host_calls calls = {js_call_sync, NULL};
+  iso_host_calls calls = {js_call_sync, NULL, js_call_values};
   iso_worker_options o = {.host = &host, .calls = &calls, .limits = {0, 5000},
                           .modules = &m, .n_modules = 1, .main_module = "index.js",
                           .bindings_json = "{\"DB\": {\"type\": \"facet\"}}"};
@@ -1391,7 +1490,7 @@ static int bench_js(void) {
     js_host h = {.f = &f, .cpu_budget_ns = clock ? 30000 * 1000000ull : 0};
     iso_module m = {"index.js", bench_js_source, strlen(bench_js_source)};
     iso_host host = {&h, js_log, js_timer_start, js_timer_cancel, js_respond, js_done};
-    iso_host_calls calls = {js_call_sync, NULL};
+    iso_host_calls calls = {js_call_sync, NULL, js_call_values};
     iso_worker_options o = {.host = &host, .calls = &calls, .limits = {0, 30000},
                             .modules = &m, .n_modules = 1, .main_module = "index.js",
                             .bindings_json = "{\"DB\": {\"type\": \"facet\"}}"};
@@ -1527,6 +1626,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_unsupported_parameters, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sql_errors_have_no_effect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_ids, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_exec_decoded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_multiple_statements, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rows_read_and_written, setup, teardown),
       cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),

@@ -63,6 +63,7 @@ typedef struct {
   size_t n_calls;
   rec_call last_sync;        /* the last sync call */
   int sync_calls;
+  int values_calls;
   iso_worker *worker;        /* for host calls that re-enter */
   rec_timer timers[MAX_TIMERS];
   size_t n_timers;
@@ -367,15 +368,62 @@ static int h_call_async(void *data, const iso_call *call, iso_wire *result) {
   return 0;
 }
 
-static const iso_host_calls test_calls = {h_call_sync, h_call_async};
+/* Ops: "echo" answers its decoded arguments as an array; "counts" answers
+ * numbers (how many arguments, and their strings' UTF-8 bytes); "fail"
+ * fails; every other op is declined, and goes to h_call_sync. */
+static int h_call_values(void *data, const iso_call *call, const iso_wire_value *args,
+                         uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
+  rec *r = data;
+  assert_null(call->args);
+  if (strcmp(call->op, "echo") == 0) {
+    r->values_calls++;
+    iso_wire_array(result, n_args);
+    for (uint32_t i = 0; i < n_args; i++) {
+      const iso_wire_value *v = &args[i];
+      if (v->type == ISO_WIRE_STRING)
+        iso_wire_string(result, v->ptr, v->len);
+      else if (v->type == ISO_WIRE_NUMBER)
+        iso_wire_number(result, v->number);
+      else if (v->type == ISO_WIRE_TRUE || v->type == ISO_WIRE_FALSE)
+        iso_wire_bool(result, v->type == ISO_WIRE_TRUE);
+      else if (v->type == ISO_WIRE_NULL)
+        iso_wire_null(result);
+      else
+        iso_wire_undefined(result);
+    }
+    return 0;
+  }
+  if (strcmp(call->op, "counts") == 0) {
+    r->values_calls++;
+    assert_non_null(numbers);
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < n_args; i++)
+      bytes += args[i].type == ISO_WIRE_STRING ? args[i].len : 0;
+    numbers->count = 3;
+    numbers->value[0] = n_args;
+    numbers->value[1] = (double)bytes;
+    numbers->value[2] = 42;
+    return 0;
+  }
+  if (strcmp(call->op, "fail") == 0) {
+    r->values_calls++;
+    wire_error(result, "TypeError", "refused decoded");
+    return -1;
+  }
+  return 1;
+}
 
-static iso_worker *load_bound(rec *r, const char *src, const char *bindings,
-                              const iso_limits *limits, iso_error *err) {
+static const iso_host_calls test_calls = {h_call_sync, h_call_async, NULL};
+static const iso_host_calls values_calls = {h_call_sync, h_call_async, h_call_values};
+
+static iso_worker *load_bound_calls(rec *r, const char *src, const char *bindings,
+                                    const iso_limits *limits, const iso_host_calls *calls,
+                                    iso_error *err) {
   iso_host host = host_for(r);
   iso_module m = {"index.js", src, strlen(src)};
   iso_worker_options o = {0};
   o.host = &host;
-  o.calls = &test_calls;
+  o.calls = calls;
   if (limits != NULL)
     o.limits = *limits;
   o.modules = &m;
@@ -384,6 +432,11 @@ static iso_worker *load_bound(rec *r, const char *src, const char *bindings,
   o.bindings_json = bindings;
   r->worker = iso_worker_create(&o, err);
   return r->worker;
+}
+
+static iso_worker *load_bound(rec *r, const char *src, const char *bindings,
+                              const iso_limits *limits, iso_error *err) {
+  return load_bound_calls(r, src, bindings, limits, &test_calls, err);
 }
 
 static iso_worker *load_bound_ok(rec *r, const char *src, const iso_limits *limits) {
@@ -484,6 +537,45 @@ static void test_host_call_numbers(void **state) {
   assert_string_equal(r.last_sync.binding, "H");
   assert_string_equal(r.last_sync.op, "echo");
   assert_int_equal(r.sync_calls, 11);
+  iso_worker_free(w);
+}
+
+/* A host with call_values gets plain arguments decoded, and may answer
+ * numbers; calls it declines, and arguments it cannot take decoded
+ * (BigInts, bytes, arrays, more than eight), go to call_sync in the wire. */
+static void test_host_call_values(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_error err = {0};
+  iso_worker *w = load_bound_calls(
+      &r,
+      JS_SHOW
+      "export default { fetch(req, env) {\n"
+      "  const H = env.H, out = [];\n"
+      "  out.push(show(H.callNumbers('echo', 'abc', 'caf\\u00e9', '\\u2603', '', 1.5, -0, true,\n"
+      "                              false)));\n"
+      "  out.push(show(H.callNumbers('echo', null, undefined)));\n"
+      "  out.push(show(H.callNumbers('counts', 'abc', 'caf\\u00e9', 7)));\n"
+      "  out.push(show(H.callNumbers('echo', 1n)), show(H.callNumbers('echo', [1])));\n"
+      "  out.push(show(H.callNumbers('echo', new Uint8Array([5]))));\n"
+      "  out.push(show(H.callNumbers('echo', 1, 2, 3, 4, 5, 6, 7, 8, 9)));\n"
+      "  out.push(show(H.callNumbers('seven')));\n"
+      "  try { H.callNumbers('fail', 'x'); } catch (e) { out.push(`${e.name}: ${e.message}`); }\n"
+      "  try { H.callNumbers('echo', Symbol('s')); } catch (e) { out.push(e.name); }\n"
+      "  return new Response(out.join('\\n'));\n"
+      "} };",
+      "{\"H\": {\"type\": \"hostcall\"}}", NULL, &values_calls, &err);
+  if (w == NULL)
+    fail_msg("load failed: %s", err.message);
+  expect_get(w, &r,
+             "{value:[\"abc\",\"caf\u00e9\",\"\u2603\",\"\",1.5,-0,true,false]}\n"
+             "{value:[null,undefined]}\n{numbers:[3,8,42]}\n"
+             "{value:[1n]}\n{value:[[1]]}\n{value:[AB[5]]}\n{value:[1,2,3,4,5,6,7,8,9]}\n"
+             "{numbers:[7]}\nTypeError: refused decoded\nTypeError");
+  assert_int_equal(r.values_calls, 4);
+  /* 1n, [1], the bytes, nine numbers, the declined "seven" (a Symbol is
+   * refused before any call) */
+  assert_int_equal(r.sync_calls, 5);
   iso_worker_free(w);
 }
 
@@ -2397,6 +2489,7 @@ int main(void) {
       cmocka_unit_test(test_validate),
       cmocka_unit_test(test_host_call_sync),
       cmocka_unit_test(test_host_call_numbers),
+      cmocka_unit_test(test_host_call_values),
       cmocka_unit_test(test_host_call_errors),
       cmocka_unit_test(test_host_call_async),
       cmocka_unit_test(test_host_call_async_cpu),
