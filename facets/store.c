@@ -535,12 +535,17 @@ static void store_evict(facet_store *s) {
 
 facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *facet_id,
                             char **err) {
-  size_t tlen = strlen(tenant);
   for (uint32_t i = 0; i < s->n_conns; i++) {
     facet_conn *c = s->conns[i];
-    if (c->tenant_len != tlen || memcmp(c->key, tenant, tlen) != 0) continue;
-    if (facet_id == NULL ? c->key[tlen] == '\0'
-                         : c->key[tlen] == '/' && strcmp(c->key + tlen + 1, facet_id) == 0) {
+    /* Compared in place, byte by byte: names are short, and this runs on
+     * every exec. */
+    const char *k = c->key, *t = tenant;
+    while (*t != '\0' && *k == *t) {
+      k++;
+      t++;
+    }
+    if (*t != '\0' || (size_t)(k - c->key) != c->tenant_len) continue;
+    if (facet_id == NULL ? *k == '\0' : *k == '/' && strcmp(k + 1, facet_id) == 0) {
       /* Swapped to the front: a request's many execs find their facet first. */
       s->conns[i] = s->conns[0];
       s->conns[0] = c;

@@ -233,6 +233,11 @@ struct iso_worker {
   v8::Global<v8::Float64Array> direct_numbers;  /* native.directNumbers() */
   std::shared_ptr<v8::BackingStore> direct_numbers_store;  /* kept even if detached */
   double *direct_numbers_data = nullptr;  /* its bytes: asking the store is a call into V8 */
+  /* The context's request token as running_token read it last, and what it
+   * read: a facet's exec asks on every call, and reading a number is two
+   * calls into V8 where comparing the same handle is none. */
+  v8::Global<v8::Value> token_seen;
+  uint64_t token_seen_value = 0;
   std::string link_error;  /* set by the resolve callback ... */
   std::string link_module; /* ... naming the importing module */
   iso::watch watch{};

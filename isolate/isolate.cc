@@ -212,10 +212,15 @@ void request_done(iso_worker *w, uint64_t token) {
  * for request B is still A's. */
 uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context) {
   v8::Local<v8::Value> v = context->GetContinuationPreservedEmbedderData();
+  if (!w->token_seen.IsEmpty() && w->token_seen == v)
+    return w->token_seen_value;
   if (v->IsNumber()) {
     double d = v.As<v8::Number>()->Value();
-    if (d >= 0 && d < 9007199254740992.0)
+    if (d >= 0 && d < 9007199254740992.0) {
+      w->token_seen.Reset(w->isolate, v);
+      w->token_seen_value = (uint64_t)d;
       return (uint64_t)d;
+    }
   }
   return w->token;
 }
@@ -734,6 +739,7 @@ void worker_destroy(iso_worker *w) {
     w->direct_numbers.Reset();
     w->direct_numbers_store.reset();
     w->direct_numbers_data = nullptr;
+    w->token_seen.Reset();
     w->set_handler.Reset();
     w->dispatch.Reset();
     w->fire_timer.Reset();

@@ -13,12 +13,22 @@
 #define RESPONSE_BINDING " response"
 #define REQUEST_BINDING " request"
 
+/* Names are a few bytes: compared here, they cost less than a call to the
+ * C library's strcmp, whose vector code showed in a facet exec's profile. */
+static int same_name(const char *a, const char *b) {
+  while (*a != '\0' && *a == *b) {
+    a++;
+    b++;
+  }
+  return *a == *b;
+}
+
 /* The binding named last is remembered: a facet's exec calls come by the
  * thousand, and three spec lookups each showed in their cost. The spec is
  * never changed while loaded, so its key and type strings stay put. */
 static const char *binding_type(loaded *l, const char *binding) {
   if (binding[0] == '\0') return "fetch";
-  if (l->binding_seen != NULL && strcmp(binding, l->binding_seen) == 0)
+  if (l->binding_seen != NULL && same_name(binding, l->binding_seen))
     return l->binding_seen_type;
   if (strcmp(binding, RESPONSE_BINDING) == 0 || strcmp(binding, REQUEST_BINDING) == 0)
     return "stream";
@@ -54,7 +64,7 @@ static int bindings_call_values(void *data, const iso_call *call, const iso_wire
                                 uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
   loaded *l = data;
   const char *type = binding_type(l, call->binding);
-  if (type && strcmp(type, "facet") == 0 && strcmp(call->op, "exec") == 0)
+  if (type && same_name(type, "facet") && same_name(call->op, "exec"))
     return facet_link_exec(worker_self(), l, call, args, n_args, numbers, result);
   return 1;
 }

@@ -226,6 +226,8 @@ class SqlStorage {
   // text run once costs no extra call), -1 never an id (several statements).
   // An id crosses as 9 bytes, and the host finds it without hashing the text.
   #ids = new Map();
+  #lastText;  // the text exec() ran by its id last, and that id
+  #lastId = 0;
 
   constructor(key, name) {
     if (key !== kPrivate) throw new TypeError('Illegal constructor');
@@ -239,14 +241,25 @@ class SqlStorage {
       throw new TypeError('exec() needs the SQL text as its first argument (a string)');
     }
     const n = arguments.length;
-    for (let i = 1; i < n; i++) facetCheckParam(arguments[i], i - 1);
+    for (let i = 1; i < n; i++) {
+      // Strings and numbers, most parameters, are checked here, without a call.
+      const type = typeof arguments[i];
+      if (type !== 'string' && type !== 'number') facetCheckParam(arguments[i], i - 1);
+    }
     const ids = this.#ids;
-    let id = ids.get(query);
+    // A loop runs one text again and again: the last one's id is kept
+    // beside the map, and comparing the same string is one pointer check.
+    let id = query === this.#lastText ? this.#lastId : ids.get(query);
     if (id === 0) id = this.#prepare(query);
     if (id > 0) {
       const answer = facetExec(this.#name, id, arguments);
-      if (answer !== null) return new SqlStorageCursor(kPrivate, answer);
+      if (answer !== null) {
+        this.#lastText = query;
+        this.#lastId = id;
+        return new SqlStorageCursor(kPrivate, answer);
+      }
       ids.delete(query);  // the host's cache let the statement go
+      this.#lastText = undefined;
     } else if (id === undefined) {
       if (ids.size >= kFacetTextsMax) ids.clear();
       ids.set(query, 0);
