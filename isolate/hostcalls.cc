@@ -30,18 +30,22 @@ __attribute__((cold)) void throw_range_error(v8::Isolate *isolate, const char *m
 
 /* ---- JavaScript → wire ---- */
 
-/* Eight bytes at a time: most strings passed are short, and a loop over
- * bytes that the compiler vectorised cost more than the copy before it. */
+/* Eight bytes at a time, the last eight read again where they overlap:
+ * most strings passed are short, and a loop over bytes that the compiler
+ * vectorised cost more than the copy before it. */
 bool ascii(const uint8_t *p, size_t n) {
-  uint64_t any = 0;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t word;
-    memcpy(&word, p + i, 8);
+  uint64_t any = 0, word;
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      memcpy(&word, p + i, 8);
+      any |= word;
+    }
+    memcpy(&word, p + n - 8, 8);
     any |= word;
+  } else {
+    for (size_t i = 0; i < n; i++)
+      any |= p[i];
   }
-  for (; i < n; i++)
-    any |= p[i];
   return (any & 0x8080808080808080ull) == 0;
 }
 
@@ -698,7 +702,8 @@ void sync_direct(const Info &info, bool numbers) {
           return;
         if (rc == 0 && answer.count > 0 && answer.count <= ISO_NUMBERS_MAX &&
             w->direct_numbers_data != nullptr) {
-          memcpy(w->direct_numbers_data, answer.value, answer.count * sizeof(double));
+          /* All of them: a copy of fixed size is a few moves. */
+          memcpy(w->direct_numbers_data, answer.value, sizeof answer.value);
           info.GetReturnValue().Set(answer.count);
           return;
         }
