@@ -500,19 +500,6 @@ const char *direct_name(iso_worker *w, v8::Isolate *isolate, int slot, v8::Local
   return memo.utf8.c_str();
 }
 
-/* The names of a call (binding, op, ...args); its arguments are read from
- * the call itself, one API call fewer per value than from an array. */
-bool direct_names(iso_worker *w, const Info &info, call_args *ca) {
-  v8::Isolate *isolate = info.GetIsolate();
-  if (info.Length() < 2 || !info[0]->IsString() || !info[1]->IsString()) {
-    throw_type_error(isolate, "expected (binding, op, ...args)");
-    return false;
-  }
-  ca->binding_name = direct_name(w, isolate, 0, info[0].As<v8::String>());
-  ca->op_name = direct_name(w, isolate, 1, info[1].As<v8::String>());
-  return true;
-}
-
 /* The arguments of (binding, op, ...args) encoded, the names already read. */
 bool encode_direct(iso_worker *w, v8::Local<v8::Context> context, const Info &info,
                    call_args *ca) {
@@ -584,48 +571,6 @@ int numbers_answer(iso_worker *w, const iso_wire *result) {
 /* Up to this many arguments go to call_values decoded. */
 constexpr int kValuesMax = 8;
 
-/* Reads the call's arguments from info[2] on as plain values for
- * call_values: strings are copied as UTF-8 into the argument buffer, bytes
- * point into their buffers (no JavaScript runs until the call returns).
- * Returns 1 when all were read, 0 when one is not a plain value (the wire
- * path then passes it or says why not), -1 when V8 threw. */
-int read_values(iso_worker *w, v8::Local<v8::Context> context, const Info &info, call_args *ca,
-                iso_wire_value *values, uint32_t *n) {
-  v8::Isolate *isolate = info.GetIsolate();
-  int count = info.Length() - 2;
-  if (count > kValuesMax)
-    return 0;
-  encoder enc{w, isolate, context, v8::Local<v8::Value>(), ca->buf.args, w->memory_cap};
-  size_t at[kValuesMax];
-  for (int i = 0; i < count; i++) {
-    v8::Local<v8::Value> v = info[i + 2];
-    iso_wire_value *out = &values[i];
-    *out = iso_wire_value{};
-    if (v->IsString()) {
-      at[i] = ca->buf.args->len + 5; /* after the string's wire header */
-      if (!enc.string(v.As<v8::String>()))
-        return -1;
-      out->type = ISO_WIRE_STRING;
-      out->len = ca->buf.args->len - at[i];
-    } else if (v->IsNumber()) {
-      out->type = ISO_WIRE_NUMBER;
-      out->number = v.As<v8::Number>()->Value();
-    } else if (v->IsNullOrUndefined()) {
-      out->type = v->IsNull() ? ISO_WIRE_NULL : ISO_WIRE_UNDEFINED;
-    } else if (v->IsBoolean()) {
-      out->type = v->IsTrue() ? ISO_WIRE_TRUE : ISO_WIRE_FALSE;
-    } else {
-      return 0; /* bigints, bytes, objects: rare here, and the wire handles them */
-    }
-  }
-  /* The buffer may have moved while strings were added to it. */
-  for (int i = 0; i < count; i++)
-    if (values[i].type == ISO_WIRE_STRING)
-      values[i].ptr = (const char *)ca->buf.args->data + at[i];
-  *n = (uint32_t)count;
-  return 1;
-}
-
 /* A host callback may have freed the worker: its JavaScript stops here. */
 bool worker_gone(iso_worker *w, v8::Isolate *isolate) {
   if (!w->free_requested)
@@ -636,7 +581,7 @@ bool worker_gone(iso_worker *w, v8::Isolate *isolate) {
 
 /* The host's answer in `result` as the call's value: a few numbers into
  * directNumbers() when `numbers`, else the value, or the error thrown. */
-void answer_from_wire(const Info &info, iso_worker *w, v8::Local<v8::Context> context, int rc,
+__attribute__((noinline)) void answer_from_wire(const Info &info, iso_worker *w, v8::Local<v8::Context> context, int rc,
                       bool numbers, const iso_wire *result) {
   v8::Isolate *isolate = info.GetIsolate();
   int count = numbers && rc == 0 ? numbers_answer(w, result) : -1;
@@ -665,6 +610,110 @@ __attribute__((noinline)) void sync_wire(const Info &info, iso_worker *w, v8::Lo
   answer_from_wire(info, w, context, rc, numbers, ca.buf.result);
 }
 
+/* A string that is not ASCII, as UTF-8 at the end of `arena`: false when
+ * that would pass `cap`. Out of line: strings are mostly ASCII. */
+__attribute__((noinline)) bool append_utf8(v8::Isolate *isolate, v8::Local<v8::String> s,
+                                           iso_wire *arena, size_t cap, size_t *len) {
+  size_t n = (size_t)s->Utf8Length(isolate);
+  if (n > cap || arena->len > cap - n)
+    return false;
+  uint8_t *p = wire_append(arena, n);
+  if (n > 0)
+    s->WriteUtf8(isolate, (char *)p, (int)n, nullptr,
+                 v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+  *len = n;
+  return true;
+}
+
+/* Reads the call's arguments from info[2] on as plain values into
+ * `values`, strings copied into `arena` as UTF-8. Returns false, having
+ * read them only partly, when one needs the wire format: a BigInt, bytes,
+ * an object, a string over the worker's cap (the wire path encodes it, or
+ * says why not). */
+bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_value *values,
+                 int count) {
+  v8::Isolate *isolate = info.GetIsolate();
+  size_t at[kValuesMax];
+  for (int i = 0; i < count; i++) {
+    v8::Local<v8::Value> v = info[i + 2];
+    iso_wire_value *out = &values[i];
+    if (v->IsString()) {
+      v8::Local<v8::String> s = v.As<v8::String>();
+      size_t n = 0;
+      at[i] = arena->len;
+      if (s->IsOneByte()) {
+        /* Latin-1 storage: ASCII (almost every string) is its own UTF-8. */
+        n = (size_t)s->Length();
+        if (n > w->memory_cap || arena->len > w->memory_cap - n)
+          return false;
+        uint8_t *p = wire_append(arena, n);
+        if (n > 0)
+          s->WriteOneByte(isolate, p, 0, (int)n, v8::String::NO_NULL_TERMINATION);
+        if (!ascii(p, n)) {
+          arena->len = at[i];
+          if (!append_utf8(isolate, s, arena, w->memory_cap, &n))
+            return false;
+        }
+      } else if (!append_utf8(isolate, s, arena, w->memory_cap, &n)) {
+        return false;
+      }
+      out->type = ISO_WIRE_STRING;
+      out->len = n;
+    } else if (v->IsNumber()) {
+      out->type = ISO_WIRE_NUMBER;
+      out->number = v.As<v8::Number>()->Value();
+    } else if (v->IsNullOrUndefined()) {
+      out->type = v->IsNull() ? ISO_WIRE_NULL : ISO_WIRE_UNDEFINED;
+    } else if (v->IsBoolean()) {
+      out->type = v->IsTrue() ? ISO_WIRE_TRUE : ISO_WIRE_FALSE;
+    } else {
+      return false;
+    }
+  }
+  /* The buffer may have moved while strings were added to it. */
+  for (int i = 0; i < count; i++)
+    if (values[i].type == ISO_WIRE_STRING)
+      values[i].ptr = (const char *)arena->data + at[i];
+  return true;
+}
+
+/* callSyncNumbers' call through the host's call_values, with the thread's
+ * kept buffers: what a facet's exec runs, made as short as it can be.
+ * Returns false, having called nothing, when the call needs the wire
+ * format instead (read_values), the host declines it, or the buffers are in
+ * use by a call further up the stack. */
+bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context,
+                 const char *binding, const char *op) {
+  int count = info.Length() - 2;
+  if (count > kValuesMax || kept.busy)
+    return false;
+  iso_wire_value values[kValuesMax];
+  kept.args.len = 0;
+  if (!read_values(info, w, &kept.args, values, count))
+    return false;
+  kept.busy = true;
+  kept.result.len = 0;
+  iso_call call{running_token(w, context), 0, binding, op, nullptr, 0};
+  iso_numbers answer{};
+  int rc = w->host_calls.call_values(w->host.data, &call, values, (uint32_t)count,
+                                     w->direct_numbers_data ? &answer : nullptr, &kept.result);
+  if (rc != 1 && !worker_gone(w, info.GetIsolate())) {
+    if (rc == 0 && answer.count > 0 && answer.count <= ISO_NUMBERS_MAX &&
+        w->direct_numbers_data != nullptr) {
+      /* All of them: a copy of fixed size is a few moves. */
+      memcpy(w->direct_numbers_data, answer.value, sizeof answer.value);
+      info.GetReturnValue().Set(answer.count);
+    } else {
+      answer_from_wire(info, w, context, rc, false, &kept.result);
+    }
+  }
+  for (iso_wire *buffer : {&kept.args, &kept.result})
+    if (buffer->cap > kKeepBytes)
+      iso_wire_free(buffer);
+  kept.busy = false;
+  return rc != 1;
+}
+
 /* callSyncDirect(binding, op, ...args) → the value; the host's error value
  * is thrown as it is (the runtime makes an Error of it). For frequent calls:
  * no argument array to read back and no [ok, value] pair to build. With
@@ -680,39 +729,18 @@ void sync_direct(const Info &info, bool numbers) {
     isolate->ThrowException(str(isolate, "host calls are not available here"));
     return;
   }
-  call_args ca(true);
-  if (!direct_names(w, info, &ca))
+  if (info.Length() < 2 || !info[0]->IsString() || !info[1]->IsString()) {
+    throw_type_error(isolate, "expected (binding, op, ...args)");
     return;
-  if (numbers && w->host_calls.call_values != nullptr) {
-    iso_wire_value values[kValuesMax];
-    uint32_t n = 0;
-    int read = read_values(w, context, info, &ca, values, &n);
-    if (read < 0)
-      return;
-    if (read == 1) {
-      iso_call call = call_of(w, context, ca, 0);
-      call.args = nullptr;
-      call.args_len = 0;
-      iso_numbers answer{};
-      int rc = w->host_calls.call_values(w->host.data, &call, values, n,
-                                         w->direct_numbers_data ? &answer : nullptr,
-                                         ca.buf.result);
-      if (rc != 1) {
-        if (worker_gone(w, isolate))
-          return;
-        if (rc == 0 && answer.count > 0 && answer.count <= ISO_NUMBERS_MAX &&
-            w->direct_numbers_data != nullptr) {
-          /* All of them: a copy of fixed size is a few moves. */
-          memcpy(w->direct_numbers_data, answer.value, sizeof answer.value);
-          info.GetReturnValue().Set(answer.count);
-          return;
-        }
-        answer_from_wire(info, w, context, rc, false, ca.buf.result);
-        return;
-      }
-    }
-    ca.buf.args->len = 0;
   }
+  const char *binding = direct_name(w, isolate, 0, info[0].As<v8::String>());
+  const char *op = direct_name(w, isolate, 1, info[1].As<v8::String>());
+  if (numbers && w->host_calls.call_values != nullptr &&
+      sync_values(info, w, context, binding, op))
+    return;
+  call_args ca(true);
+  ca.binding_name = binding;
+  ca.op_name = op;
   sync_wire(info, w, context, ca, numbers);
 }
 
