@@ -229,7 +229,9 @@ static int bind_params(exec_ctx *x, sqlite3_stmt *st) {
         rc = sqlite3_bind_int64(st, col, v->bigint);
         break;
       case ISO_WIRE_STRING:
-        rc = sqlite3_bind_text64(st, col, v->ptr, v->len, SQLITE_STATIC, SQLITE_UTF8);
+        /* (A NULL pointer would bind NULL, not ''.) */
+        rc = sqlite3_bind_text64(st, col, v->len ? v->ptr : "", v->len, SQLITE_STATIC,
+                                 SQLITE_UTF8);
         break;
       case ISO_WIRE_BYTES:
         rc = sqlite3_bind_blob64(st, col, v->len ? v->ptr : "", v->len, SQLITE_STATIC);
@@ -434,7 +436,10 @@ static int exec_single(exec_ctx *x, sqlite3_stmt *st) {
   /* On success the bindings stay: they point into the call's arguments,
    * which are gone afterwards, but nothing reads them before the next exec
    * of the statement binds every parameter again (the count is checked
-   * above), and clearing them was a call into SQLite per exec. */
+   * above), and clearing them was a call into SQLite per exec. That holds
+   * only while a cached statement is stepped nowhere else and nothing
+   * expands its SQL (sqlite3_expanded_sql, SQLITE_TRACE_STMT): either
+   * would read memory that is gone. */
   if (rc != SQLITE_DONE) {
     sqlite3_clear_bindings(st);
     put_sqlite_error(x, rc, msg);
@@ -814,6 +819,7 @@ int facet_exec(facet_store *s, const char *tenant, const char *facet_id, uint64_
   }
   x.params = args + 1;
   x.n_params = n_args - 1;
-  if (first->type == ISO_WIRE_STRING) return run_exec(&x, first->ptr, first->len, 0);
+  if (first->type == ISO_WIRE_STRING)
+    return run_exec(&x, first->len ? first->ptr : "", first->len, 0);
   return run_exec(&x, NULL, 0, stmt_id_of(first));
 }

@@ -610,12 +610,21 @@ __attribute__((noinline)) void sync_wire(const Info &info, iso_worker *w, v8::Lo
   answer_from_wire(info, w, context, rc, numbers, ca.buf.result);
 }
 
+/* Whether a string of n bytes fits the worker's cap on what a call copies
+ * out of V8, counted as the wire format would (encoder::too_big), so that
+ * both ways refuse the same calls: `used` is what the arguments before it
+ * take there, the array's header included. */
+bool fits(size_t n, size_t used, size_t cap) {
+  return n + 5 <= cap && used <= cap - (n + 5);
+}
+
 /* A string that is not ASCII, as UTF-8 at the end of `arena`: false when
- * that would pass `cap`. Out of line: strings are mostly ASCII. */
+ * it does not fit (fits). Out of line: strings are mostly ASCII. */
 __attribute__((noinline)) bool append_utf8(v8::Isolate *isolate, v8::Local<v8::String> s,
-                                           iso_wire *arena, size_t cap, size_t *len) {
+                                           iso_wire *arena, size_t used, size_t cap,
+                                           size_t *len) {
   size_t n = (size_t)s->Utf8Length(isolate);
-  if (n > cap || arena->len > cap - n)
+  if (!fits(n, used, cap))
     return false;
   uint8_t *p = wire_append(arena, n);
   if (n > 0)
@@ -634,6 +643,7 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
                  int count) {
   v8::Isolate *isolate = info.GetIsolate();
   size_t at[kValuesMax];
+  size_t used = 5; /* in the wire format: the array's header, then each argument */
   for (int i = 0; i < count; i++) {
     v8::Local<v8::Value> v = info[i + 2];
     iso_wire_value *out = &values[i];
@@ -644,36 +654,42 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
       if (s->IsOneByte()) {
         /* Latin-1 storage: ASCII (almost every string) is its own UTF-8. */
         n = (size_t)s->Length();
-        if (n > w->memory_cap || arena->len > w->memory_cap - n)
+        if (!fits(n, used, w->memory_cap))
           return false;
         uint8_t *p = wire_append(arena, n);
         if (n > 0)
           s->WriteOneByte(isolate, p, 0, (int)n, v8::String::NO_NULL_TERMINATION);
         if (!ascii(p, n)) {
           arena->len = at[i];
-          if (!append_utf8(isolate, s, arena, w->memory_cap, &n))
+          if (!append_utf8(isolate, s, arena, used, w->memory_cap, &n))
             return false;
         }
-      } else if (!append_utf8(isolate, s, arena, w->memory_cap, &n)) {
+      } else if (!append_utf8(isolate, s, arena, used, w->memory_cap, &n)) {
         return false;
       }
       out->type = ISO_WIRE_STRING;
       out->len = n;
+      used += 5 + n;
     } else if (v->IsNumber()) {
       out->type = ISO_WIRE_NUMBER;
       out->number = v.As<v8::Number>()->Value();
+      used += 9;
     } else if (v->IsNullOrUndefined()) {
       out->type = v->IsNull() ? ISO_WIRE_NULL : ISO_WIRE_UNDEFINED;
+      used += 1;
     } else if (v->IsBoolean()) {
       out->type = v->IsTrue() ? ISO_WIRE_TRUE : ISO_WIRE_FALSE;
+      used += 1;
     } else {
       return false;
     }
   }
-  /* The buffer may have moved while strings were added to it. */
+  /* The buffer may have moved while strings were added to it, and has no
+   * memory at all when they were all empty: an empty string still points
+   * somewhere (SQLite binds a NULL pointer as NULL, not as ''). */
   for (int i = 0; i < count; i++)
     if (values[i].type == ISO_WIRE_STRING)
-      values[i].ptr = (const char *)arena->data + at[i];
+      values[i].ptr = values[i].len > 0 ? (const char *)arena->data + at[i] : "";
   return true;
 }
 
@@ -700,11 +716,12 @@ bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context
   if (rc != 1 && !worker_gone(w, info.GetIsolate())) {
     if (rc == 0 && answer.count > 0 && answer.count <= ISO_NUMBERS_MAX &&
         w->direct_numbers_data != nullptr) {
-      /* All of them: a copy of fixed size is a few moves. */
-      memcpy(w->direct_numbers_data, answer.value, sizeof answer.value);
+      memcpy(w->direct_numbers_data, answer.value, answer.count * sizeof answer.value[0]);
       info.GetReturnValue().Set(answer.count);
     } else {
-      answer_from_wire(info, w, context, rc, false, &kept.result);
+      /* An answer of numbers in the wire still goes to directNumbers(): a
+       * number returned always means that (runtime/README.md). */
+      answer_from_wire(info, w, context, rc, rc == 0, &kept.result);
     }
   }
   for (iso_wire *buffer : {&kept.args, &kept.result})

@@ -506,13 +506,24 @@ static void test_exec_decoded(void **state) {
   assert_string_equal(text(res, 2, 0), "third");
   assert_int_equal(cell(res, 2, 1)->type, ISO_WIRE_NULL);
   tv_free(res);
+  /* An empty string is '', even as a NULL pointer with no bytes; as the
+   * SQL, it is no statement at all. */
+  ins[1] = (iso_wire_value){.type = ISO_WIRE_STRING, .ptr = NULL, .len = 0};
+  ins[2] = (iso_wire_value){.type = ISO_WIRE_NULL};
+  assert_int_equal(exec_decoded(f, ins, 3, &numbers, &res), 0);
+  iso_wire_value empty_sql[] = {{.type = ISO_WIRE_STRING, .ptr = NULL, .len = 0}};
+  assert_int_equal(exec_decoded(f, empty_sql, 1, &numbers, &res), 0);
+  assert_int_equal(numbers.count, 0);
+  assert_int_equal(ncols(res), 0);
+  assert_true(rows_read(res) == 0 && rows_written(res) == 0);
+  tv_free(res);
   /* Errors: SQLite's, with nothing answered as numbers. */
   ins[1] = text_value("first");
   assert_int_equal(exec_decoded(f, ins, 3, &numbers, &res), -1);
   assert_int_equal(numbers.count, 0);
   assert_non_null(strstr(tv_get(res, "message")->str, "UNIQUE constraint failed"));
   tv_free(res);
-  assert_true(count_rows(f, "d") == 3);
+  assert_true(count_rows(f, "d") == 4);
   assert_int_equal(exec_decoded(f, ins, 2, &numbers, &res), -1);
   assert_string_equal(tv_get(res, "message")->str,
                       "Wrong number of parameter bindings for SQL query.");
@@ -537,7 +548,10 @@ static void test_exec_decoded(void **state) {
   assert_int_equal(numbers.count, 0);
   assert_int_equal(res->type, ISO_WIRE_NULL);
   tv_free(res);
-  assert_true(count_rows(f, "d") == 4);
+  assert_true(count_rows(f, "d") == 5);
+  tv *empty = ok(f, "SELECT count(*) FROM d WHERE a = ''", "");
+  assert_true(num(empty, 0, 0) == 1);
+  tv_free(empty);
 }
 
 /* Statement ids: what exec runs when the runtime sends an id instead of the
