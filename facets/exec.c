@@ -257,6 +257,25 @@ static uint64_t stmt_id_of(const iso_wire_value *v) {
   return (uint64_t)v->number;
 }
 
+/* What exec runs, from its first argument (NULL when there is none): the
+ * SQL text in *sql, an empty one never NULL, or the id "prepare" gave it
+ * in *id with *sql NULL. Returns 0, or -1 with the TypeError written. */
+static int exec_target(exec_ctx *x, const iso_wire_value *first, const char **sql, size_t *len,
+                       uint64_t *id) {
+  *id = first != NULL ? stmt_id_of(first) : 0;
+  if (first == NULL || (first->type != ISO_WIRE_STRING && *id == 0)) {
+    put_error(x->out, x->start, "TypeError", "exec() needs the SQL text as a string");
+    return -1;
+  }
+  *sql = NULL;
+  *len = 0;
+  if (first->type == ISO_WIRE_STRING) {
+    *sql = first->len > 0 ? first->ptr : "";
+    *len = first->len;
+  }
+  return 0;
+}
+
 /* Reads [sql, param...], where sql is the text or the id "prepare" gave it
  * (*sql is then NULL and *id set). Returns 0, or -1 with an error written. */
 static int read_exec_args(exec_ctx *x, const char **sql, size_t *sql_len, uint64_t *id,
@@ -266,13 +285,7 @@ static int read_exec_args(exec_ctx *x, const char **sql, size_t *sql_len, uint64
   iso_wire_reader_init(&r, x->call->args, x->call->args_len);
   if (iso_wire_next(&r, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count < 1) goto malformed;
   uint32_t n = v.count - 1;
-  if (iso_wire_next(&r, &v) != 1 || (v.type != ISO_WIRE_STRING && stmt_id_of(&v) == 0)) {
-    put_error(x->out, x->start, "TypeError", "exec() needs the SQL text as a string");
-    return -1;
-  }
-  *sql = v.type == ISO_WIRE_STRING ? v.ptr : NULL;
-  *sql_len = v.len;
-  *id = stmt_id_of(&v);
+  if (exec_target(x, iso_wire_next(&r, &v) == 1 ? &v : NULL, sql, sql_len, id) != 0) return -1;
   iso_wire_value *params = n <= stack_n ? stack : xmalloc(n * sizeof *params);
   if (params != stack) x->params_owned = params;
   x->params = params;
@@ -812,14 +825,11 @@ int facet_exec(facet_store *s, const char *tenant, const char *facet_id, uint64_
                 .heap_refusals = facet__heap_refusals()};
   if (numbers != NULL) numbers->count = 0;
   if (call_begin(&x, s, facet_id, limit_mb) != 0) return -1;
-  const iso_wire_value *first = n_args > 0 ? &args[0] : NULL;
-  if (first == NULL || (first->type != ISO_WIRE_STRING && stmt_id_of(first) == 0)) {
-    put_error(result, x.start, "TypeError", "exec() needs the SQL text as a string");
-    return -1;
-  }
+  const char *sql;
+  size_t len;
+  uint64_t id;
+  if (exec_target(&x, n_args > 0 ? &args[0] : NULL, &sql, &len, &id) != 0) return -1;
   x.params = args + 1;
   x.n_params = n_args - 1;
-  if (first->type == ISO_WIRE_STRING)
-    return run_exec(&x, first->len ? first->ptr : "", first->len, 0);
-  return run_exec(&x, NULL, 0, stmt_id_of(first));
+  return run_exec(&x, sql, len, id);
 }

@@ -49,6 +49,55 @@ bool ascii(const uint8_t *p, size_t n) {
   return (any & 0x8080808080808080ull) == 0;
 }
 
+/* Whether `more` bytes fit after `used` under `cap`, the worker's cap on
+ * what a call copies out of V8's heap. */
+bool fits(size_t more, size_t used, size_t cap) {
+  return more <= cap && used <= cap - more;
+}
+
+/* A string that is not ASCII, as UTF-8 at the end of `out` (append_string);
+ * out of line, since strings are mostly ASCII. */
+__attribute__((noinline)) bool append_utf8(v8::Isolate *isolate, v8::Local<v8::String> s,
+                                           iso_wire *out, size_t used, size_t cap,
+                                           size_t *len) {
+  size_t n = (size_t)s->Utf8Length(isolate);
+  if (!fits(n, used, cap))
+    return false;
+  /* Written in place: no intermediate copy of a big string. */
+  uint8_t *p = wire_append(out, n);
+  if (n > 0)
+    s->WriteUtf8(isolate, (char *)p, (int)n, nullptr,
+                 v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+  *len = n;
+  return true;
+}
+
+/* s as UTF-8 at the end of `out`, its n bytes counted after `used` against
+ * `cap` (fits): false, with nothing added, when they do not fit. Inlined
+ * where it is used: a facet's exec calls it for every string. */
+__attribute__((always_inline)) inline bool append_string(v8::Isolate *isolate,
+                                                         v8::Local<v8::String> s, iso_wire *out,
+                                                         size_t used, size_t cap, size_t *len) {
+  if (s->IsOneByte()) {
+    /* Latin-1 storage: ASCII (almost every string) is its own UTF-8, and
+     * copying it is cheaper than measuring and encoding it as UTF-8. */
+    size_t n = (size_t)s->Length(), at = out->len;
+    if (!fits(n, used, cap))
+      return false;
+    uint8_t *p = wire_append(out, n);
+    if (n > 0)
+      s->WriteOneByte(isolate, p, 0, (int)n, v8::String::NO_NULL_TERMINATION);
+    if (ascii(p, n)) {
+      *len = n;
+      return true;
+    }
+    out->len = at;
+  }
+  return append_utf8(isolate, s, out, used, cap, len);
+}
+
+constexpr const char *kTooLarge = "the value is too large to pass to the host";
+
 struct encoder {
   iso_worker *w;
   v8::Isolate *isolate;
@@ -58,9 +107,9 @@ struct encoder {
   size_t cap;  /* bytes: the copy lives outside V8's heap */
 
   bool too_big(size_t more) {
-    if (more <= cap && out->len <= cap - more)
+    if (fits(more, out->len, cap))
       return false;
-    throw_range_error(isolate, "the value is too large to pass to the host");
+    throw_range_error(isolate, kTooLarge);
     return true;
   }
 
@@ -84,36 +133,16 @@ struct encoder {
     return false;
   }
 
+  /* The header first, its length filled in once the bytes are written. */
   bool string(v8::Local<v8::String> s) {
-    if (s->IsOneByte()) {
-      /* Latin-1 storage: ASCII (almost every string) is its own UTF-8, and
-       * copying it is cheaper than measuring and encoding it as UTF-8. */
-      size_t n = (size_t)s->Length(), at = out->len;
-      if (too_big(n + 5))
-        return false;
-      uint8_t *p = wire_append(out, 5 + n);
-      wire_put_header(p, ISO_WIRE_STRING, (uint32_t)n);
-      if (n > 0)
-        s->WriteOneByte(isolate, p + 5, 0, (int)n, v8::String::NO_NULL_TERMINATION);
-      if (ascii(p + 5, n))
-        return true;
+    size_t at = out->len, n = 0;
+    wire_append(out, 5);
+    if (!append_string(isolate, s, out, out->len, cap, &n)) {
       out->len = at;
-    }
-    return string_utf8(s);
-  }
-
-  /* The rest of string(), out of the way of its common case: the code a
-   * facet's exec runs on every call is kept short. */
-  __attribute__((noinline)) bool string_utf8(v8::Local<v8::String> s) {
-    size_t len = (size_t)s->Utf8Length(isolate);
-    if (too_big(len + 5))
+      throw_range_error(isolate, kTooLarge);
       return false;
-    /* Written in place: no intermediate copy of a big string. */
-    uint8_t *p = wire_append(out, 5 + len);
-    wire_put_header(p, ISO_WIRE_STRING, (uint32_t)len);
-    if (len > 0)
-      s->WriteUtf8(isolate, (char *)p + 5, (int)len, nullptr,
-                   v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
+    }
+    wire_put_header(out->data + at, ISO_WIRE_STRING, (uint32_t)n);
     return true;
   }
 
@@ -581,8 +610,9 @@ bool worker_gone(iso_worker *w, v8::Isolate *isolate) {
 
 /* The host's answer in `result` as the call's value: a few numbers into
  * directNumbers() when `numbers`, else the value, or the error thrown. */
-__attribute__((noinline)) void answer_from_wire(const Info &info, iso_worker *w, v8::Local<v8::Context> context, int rc,
-                      bool numbers, const iso_wire *result) {
+__attribute__((noinline)) void answer_from_wire(const Info &info, iso_worker *w,
+                                                v8::Local<v8::Context> context, int rc,
+                                                bool numbers, const iso_wire *result) {
   v8::Isolate *isolate = info.GetIsolate();
   int count = numbers && rc == 0 ? numbers_answer(w, result) : -1;
   if (count >= 0) {
@@ -598,40 +628,17 @@ __attribute__((noinline)) void answer_from_wire(const Info &info, iso_worker *w,
     isolate->ThrowException(value);
 }
 
-/* The call in the wire format (sync_direct below) (a host without call_values, or
- * arguments it does not take decoded). */
-__attribute__((noinline)) void sync_wire(const Info &info, iso_worker *w, v8::Local<v8::Context> context, call_args &ca,
-               bool numbers) {
+/* sync_direct's call in the wire format: for a host without call_values,
+ * and for arguments that do not go decoded. */
+__attribute__((noinline)) void sync_wire(const Info &info, iso_worker *w,
+                                         v8::Local<v8::Context> context, call_args &ca,
+                                         bool numbers) {
   if (!encode_direct(w, context, info, &ca))
     return;
   int rc = run_sync(w, context, ca);
   if (worker_gone(w, info.GetIsolate()))
     return;
   answer_from_wire(info, w, context, rc, numbers, ca.buf.result);
-}
-
-/* Whether a string of n bytes fits the worker's cap on what a call copies
- * out of V8, counted as the wire format would (encoder::too_big), so that
- * both ways refuse the same calls: `used` is what the arguments before it
- * take there, the array's header included. */
-bool fits(size_t n, size_t used, size_t cap) {
-  return n + 5 <= cap && used <= cap - (n + 5);
-}
-
-/* A string that is not ASCII, as UTF-8 at the end of `arena`: false when
- * it does not fit (fits). Out of line: strings are mostly ASCII. */
-__attribute__((noinline)) bool append_utf8(v8::Isolate *isolate, v8::Local<v8::String> s,
-                                           iso_wire *arena, size_t used, size_t cap,
-                                           size_t *len) {
-  size_t n = (size_t)s->Utf8Length(isolate);
-  if (!fits(n, used, cap))
-    return false;
-  uint8_t *p = wire_append(arena, n);
-  if (n > 0)
-    s->WriteUtf8(isolate, (char *)p, (int)n, nullptr,
-                 v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
-  *len = n;
-  return true;
 }
 
 /* Reads the call's arguments from info[2] on as plain values into
@@ -643,30 +650,17 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
                  int count) {
   v8::Isolate *isolate = info.GetIsolate();
   size_t at[kValuesMax];
-  size_t used = 5; /* in the wire format: the array's header, then each argument */
+  size_t used = 5; /* in the wire format: the array's header, then each argument's */
   for (int i = 0; i < count; i++) {
     v8::Local<v8::Value> v = info[i + 2];
     iso_wire_value *out = &values[i];
     if (v->IsString()) {
-      v8::Local<v8::String> s = v.As<v8::String>();
       size_t n = 0;
       at[i] = arena->len;
-      if (s->IsOneByte()) {
-        /* Latin-1 storage: ASCII (almost every string) is its own UTF-8. */
-        n = (size_t)s->Length();
-        if (!fits(n, used, w->memory_cap))
-          return false;
-        uint8_t *p = wire_append(arena, n);
-        if (n > 0)
-          s->WriteOneByte(isolate, p, 0, (int)n, v8::String::NO_NULL_TERMINATION);
-        if (!ascii(p, n)) {
-          arena->len = at[i];
-          if (!append_utf8(isolate, s, arena, used, w->memory_cap, &n))
-            return false;
-        }
-      } else if (!append_utf8(isolate, s, arena, used, w->memory_cap, &n)) {
+      /* Counted as the wire format would count it, header and all, so that
+       * both ways refuse the same calls. */
+      if (!append_string(isolate, v.As<v8::String>(), arena, used + 5, w->memory_cap, &n))
         return false;
-      }
       out->type = ISO_WIRE_STRING;
       out->len = n;
       used += 5 + n;

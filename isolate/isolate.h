@@ -377,12 +377,12 @@ typedef struct iso_host_calls {
   int (*call_async)(void *data, const iso_call *call, iso_wire *result);
   /* Optional, for synchronous calls made by the hundred thousand (a facet's
    * exec): call_sync with its arguments decoded, so that neither side
-   * encodes or parses them. call->args is NULL; args are plain values
-   * (never an array or object: such a call goes to call_sync), strings and
-   * bytes valid until it returns. It answers as call_sync does, or with 0
-   * and numbers->count set when the answer is up to ISO_NUMBERS_MAX numbers
-   * (numbers is NULL when the worker has nowhere to put them). Returning 1
-   * declines: the call goes to call_sync instead. */
+   * encodes or parses them. call->args is NULL; args are strings (UTF-8,
+   * valid until it returns), numbers, booleans, null or undefined, at most
+   * eight (a call with others goes to call_sync). It answers as call_sync
+   * does, or with 0 and numbers->count set when the answer is up to
+   * ISO_NUMBERS_MAX numbers (numbers is NULL when the worker has nowhere to
+   * put them). Returning 1 declines: the call goes to call_sync instead. */
   int (*call_values)(void *data, const iso_call *call, const iso_wire_value *args,
                      uint32_t n_args, iso_numbers *numbers, iso_wire *result);
 } iso_host_calls;

@@ -590,6 +590,40 @@ static void test_host_call_values(void **state) {
   iso_worker_free(w);
 }
 
+/* Decoded or not, a call's strings count against the worker's cap on what
+ * is copied out of V8 as the wire format counts them: past it, a
+ * RangeError and no call. */
+static void test_host_call_values_cap(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_error err = {0};
+  iso_limits limits = {16, 1000};
+  iso_worker *w = load_bound_calls(
+      &r,
+      JS_SHOW
+      "export default { fetch(req, env) {\n"
+      "  const H = env.H, out = [], s = 'x'.repeat(6 << 20), u = '\\u00e9'.repeat(4 << 20);\n"
+      "  out.push(show(H.callNumbers('counts', s, s)), show(H.callNumbers('counts', s, u)));\n"
+      "  for (const args of [[s, s, s], [u, u]]) {\n"
+      "    try { H.callNumbers('counts', ...args); out.push('no error'); }\n"
+      "    catch (e) { out.push(`${e.name}: ${e.message}`); }\n"
+      "  }\n"
+      "  return new Response(out.join('\\n'));\n"
+      "} };",
+      "{\"H\": {\"type\": \"hostcall\"}}", &limits, &values_calls, &err);
+  if (w == NULL)
+    fail_msg("load failed: %s", err.message);
+  const char *too_large = "RangeError: the value is too large to pass to the host";
+  char want[512];
+  /* (u: 4 Mi characters in V8, 8 MiB of UTF-8) */
+  snprintf(want, sizeof want, "{numbers:[2,%d,42]}\n{numbers:[2,%d,42]}\n%s\n%s", 12 << 20,
+           14 << 20, too_large, too_large);
+  expect_get(w, &r, want);
+  assert_int_equal(r.values_calls, 2);
+  assert_int_equal(r.sync_calls, 0);
+  iso_worker_free(w);
+}
+
 static void test_host_call_errors(void **state) {
   (void)state;
   rec r = {0};
@@ -2501,6 +2535,7 @@ int main(void) {
       cmocka_unit_test(test_host_call_sync),
       cmocka_unit_test(test_host_call_numbers),
       cmocka_unit_test(test_host_call_values),
+      cmocka_unit_test(test_host_call_values_cap),
       cmocka_unit_test(test_host_call_errors),
       cmocka_unit_test(test_host_call_async),
       cmocka_unit_test(test_host_call_async_cpu),
