@@ -481,7 +481,8 @@ static void test_exec_decoded(void **state) {
   assert_int_equal(numbers.count, 2);
   assert_true(numbers.value[0] == 0 && numbers.value[1] == 1);
   /* The parameters' memory is the caller's only during the call: a second
-   * exec of the (now cached) statement binds its own. */
+   * exec of the (now cached) statement binds its own, and what it stored
+   * stays when the caller's buffer is overwritten (read back below). */
   strcpy(value, "second");
   ins[1] = text_value(value);
   ins[2] = (iso_wire_value){.type = ISO_WIRE_TRUE};
