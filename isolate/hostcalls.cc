@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "internal.h"
 
 namespace iso {
@@ -26,6 +28,10 @@ __attribute__((cold)) void throw_type_error(v8::Isolate *isolate, const std::str
 
 __attribute__((cold)) void throw_range_error(v8::Isolate *isolate, const char *msg) {
   isolate->ThrowException(v8::Exception::RangeError(str(isolate, msg)));
+}
+
+__attribute__((cold)) void throw_unavailable(v8::Isolate *isolate) {
+  isolate->ThrowException(str(isolate, "host calls are not available here"));
 }
 
 /* ---- JavaScript → wire ---- */
@@ -94,6 +100,85 @@ __attribute__((always_inline)) inline bool append_string(v8::Isolate *isolate,
     out->len = at;
   }
   return append_utf8(isolate, s, out, used, cap, len);
+}
+
+/* ---- Sequential one-byte strings, read where they are ----
+ *
+ * Most strings a call passes (literals, short concatenations, numbers made
+ * text) are sequential one-byte strings in V8's heap: a header of map, hash
+ * and length, then the characters. A decoded call (sync_values) passes
+ * those characters to the host where they are, which spares three calls
+ * into V8 and a copy per string: each call ran code of its own, and on a
+ * facet's exec that code pushed SQLite's out of the instruction cache
+ * (docs/benchmarks.md). The layout is the one V8's public header gives for
+ * the start of an external string's resource, which is where a sequential
+ * string's characters begin; it is checked once per process against the
+ * API (in_place_check), and strings of any other kind, or every string
+ * when the check fails, are copied through the API. The pointers stay valid
+ * while nothing allocates in V8's heap, which the host's call does not. */
+namespace in_place {
+using Internals = v8::internal::Internals;
+constexpr int kLengthOffset = Internals::kStringResourceOffset - v8::internal::kApiInt32Size;
+constexpr int kCharsOffset = Internals::kStringResourceOffset;
+/* Representation (sequential is 0) and encoding: the low four bits. */
+constexpr int kKindMask = 0x0f;
+constexpr int kSequentialOneByte = Internals::kStringEncodingMask;
+/* 0 unknown, 1 checked and right, -1 not to be used. */
+std::atomic<int> layout{0};
+}  // namespace in_place
+
+/* The characters of s and their count when s is a sequential one-byte
+ * string, else NULL. Only for in_place_usable(). */
+inline const uint8_t *in_place_chars(v8::Local<v8::String> s, size_t *n) {
+  using namespace in_place;
+  auto obj = *reinterpret_cast<const v8::internal::Address *>(*s);
+  int type = Internals::GetInstanceType(obj);
+  if (type >= Internals::kFirstNonstringType || (type & kKindMask) != kSequentialOneByte)
+    return nullptr;
+  *n = (size_t)Internals::ReadRawField<int32_t>(obj, kLengthOffset);
+  return reinterpret_cast<const uint8_t *>(obj - v8::internal::kHeapObjectTag + kCharsOffset);
+}
+
+/* Whether in_place_chars reads what the API reads: a sequential one-byte
+ * string must be found with its length and characters, a two-byte and a
+ * concatenated one must not be. Allocates: call before reading arguments. */
+__attribute__((noinline, cold)) bool in_place_check(v8::Isolate *isolate) {
+  static const char probe[] = "edgenode: characters in place";
+  static const uint16_t wide[] = {0x65, 0x20ac, 0x64};
+  v8::HandleScope scope(isolate);
+  v8::Local<v8::String> flat, two_byte, concatenated;
+  if (!v8::String::NewFromOneByte(isolate, (const uint8_t *)probe, v8::NewStringType::kNormal,
+                                  (int)sizeof probe - 1)
+           .ToLocal(&flat) ||
+      !v8::String::NewFromTwoByte(isolate, wide, v8::NewStringType::kNormal, 3)
+           .ToLocal(&two_byte))
+    return false;
+  concatenated = v8::String::Concat(isolate, flat, flat);
+  size_t n = 0, unused = 0;
+  const uint8_t *p = in_place_chars(flat, &n);
+  return flat->IsOneByte() && p != nullptr && n == sizeof probe - 1 &&
+         memcmp(p, probe, n) == 0 && in_place_chars(two_byte, &unused) == nullptr &&
+         in_place_chars(concatenated, &unused) == nullptr;
+}
+
+/* A small integer is a tagged value in the handle itself, as V8's public
+ * header reads it in its inline functions. */
+inline bool is_small_integer(v8::Local<v8::Value> v) {
+  return !v8::internal::Internals::HasHeapObjectTag(
+      *reinterpret_cast<const v8::internal::Address *>(*v));
+}
+
+inline int small_integer_value(v8::Local<v8::Value> v) {
+  return v8::internal::Internals::SmiValue(*reinterpret_cast<const v8::internal::Address *>(*v));
+}
+
+bool in_place_usable(v8::Isolate *isolate) {
+  int known = in_place::layout.load(std::memory_order_relaxed);
+  if (__builtin_expect(known == 0, 0)) {
+    known = in_place_check(isolate) ? 1 : -1;
+    in_place::layout.store(known, std::memory_order_relaxed);
+  }
+  return known > 0;
 }
 
 constexpr const char *kTooLarge = "the value is too large to pass to the host";
@@ -421,18 +506,45 @@ v8::Local<v8::Value> unavailable(v8::Isolate *isolate) {
  * another one is in progress on the thread (a host callback that enters
  * JavaScript again) gets buffers of its own. */
 struct kept_wires {
-  iso_wire args{}, result{};
-  bool busy = false;
-  ~kept_wires() {
-    iso_wire_free(&args);
-    iso_wire_free(&result);
+  iso_wire args, result;
+  bool busy;
+  bool release_registered;
+};
+/* Trivial, so that using it costs no check that it was made: what it holds
+ * is freed when the thread ends by kept_release, which a first use sets up
+ * (kept_in_use). */
+thread_local kept_wires kept;
+
+struct kept_release {
+  bool armed = false;
+  ~kept_release() {
+    iso_wire_free(&kept.args);
+    iso_wire_free(&kept.result);
   }
 };
-thread_local kept_wires kept;
+thread_local kept_release kept_release_at_exit;
+
+__attribute__((noinline, cold)) void kept_register() {
+  kept_release_at_exit.armed = true;
+  kept.release_registered = true;
+}
 
 /* Larger buffers go back after the call: one big value is not kept for the
  * life of the thread. */
 constexpr size_t kKeepBytes = 64 * 1024;
+
+__attribute__((noinline)) void kept_trim() {
+  for (iso_wire *buffer : {&kept.args, &kept.result})
+    if (buffer->cap > kKeepBytes)
+      iso_wire_free(buffer);
+}
+
+/* Marks the kept buffers busy. */
+inline void kept_in_use() {
+  if (__builtin_expect(!kept.release_registered, 0))
+    kept_register();
+  kept.busy = true;
+}
 
 /* The argument and result buffers of one call: the thread's kept ones when
  * free, else new ones. Both start empty. */
@@ -444,7 +556,8 @@ struct wires {
   explicit wires(bool reuse) {
     if (!reuse || kept.busy)
       return;
-    kept.busy = borrowed = true;
+    kept_in_use();
+    borrowed = true;
     args = &kept.args;
     result = &kept.result;
     args->len = result->len = 0;
@@ -452,9 +565,7 @@ struct wires {
   ~wires() {
     if (borrowed) {
       /* (its own buffers were never used) */
-      for (iso_wire *w : {args, result})
-        if (w->cap > kKeepBytes)
-          iso_wire_free(w);
+      kept_trim();
       kept.busy = false;
       return;
     }
@@ -631,8 +742,11 @@ __attribute__((noinline)) void answer_from_wire(const Info &info, iso_worker *w,
 /* sync_direct's call in the wire format: for a host without call_values,
  * and for arguments that do not go decoded. */
 __attribute__((noinline)) void sync_wire(const Info &info, iso_worker *w,
-                                         v8::Local<v8::Context> context, call_args &ca,
-                                         bool numbers) {
+                                         v8::Local<v8::Context> context, const char *binding,
+                                         const char *op, bool numbers) {
+  call_args ca(true);
+  ca.binding_name = binding;
+  ca.op_name = op;
   if (!encode_direct(w, context, info, &ca))
     return;
   int rc = run_sync(w, context, ca);
@@ -641,48 +755,82 @@ __attribute__((noinline)) void sync_wire(const Info &info, iso_worker *w,
   answer_from_wire(info, w, context, rc, numbers, ca.buf.result);
 }
 
+/* One argument of a decoded call that is not read in place (read_values):
+ * a string copied to `arena` as UTF-8 (*at says where), a number, null,
+ * undefined or a boolean. False for what needs the wire format. */
+__attribute__((noinline)) bool read_value_copied(v8::Isolate *isolate, iso_worker *w,
+                                                 v8::Local<v8::Value> v, iso_wire *arena,
+                                                 iso_wire_value *out, size_t *used, size_t *at) {
+  if (v->IsString()) {
+    size_t n = 0;
+    *at = arena->len;
+    /* Counted as the wire format would count it, header and all, so that
+     * both ways refuse the same calls. */
+    if (!append_string(isolate, v.As<v8::String>(), arena, *used + 5, w->memory_cap, &n))
+      return false;
+    out->type = ISO_WIRE_STRING;
+    out->len = n;
+    *used += 5 + n;
+  } else if (v->IsNumber()) {
+    out->type = ISO_WIRE_NUMBER;
+    out->number = v.As<v8::Number>()->Value();
+    *used += 9;
+  } else if (v->IsNullOrUndefined()) {
+    out->type = v->IsNull() ? ISO_WIRE_NULL : ISO_WIRE_UNDEFINED;
+    *used += 1;
+  } else if (v->IsBoolean()) {
+    out->type = v->IsTrue() ? ISO_WIRE_TRUE : ISO_WIRE_FALSE;
+    *used += 1;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 /* Reads the call's arguments from info[2] on as plain values into
- * `values`, strings copied into `arena` as UTF-8. Returns false, having
- * read them only partly, when one needs the wire format: a BigInt, bytes,
- * an object, a string over the worker's cap (the wire path encodes it, or
- * says why not). */
+ * `values`: small integers and ASCII strings in place (the common case,
+ * kept to a few instructions), the others through read_value_copied.
+ * Returns false, having read them only partly, when one needs the wire
+ * format: a BigInt, bytes, an object, a string over the worker's cap (the
+ * wire path encodes it, or says why not). */
 bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_value *values,
                  int count) {
   v8::Isolate *isolate = info.GetIsolate();
+  bool in_place = in_place_usable(isolate);
+  constexpr size_t kNotCopied = SIZE_MAX;
   size_t at[kValuesMax];
   size_t used = 5; /* in the wire format: the array's header, then each argument's */
+  bool copied = false;
   for (int i = 0; i < count; i++) {
     v8::Local<v8::Value> v = info[i + 2];
     iso_wire_value *out = &values[i];
-    if (v->IsString()) {
-      size_t n = 0;
-      at[i] = arena->len;
-      /* Counted as the wire format would count it, header and all, so that
-       * both ways refuse the same calls. */
-      if (!append_string(isolate, v.As<v8::String>(), arena, used + 5, w->memory_cap, &n))
-        return false;
+    at[i] = kNotCopied;
+    if (is_small_integer(v)) {
+      /* (A statement id, most often.) */
+      out->type = ISO_WIRE_NUMBER;
+      out->number = small_integer_value(v);
+      used += 9;
+      continue;
+    }
+    size_t n = 0;
+    const uint8_t *chars =
+        in_place && v->IsString() ? in_place_chars(v.As<v8::String>(), &n) : nullptr;
+    if (chars != nullptr && ascii(chars, n) && fits(n, used + 5, w->memory_cap)) {
       out->type = ISO_WIRE_STRING;
+      out->ptr = (const char *)chars;
       out->len = n;
       used += 5 + n;
-    } else if (v->IsNumber()) {
-      out->type = ISO_WIRE_NUMBER;
-      out->number = v.As<v8::Number>()->Value();
-      used += 9;
-    } else if (v->IsNullOrUndefined()) {
-      out->type = v->IsNull() ? ISO_WIRE_NULL : ISO_WIRE_UNDEFINED;
-      used += 1;
-    } else if (v->IsBoolean()) {
-      out->type = v->IsTrue() ? ISO_WIRE_TRUE : ISO_WIRE_FALSE;
-      used += 1;
-    } else {
-      return false;
+      continue;
     }
+    if (!read_value_copied(isolate, w, v, arena, out, &used, &at[i]))
+      return false;
+    copied = true;
   }
   /* The buffer may have moved while strings were added to it, and has no
    * memory at all when they were all empty: an empty string still points
    * somewhere (SQLite binds a NULL pointer as NULL, not as ''). */
-  for (int i = 0; i < count; i++)
-    if (values[i].type == ISO_WIRE_STRING)
+  for (int i = 0; copied && i < count; i++)
+    if (values[i].type == ISO_WIRE_STRING && at[i] != kNotCopied)
       values[i].ptr = values[i].len > 0 ? (const char *)arena->data + at[i] : "";
   return true;
 }
@@ -701,7 +849,7 @@ bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context
   kept.args.len = 0;
   if (!read_values(info, w, &kept.args, values, count))
     return false;
-  kept.busy = true;
+  kept_in_use();
   kept.result.len = 0;
   iso_call call{running_token(w, context), 0, binding, op, nullptr, 0};
   iso_numbers answer{};
@@ -718,9 +866,8 @@ bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context
       answer_from_wire(info, w, context, rc, rc == 0, &kept.result);
     }
   }
-  for (iso_wire *buffer : {&kept.args, &kept.result})
-    if (buffer->cap > kKeepBytes)
-      iso_wire_free(buffer);
+  if (__builtin_expect(kept.args.cap > kKeepBytes || kept.result.cap > kKeepBytes, 0))
+    kept_trim();
   kept.busy = false;
   return rc != 1;
 }
@@ -735,9 +882,9 @@ bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context
 void sync_direct(const Info &info, bool numbers) {
   v8::Isolate *isolate = info.GetIsolate();
   v8::Local<v8::Context> context = isolate->GetCurrentContext();
-  iso_worker *w = worker_of(context);
+  iso_worker *w = worker_of(isolate, context);
   if (w == nullptr || w->host_calls.call_sync == nullptr) {
-    isolate->ThrowException(str(isolate, "host calls are not available here"));
+    throw_unavailable(isolate);
     return;
   }
   if (info.Length() < 2 || !info[0]->IsString() || !info[1]->IsString()) {
@@ -749,10 +896,7 @@ void sync_direct(const Info &info, bool numbers) {
   if (numbers && w->host_calls.call_values != nullptr &&
       sync_values(info, w, context, binding, op))
     return;
-  call_args ca(true);
-  ca.binding_name = binding;
-  ca.op_name = op;
-  sync_wire(info, w, context, ca, numbers);
+  sync_wire(info, w, context, binding, op, numbers);
 }
 
 }  // namespace
@@ -794,7 +938,7 @@ void hostcall_direct_numbers(const Info &info) {
   v8::Isolate *isolate = info.GetIsolate();
   iso_worker *w = worker_of(isolate->GetCurrentContext());
   if (w == nullptr) {
-    isolate->ThrowException(str(isolate, "host calls are not available here"));
+    throw_unavailable(isolate);
     return;
   }
   if (w->direct_numbers.IsEmpty()) {

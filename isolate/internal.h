@@ -123,6 +123,10 @@ class task_queue {
 /* The Isolate::GetData slot that holds the isolate's iso_worker. */
 constexpr uint32_t kIsolateWorkerSlot = 0;
 
+/* Request tokens cross into JavaScript as plain numbers: below 2^53 they
+ * are exact. */
+constexpr uint64_t kMaxSafeToken = 9007199254740992ull;
+
 /* ---- snapshot.cc: the runtime, evaluated once per process ---- */
 
 /* What the snapshot's context carries for the shim (Context::GetDataFromSnapshotOnce). */
@@ -238,6 +242,11 @@ struct iso_worker {
    * calls into V8 where comparing the same handle is none. */
   v8::Global<v8::Value> token_seen;
   uint64_t token_seen_value = 0;
+  /* The token run() last stored as the context's continuation data, valid
+   * until microtasks or V8's tasks run (which may store another): until
+   * then running_token needs no call into V8. */
+  uint64_t entry_token = 0;
+  bool entry_token_valid = false;
   std::string link_error;  /* set by the resolve callback ... */
   std::string link_module; /* ... naming the importing module */
   iso::watch watch{};
@@ -267,6 +276,20 @@ namespace iso {
 
 /* The worker a context belongs to; NULL in the snapshot's own contexts. */
 iso_worker *worker_of(v8::Local<v8::Context> context);
+/* The same for the isolate's current context, without a call into V8 when
+ * it is the worker's own (the isolate's data names the worker). */
+inline iso_worker *worker_of(v8::Isolate *isolate, v8::Local<v8::Context> context) {
+  auto *w = static_cast<iso_worker *>(isolate->GetData(kIsolateWorkerSlot));
+  if (w != nullptr && w->context == context)
+    return w;
+  return worker_of(context);
+}
+/* Microtasks and V8's tasks may run code of any request: running_token
+ * asks V8 again afterwards. */
+inline void entry_token_forget(iso_worker *w) {
+  if (w != nullptr)
+    w->entry_token_valid = false;
+}
 /* Whether the worker's heap is within its limit; when it is not, the worker
  * has hit the limit (as V8's callback would have it) and its JavaScript is
  * being terminated. Measures only when some heap grew since the last time. */

@@ -211,12 +211,14 @@ void request_done(iso_worker *w, uint64_t token) {
  * embedder data), so a continuation of request A run while the host entered
  * for request B is still A's. */
 uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context) {
+  if (w->entry_token_valid)
+    return w->entry_token;
   v8::Local<v8::Value> v = context->GetContinuationPreservedEmbedderData();
   if (!w->token_seen.IsEmpty() && w->token_seen == v)
     return w->token_seen_value;
   if (v->IsNumber()) {
     double d = v.As<v8::Number>()->Value();
-    if (d >= 0 && d < 9007199254740992.0) {
+    if (d >= 0 && d < (double)kMaxSafeToken) {
       w->token_seen.Reset(w->isolate, v);
       w->token_seen_value = (uint64_t)d;
       return (uint64_t)d;
@@ -325,6 +327,7 @@ bool run_foreground_tasks(iso_worker *w) {
     w->running_task = w->tasks->take_due();
     if (w->running_task == nullptr)
       return true;
+    entry_token_forget(w);
     w->running_task->Run();
     w->running_task.reset();
     if (entry_stopped(w))
@@ -349,6 +352,8 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call
   entry e;
   entry_begin(w, &e, token, budget);
   context->SetContinuationPreservedEmbedderData(v8::Number::New(isolate, (double)token));
+  w->entry_token = token;
+  w->entry_token_valid = token < kMaxSafeToken;
   uint64_t blamed;
   bool queue_lost = false;
   {
@@ -364,6 +369,7 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call
     /* After a termination in the call the queued microtasks stay for the
      * next entry; a termination inside the checkpoint discards them all. */
     if (e.outer && !tc.HasTerminated()) {
+      entry_token_forget(w);
       isolate->PerformMicrotaskCheckpoint();
       queue_lost = tc.HasTerminated();
       if (!queue_lost)
@@ -371,6 +377,7 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call
     }
     blamed = running_token(w, context);
   }
+  entry_token_forget(w);
   if (e.outer)
     context->SetContinuationPreservedEmbedderData(v8::Undefined(isolate));
   switch (entry_end(w, &e)) {

@@ -144,6 +144,7 @@ bool evaluate(iso_worker *w, v8::Local<v8::Context> context, v8::Local<v8::Modul
     return false;
   }
   /* With top-level await, Evaluate returns a promise that microtasks settle. */
+  entry_token_forget(w);
   isolate->PerformMicrotaskCheckpoint();
   if (tc.HasTerminated() || isolate->IsExecutionTerminating()) {
     error_set(err, ISO_ERR_INTERNAL, "execution terminated");

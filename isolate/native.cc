@@ -37,11 +37,11 @@ void throw_range_error(v8::Isolate *isolate, const char *msg) {
   isolate->ThrowException(v8::Exception::RangeError(str(isolate, msg)));
 }
 
-/* Tokens and timer ids are plain numbers: below 2^53, they are exact. */
+/* Tokens and timer ids are plain numbers (kMaxSafeToken). */
 bool to_token(v8::Isolate *isolate, v8::Local<v8::Value> v, uint64_t *out) {
   if (v->IsNumber()) {
     double d = v.As<v8::Number>()->Value();
-    if (d >= 0 && d < 9007199254740992.0) {
+    if (d >= 0 && d < (double)kMaxSafeToken) {
       *out = (uint64_t)d;
       return true;
     }
