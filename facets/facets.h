@@ -67,6 +67,10 @@ typedef struct facet_options {
   uint32_t heap_limit_mb;
 } facet_options;
 
+/* Bytes SQLite holds in this process, all facets together: what
+ * heap_limit_mb limits. */
+uint64_t facet_heap_used(void);
+
 /* ---- Names and paths (library facets_admin) ---- */
 
 /* Loader children's facet ids: [A-Za-z0-9_-]{1,64}. Returns 1 when valid. */

@@ -4,6 +4,7 @@
  * CPU-deadline progress handler and the busy handler.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,9 +591,71 @@ static int heap_take(int64_t n) {
 
 static void heap_give(int64_t n) { atomic_fetch_sub_explicit(&heap_used, n, memory_order_relaxed); }
 
+/* Small blocks freed are kept per thread and handed out again.
+ *
+ * Debian's SQLite is built without its lookaside allocator (OMIT_LOOKASIDE),
+ * so running a statement asks malloc for a few small blocks and frees them
+ * again: on a facet's insert, malloc and free ran more code than anything
+ * of SQLite's but the VM, and that code pushed SQLite's own out of the
+ * instruction cache (docs/benchmarks.md, facets). Small requests are made
+ * in sizes of SMALL_STEP, so that a freed block of such a size can serve
+ * any later request of its class. Kept blocks stay counted against the
+ * heap limit (at most SMALL_CLASSES * SMALL_KEPT of them per thread), and
+ * go back to the allocator when their thread ends. */
+#define SMALL_STEP 16
+#define SMALL_CLASSES 16 /* up to 256 bytes */
+#define SMALL_KEPT 32    /* per class and thread */
+
+struct small_blocks {
+  void *head[SMALL_CLASSES];  /* each block starts with the next one's address */
+  uint8_t count[SMALL_CLASSES];
+  int release_registered;
+};
+static _Thread_local struct small_blocks small;
+static pthread_key_t small_release_key;
+static pthread_once_t small_release_once = PTHREAD_ONCE_INIT;
+static int small_release_ok;
+
+static void small_release(void *unused) {
+  (void)unused;
+  for (int k = 0; k < SMALL_CLASSES; k++) {
+    while (small.head[k] != NULL) {
+      void *p = small.head[k];
+      small.head[k] = *(void **)p;
+      heap_give(heap_base.xSize(p));
+      heap_base.xFree(p);
+    }
+    small.count[k] = 0;
+  }
+}
+
+static void small_release_key_make(void) {
+  small_release_ok = pthread_key_create(&small_release_key, small_release) == 0;
+}
+
+/* Whether this thread may keep blocks: its ending must give them back. */
+static __attribute__((cold, noinline)) int small_register(void) {
+  if (pthread_once(&small_release_once, small_release_key_make) != 0 || !small_release_ok)
+    return 0;
+  /* (Any value but NULL: the destructor runs only then.) */
+  if (pthread_setspecific(small_release_key, &small) != 0) return 0;
+  small.release_registered = 1;
+  return 1;
+}
+
 /* Counted by the size the allocator reports, as heap_free counts it back:
  * one atomic operation per call on the common path. */
 static void *heap_malloc(int n) {
+  if (n > 0 && n <= SMALL_STEP * SMALL_CLASSES) {
+    int k = (n - 1) / SMALL_STEP;
+    void *p = small.head[k];
+    if (p != NULL) {
+      small.head[k] = *(void **)p;
+      small.count[k]--;
+      return p;
+    }
+    n = (k + 1) * SMALL_STEP;
+  }
   void *p = heap_base.xMalloc(n);
   if (p != NULL && !heap_take(heap_base.xSize(p))) {
     heap_base.xFree(p);
@@ -603,7 +666,17 @@ static void *heap_malloc(int n) {
 
 static void heap_free(void *p) {
   if (p == NULL) return;
-  heap_give(heap_base.xSize(p));
+  int64_t size = heap_base.xSize(p);
+  if (size <= SMALL_STEP * SMALL_CLASSES && size % SMALL_STEP == 0 && size > 0) {
+    int k = (int)(size / SMALL_STEP) - 1;
+    if (small.count[k] < SMALL_KEPT && (small.release_registered || small_register())) {
+      *(void **)p = small.head[k];
+      small.head[k] = p;
+      small.count[k]++;
+      return;
+    }
+  }
+  heap_give(size);
   heap_base.xFree(p);
 }
 
@@ -624,6 +697,11 @@ static void *heap_realloc(void *p, int n) {
 
 uint64_t facet__heap_refusals(void) {
   return atomic_load_explicit(&heap_refusals, memory_order_relaxed);
+}
+
+uint64_t facet_heap_used(void) {
+  int64_t used = atomic_load_explicit(&heap_used, memory_order_relaxed);
+  return used > 0 ? (uint64_t)used : 0;
 }
 
 uint64_t facet__heap_limit_mb(void) {

@@ -624,6 +624,50 @@ static void test_host_call_values_cap(void **state) {
   iso_worker_free(w);
 }
 
+/* Strings of every kind V8 makes reach the host whole, whether they are
+ * read where V8 keeps them (sequential one-byte ASCII) or copied; and
+ * strings read in place count against the cap as copied ones do. */
+static void test_host_call_values_in_place(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_error err = {0};
+  iso_limits limits = {16, 1000};
+  iso_worker *w = load_bound_calls(
+      &r,
+      "export default { fetch(req, env) {\n"
+      "  const H = env.H, long = 'abcdefghij'.repeat(10), out = [];\n"
+      "  const kinds = {\n"
+      "    literal: 'plain ascii', number: 'value ' + 12345,\n"
+      "    concatenated: 'a'.repeat(20) + 'b'.repeat(20), sliced: long.substring(3, 60),\n"
+      "    latin1: 'caf\\u00e9 '.repeat(5), two_byte: '\\u2603 snow',\n"
+      "    flat: 'X'.repeat(100000).toLowerCase(), key: Object.keys({ a_property_key: 1 })[0],\n"
+      "    empty: '',\n"
+      "  };\n"
+      "  for (const [kind, s] of Object.entries(kinds)) {\n"
+      "    const back = H.callNumbers('echo', s, 7, s).value;\n"
+      "    out.push(`${kind}:${back.length === 3 && back[0] === s && back[1] === 7 && back[2] === s}`);\n"
+      "  }\n"
+      "  const f = 'X'.repeat(4 << 20).toLowerCase();\n"
+      "  out.push(H.callNumbers('counts', f, f, f).numbers.join());\n"
+      "  try { H.callNumbers('counts', f, f, f, f); out.push('no error'); }\n"
+      "  catch (e) { out.push(`${e.name}: ${e.message}`); }\n"
+      "  return new Response(out.join('\\n'));\n"
+      "} };",
+      "{\"H\": {\"type\": \"hostcall\"}}", &limits, &values_calls, &err);
+  if (w == NULL)
+    fail_msg("load failed: %s", err.message);
+  char want[512];
+  snprintf(want, sizeof want,
+           "literal:true\nnumber:true\nconcatenated:true\nsliced:true\nlatin1:true\n"
+           "two_byte:true\nflat:true\nkey:true\nempty:true\n3,%d,42\n"
+           "RangeError: the value is too large to pass to the host",
+           12 << 20);
+  expect_get(w, &r, want);
+  assert_int_equal(r.values_calls, 10);
+  assert_int_equal(r.sync_calls, 0);
+  iso_worker_free(w);
+}
+
 static void test_host_call_errors(void **state) {
   (void)state;
   rec r = {0};
@@ -2536,6 +2580,7 @@ int main(void) {
       cmocka_unit_test(test_host_call_numbers),
       cmocka_unit_test(test_host_call_values),
       cmocka_unit_test(test_host_call_values_cap),
+      cmocka_unit_test(test_host_call_values_in_place),
       cmocka_unit_test(test_host_call_errors),
       cmocka_unit_test(test_host_call_async),
       cmocka_unit_test(test_host_call_async_cpu),
