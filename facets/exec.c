@@ -251,10 +251,10 @@ static int bind_params(exec_ctx *x, sqlite3_stmt *st) {
 
 /* A statement id as the runtime sends it (a JavaScript number), or 0. */
 static uint64_t stmt_id_of(const iso_wire_value *v) {
-  if (v->type != ISO_WIRE_NUMBER || !(v->number >= 1 && v->number <= (double)SAFE_INTEGER) ||
-      v->number != trunc(v->number))
+  if (v->type != ISO_WIRE_NUMBER || !(v->number >= 1 && v->number <= (double)SAFE_INTEGER))
     return 0;
-  return (uint64_t)v->number;
+  uint64_t id = (uint64_t)v->number;
+  return (double)id == v->number ? id : 0;
 }
 
 /* What exec runs, from its first argument (NULL when there is none): the
@@ -419,10 +419,10 @@ static void note_abort(facet_conn *c) {
 /* One statement with its parameters: the common case, and the only one
  * whose prepared statement is cached. At depth 0 it commits by itself, so a
  * busy facet can be retried from scratch. */
-static int exec_single(exec_ctx *x, sqlite3_stmt *st) {
+static int exec_single(exec_ctx *x, sqlite3_stmt *st, int n_params) {
   facet_conn *c = x->c;
   char msg[512];
-  if (sqlite3_bind_parameter_count(st) != (int)x->n_params) {
+  if (n_params != (int)x->n_params) {
     put_error(x->out, x->start, "Error", "Wrong number of parameter bindings for SQL query.");
     return -1;
   }
@@ -534,7 +534,8 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
   facet_conn *c = x->c;
   int result = -1;
   sqlite3_stmt *st = NULL;
-  if (sql == NULL && (st = facet__cache_by_id(c, id)) == NULL) {
+  facet_cached_stmt *cached = NULL;
+  if (sql == NULL && (cached = facet__cache_by_id(c, id)) == NULL) {
     /* The statement left the cache: null asks the runtime to send the text. */
     iso_wire_null(x->out);
     result = 0;
@@ -559,9 +560,9 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
   if (c->depth == 0 && !sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
   x->changes_before = sqlite3_total_changes64(c->db);
   c->denied = NULL;
-  if (st == NULL) st = facet__cache_get(c, sql, len);
-  if (st != NULL) {
-    result = exec_single(x, st);
+  if (cached == NULL) cached = facet__cache_get(c, sql, len);
+  if (cached != NULL) {
+    result = exec_single(x, cached->stmt, cached->n_params);
     goto done;
   }
   const char *p = sql, *end = sql + len, *tail = NULL;
@@ -589,7 +590,7 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
   }
   if (sql_rest_empty(tail, end)) {
     (void)facet__cache_put(c, sql, len, st);
-    result = exec_single(x, st);
+    result = exec_single(x, st, sqlite3_bind_parameter_count(st));
   } else {
     result = exec_multi(x, st, tail, end);
   }
@@ -784,7 +785,7 @@ static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, uint64_
   x->c = c;
   c->interrupted = 0;
   c->busy_deadline_ns = 0;
-  int rc = facet__conn_set_limit(c, limit_mb ? limit_mb : s->opt.default_limit_mb);
+  int rc = facet__conn_limit(c, limit_mb ? limit_mb : s->opt.default_limit_mb);
   if (rc != SQLITE_OK) {
     put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
     return -1;

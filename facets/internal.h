@@ -5,6 +5,7 @@
 #define EDGENODE_FACETS_INTERNAL_H
 
 #include <sqlite3.h>
+#include <stdatomic.h>
 
 #include "facets.h"
 
@@ -36,6 +37,7 @@ typedef struct facet_cached_stmt {
   sqlite3_stmt *stmt;
   uint64_t used;      /* store tick of the last use */
   uint64_t id;        /* the handle JavaScript runs it by (facet__cache_by_id) */
+  int n_params;       /* sqlite3_bind_parameter_count, the same once prepared again */
 } facet_cached_stmt;
 
 /* One open facet file. */
@@ -75,7 +77,10 @@ struct facet_store {
 
 /* Allocations SQLite was refused for its memory limit so far: when the
  * count moved during a call, its SQLITE_NOMEM came from the limit. */
-uint64_t facet__heap_refusals(void);
+extern _Atomic uint64_t facet__heap_refusal_count;
+static inline uint64_t facet__heap_refusals(void) {
+  return atomic_load_explicit(&facet__heap_refusal_count, memory_order_relaxed);
+}
 uint64_t facet__heap_limit_mb(void);
 
 /* The connection for a facet, opened on first use. NULL with *err set (a
@@ -93,8 +98,11 @@ int64_t facet__conn_query_int(facet_conn *c, const char *sql);
 void facet__conn_abandon_txn(facet_conn *c);
 /* Applies max_page_count for limit_mb if it changed. Returns an SQLite code. */
 int facet__conn_set_limit(facet_conn *c, uint64_t limit_mb);
+static inline int facet__conn_limit(facet_conn *c, uint64_t limit_mb) {
+  return limit_mb == c->limit_mb ? SQLITE_OK : facet__conn_set_limit(c, limit_mb);
+}
 /* A statement of tenant SQL from the cache, or NULL. */
-sqlite3_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len);
+facet_cached_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len);
 /* Keeps a prepared single statement for its text (the cache owns it).
  * Returns its id, or 0 when the text is too long to keep (stmt finalized). */
 uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt);
@@ -103,4 +111,4 @@ uint64_t facet__cache_id(facet_conn *c, const char *sql, size_t len);
 /* A cached statement by the id facet__cache_put gave it, or NULL once it
  * left the cache. Ids are unique within the store and never reused, so an
  * id from another connection or a closed one finds nothing. */
-sqlite3_stmt *facet__cache_by_id(facet_conn *c, uint64_t id);
+facet_cached_stmt *facet__cache_by_id(facet_conn *c, uint64_t id);

@@ -347,9 +347,8 @@ static facet_cached_stmt *cache_find(facet_conn *c, const char *sql, size_t len)
   return NULL;
 }
 
-sqlite3_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len) {
-  facet_cached_stmt *e = cache_find(c, sql, len);
-  return e ? e->stmt : NULL;
+facet_cached_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len) {
+  return cache_find(c, sql, len);
 }
 
 uint64_t facet__cache_id(facet_conn *c, const char *sql, size_t len) {
@@ -363,11 +362,11 @@ uint64_t facet__cache_id(facet_conn *c, const char *sql, size_t len) {
 #define ID_SLOT_BITS 5
 _Static_assert(FACET_STMT_CACHE <= 1 << ID_SLOT_BITS, "statement ids need more slot bits");
 
-sqlite3_stmt *facet__cache_by_id(facet_conn *c, uint64_t id) {
+facet_cached_stmt *facet__cache_by_id(facet_conn *c, uint64_t id) {
   facet_cached_stmt *e = &c->cache[id & ((1u << ID_SLOT_BITS) - 1)];
   if (id == 0 || e->sql == NULL || e->id != id) return NULL;
   e->used = ++c->store->tick;
-  return e->stmt;
+  return e;
 }
 
 uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt) {
@@ -391,6 +390,7 @@ uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_st
   victim->len = len;
   victim->hash = sql_hash(sql, len);
   victim->stmt = stmt;
+  victim->n_params = sqlite3_bind_parameter_count(stmt);
   victim->used = ++c->store->tick;
   victim->id = ++c->store->stmt_ids << ID_SLOT_BITS | (uint64_t)(victim - c->cache);
   return victim->id;
@@ -577,7 +577,7 @@ facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *face
 static sqlite3_mem_methods heap_base;
 static _Atomic int64_t heap_used;
 static _Atomic int64_t heap_max = (int64_t)FACET_DEFAULT_HEAP_MB << 20;
-static _Atomic uint64_t heap_refusals;
+_Atomic uint64_t facet__heap_refusal_count;
 
 /* Counts `n` more bytes; 0 (and nothing counted) when that passes the limit. */
 static int heap_take(int64_t n) {
@@ -585,7 +585,7 @@ static int heap_take(int64_t n) {
       atomic_load_explicit(&heap_max, memory_order_relaxed))
     return 1;
   atomic_fetch_sub_explicit(&heap_used, n, memory_order_relaxed);
-  atomic_fetch_add_explicit(&heap_refusals, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&facet__heap_refusal_count, 1, memory_order_relaxed);
   return 0;
 }
 
@@ -602,8 +602,8 @@ static void heap_give(int64_t n) { atomic_fetch_sub_explicit(&heap_used, n, memo
  * any later request of its class. Kept blocks stay counted against the
  * heap limit (at most SMALL_CLASSES * SMALL_KEPT of them per thread), and
  * go back to the allocator when their thread ends. */
-#define SMALL_STEP 16
-#define SMALL_CLASSES 16 /* up to 256 bytes */
+#define SMALL_STEP 32
+#define SMALL_CLASSES 16 /* up to 512 bytes */
 #define SMALL_KEPT 32    /* per class and thread */
 
 struct small_blocks {
@@ -693,10 +693,6 @@ static void *heap_realloc(void *p, int n) {
   int64_t now = heap_base.xSize(q);
   if (now != old + ask) heap_give(old + ask - now);
   return q;
-}
-
-uint64_t facet__heap_refusals(void) {
-  return atomic_load_explicit(&heap_refusals, memory_order_relaxed);
 }
 
 uint64_t facet_heap_used(void) {
