@@ -204,6 +204,10 @@ static const char *wire_type_name(uint8_t type) {
   }
 }
 
+/* (Functions marked hot run on every exec: the compiler places them
+ * together, so that the path shares instruction cache lines instead of
+ * spreading over the binary; docs/benchmarks.md, facets.) */
+__attribute__((hot))
 static int bind_params(exec_ctx *x, sqlite3_stmt *st) {
   for (uint32_t i = 0; i < x->n_params; i++) {
     const iso_wire_value *v = &x->params[i];
@@ -343,6 +347,7 @@ static int sql_rest_empty(const char *p, const char *end) {
  * build in JavaScript. Returns an SQLite code: SQLITE_DONE on success, with
  * the error message copied to msg otherwise.
  */
+__attribute__((hot))
 static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, size_t msg_size) {
   facet_conn *c = x->c;
   iso_wire *out = x->out;
@@ -352,7 +357,6 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
    * run, and nothing else steps a statement. */
   c->stepping = 1;
   c->cpu_deadline_ns = x->cpu_deadline_ns;
-  c->mono_seen_ns = 0;
   /* The columns are known after the first step: a cached statement whose
    * tables changed is prepared again inside it (SELECT * gains a column). */
   int rc = sqlite3_step(st);
@@ -398,6 +402,7 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
   return rc;
 }
 
+__attribute__((hot))
 static void finish_exec(exec_ctx *x) {
   int64_t written = sqlite3_total_changes64(x->c->db) - x->changes_before;
   double counts[2] = {(double)x->rows_read, (double)(written > 0 ? written : 0)};
@@ -419,6 +424,7 @@ static void note_abort(facet_conn *c) {
 /* One statement with its parameters: the common case, and the only one
  * whose prepared statement is cached. At depth 0 it commits by itself, so a
  * busy facet can be retried from scratch. */
+__attribute__((hot))
 static int exec_single(exec_ctx *x, sqlite3_stmt *st, int n_params) {
   facet_conn *c = x->c;
   char msg[512];
@@ -530,6 +536,7 @@ static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const 
 
 /* exec of `sql` (or, when it is NULL, of the statement cached as `id`)
  * with x->params. */
+__attribute__((hot))
 static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
   facet_conn *c = x->c;
   int result = -1;
@@ -767,6 +774,7 @@ static int op_size(exec_ctx *x) {
 /* What every operation does first: finds (or opens) the facet, applies its
  * size limit, and rolls back a transaction an ended request left open.
  * Returns 0 with x->c set, or -1 with the error written. */
+__attribute__((hot))
 static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, uint64_t limit_mb) {
   /* The names are checked where a connection is opened (facet_path): one
    * already open was opened by these exact names, so none is looked at
@@ -818,6 +826,7 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
   return -1;
 }
 
+__attribute__((hot))
 int facet_exec(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
                uint64_t token, uint64_t cpu_deadline_ns, const iso_wire_value *args,
                uint32_t n_args, iso_numbers *numbers, iso_wire *result) {

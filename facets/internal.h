@@ -55,8 +55,6 @@ typedef struct facet_conn {
   int trusted;            /* running our own SQL: the authorizer allows everything */
   int stepping;           /* inside sqlite3_step of tenant SQL */
   uint64_t cpu_deadline_ns; /* 0 = no limit */
-  uint64_t cpu_seen_ns;   /* thread CPU clock at the last real read ... */
-  uint64_t mono_seen_ns;  /* ... and the monotonic clock then; 0 = not yet */
   int interrupted;        /* the progress handler stopped the statement */
   uint64_t busy_deadline_ns; /* monotonic; writers stop waiting then; 0 = not waited yet */
   const char *denied;     /* why the authorizer said no (static text) */

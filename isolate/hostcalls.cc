@@ -725,6 +725,8 @@ __attribute__((noinline)) void answer_from_wire(const Info &info, iso_worker *w,
                                                 v8::Local<v8::Context> context, int rc,
                                                 bool numbers, const iso_wire *result) {
   v8::Isolate *isolate = info.GetIsolate();
+  if (context.IsEmpty())
+    context = isolate->GetCurrentContext();
   int count = numbers && rc == 0 ? numbers_answer(w, result) : -1;
   if (count >= 0) {
     info.GetReturnValue().Set(count);
@@ -744,6 +746,8 @@ __attribute__((noinline)) void answer_from_wire(const Info &info, iso_worker *w,
 __attribute__((noinline)) void sync_wire(const Info &info, iso_worker *w,
                                          v8::Local<v8::Context> context, const char *binding,
                                          const char *op, bool numbers) {
+  if (context.IsEmpty())
+    context = info.GetIsolate()->GetCurrentContext();
   call_args ca(true);
   ca.binding_name = binding;
   ca.op_name = op;
@@ -839,7 +843,10 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
  * kept buffers: what a facet's exec runs, made as short as it can be.
  * Returns false, having called nothing, when the call needs the wire
  * format instead (read_values), the host declines it, or the buffers are in
- * use by a call further up the stack. */
+ * use by a call further up the stack.
+ * (Marked hot, as the rest of a facet exec's path: the compiler places
+ * such functions together; docs/benchmarks.md, facets.) */
+__attribute__((hot))
 bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context,
                  const char *binding, const char *op) {
   int count = info.Length() - 2;
@@ -879,10 +886,15 @@ bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context
  * (numbers_answer) arrives in the worker's directNumbers() instead, and the
  * call returns how many there are; such calls go to the host's call_values
  * first when it has one, with nothing encoded. */
+__attribute__((hot))
 void sync_direct(const Info &info, bool numbers) {
   v8::Isolate *isolate = info.GetIsolate();
-  v8::Local<v8::Context> context = isolate->GetCurrentContext();
-  iso_worker *w = worker_of(isolate, context);
+  v8::Local<v8::Context> context;  /* asked of V8 only where it is needed */
+  iso_worker *w = worker_running(isolate);
+  if (w == nullptr) {
+    context = isolate->GetCurrentContext();
+    w = worker_of(context);
+  }
   if (w == nullptr || w->host_calls.call_sync == nullptr) {
     throw_unavailable(isolate);
     return;
@@ -928,6 +940,7 @@ void hostcall_sync_direct(const Info &info) {
 
 /* callSyncNumbers(binding, op, ...args): callSyncDirect for an operation
  * that mostly answers a few numbers (a facet write's row counts). */
+__attribute__((hot))
 void hostcall_sync_numbers(const Info &info) {
   sync_direct(info, true);
 }

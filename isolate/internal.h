@@ -276,13 +276,14 @@ namespace iso {
 
 /* The worker a context belongs to; NULL in the snapshot's own contexts. */
 iso_worker *worker_of(v8::Local<v8::Context> context);
-/* The same for the isolate's current context, without a call into V8 when
- * it is the worker's own (the isolate's data names the worker). */
-inline iso_worker *worker_of(v8::Isolate *isolate, v8::Local<v8::Context> context) {
+/* The worker whose code runs in `isolate`, found without asking V8 for
+ * the current context: a worker's isolate has one context, the worker's
+ * (made where its isolate is), and the isolate's data names the worker. NULL until that
+ * context is set up, and in isolates that are no worker's: ask
+ * worker_of(context) then. */
+inline iso_worker *worker_running(v8::Isolate *isolate) {
   auto *w = static_cast<iso_worker *>(isolate->GetData(kIsolateWorkerSlot));
-  if (w != nullptr && w->context == context)
-    return w;
-  return worker_of(context);
+  return w != nullptr && !w->context.IsEmpty() ? w : nullptr;
 }
 /* Microtasks and V8's tasks may run code of any request: running_token
  * asks V8 again afterwards. */
@@ -294,7 +295,8 @@ inline void entry_token_forget(iso_worker *w) {
  * has hit the limit (as V8's callback would have it) and its JavaScript is
  * being terminated. Measures only when some heap grew since the last time. */
 bool heap_check(iso_worker *w);
-/* The request on whose behalf JavaScript runs right now. */
+/* The request on whose behalf JavaScript runs right now; `context` (the
+ * worker's) may be empty, and is then asked of V8 if it is needed. */
 uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context);
 /* The host's respond/done for `token`, once each, only while it is pending. */
 void request_respond(iso_worker *w, uint64_t token, const iso_response *res,

@@ -209,10 +209,14 @@ void request_done(iso_worker *w, uint64_t token) {
 /* The request whose code ran last: promise reactions carry the token that
  * was current when they were registered (V8's continuation-preserved
  * embedder data), so a continuation of request A run while the host entered
- * for request B is still A's. */
+ * for request B is still A's.
+ * (Hot: on every facet exec; see hostcalls.cc.) */
+__attribute__((hot))
 uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context) {
   if (w->entry_token_valid)
     return w->entry_token;
+  if (context.IsEmpty())
+    context = w->isolate->GetCurrentContext();
   v8::Local<v8::Value> v = context->GetContinuationPreservedEmbedderData();
   if (!w->token_seen.IsEmpty() && w->token_seen == v)
     return w->token_seen_value;
@@ -692,6 +696,7 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   {
     v8::Isolate::Scope isolate_scope(w->isolate);
     v8::HandleScope handles(w->isolate);
+    /* The isolate's only context: host calls rely on that (worker_running). */
     v8::Local<v8::Context> context = v8::Context::New(w->isolate);
     ok = !context.IsEmpty() && context_start(w, context, err);
   }

@@ -50,6 +50,8 @@ int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result
                     cpu_deadline(w, l, call->token), result);
 }
 
+/* (Hot: on every exec, and placed with the rest of its path.) */
+__attribute__((hot))
 int facet_link_exec(worker *w, loaded *l, const iso_call *call, const iso_wire_value *args,
                     uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
   if (w->facets == NULL) return unavailable(result);
