@@ -37,6 +37,7 @@ static const char *binding_type(loaded *l, const char *binding) {
   if (at == NULL) return NULL;
   l->binding_seen = json_object_iter_key(at);
   l->binding_seen_type = json_string_value(json_object_get(json_object_iter_value(at), "type"));
+  l->binding_seen_facet = l->binding_seen_type != NULL && strcmp(l->binding_seen_type, "facet") == 0;
   return l->binding_seen_type;
 }
 
@@ -65,8 +66,11 @@ __attribute__((hot))
 static int bindings_call_values(void *data, const iso_call *call, const iso_wire_value *args,
                                 uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
   loaded *l = data;
+  /* (Whether the binding named is a facet was decided when binding_type
+   * last looked it up: no string compared for it here.) */
   const char *type = binding_type(l, call->binding);
-  if (type && same_name(type, "facet") && same_name(call->op, "exec"))
+  if (type != NULL && type == l->binding_seen_type && l->binding_seen_facet &&
+      same_name(call->op, "exec"))
     return facet_link_exec(worker_self(), l, call, args, n_args, numbers, result);
   return 1;
 }

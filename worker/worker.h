@@ -81,6 +81,7 @@ struct loaded {
   uint64_t facet_limit_mb;       /* limits.facet_mb; 0: the node's default */
   const char *binding_seen;      /* the binding named last (a key in spec) ... */
   const char *binding_seen_type; /* ... and its type (bindings.c) */
+  int binding_seen_facet;        /* ... which is "facet" */
   loaded *next_retired;
   struct loader_state *loader; /* dynamic workers it started (loader_link.c), or NULL */
   uint64_t outside_cpu_seen;   /* iso_worker_outside_stats() as last added to the tenant */
