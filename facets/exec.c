@@ -596,8 +596,10 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
     goto done;
   }
   if (sql_rest_empty(tail, end)) {
-    (void)facet__cache_put(c, sql, len, st);
+    int cached = facet__cache_put(c, sql, len, st) != 0;
     result = exec_single(x, st, sqlite3_bind_parameter_count(st));
+    /* Too long to keep: run once and let go. */
+    if (!cached) sqlite3_finalize(st);
   } else {
     result = exec_multi(x, st, tail, end);
   }
@@ -654,10 +656,12 @@ static int op_prepare(exec_ctx *x) {
     return 0;
   }
   id = facet__cache_put(c, v.ptr, v.len, st);
-  if (id == 0)
+  if (id == 0) {
+    sqlite3_finalize(st);
     iso_wire_null(x->out);
-  else
+  } else {
     iso_wire_number(x->out, (double)id);
+  }
   return 0;
 }
 

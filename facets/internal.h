@@ -102,7 +102,8 @@ static inline int facet__conn_limit(facet_conn *c, uint64_t limit_mb) {
 /* A statement of tenant SQL from the cache, or NULL. */
 facet_cached_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len);
 /* Keeps a prepared single statement for its text (the cache owns it).
- * Returns its id, or 0 when the text is too long to keep (stmt finalized). */
+ * Returns its id, or 0 when the text is too long to keep: the statement is
+ * then still the caller's. */
 uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt);
 /* The id of a cached statement's text, or 0. */
 uint64_t facet__cache_id(facet_conn *c, const char *sql, size_t len);

@@ -15,6 +15,10 @@
 #include "base.h"
 #include "internal.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 /* VM instructions between two calls of the progress handler (a few
  * microseconds of work; the handler itself is cheap, see on_progress). */
 #define PROGRESS_OPS 1000
@@ -157,8 +161,11 @@ static int on_progress(void *data) {
   facet_conn *c = data;
   if (c->cpu_deadline_ns == 0 || !c->stepping) return 0;
   uint64_t mono = time_mono_ns();
+  /* NTP may slow the monotonic clock by up to 500 ppm: a thousandth more
+   * keeps the bound above the CPU clock however long since the reading. */
+  uint64_t passed = mono - progress_mono_seen_ns;
   if (progress_mono_seen_ns != 0 &&
-      progress_cpu_seen_ns + (mono - progress_mono_seen_ns) < c->cpu_deadline_ns)
+      progress_cpu_seen_ns + passed + passed / 1000 < c->cpu_deadline_ns)
     return 0;
   progress_cpu_seen_ns = time_thread_cpu_ns();
   progress_mono_seen_ns = mono;
@@ -379,10 +386,7 @@ facet_cached_stmt *facet__cache_by_id(facet_conn *c, uint64_t id) {
 
 uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt) {
   facet_cached_stmt *victim = &c->cache[0];
-  if (len > CACHE_SQL_MAX) {
-    sqlite3_finalize(stmt);
-    return 0;
-  }
+  if (len > CACHE_SQL_MAX) return 0;
   for (int i = 0; i < FACET_STMT_CACHE; i++) {
     if (c->cache[i].sql == NULL) {
       victim = &c->cache[i];
@@ -590,12 +594,21 @@ static _Atomic int64_t heap_max = (int64_t)FACET_DEFAULT_HEAP_MB << 20;
 _Atomic uint64_t facet__heap_refusal_count;
 
 /* Counts `n` more bytes; 0 (and nothing counted) when that passes the limit. */
-static int heap_take(int64_t n) {
+static int heap_fits(int64_t n) {
   if (atomic_fetch_add_explicit(&heap_used, n, memory_order_relaxed) + n <=
       atomic_load_explicit(&heap_max, memory_order_relaxed))
     return 1;
   atomic_fetch_sub_explicit(&heap_used, n, memory_order_relaxed);
+  return 0;
+}
+
+static void heap_refused(void) {
   atomic_fetch_add_explicit(&facet__heap_refusal_count, 1, memory_order_relaxed);
+}
+
+static int heap_take(int64_t n) {
+  if (heap_fits(n)) return 1;
+  heap_refused();
   return 0;
 }
 
@@ -619,24 +632,51 @@ static void heap_give(int64_t n) { atomic_fetch_sub_explicit(&heap_used, n, memo
 struct small_blocks {
   void *head[SMALL_CLASSES];  /* each block starts with the next one's address */
   uint8_t count[SMALL_CLASSES];
-  int release_registered;
+  int state; /* 0: none kept yet, 1: keeps blocks, -1: the thread is ending */
 };
 static _Thread_local struct small_blocks small;
 static pthread_key_t small_release_key;
 static pthread_once_t small_release_once = PTHREAD_ONCE_INIT;
 static int small_release_ok;
 
-static void small_release(void *unused) {
-  (void)unused;
+/* Kept blocks are poisoned for AddressSanitizer, as freed ones are: a use
+ * after free of one is still reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SMALL_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define SMALL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define SMALL_POISON(p, n) ((void)(p), (void)(n))
+#define SMALL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+/* The next kept block of class k, taken off its list; NULL when none. */
+static inline void *small_take(int k) {
+  void *p = small.head[k];
+  if (p == NULL) return NULL;
+  SMALL_UNPOISON(p, (size_t)(k + 1) * SMALL_STEP);
+  small.head[k] = *(void **)p;
+  small.count[k]--;
+  return p;
+}
+
+/* Frees every block the thread keeps; whether there were any. */
+static int small_give_back(void) {
+  int any = 0;
   for (int k = 0; k < SMALL_CLASSES; k++) {
-    while (small.head[k] != NULL) {
-      void *p = small.head[k];
-      small.head[k] = *(void **)p;
+    for (void *p; (p = small_take(k)) != NULL; any = 1) {
       heap_give(heap_base.xSize(p));
       heap_base.xFree(p);
     }
-    small.count[k] = 0;
   }
+  return any;
+}
+
+/* The thread ends: its blocks go back, and any freed later (by another
+ * key's destructor) go straight to the allocator. */
+static void small_release(void *unused) {
+  (void)unused;
+  small.state = -1;
+  small_give_back();
 }
 
 static void small_release_key_make(void) {
@@ -645,11 +685,12 @@ static void small_release_key_make(void) {
 
 /* Whether this thread may keep blocks: its ending must give them back. */
 static __attribute__((cold, noinline)) int small_register(void) {
+  if (small.state < 0) return 0;
   if (pthread_once(&small_release_once, small_release_key_make) != 0 || !small_release_ok)
     return 0;
   /* (Any value but NULL: the destructor runs only then.) */
   if (pthread_setspecific(small_release_key, &small) != 0) return 0;
-  small.release_registered = 1;
+  small.state = 1;
   return 1;
 }
 
@@ -659,16 +700,16 @@ __attribute__((hot))
 static void *heap_malloc(int n) {
   if (n > 0 && n <= SMALL_STEP * SMALL_CLASSES) {
     int k = (n - 1) / SMALL_STEP;
-    void *p = small.head[k];
-    if (p != NULL) {
-      small.head[k] = *(void **)p;
-      small.count[k]--;
-      return p;
-    }
+    void *p = small_take(k);
+    if (p != NULL) return p;
     n = (k + 1) * SMALL_STEP;
   }
   void *p = heap_base.xMalloc(n);
-  if (p != NULL && !heap_take(heap_base.xSize(p))) {
+  if (p == NULL) return NULL;
+  int64_t size = heap_base.xSize(p);
+  /* At the limit, the blocks this thread keeps are given back first. */
+  if (!heap_fits(size) && !(small_give_back() && heap_fits(size))) {
+    heap_refused();
     heap_base.xFree(p);
     return NULL;
   }
@@ -681,10 +722,11 @@ static void heap_free(void *p) {
   int64_t size = heap_base.xSize(p);
   if (size <= SMALL_STEP * SMALL_CLASSES && size % SMALL_STEP == 0 && size > 0) {
     int k = (int)(size / SMALL_STEP) - 1;
-    if (small.count[k] < SMALL_KEPT && (small.release_registered || small_register())) {
+    if (small.count[k] < SMALL_KEPT && (small.state > 0 || small_register())) {
       *(void **)p = small.head[k];
       small.head[k] = p;
       small.count[k]++;
+      SMALL_POISON(p, (size_t)size);
       return;
     }
   }

@@ -115,7 +115,9 @@ __attribute__((always_inline)) inline bool append_string(v8::Isolate *isolate,
  * string's characters begin; it is checked once per process against the
  * API (in_place_check), and strings of any other kind, or every string
  * when the check fails, are copied through the API. The pointers stay valid
- * while nothing allocates in V8's heap, which the host's call does not. */
+ * while nothing allocates in V8's heap: they are read after every other
+ * argument was copied (read_values), and the host's call_values must not
+ * allocate in the isolate (isolate.h). */
 namespace in_place {
 using Internals = v8::internal::Internals;
 constexpr int kLengthOffset = Internals::kStringResourceOffset - v8::internal::kApiInt32Size;
@@ -820,8 +822,8 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
     const uint8_t *chars =
         in_place && v->IsString() ? in_place_chars(v.As<v8::String>(), &n) : nullptr;
     if (chars != nullptr && ascii(chars, n) && fits(n, used + 5, w->memory_cap)) {
+      /* (Where it is is read below: see there.) */
       out->type = ISO_WIRE_STRING;
-      out->ptr = (const char *)chars;
       out->len = n;
       used += 5 + n;
       continue;
@@ -830,12 +832,25 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
       return false;
     copied = true;
   }
-  /* The buffer may have moved while strings were added to it, and has no
-   * memory at all when they were all empty: an empty string still points
-   * somewhere (SQLite binds a NULL pointer as NULL, not as ''). */
-  for (int i = 0; copied && i < count; i++)
-    if (values[i].type == ISO_WIRE_STRING && at[i] != kNotCopied)
+  for (int i = 0; i < count; i++) {
+    if (values[i].type != ISO_WIRE_STRING)
+      continue;
+    if (at[i] == kNotCopied) {
+      /* Copying a later argument may have flattened it, which allocates in
+       * V8's heap, and a collection moves strings: where the characters are
+       * is read only now, when nothing allocates before the host's call. */
+      size_t n = 0;
+      const uint8_t *chars = in_place_chars(info[i + 2].As<v8::String>(), &n);
+      if (chars == nullptr || n != values[i].len)
+        return false;
+      values[i].ptr = (const char *)chars;
+    } else if (copied) {
+      /* The buffer may have moved while strings were added to it, and has
+       * no memory at all when they were all empty: an empty string still
+       * points somewhere (SQLite binds a NULL pointer as NULL, not ''). */
       values[i].ptr = values[i].len > 0 ? (const char *)arena->data + at[i] : "";
+    }
+  }
   return true;
 }
 
@@ -856,6 +871,10 @@ bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context
   kept.args.len = 0;
   if (!read_values(info, w, &kept.args, values, count))
     return false;
+  /* Copying a string hit the heap limit: the isolate is being terminated,
+   * and nothing is called for it. */
+  if (__builtin_expect(w->heap_hit, 0))
+    return true;
   kept_in_use();
   kept.result.len = 0;
   iso_call call{running_token(w, context), 0, binding, op, nullptr, 0};

@@ -379,7 +379,9 @@ typedef struct iso_host_calls {
    * exec): call_sync with its arguments decoded, so that neither side
    * encodes or parses them. call->args is NULL; args are strings (UTF-8,
    * valid until it returns), numbers, booleans, null or undefined, at most
-   * eight (a call with others goes to call_sync). It answers as call_sync
+   * eight (a call with others goes to call_sync). Strings may point into
+   * V8's heap: like call_sync it must not run any JavaScript of the worker,
+   * nor anything else that allocates in its isolate. It answers as call_sync
    * does, or with 0 and numbers->count set when the answer is up to
    * ISO_NUMBERS_MAX numbers (numbers is NULL when the worker has nowhere to
    * put them). Returning 1 declines: the call goes to call_sync instead. */

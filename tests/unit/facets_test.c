@@ -1600,6 +1600,29 @@ static void test_memory_limits(void **state) {
   facet_store_free(facet_store_new(f->dir, &o));
 }
 
+/* SQL too long for the statement cache (past 4 KiB) runs once, by text
+ * and by "prepare", as often as it comes: it used to be run after the
+ * cache had already let it go. */
+static void test_long_sql(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE long_sql (a, b)");
+  size_t pad = 6000;
+  char *sql = xmalloc(pad + 64);
+  int n = snprintf(sql, pad + 64, "INSERT INTO long_sql VALUES (?, ?) -- ");
+  memset(sql + n, 'x', pad);
+  sql[n + pad] = '\0';
+  for (int i = 0; i < 3; i++) {
+    tv *res = ok(f, sql, "ds", (double)i, "long");
+    tv_free(res);
+  }
+  assert_true(count_rows(f, "long_sql") == 3);
+  tv *res;
+  assert_int_equal(prepare_id(f, sql, &res), 0);
+  assert_int_equal(res->type, ISO_WIRE_NULL); /* no id: exec sends the text */
+  tv_free(res);
+  free(sql);
+}
+
 /* SQLite's work on another thread: a table written and read on a
  * connection of its own. Returns the heap counted just before the thread
  * ends, its kept small blocks included. */
@@ -1679,6 +1702,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_sql_errors_have_no_effect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_ids, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exec_decoded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_long_sql, setup, teardown),
       cmocka_unit_test_setup_teardown(test_small_blocks_go_back_with_their_thread, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_multiple_statements, setup, teardown),

@@ -668,6 +668,38 @@ static void test_host_call_values_in_place(void **state) {
   iso_worker_free(w);
 }
 
+/* A string read in place before a later argument that must be flattened
+ * (which allocates, and may collect and move the first one) still reaches
+ * the host whole; at the heap limit the worker fails cleanly, with no call
+ * made from freed memory (both used to crash or corrupt). */
+static void test_host_call_values_in_place_moved(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_error err = {0};
+  iso_limits limits = {32, 20000};
+  iso_worker *w = load_bound_calls(
+      &r,
+      "export default { fetch(req, env) {\n"
+      "  const H = env.H, keep = [];\n"
+      "  let bad = 0;\n"
+      "  for (let i = 0; i < 1000000; i++) {\n"
+      "    const a = 'k' + i, b = 'y'.repeat(200000) + i;\n"
+      "    const back = H.callNumbers('echo', a, b).value;\n"
+      "    if (back[0] !== a || back[1].length !== b.length) bad++;\n"
+      "    if (i % 2 == 0) keep.push(b);\n"
+      "    if (bad) throw new Error(`call ${i}: ${JSON.stringify(back[0])}`);\n"
+      "  }\n"
+      "  return new Response('never');\n"
+      "} };",
+      "{\"H\": {\"type\": \"hostcall\"}}", &limits, &values_calls, &err);
+  if (w == NULL)
+    fail_msg("load failed: %s", err.message);
+  assert_int_equal(get(w, 1, "/"), 0);
+  assert_int_equal(r.req[1].kind, ISO_ERR_MEMORY);
+  assert_true(r.values_calls > 10);
+  iso_worker_free(w);
+}
+
 static void test_host_call_errors(void **state) {
   (void)state;
   rec r = {0};
@@ -2581,6 +2613,7 @@ int main(void) {
       cmocka_unit_test(test_host_call_values),
       cmocka_unit_test(test_host_call_values_cap),
       cmocka_unit_test(test_host_call_values_in_place),
+      cmocka_unit_test(test_host_call_values_in_place_moved),
       cmocka_unit_test(test_host_call_errors),
       cmocka_unit_test(test_host_call_async),
       cmocka_unit_test(test_host_call_async_cpu),
