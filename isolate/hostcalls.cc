@@ -822,8 +822,8 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
     const uint8_t *chars =
         in_place && v->IsString() ? in_place_chars(v.As<v8::String>(), &n) : nullptr;
     if (chars != nullptr && ascii(chars, n) && fits(n, used + 5, w->memory_cap)) {
-      /* (Where it is is read below: see there.) */
       out->type = ISO_WIRE_STRING;
+      out->ptr = (const char *)chars;
       out->len = n;
       used += 5 + n;
       continue;
@@ -832,19 +832,20 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
       return false;
     copied = true;
   }
-  for (int i = 0; i < count; i++) {
+  for (int i = 0; copied && i < count; i++) {
     if (values[i].type != ISO_WIRE_STRING)
       continue;
     if (at[i] == kNotCopied) {
-      /* Copying a later argument may have flattened it, which allocates in
-       * V8's heap, and a collection moves strings: where the characters are
-       * is read only now, when nothing allocates before the host's call. */
+      /* Copying an argument may have flattened it, which allocates in V8's
+       * heap, and a collection moves strings: where the characters of the
+       * others are is read again now, when nothing allocates before the
+       * host's call. */
       size_t n = 0;
       const uint8_t *chars = in_place_chars(info[i + 2].As<v8::String>(), &n);
       if (chars == nullptr || n != values[i].len)
         return false;
       values[i].ptr = (const char *)chars;
-    } else if (copied) {
+    } else {
       /* The buffer may have moved while strings were added to it, and has
        * no memory at all when they were all empty: an empty string still
        * points somewhere (SQLite binds a NULL pointer as NULL, not ''). */
