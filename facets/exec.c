@@ -596,10 +596,10 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
     goto done;
   }
   if (sql_rest_empty(tail, end)) {
-    int cached = facet__cache_put(c, sql, len, st) != 0;
+    int kept = facet__cache_put(c, sql, len, st) != 0;
     result = exec_single(x, st, sqlite3_bind_parameter_count(st));
     /* Too long to keep: run once and let go. */
-    if (!cached) sqlite3_finalize(st);
+    if (!kept) sqlite3_finalize(st);
   } else {
     result = exec_multi(x, st, tail, end);
   }
@@ -636,9 +636,9 @@ static int op_prepare(exec_ctx *x) {
     put_error(x->out, x->start, "TypeError", "malformed arguments to the facet binding");
     return -1;
   }
-  uint64_t id = facet__cache_id(c, v.ptr, v.len);
-  if (id != 0) {
-    iso_wire_number(x->out, (double)id);
+  facet_cached_stmt *cached = facet__cache_get(c, v.ptr, v.len);
+  if (cached != NULL) {
+    iso_wire_number(x->out, (double)cached->id);
     return 0;
   }
   sqlite3_stmt *st = NULL;
@@ -655,7 +655,7 @@ static int op_prepare(exec_ctx *x) {
     iso_wire_null(x->out);
     return 0;
   }
-  id = facet__cache_put(c, v.ptr, v.len, st);
+  uint64_t id = facet__cache_put(c, v.ptr, v.len, st);
   if (id == 0) {
     sqlite3_finalize(st);
     iso_wire_null(x->out);

@@ -105,8 +105,6 @@ facet_cached_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len);
  * Returns its id, or 0 when the text is too long to keep: the statement is
  * then still the caller's. */
 uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt);
-/* The id of a cached statement's text, or 0. */
-uint64_t facet__cache_id(facet_conn *c, const char *sql, size_t len);
 /* A cached statement by the id facet__cache_put gave it, or NULL once it
  * left the cache. Ids are unique within the store and never reused, so an
  * id from another connection or a closed one finds nothing. */

@@ -349,7 +349,7 @@ static uint64_t sql_hash(const char *s, size_t len) {
   return h;
 }
 
-static facet_cached_stmt *cache_find(facet_conn *c, const char *sql, size_t len) {
+facet_cached_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len) {
   uint64_t h = sql_hash(sql, len);
   for (int i = 0; i < FACET_STMT_CACHE; i++) {
     facet_cached_stmt *e = &c->cache[i];
@@ -359,15 +359,6 @@ static facet_cached_stmt *cache_find(facet_conn *c, const char *sql, size_t len)
     }
   }
   return NULL;
-}
-
-facet_cached_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len) {
-  return cache_find(c, sql, len);
-}
-
-uint64_t facet__cache_id(facet_conn *c, const char *sql, size_t len) {
-  facet_cached_stmt *e = cache_find(c, sql, len);
-  return e ? e->id : 0;
 }
 
 /* An id names its slot in the low bits, so a lookup is one comparison; the

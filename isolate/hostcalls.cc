@@ -30,8 +30,10 @@ __attribute__((cold)) void throw_range_error(v8::Isolate *isolate, const char *m
   isolate->ThrowException(v8::Exception::RangeError(str(isolate, msg)));
 }
 
+constexpr const char *kUnavailable = "host calls are not available here";
+
 __attribute__((cold)) void throw_unavailable(v8::Isolate *isolate) {
-  isolate->ThrowException(str(isolate, "host calls are not available here"));
+  isolate->ThrowException(str(isolate, kUnavailable));
 }
 
 /* ---- JavaScript → wire ---- */
@@ -499,7 +501,7 @@ v8::Local<v8::Value> outcome_of(iso_worker *w, v8::Local<v8::Context> context, b
 }
 
 v8::Local<v8::Value> unavailable(v8::Isolate *isolate) {
-  return outcome(isolate, false, str(isolate, "host calls are not available here"));
+  return outcome(isolate, false, str(isolate, kUnavailable));
 }
 
 /* Buffers of synchronous calls, kept per thread from one call to the next:
@@ -518,7 +520,7 @@ struct kept_wires {
 thread_local kept_wires kept;
 
 struct kept_release {
-  bool armed = false;
+  bool armed = false;  /* (set once: touching it is what registers the destructor) */
   ~kept_release() {
     iso_wire_free(&kept.args);
     iso_wire_free(&kept.result);
