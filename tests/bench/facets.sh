@@ -24,7 +24,7 @@
 # Environment: ROUNDS (3), N_AUTO (autocommit inserts per request, 300),
 # N_TXN (inserts per transaction, 50000), N_READ (reads per request, 50000),
 # BUILD_DIR (build-release), BUILD_TYPE (Release), SKIP_BUILD=1 (use what is
-# built there), WORKERD (a workerd binary; default: the one
+# built there), RESULTS (a file to keep each round's figures in), WORKERD (a workerd binary; default: the one
 # tests/bench/hello.sh caches, installed with npm when missing).
 set -euo pipefail
 
@@ -332,6 +332,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # --- summary ---------------------------------------------------------------
+[[ -z ${RESULTS:-} ]] || cp "$tmp/results" "$RESULTS"
 node - "$tmp/results" <<'EOF'
 const fs = require('fs');
 const rows = fs.readFileSync(process.argv[2], 'utf8').trim().split('\n').map((l) => {

@@ -1943,6 +1943,35 @@ static void test_heap_stats(void **state) {
   iso_worker_free(w);
 }
 
+/* Semispaces sized for a server (isolate.cc, size_young_generation) take
+ * their room from the old generation: the heap's limit is still the one
+ * asked for, and a loop of short-lived garbage runs in a young generation
+ * past V8's 1 MiB semispaces without touching it. */
+static void test_young_generation_within_limit(void **state) {
+  (void)state;
+  static const char src[] =
+      "export default { fetch() {\n"
+      "  let n = 0;\n"
+      "  for (let i = 0; i < 300000; i++) n += ('value ' + i).length;\n"
+      "  return new Response(String(n));\n"
+      "} };\n";
+  static const uint32_t sizes_mb[] = {8, 64, 128, 1024};
+  for (size_t i = 0; i < sizeof sizes_mb / sizeof sizes_mb[0]; i++) {
+    rec r = {0};
+    iso_limits limits = {sizes_mb[i], 5000};
+    iso_worker *w = load_ok(&r, src, &limits);
+    iso_heap_stats hs = {0};
+    iso_worker_heap_stats(w, &hs);
+    print_message("  %u MiB: limit %zu KiB\n", sizes_mb[i], hs.limit_bytes >> 10);
+    assert_true(hs.limit_bytes <= (size_t)sizes_mb[i] << 20);
+    assert_true(hs.limit_bytes >= ((size_t)sizes_mb[i] << 20) / 8 * 7);
+    assert_int_equal(get(w, 1, "/"), 0);
+    expect_ok(&r);
+    assert_string_equal(r.req[1].body, "3488890");
+    iso_worker_free(w);
+  }
+}
+
 /* A worker that made garbage on every request, compacted while idle, holds
  * less heap and keeps its module state. */
 static void test_compact_idle(void **state) {
@@ -2605,6 +2634,7 @@ int main(void) {
       cmocka_unit_test(test_refused_timer),
       cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_heap_stats),
+      cmocka_unit_test(test_young_generation_within_limit),
       cmocka_unit_test(test_lazy_fragments),
       cmocka_unit_test(test_validate),
       cmocka_unit_test(test_host_call_sync),
