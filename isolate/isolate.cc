@@ -653,26 +653,32 @@ bool handler_install(iso_worker *w, v8::Local<v8::Context> context,
 
 /* One of V8's heap pages. */
 constexpr size_t kSemiSpaceStartBytes = 256u << 10;
-/* The most a semispace grows to, in a heap of 128 MiB or more (below
- * that, a 16th of the heap). */
+/* What a semispace may grow to, at most (a 16th of the heap below 128 MiB). */
 constexpr size_t kSemiSpaceMaxBytes = 8u << 20;
 
 /* V8 sizes the young generation of a heap under 256 MiB for a phone: at
- * 128 MiB its semispaces stop at 1 MiB. A loop that makes a string and a
- * cursor per row (a few dozen bytes) is scavenged every few thousand turns
- * there, and V8 grows semispaces only as much as survives: such a loop ran
- * 10-15% faster with 8 MiB semispaces, and no faster with 2 or 4
- * (docs/benchmarks.md, "The young generation"). They cost memory only
- * while a worker is busy: an idle one's young generation is shrunk back to
- * one page (iso_worker_compact). The heap's limit stays what the worker
- * asked for: what the young generation gains, the old one gives up (at 128
- * MiB, 104 MiB old instead of 125). */
+ * 128 MiB its semispaces stop at 1 MiB, and a loop that makes a string and
+ * a cursor per row (a few dozen bytes) is scavenged every thousand or so
+ * turns. With 8 MiB semispaces such a loop ran about 14% faster; with 2
+ * or 4, no faster (docs/benchmarks.md, "The young generation"). V8 doubles a
+ * semispace whenever what survived its scavenges since the last growth adds
+ * up to its size, so a busy worker reaches the maximum; a compacted idle
+ * one is shrunk back to one page (iso_worker_compact). The heap's limit
+ * stays heap_cap: what the young generation gains, the old one gives up,
+ * and with it the live data a worker can hold before its near-limit stop
+ * (at 128 MiB, 104 MiB instead of 125). V8 10.2 rounds a semispace's
+ * maximum up to a power of two (Heap::ConfigureHeap): anything else would
+ * end past heap_cap, so the power of two at or below is asked for. */
 static void size_young_generation(v8::ResourceConstraints *c, size_t heap_cap) {
-  size_t semi = std::min(kSemiSpaceMaxBytes, heap_cap / 16) / kSemiSpaceStartBytes *
-                kSemiSpaceStartBytes;
-  size_t young = 3 * semi; /* two semispaces, and as much for young large objects */
-  size_t total = c->max_young_generation_size_in_bytes() + c->max_old_generation_size_in_bytes();
-  if (young <= c->max_young_generation_size_in_bytes() || young >= total / 2)
+  size_t young_now = c->max_young_generation_size_in_bytes();
+  size_t total = young_now + c->max_old_generation_size_in_bytes();
+  /* two semispaces, and as much again for young large objects */
+  size_t want = std::max(young_now / 3, std::min(kSemiSpaceMaxBytes, heap_cap / 16));
+  size_t semi = kSemiSpaceStartBytes;
+  while (semi * 2 <= want)
+    semi *= 2;
+  size_t young = 3 * semi;
+  if (young == young_now || young >= total / 2)
     return;
   c->set_max_young_generation_size_in_bytes(young);
   c->set_max_old_generation_size_in_bytes(total - young);
@@ -692,10 +698,11 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   size_young_generation(&params.constraints, w->memory_cap);
   /* V8 would start each semispace at four heap pages, and writes the header
    * and marking bitmap of each page it commits: 24 KiB resident in every idle
-   * worker for three pages it does not use. A worker that has served some
-   * traffic also keeps both semispaces' pages touched when it goes idle, up
-   * to 2 MiB. One page each to start with: V8 grows them as soon as enough
-   * survives its scavenges (docs/benchmarks.md, "Memory per idle worker").
+   * worker for three pages it does not use. A worker that has served
+   * traffic keeps both semispaces' pages touched when it goes idle (up to
+   * 16 MiB, see size_young_generation) until it is compacted. One page each
+   * to start with: V8 grows them as what survives its scavenges adds up
+   * (docs/benchmarks.md, "Memory per idle worker").
    * The young generation is the two semispaces and as much again for young
    * large objects. */
   params.constraints.set_initial_young_generation_size_in_bytes(3 * kSemiSpaceStartBytes);
