@@ -112,26 +112,22 @@ EOF
 
 # --- raw SQLite from C -----------------------------------------------------
 cat >"$tmp/raw.c" <<'EOF'
+/* One process for the whole run, like the servers: it reads "OP N" lines
+ * (insert, insert_txn, insert_pre, read) and answers each with
+ * [ops per wall second, ops per CPU second], so that each of its
+ * operations runs right beside edgenode's. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 static double clock_s(clockid_t id) {
   struct timespec t;
   clock_gettime(id, &t);
   return t.tv_sec + t.tv_nsec / 1e9;
 }
-static double wall0, cpu0;
-static void start(void) {
-  wall0 = clock_s(CLOCK_MONOTONIC);
-  cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-}
-/* "key":[ops per wall second, ops per CPU second] */
-static void rate(const char *key, int n, const char *sep) {
-  printf("\"%s\":[%.0f,%.0f]%s", key, n / (clock_s(CLOCK_MONOTONIC) - wall0),
-         n / (clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0), sep);
-}
-static void must(int rc, sqlite3 *db, const char *what) {
+static sqlite3 *db;
+static void must(int rc, const char *what) {
   if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
     fprintf(stderr, "%s: %s\n", what, sqlite3_errmsg(db));
     exit(1);
@@ -139,61 +135,66 @@ static void must(int rc, sqlite3 *db, const char *what) {
 }
 /* SQLITE_STATIC: the text stays put until the statement is reset, which
  * spares SQLite a copy (cheaper than SQLITE_TRANSIENT, as facets bind). */
-static void insert_text(sqlite3 *db, sqlite3_stmt *ins, const char *v) {
+static void insert_text(sqlite3_stmt *ins, const char *v) {
   sqlite3_bind_text(ins, 1, v, -1, SQLITE_STATIC);
-  must(sqlite3_step(ins), db, "insert");
+  must(sqlite3_step(ins), "insert");
   sqlite3_reset(ins);
 }
-static void insert(sqlite3 *db, sqlite3_stmt *ins, int i) {
+static void insert(sqlite3_stmt *ins, int i) {
   char v[32];
   snprintf(v, sizeof v, "value %d", i);
-  insert_text(db, ins, v);
+  insert_text(ins, v);
 }
 static char values[1024][16];
 int main(int argc, char **argv) {
-  sqlite3 *db;
-  if (argc != 5) return 2;
-  int n_auto = atoi(argv[2]), n_txn = atoi(argv[3]), n_read = atoi(argv[4]);
+  if (argc != 2) return 2;
   /* As facets/ configures SQLite: no allocation statistics (a global mutex). */
   if (sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK) return 3;
-  must(sqlite3_open(argv[1], &db), db, "open");
+  must(sqlite3_open(argv[1], &db), "open");
   must(sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
                         "PRAGMA mmap_size = 268435456; PRAGMA foreign_keys = ON; "
                         "CREATE TABLE IF NOT EXISTS kv (k INTEGER PRIMARY KEY, v TEXT)", 0, 0, 0),
-       db, "setup");
-  sqlite3_stmt *ins, *sel;
-  must(sqlite3_prepare_v2(db, "INSERT INTO kv (v) VALUES (?)", -1, &ins, 0), db, "prepare");
-  must(sqlite3_prepare_v2(db, "SELECT v FROM kv WHERE k = ?", -1, &sel, 0), db, "prepare");
-  printf("{");
-  start();
-  for (int i = 0; i < n_auto; i++) insert(db, ins, i);
-  rate("insert", n_auto, ",");
-  start();
-  must(sqlite3_exec(db, "BEGIN IMMEDIATE", 0, 0, 0), db, "begin");
-  for (int i = 0; i < n_txn; i++) insert(db, ins, i);
-  must(sqlite3_exec(db, "COMMIT", 0, 0, 0), db, "commit");
-  rate("insert_txn", n_txn, ",");
-  start();
-  for (int i = 0; i < 1024; i++) snprintf(values[i], sizeof values[i], "value %d", i);
-  must(sqlite3_exec(db, "BEGIN IMMEDIATE", 0, 0, 0), db, "begin");
-  for (int i = 0; i < n_txn; i++) insert_text(db, ins, values[i & 1023]);
-  must(sqlite3_exec(db, "COMMIT", 0, 0, 0), db, "commit");
-  rate("insert_pre", n_txn, ",");
-  sqlite3_stmt *top;
-  must(sqlite3_prepare_v2(db, "SELECT max(k) FROM kv", -1, &top, 0), db, "prepare");
-  must(sqlite3_step(top), db, "max");
-  long long max = sqlite3_column_int64(top, 0);
-  sqlite3_finalize(top);
-  long bytes = 0;
-  start();
-  for (int i = 0; i < n_read; i++) {
-    sqlite3_bind_int64(sel, 1, 1 + ((long long)i * 7919) % max);
-    must(sqlite3_step(sel), db, "read");
-    bytes += sqlite3_column_bytes(sel, 0);
-    sqlite3_reset(sel);
+       "setup");
+  sqlite3_stmt *ins, *sel, *top;
+  must(sqlite3_prepare_v2(db, "INSERT INTO kv (v) VALUES (?)", -1, &ins, 0), "prepare");
+  must(sqlite3_prepare_v2(db, "SELECT v FROM kv WHERE k = ?", -1, &sel, 0), "prepare");
+  must(sqlite3_prepare_v2(db, "SELECT max(k) FROM kv", -1, &top, 0), "prepare");
+  char op[32];
+  int n;
+  while (scanf("%31s %d", op, &n) == 2) {
+    double wall0 = clock_s(CLOCK_MONOTONIC), cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    if (strcmp(op, "insert") == 0) {
+      for (int i = 0; i < n; i++) insert(ins, i);
+    } else if (strcmp(op, "insert_txn") == 0) {
+      must(sqlite3_exec(db, "BEGIN IMMEDIATE", 0, 0, 0), "begin");
+      for (int i = 0; i < n; i++) insert(ins, i);
+      must(sqlite3_exec(db, "COMMIT", 0, 0, 0), "commit");
+    } else if (strcmp(op, "insert_pre") == 0) {
+      for (int i = 0; i < 1024; i++) snprintf(values[i], sizeof values[i], "value %d", i);
+      must(sqlite3_exec(db, "BEGIN IMMEDIATE", 0, 0, 0), "begin");
+      for (int i = 0; i < n; i++) insert_text(ins, values[i & 1023]);
+      must(sqlite3_exec(db, "COMMIT", 0, 0, 0), "commit");
+    } else if (strcmp(op, "read") == 0) {
+      must(sqlite3_step(top), "max");
+      long long max = sqlite3_column_int64(top, 0);
+      sqlite3_reset(top);
+      long bytes = 0;
+      for (int i = 0; i < n; i++) {
+        sqlite3_bind_int64(sel, 1, 1 + ((long long)i * 7919) % max);
+        must(sqlite3_step(sel), "read");
+        bytes += sqlite3_column_bytes(sel, 0);
+        sqlite3_reset(sel);
+      }
+      if (bytes == 0) return 1;
+    } else {
+      fprintf(stderr, "unknown operation %s\n", op);
+      return 2;
+    }
+    printf("[%.0f,%.0f]\n", n / (clock_s(CLOCK_MONOTONIC) - wall0),
+           n / (clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0));
+    fflush(stdout);
   }
-  rate("read", n_read, "}\n");
-  return bytes > 0 ? 0 : 1;
+  return 0;
 }
 EOF
 cc -O2 -o "$tmp/raw" "$tmp/raw.c" -lsqlite3 || die "cannot compile the raw SQLite program"
@@ -271,11 +272,21 @@ for name in edgenode workerd; do
   timed "$name" read "$N_READ" >/dev/null
 done
 
-# Raw SQLite keeps its file across the rounds as the servers keep theirs,
-# and is warmed up the same way: every side inserts into, and reads from, a
-# table of the same size.
-"$tmp/raw" "$tmp/raw.sqlite" "$N_AUTO" "$N_TXN" "$N_READ" >/dev/null ||
-  die "the raw SQLite program failed"
+# Raw SQLite runs as one process for the whole run, as the servers do,
+# keeps its file across the rounds as they keep theirs, and is warmed up
+# the same way: every side inserts into, and reads from, a table of the
+# same size.
+coproc RAW { "$tmp/raw" "$tmp/raw.sqlite"; }
+bench_on_cleanup() { [[ -n ${RAW_PID:-} ]] && kill "$RAW_PID" 2>/dev/null; }
+# One operation of the raw program; its [wall, CPU] rates in raw_out.
+raw_op() {
+  echo "$1 $2" >&"${RAW[1]}"
+  read -r raw_out <&"${RAW[0]}" || die "the raw SQLite program failed ($1 $2)"
+}
+raw_op insert "$N_AUTO"
+raw_op insert_txn "$N_TXN"
+raw_op insert_pre "$N_TXN"
+raw_op read "$N_READ"
 
 # --- measure ---------------------------------------------------------------
 edge_worker=$(pgrep -P "$edge_pid" -f edgenode-worker | head -1 || true)
@@ -311,15 +322,32 @@ measure_server() {
   echo "$name $round {\"insert\":$a,\"insert_txn\":$t,\"insert_pre\":$p,\"read\":$r}"
 }
 
-# Raw SQLite and edgenode run back to back, and every side starts with the
-# disk's writes of the sides before it done (sync): the fsync at each
-# commit otherwise waits for them, which made whichever side followed the
-# busiest one look up to 20% slower.
+# Raw SQLite and edgenode, one operation at a time: each operation's two
+# sides run back to back, a fraction of a second apart, in an order that
+# alternates from one round to the next (this machine's speed can halve
+# from one second to the next: sides measured seconds apart disagreed by
+# more than edgenode's whole cost). Every side starts with the disk's
+# writes of the sides before it done (sync): the fsync at each commit
+# otherwise waits for them, which made whichever side followed the busiest
+# one look up to 20% slower.
+measure_pairs() {
+  local round=$1 op n e raw_json="" edge_json=""
+  for op in insert insert_txn insert_pre read; do
+    case $op in insert) n=$N_AUTO ;; read) n=$N_READ ;; *) n=$N_TXN ;; esac
+    if ((round % 2)); then
+      sync; raw_op "$op" "$n"; sync; e=$(measure edgenode "$op" "$n")
+    else
+      sync; e=$(measure edgenode "$op" "$n"); sync; raw_op "$op" "$n"
+    fi
+    raw_json+="${raw_json:+,}\"$op\":$raw_out"
+    edge_json+="${edge_json:+,}\"$op\":$e"
+  done
+  echo "raw $round {$raw_json}" >>"$tmp/results"
+  echo "edgenode $round {$edge_json}" >>"$tmp/results"
+}
+
 for round in $(seq "$ROUNDS"); do
-  sync
-  echo "raw $round $("$tmp/raw" "$tmp/raw.sqlite" "$N_AUTO" "$N_TXN" "$N_READ")" >>"$tmp/results"
-  sync
-  measure_server edgenode "$round" >>"$tmp/results"
+  measure_pairs "$round"
   sync
   rm -rf "$tmp/fc" && mkdir -p "$tmp/fc"
   fc=$(N_AUTO=$N_AUTO N_TXN=$N_TXN N_READ=$N_READ SYNC=FULL "$build/tests/facets_test" --bench "$tmp/fc")
@@ -363,7 +391,7 @@ for (const [which, title] of [[0, 'operations per second (wall clock)'],
     for (const n of names) {
       med[n] = median(rows.filter((r) => r.name === n && r[op]).map((r) => r[op][which]));
     }
-    // Each round's own ratio: its two sides ran seconds apart, while the
+    // Each round's own ratio: its two sides ran close together, while the
     // machine's speed drifts from one round to the next.
     const perRound = (peer) => median([...Array(rounds).keys()].map((i) => {
       const a = rows.find((r) => r.name === 'edgenode' && r.round === i + 1);
@@ -392,7 +420,7 @@ console.log(`
 raw: SQLite from C with a prepared statement. facet_call: facets/ from C. isolate: env.DB.exec
 in an isolate without HTTP; +clock: reading the thread CPU clock at every call, as a host that
 computes each call's deadline does. edgenode, workerd: over HTTP, N operations per request.
-The ratios are medians of each round's ratio (both sides measured seconds apart).
+The ratios are medians of each round's ratio (raw and edgenode: each operation's sides back to back).
 workerd makes a request's writes durable together when it ends: its autocommit row is batched work.
 "strings made first": the transaction's values are made before its loop, on every side.`);
 EOF
