@@ -779,7 +779,8 @@ static int op_size(exec_ctx *x) {
  * size limit, and rolls back a transaction an ended request left open.
  * Returns 0 with x->c set, or -1 with the error written. */
 __attribute__((hot))
-static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, uint64_t limit_mb) {
+static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, facet_ref *ref,
+                      uint64_t limit_mb) {
   /* The names are checked where a connection is opened (facet_path): one
    * already open was opened by these exact names, so none is looked at
    * again on every call. */
@@ -787,12 +788,19 @@ static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, uint64_
     put_error(x->out, x->start, "Error", "invalid facet name");
     return -1;
   }
-  char *err = NULL;
-  facet_conn *c = facet__conn_get(s, x->tenant, facet_id, &err);
-  if (c == NULL) {
-    put_error(x->out, x->start, "Error", "%s", err);
-    free(err);
-    return -1;
+  facet_conn *c;
+  if (ref != NULL && ref->conn != NULL && ref->generation == s->conn_generation) {
+    c = ref->conn;
+    c->used = ++s->tick;
+  } else {
+    char *err = NULL;
+    c = facet__conn_get(s, x->tenant, facet_id, &err);
+    if (c == NULL) {
+      put_error(x->out, x->start, "Error", "%s", err);
+      free(err);
+      return -1;
+    }
+    if (ref != NULL) *ref = (facet_ref){c, s->conn_generation};
   }
   x->c = c;
   c->interrupted = 0;
@@ -818,7 +826,7 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
   exec_ctx x = {.call = call, .token = call->token, .out = result, .start = result->len,
                 .tenant = tenant, .cpu_deadline_ns = cpu_deadline_ns,
                 .heap_refusals = facet__heap_refusals()};
-  if (call_begin(&x, s, facet_id, limit_mb) != 0) return -1;
+  if (call_begin(&x, s, facet_id, NULL, limit_mb) != 0) return -1;
   const char *op = call->op ? call->op : "";
   if (strcmp(op, "exec") == 0) return op_exec(&x);
   if (strcmp(op, "prepare") == 0) return op_prepare(&x);
@@ -831,14 +839,15 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
 }
 
 __attribute__((hot))
-int facet_exec(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
-               uint64_t token, uint64_t cpu_deadline_ns, const iso_wire_value *args,
-               uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
+int facet_exec(facet_store *s, const char *tenant, const char *facet_id, facet_ref *ref,
+               uint64_t limit_mb, uint64_t token, uint64_t cpu_deadline_ns,
+               const iso_wire_value *args, uint32_t n_args, iso_numbers *numbers,
+               iso_wire *result) {
   exec_ctx x = {.token = token, .out = result, .start = result->len, .tenant = tenant,
                 .cpu_deadline_ns = cpu_deadline_ns, .numbers = numbers,
                 .heap_refusals = facet__heap_refusals()};
   if (numbers != NULL) numbers->count = 0;
-  if (call_begin(&x, s, facet_id, limit_mb) != 0) return -1;
+  if (call_begin(&x, s, facet_id, ref, limit_mb) != 0) return -1;
   const char *sql;
   size_t len;
   uint64_t id;

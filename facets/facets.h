@@ -135,15 +135,27 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
                const iso_call *call, uint64_t cpu_deadline_ns, iso_wire *result);
 
 /*
+ * A caller's memo of the connection its last facet_exec found: while the
+ * store has closed no connection since, the next call skips the lookup by
+ * name. Zeroed to start, filled by facet_exec; one per (tenant, facet_id),
+ * which must stay the same for as long as the memo is passed.
+ */
+typedef struct facet_ref {
+  void *conn;
+  uint64_t generation;
+} facet_ref;
+
+/*
  * facet_call's "exec" with its arguments decoded (iso_host_calls.call_values):
  * args are [sql or statement id, param...]. When numbers is not NULL, a
  * statement without columns answers its [rowsRead, rowsWritten] there
  * (numbers->count = 2) and writes nothing to *result; every other answer
- * and every error goes to *result as facet_call's would.
+ * and every error goes to *result as facet_call's would. ref may be NULL.
  */
-int facet_exec(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
-               uint64_t token, uint64_t cpu_deadline_ns, const iso_wire_value *args,
-               uint32_t n_args, iso_numbers *numbers, iso_wire *result);
+int facet_exec(facet_store *s, const char *tenant, const char *facet_id, facet_ref *ref,
+               uint64_t limit_mb, uint64_t token, uint64_t cpu_deadline_ns,
+               const iso_wire_value *args, uint32_t n_args, iso_numbers *numbers,
+               iso_wire *result);
 
 /*
  * Request `token` is over: rolls back a transaction it left open (JavaScript

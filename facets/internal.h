@@ -69,6 +69,7 @@ struct facet_store {
   uint32_t n_conns;
   uint64_t tick;
   uint64_t stmt_ids;  /* statements cached so far: the next id's sequence */
+  uint64_t conn_generation; /* connections closed so far (facet_ref) */
   sqlite3 *printf_db; /* runs SQLite's own printf() for the guarded one (store.c) */
   sqlite3_stmt *printf_stmts[FACET_PRINTF_ARGS_MAX + 1]; /* by argument count */
 };

@@ -401,6 +401,7 @@ uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_st
 
 static void conn_close(facet_conn *c) {
   if (c == NULL) return;
+  c->store->conn_generation++; /* every facet_ref to it is stale now */
   if (c->db != NULL) {
     facet__conn_abandon_txn(c);
     for (int i = 0; i < FACET_STMT_CACHE; i++) {

@@ -55,8 +55,8 @@ __attribute__((hot))
 int facet_link_exec(worker *w, loaded *l, const iso_call *call, const iso_wire_value *args,
                     uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
   if (w->facets == NULL) return unavailable(result);
-  return facet_exec(w->facets, l->tenant->name, l->facet_id, l->facet_limit_mb, call->token,
-                    cpu_deadline(w, l, call->token), args, n_args, numbers, result);
+  return facet_exec(w->facets, l->tenant->name, l->facet_id, &l->facet_ref, l->facet_limit_mb,
+                    call->token, cpu_deadline(w, l, call->token), args, n_args, numbers, result);
 }
 
 void facet_link_request_done(worker *w, uint64_t token) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "facets.h"
 #include "http.h"
 #include "isolate.h"
 #include "proto.h"
@@ -79,6 +80,7 @@ struct loaded {
   uint64_t facet_deadline_token;
   uint64_t facet_deadline_unit;
   uint64_t facet_limit_mb;       /* limits.facet_mb; 0: the node's default */
+  facet_ref facet_ref;           /* its facet's connection, as facet_exec found it last */
   const char *binding_seen;      /* the binding named last (a key in spec) ... */
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   int binding_seen_facet;        /* ... which is "facet" */

@@ -261,8 +261,10 @@ class SqlStorage {
     if (id > 0) {
       const answer = facetExec(this.#name, id, arguments);
       if (answer !== null) {
-        this.#lastText = query;
-        this.#lastId = id;
+        if (query !== this.#lastText) {  // (a loop's next exec stores nothing)
+          this.#lastText = query;
+          this.#lastId = id;
+        }
         return new SqlStorageCursor(kPrivate, answer);
       }
       ids.delete(query);  // the host's cache let the statement go

@@ -129,6 +129,7 @@ typedef struct fx {
   uint64_t token;
   uint64_t limit_mb;
   uint64_t deadline;
+  facet_ref *ref; /* what exec_decoded passes (NULL: none) */
 } fx;
 
 static int call_op(fx *f, const char *op, const iso_wire *args, tv **out) {
@@ -457,8 +458,8 @@ static int exec_decoded(fx *f, const iso_wire_value *args, uint32_t n, iso_numbe
                         tv **out) {
   iso_wire res;
   iso_wire_init(&res);
-  int rc = facet_exec(f->s, f->tenant, f->facet_id, f->limit_mb, f->token, f->deadline, args, n,
-                      numbers, &res);
+  int rc = facet_exec(f->s, f->tenant, f->facet_id, f->ref, f->limit_mb, f->token, f->deadline,
+                      args, n, numbers, &res);
   *out = res.len > 0 ? tv_decode(&res) : NULL;
   iso_wire_free(&res);
   return rc;
@@ -466,6 +467,56 @@ static int exec_decoded(fx *f, const iso_wire_value *args, uint32_t n, iso_numbe
 
 static iso_wire_value text_value(const char *s) {
   return (iso_wire_value){.type = ISO_WIRE_STRING, .ptr = s, .len = strlen(s)};
+}
+
+/* One decoded exec of `sql` that must succeed. */
+static void exec_decoded_ok(fx *f, const char *sql) {
+  iso_wire_value args[] = {text_value(sql)};
+  iso_numbers numbers;
+  tv *res;
+  assert_int_equal(exec_decoded(f, args, 1, &numbers, &res), 0);
+  tv_free(res);
+}
+
+/* A caller's facet_ref skips the lookup by name only while the connection
+ * it found is open: once that is evicted or closed, the next call finds
+ * the facet by its name again, and never another tenant's. */
+static void test_ref_follows_its_connection(void **state) {
+  fx *f = *state;
+  facet_store_free(f->s);
+  facet_options o = {.max_open = 1};
+  f->s = facet_store_new(f->dir, &o);
+  assert_non_null(f->s);
+  facet_ref ref_a = {0}, ref_b = {0};
+  for (int i = 0; i < 3; i++) {
+    /* Room for one connection: each call evicts the other tenant's. */
+    f->tenant = "ta";
+    f->ref = &ref_a;
+    exec_decoded_ok(f, "CREATE TABLE IF NOT EXISTS n (v); INSERT INTO n VALUES ('a')");
+    f->tenant = "tb";
+    f->ref = &ref_b;
+    exec_decoded_ok(f, "CREATE TABLE IF NOT EXISTS n (v); INSERT INTO n VALUES ('b')");
+    exec_decoded_ok(f, "INSERT INTO n VALUES ('b')");
+  }
+  assert_non_null(ref_a.conn);
+  f->ref = NULL;
+  f->tenant = "ta";
+  assert_true(count_rows(f, "n") == 3);
+  f->tenant = "tb";
+  assert_true(count_rows(f, "n") == 6);
+  /* Kept while open: the same connection, call after call. */
+  f->ref = &ref_b;
+  exec_decoded_ok(f, "INSERT INTO n VALUES ('b')");
+  void *kept = ref_b.conn;
+  exec_decoded_ok(f, "INSERT INTO n VALUES ('b')");
+  assert_ptr_equal(ref_b.conn, kept);
+  /* Closed: found again by name. */
+  facet_store_close_tenant(f->s, "tb");
+  exec_decoded_ok(f, "INSERT INTO n VALUES ('b')");
+  f->ref = NULL;
+  assert_true(count_rows(f, "n") == 9);
+  f->tenant = "ta";
+  assert_true(count_rows(f, "n") == 3);
 }
 
 static void test_exec_decoded(void **state) {
@@ -1240,6 +1291,7 @@ static void test_reopen_keeps_data(void **state) {
  * binding calls land in facet_call, as the worker process routes them. */
 typedef struct js_host {
   fx *f;
+  facet_ref ref;
   int status;
   char *body;
   char *error;
@@ -1282,7 +1334,7 @@ static int js_call_values(void *data, const iso_call *call, const iso_wire_value
   js_host *h = data;
   if (strcmp(call->op, "exec") != 0) return 1;
   uint64_t deadline = h->cpu_budget_ns ? time_thread_cpu_ns() + h->cpu_budget_ns : 0;
-  return facet_exec(h->f->s, h->f->tenant, NULL, 0, call->token, deadline, args, n_args,
+  return facet_exec(h->f->s, h->f->tenant, NULL, &h->ref, 0, call->token, deadline, args, n_args,
                     numbers, result);
 }
 
@@ -1702,6 +1754,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_sql_errors_have_no_effect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_ids, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exec_decoded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ref_follows_its_connection, setup, teardown),
       cmocka_unit_test_setup_teardown(test_long_sql, setup, teardown),
       cmocka_unit_test_setup_teardown(test_small_blocks_go_back_with_their_thread, setup,
                                       teardown),
