@@ -788,19 +788,12 @@ static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, facet_r
     put_error(x->out, x->start, "Error", "invalid facet name");
     return -1;
   }
-  facet_conn *c;
-  if (ref != NULL && ref->conn != NULL && ref->generation == s->conn_generation) {
-    c = ref->conn;
-    c->used = ++s->tick;
-  } else {
-    char *err = NULL;
-    c = facet__conn_get(s, x->tenant, facet_id, &err);
-    if (c == NULL) {
-      put_error(x->out, x->start, "Error", "%s", err);
-      free(err);
-      return -1;
-    }
-    if (ref != NULL) *ref = (facet_ref){c, s->conn_generation};
+  char *err = NULL;
+  facet_conn *c = facet__conn_get(s, x->tenant, facet_id, ref, &err);
+  if (c == NULL) {
+    put_error(x->out, x->start, "Error", "%s", err);
+    free(err);
+    return -1;
   }
   x->c = c;
   c->interrupted = 0;

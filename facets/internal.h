@@ -82,10 +82,22 @@ static inline uint64_t facet__heap_refusals(void) {
 }
 uint64_t facet__heap_limit_mb(void);
 
-/* The connection for a facet, opened on first use. NULL with *err set (a
- * heap message the caller frees) when it cannot be opened. */
-facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *facet_id,
-                            char **err);
+/* The connection for a facet by its names, opened on first use; a ref
+ * (facets.h; may be NULL) is set to it. NULL with *err set (a heap message
+ * the caller frees) when it cannot be opened. */
+facet_conn *facet__conn_by_name(facet_store *s, const char *tenant, const char *facet_id,
+                                facet_ref *ref, char **err);
+/* The same, but the connection a ref remembers while no connection has
+ * closed since, without looking at the names (inline: every exec). */
+static inline facet_conn *facet__conn_get(facet_store *s, const char *tenant,
+                                          const char *facet_id, facet_ref *ref, char **err) {
+  if (ref != NULL && ref->conn != NULL && ref->generation == s->conn_generation) {
+    facet_conn *c = ref->conn;
+    c->used = ++s->tick;
+    return c;
+  }
+  return facet__conn_by_name(s, tenant, facet_id, ref, err);
+}
 /* Starts the call's busy clock at the first wait: most calls never wait,
  * and reading no clock for them is cheaper. */
 void facet__busy_start(facet_conn *c, uint64_t now);

@@ -540,8 +540,8 @@ static void store_evict(facet_store *s) {
 }
 
 __attribute__((hot))
-facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *facet_id,
-                            char **err) {
+static facet_conn *conn_by_name(facet_store *s, const char *tenant, const char *facet_id,
+                                char **err) {
   for (uint32_t i = 0; i < s->n_conns; i++) {
     facet_conn *c = s->conns[i];
     /* Compared in place, byte by byte: names are short, and this runs on
@@ -570,6 +570,15 @@ facet_conn *facet__conn_get(facet_store *s, const char *tenant, const char *face
   }
   s->conns[s->n_conns++] = c;
   c->used = ++s->tick;
+  return c;
+}
+
+__attribute__((hot))
+facet_conn *facet__conn_by_name(facet_store *s, const char *tenant, const char *facet_id,
+                                facet_ref *ref, char **err) {
+  facet_conn *c = conn_by_name(s, tenant, facet_id, err);
+  /* (The count read after the lookup, which may have evicted one.) */
+  if (c != NULL && ref != NULL) *ref = (facet_ref){c, s->conn_generation};
   return c;
 }
 

@@ -69,8 +69,7 @@ static int bindings_call_values(void *data, const iso_call *call, const iso_wire
   /* (Whether the binding named is a facet was decided when binding_type
    * last looked it up: no string compared for it here.) */
   const char *type = binding_type(l, call->binding);
-  if (type != NULL && type == l->binding_seen_type && l->binding_seen_facet &&
-      same_name(call->op, "exec"))
+  if (type == l->binding_seen_type && l->binding_seen_facet && same_name(call->op, "exec"))
     return facet_link_exec(worker_self(), l, call, args, n_args, numbers, result);
   return 1;
 }

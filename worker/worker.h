@@ -215,8 +215,9 @@ size_t evict_lru(worker *w, size_t max);
 void evict_start(worker *w);
 /* An isolate idle this long gets its heap compacted, once per idle period
  * (iso_worker_compact): a worker that has served traffic holds its young
- * generation's pages, up to 16 MiB at 128 MiB of heap, until then. Each sweep spends at most COMPACT_BUDGET_NS of the loop on
- * it, so that a crowd going idle at once delays no request by much. */
+ * generation's pages until then, up to 16 MiB at 128 MiB of heap. Each
+ * sweep spends at most COMPACT_BUDGET_NS of the loop on it, so that a
+ * crowd going idle at once delays no request by much. */
 #define COMPACT_IDLE_MS 5000
 #define COMPACT_BUDGET_NS 2000000
 /* Compacts l if it is idle and due; 0 once the sweep's budget is spent. */
