@@ -33,6 +33,7 @@ static const option_def options[] = {
     {"worker_memory_mb", OPT_INT, 0, 1048576},
     {"isolate_memory_mb", OPT_INT, 16, 1048576},
     {"idle_timeout_s", OPT_INT, 1, 86400},
+    {"compact_idle_s", OPT_INT, 1, 86400},
     {"log_level", OPT_LEVEL, 0, 0},
     {"egress_allow_cidr", OPT_LIST, 0, 0},
     {"ca_file", OPT_LIST, 0, 0},
@@ -67,6 +68,8 @@ static const char usage_text[] =
     "  --isolate-memory-mb M       heap budget of one process's isolates; over it idle\n"
     "                              isolates are evicted, least recently used first (default 1024)\n"
     "  --idle-timeout-s S          isolates idle this long are evicted (default 300)\n"
+    "  --compact-idle-s S          isolates idle this long give back their garbage and\n"
+    "                              young generation, once per idle period (default 5)\n"
     "  --log-level L               debug, info, warn or error (default info)\n"
     "  --egress-allow-cidr CIDR    let fetch() reach this otherwise refused range\n"
     "                              (127.0.0.1/32, fd00::/8; repeatable, adds to the file's)\n"
@@ -115,6 +118,7 @@ void node_config_init(node_config *c) {
   c->worker_memory_mb = 0;
   c->isolate_memory_mb = 1024;
   c->idle_timeout_s = 300;
+  c->compact_idle_s = 5;
   c->log_level = LOG_INFO;
   c->cordon_nice = 10;
   c->cordon_idle = 1;
@@ -249,6 +253,7 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "worker_memory_mb") == 0) c->worker_memory_mb = v;
       else if (strcmp(o->key, "isolate_memory_mb") == 0) c->isolate_memory_mb = v;
       else if (strcmp(o->key, "idle_timeout_s") == 0) c->idle_timeout_s = v;
+      else if (strcmp(o->key, "compact_idle_s") == 0) c->compact_idle_s = v;
       else if (strcmp(o->key, "cordon_memory_mb") == 0) c->cordon_memory_mb = v;
       else if (strcmp(o->key, "cordon_nice") == 0) c->cordon_nice = (int)v;
       else if (strcmp(o->key, "cordon_idle") == 0) c->cordon_idle = (int)v;

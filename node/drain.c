@@ -385,6 +385,7 @@ static void reload(node *n) {
   note_int(changed, "header_timeout_ms", cfg->header_timeout_ms, fresh.header_timeout_ms);
   note_int(changed, "isolate_memory_mb", cfg->isolate_memory_mb, fresh.isolate_memory_mb);
   note_int(changed, "idle_timeout_s", cfg->idle_timeout_s, fresh.idle_timeout_s);
+  note_int(changed, "compact_idle_s", cfg->compact_idle_s, fresh.compact_idle_s);
   if (cfg->log_level != fresh.log_level)
     json_object_set_new(changed, "log_level",
                         json_pack("{s:s, s:s}", "from", node_log_level_name(cfg->log_level), "to",
@@ -398,7 +399,8 @@ static void reload(node *n) {
   int recycle = cfg->max_body_mb != fresh.max_body_mb ||
                 cfg->header_timeout_ms != fresh.header_timeout_ms ||
                 cfg->isolate_memory_mb != fresh.isolate_memory_mb ||
-                cfg->idle_timeout_s != fresh.idle_timeout_s || cfg->log_level != fresh.log_level;
+                cfg->idle_timeout_s != fresh.idle_timeout_s ||
+                cfg->compact_idle_s != fresh.compact_idle_s || cfg->log_level != fresh.log_level;
   int resize = cfg->workers != fresh.workers;
   cfg->workers = fresh.workers;
   cfg->grace_ms = fresh.grace_ms;               /* read by the next drain */
@@ -407,6 +409,7 @@ static void reload(node *n) {
   cfg->header_timeout_ms = fresh.header_timeout_ms;
   cfg->isolate_memory_mb = fresh.isolate_memory_mb;
   cfg->idle_timeout_s = fresh.idle_timeout_s;
+  cfg->compact_idle_s = fresh.compact_idle_s;
   cfg->log_level = fresh.log_level;
   cfg->cordon_memory_mb = fresh.cordon_memory_mb; /* read by the next memory check */
   if (rules_changed) {

@@ -38,6 +38,7 @@ typedef struct node_config {
   int64_t worker_memory_mb;  /* RSS budget per worker process; 0 = derived from RAM */
   int64_t isolate_memory_mb; /* heap budget of one process's isolates (eviction) */
   int64_t idle_timeout_s;    /* idle isolates are evicted after this */
+  int64_t compact_idle_s;    /* idle isolates are compacted after this */
   log_level log_level;
   char **egress_allow_cidr;  /* owned; ranges fetch() may reach despite the SSRF rules */
   size_t n_egress_allow_cidr;

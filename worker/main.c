@@ -23,7 +23,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: edgenode-worker --id N --ipc-fd FD --listen-fd FD --data DIR\n"
           "                       [--max-body-bytes B] [--header-timeout-ms T]\n"
-          "                       [--isolate-memory-mb M] [--idle-timeout-s S]\n"
+          "                       [--isolate-memory-mb M] [--idle-timeout-s S] [--compact-idle-s S]\n"
           "                       [--egress-socket PATH] [--tenant NAME] [--running-fd FD]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "Started by edgenode; not meant to be run by hand.\n");
@@ -40,6 +40,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"log-level", required_argument, NULL, 'v'},
       {"isolate-memory-mb", required_argument, NULL, 'm'},
       {"idle-timeout-s", required_argument, NULL, 'e'},
+      {"compact-idle-s", required_argument, NULL, 'c'},
       {"egress-socket", required_argument, NULL, 'g'},
       {"tenant", required_argument, NULL, 'T'},
       {"running-fd", required_argument, NULL, 'r'},
@@ -53,6 +54,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
   c->header_timeout_ms = 10000;
   c->isolate_memory_mb = 1024;
   c->idle_timeout_s = 300;
+  c->compact_idle_s = 5;
   int opt;
   uint64_t v;
   while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -65,6 +67,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 't': if (parse_u64(optarg, 1, 3600000, &v)) return -1; c->header_timeout_ms = (uint64_t)v; break;
       case 'm': if (parse_u64(optarg, 16, 1ull << 20, &v)) return -1; c->isolate_memory_mb = (uint64_t)v; break;
       case 'e': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
+      case 'c': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->compact_idle_s = (uint64_t)v; break;
       case 'g': c->egress_socket = optarg; break;
       case 'T':
         if (!worker_name_valid(optarg, strlen(optarg))) return -1;

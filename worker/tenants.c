@@ -445,7 +445,7 @@ size_t evict_lru(worker *w, size_t max) {
 int loaded_compact_idle(worker *w, loaded *l, uint64_t now, int64_t *budget_ns) {
   if (*budget_ns <= 0) return 0;
   if (l->iso == NULL || !loaded_idle(l) || l->compacted_ns == l->last_used_ns ||
-      l->last_used_ns > now || now - l->last_used_ns < (uint64_t)COMPACT_IDLE_MS * 1000000u)
+      l->last_used_ns > now || now - l->last_used_ns < w->config.compact_idle_s * 1000000000u)
     return 1;
   uint64_t t0 = time_mono_ns();
   iso_worker_compact(l->iso);

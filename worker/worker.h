@@ -163,6 +163,7 @@ typedef struct worker_config {
   uint64_t header_timeout_ms;
   uint64_t isolate_memory_mb; /* heap budget of all isolates: evict idle ones past it */
   uint64_t idle_timeout_s;    /* evict isolates idle this long */
+  uint64_t compact_idle_s;    /* compact isolates idle this long (loaded_compact_idle) */
   const char *egress_socket;  /* the egress process's unix socket; NULL: fetch() fails */
   const char *dedicated;      /* --tenant: the one tenant a dedicated process serves; NULL when shared */
   int running_fd;             /* the supervisor's running slot (proto_running), or -1 */
@@ -213,12 +214,13 @@ void tenant_collect_retired(worker *w);
 #define PAGES_KEEP_MS 2000
 size_t evict_lru(worker *w, size_t max);
 void evict_start(worker *w);
-/* An isolate idle this long gets its heap compacted, once per idle period
- * (iso_worker_compact): a worker that has served traffic holds its young
- * generation's pages until then, up to 16 MiB at 128 MiB of heap. Each
- * sweep spends at most COMPACT_BUDGET_NS of the loop on it, so that a
- * crowd going idle at once delays no request by much. */
-#define COMPACT_IDLE_MS 5000
+/* An isolate idle for config.compact_idle_s gets its heap compacted, once
+ * per idle period (iso_worker_compact): a worker that has served traffic
+ * holds its young generation's pages until then, up to 16 MiB at 128 MiB
+ * of heap, and its next request grows them back (a busy batch request ran
+ * about 10% slower, docs/operations.md). Each sweep spends at most
+ * COMPACT_BUDGET_NS of the loop on it, so that a crowd going idle at once
+ * delays no request by much. */
 #define COMPACT_BUDGET_NS 2000000
 /* Compacts l if it is idle and due; 0 once the sweep's budget is spent. */
 int loaded_compact_idle(worker *w, loaded *l, uint64_t now, int64_t *budget_ns);

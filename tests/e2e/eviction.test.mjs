@@ -154,11 +154,17 @@ export default {
 };
 `;
 
-test('an isolate idle for 5 s is compacted once, keeps its state; a busy one is not compacted', async () => {
-  const node = await start([]);
+test('an isolate idle for --compact-idle-s is compacted once and keeps its state; ' +
+     'a busy one is not compacted, nor one under a longer setting', async () => {
+  const node = await start(['--compact-idle-s', '2']);
+  const patient = await start(['--compact-idle-s', '3600']);
   await node.deployOk('litter', LITTERING);
   await node.deployOk('busy', COUNTER);
+  await patient.deployOk('litter', LITTERING);
   for (let i = 1; i <= 40; i++) assert.equal(await count(node, 'litter'), i);
+  const litterIdleFrom = Date.now();
+  for (let i = 1; i <= 40; i++) assert.equal(await count(patient, 'litter'), i);
+  const patientIdleFrom = Date.now();
   const heapBefore = await waitFor(async () => (await tenant(node, 'litter')).heap_used || false,
     { timeout: 4000, what: 'a heap figure for litter' });
 
@@ -169,8 +175,10 @@ test('an isolate idle for 5 s is compacted once, keeps its state; a busy one is 
     await sleep(400);
     assert.equal(await count(node, 'busy'), ++busy);
     if (proc(await node.nodeInfo()).compactions >= 1) compactedAt = Date.now();
-    assert.ok(polls < 60, 'no compaction within 24 s');
+    assert.ok(polls < 40, 'no compaction within 16 s');
   }
+  assert.ok(compactedAt - litterIdleFrom >= 1900,
+    `compacted ${compactedAt - litterIdleFrom} ms after its last request, not 2 s`);
   // Two more sweeps: nothing else is due (litter was compacted for this idle
   // period, busy is in use).
   for (let i = 0; i < 6; i++) {
@@ -183,6 +191,10 @@ test('an isolate idle for 5 s is compacted once, keeps its state; a busy one is 
 
   assert.equal(await count(node, 'litter'), 41, 'module state survives compaction');
   assert.equal((await tenant(node, 'litter')).cold_starts, 1);
+
+  // Past the default 5 s, a sweep and a round of statistics: still whole.
+  await sleep(Math.max(0, patientIdleFrom + 7500 - Date.now()));
+  assert.equal(proc(await patient.nodeInfo()).compactions, 0);
 });
 
 // The isolates' code pages mapped, executable, from the worker process's one

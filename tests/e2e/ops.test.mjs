@@ -258,31 +258,34 @@ test('SIGHUP reloads the config file: rolling restarts keep serving, bad files c
   };
 
   // one process, new worker flags: a second process serves while the first is replaced
-  let r = await reload({ workers: 1, idle_timeout_s: 120, grace_ms: 4000 }, 'idle timeout');
-  assert.deepEqual(r.changed, { idle_timeout_s: { from: 300, to: 120 }, grace_ms: { from: 5000, to: 4000 } });
+  let r = await reload({ workers: 1, idle_timeout_s: 120, compact_idle_s: 10, grace_ms: 4000 }, 'idle timeout');
+  assert.deepEqual(r.changed, {
+    idle_timeout_s: { from: 300, to: 120 }, compact_idle_s: { from: 5, to: 10 }, grace_ms: { from: 5000, to: 4000 },
+  });
   assert.equal(r.rolling_restart, true);
   let pids = await node.workerPids();
   assert.equal(pids.length, 1, `back to one process: ${pids}`);
   assert.notEqual(pids[0], first, 'the process was replaced');
-  assert.equal(flagValue(pids[0], '--idle-timeout-s'), '120', 'with the new flag');
+  assert.equal(flagValue(pids[0], '--idle-timeout-s'), '120', 'with the new flags');
+  assert.equal(flagValue(pids[0], '--compact-idle-s'), '10', 'with the new flags');
 
   // grow and shrink
-  r = await reload({ workers: 3, idle_timeout_s: 120, grace_ms: 4000 }, 'grow');
+  r = await reload({ workers: 3, idle_timeout_s: 120, compact_idle_s: 10, grace_ms: 4000 }, 'grow');
   assert.deepEqual(Object.keys(r.changed), ['workers']);
   assert.equal((await node.workerPids()).length, 3);
   assert.ok((await node.workerPids()).includes(pids[0]), 'growing leaves the running process alone');
-  r = await reload({ workers: 2, idle_timeout_s: 120, grace_ms: 4000 }, 'shrink');
+  r = await reload({ workers: 2, idle_timeout_s: 120, compact_idle_s: 10, grace_ms: 4000 }, 'shrink');
   pids = await node.workerPids();
   assert.equal(pids.length, 2);
   assert.deepEqual(workerList(await node.nodeInfo()).map((w) => w.id), [1, 2]);
 
   // only grace_ms: nothing restarts
-  r = await reload({ workers: 2, idle_timeout_s: 120, grace_ms: 3000 }, 'grace only');
+  r = await reload({ workers: 2, idle_timeout_s: 120, compact_idle_s: 10, grace_ms: 3000 }, 'grace only');
   assert.equal(r.rolling_restart, false);
   assert.deepEqual(await node.workerPids(), pids);
 
   // keys that need a node restart are named, not applied
-  r = await reload({ workers: 2, idle_timeout_s: 120, grace_ms: 3000, egress_allow_cidr: ['10.0.0.0/8'] }, 'fixed key');
+  r = await reload({ workers: 2, idle_timeout_s: 120, compact_idle_s: 10, grace_ms: 3000, egress_allow_cidr: ['10.0.0.0/8'] }, 'fixed key');
   assert.deepEqual(r.needs_restart, ['egress_allow_cidr']);
 
   // a broken file: logged, nothing changes

@@ -91,6 +91,8 @@ static void test_defaults(void **state) {
   assert_false(c.dev);
   assert_int_equal(c.grace_ms, 10000);
   assert_int_equal(c.max_body_mb, 10);
+  assert_int_equal(c.idle_timeout_s, 300);
+  assert_int_equal(c.compact_idle_s, 5);
   assert_int_equal(c.log_level, LOG_INFO);
   node_config_free(&c);
 }
@@ -101,7 +103,8 @@ static void test_every_flag(void **state) {
   char *err;
   assert_int_equal(parse(&c, &err, "--listen", "0.0.0.0:9000", "--control", "[::1]:0", "--data",
                          "/srv/edge", "--workers", "3", "--dev", "--control-token-file", "tok",
-                         "--grace-ms", "0", "--max-body-mb", "64", "--log-level", "debug", NULL),
+                         "--grace-ms", "0", "--max-body-mb", "64", "--log-level", "debug",
+                         "--idle-timeout-s", "600", "--compact-idle-s", "60", NULL),
                    NODE_CONFIG_OK);
   assert_string_equal(c.listen_host, "0.0.0.0");
   assert_int_equal(c.listen_port, 9000);
@@ -113,6 +116,8 @@ static void test_every_flag(void **state) {
   assert_string_equal(c.control_token_file, "tok");
   assert_int_equal(c.grace_ms, 0);
   assert_int_equal(c.max_body_mb, 64);
+  assert_int_equal(c.idle_timeout_s, 600);
+  assert_int_equal(c.compact_idle_s, 60);
   assert_int_equal(c.log_level, LOG_DEBUG);
   node_config_free(&c);
 }
@@ -144,7 +149,8 @@ static void test_help_and_version(void **state) {
   const char *usage = node_config_usage();
   static const char *const flags[] = {"--listen", "--control", "--data", "--workers", "--config",
                                       "--dev", "--control-token-file", "--grace-ms",
-                                      "--max-body-mb", "--log-level", "--help", "--version"};
+                                      "--max-body-mb", "--idle-timeout-s", "--compact-idle-s",
+                                      "--log-level", "--help", "--version"};
   for (size_t i = 0; i < ARRAY_SIZE(flags); i++) assert_non_null(strstr(usage, flags[i]));
 }
 
@@ -164,6 +170,8 @@ static void test_bad_flags_name_the_flag(void **state) {
   EXPECT_FLAG_ERROR("--control-token-file: must not be empty", "--control-token-file", "");
   EXPECT_FLAG_ERROR("--grace-ms: must be an integer between 0 and 3600000", "--grace-ms", "-1");
   EXPECT_FLAG_ERROR("--max-body-mb: must be an integer between 1 and 1024", "--max-body-mb", "0");
+  EXPECT_FLAG_ERROR("--compact-idle-s: must be an integer between 1 and 86400", "--compact-idle-s",
+                    "0");
   EXPECT_FLAG_ERROR("--log-level: must be one of debug, info, warn, error", "--log-level",
                     "verbose");
   EXPECT_FLAG_ERROR("--dev: takes no value", "--dev=yes");
@@ -181,7 +189,7 @@ static void test_file_applies_every_key(void **state) {
                          "{\"listen\": \"127.0.0.1:0\", \"control\": \"127.0.0.1:0\","
                          " \"data\": \"d\", \"workers\": 2, \"dev\": true,"
                          " \"control_token_file\": \"t\", \"grace_ms\": 500,"
-                         " \"max_body_mb\": 2, \"log_level\": \"error\"}",
+                         " \"max_body_mb\": 2, \"log_level\": \"error\", \"compact_idle_s\": 30}",
                          &err),
                    NODE_CONFIG_OK);
   assert_int_equal(c.listen_port, 0);
@@ -192,6 +200,7 @@ static void test_file_applies_every_key(void **state) {
   assert_string_equal(c.control_token_file, "t");
   assert_int_equal(c.grace_ms, 500);
   assert_int_equal(c.max_body_mb, 2);
+  assert_int_equal(c.compact_idle_s, 30);
   assert_int_equal(c.log_level, LOG_ERROR);
   node_config_free(&c);
 
@@ -218,6 +227,8 @@ static void test_file_errors_name_the_key(void **state) {
   expect_file_error("{\"control_token_file\": []}", "\"control_token_file\": must be a string");
   expect_file_error("{\"grace_ms\": 3600001}", "\"grace_ms\": must be an integer between 0 and 3600000");
   expect_file_error("{\"max_body_mb\": 2000}", "\"max_body_mb\": must be an integer between 1 and 1024");
+  expect_file_error("{\"compact_idle_s\": 86401}",
+                    "\"compact_idle_s\": must be an integer between 1 and 86400");
   expect_file_error("{\"log_level\": \"loud\"}", "\"log_level\": must be one of debug, info, warn, error");
   expect_file_error("{\"log_level\": 3}", "\"log_level\": must be one of");
   /* flags spelled with hyphens are not file keys; neither is "config" */
