@@ -445,7 +445,13 @@ size_t evict_lru(worker *w, size_t max) {
 int loaded_compact_idle(worker *w, loaded *l, uint64_t now, int64_t *budget_ns) {
   if (*budget_ns <= 0) return 0;
   if (l->iso == NULL || !loaded_idle(l) || l->compacted_ns == l->last_used_ns ||
-      l->last_used_ns > now || now - l->last_used_ns < w->config.compact_idle_s * 1000000000u)
+      l->last_used_ns > now)
+    return 1;
+  /* Past the idle timeout it is about to be evicted (loaded workers by a
+   * timer of their own): a collection then would be wasted. */
+  uint64_t idle_ns = now - l->last_used_ns;
+  if (idle_ns < w->config.compact_idle_s * 1000000000u ||
+      idle_ns >= w->config.idle_timeout_s * 1000000000u)
     return 1;
   uint64_t t0 = time_mono_ns();
   iso_worker_compact(l->iso);
