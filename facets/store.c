@@ -603,16 +603,6 @@ static int heap_fits(int64_t n) {
   return 0;
 }
 
-static void heap_refused(void) {
-  atomic_fetch_add_explicit(&facet__heap_refusal_count, 1, memory_order_relaxed);
-}
-
-static int heap_take(int64_t n) {
-  if (heap_fits(n)) return 1;
-  heap_refused();
-  return 0;
-}
-
 static void heap_give(int64_t n) { atomic_fetch_sub_explicit(&heap_used, n, memory_order_relaxed); }
 
 /* Small blocks freed are kept per thread and handed out again.
@@ -672,6 +662,16 @@ static int small_give_back(void) {
   return any;
 }
 
+/* At the limit, the blocks this thread keeps are given back first; a
+ * refusal is counted. */
+static __attribute__((cold, noinline)) int heap_take_at_limit(int64_t n) {
+  if (small_give_back() && heap_fits(n)) return 1;
+  atomic_fetch_add_explicit(&facet__heap_refusal_count, 1, memory_order_relaxed);
+  return 0;
+}
+
+static inline int heap_take(int64_t n) { return heap_fits(n) || heap_take_at_limit(n); }
+
 /* The thread ends: its blocks go back, and any freed later (by another
  * key's destructor) go straight to the allocator. */
 static void small_release(void *unused) {
@@ -706,11 +706,7 @@ static void *heap_malloc(int n) {
     n = (k + 1) * SMALL_STEP;
   }
   void *p = heap_base.xMalloc(n);
-  if (p == NULL) return NULL;
-  int64_t size = heap_base.xSize(p);
-  /* At the limit, the blocks this thread keeps are given back first. */
-  if (!heap_fits(size) && !(small_give_back() && heap_fits(size))) {
-    heap_refused();
+  if (p != NULL && !heap_take(heap_base.xSize(p))) {
     heap_base.xFree(p);
     return NULL;
   }

@@ -292,6 +292,13 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* The fixture's store closed and opened again on the same directory. */
+static void reopen_store(fx *f, const facet_options *o) {
+  facet_store_free(f->s);
+  f->s = facet_store_new(f->dir, o);
+  assert_non_null(f->s);
+}
+
 /* Opens a facet file directly, as an operator's sqlite3 would. */
 static sqlite3 *open_raw(fx *f, const char *tenant) {
   char *path = facet_path(f->dir, tenant, NULL);
@@ -483,10 +490,7 @@ static void exec_decoded_ok(fx *f, const char *sql) {
  * the facet by its name again, and never another tenant's. */
 static void test_ref_follows_its_connection(void **state) {
   fx *f = *state;
-  facet_store_free(f->s);
-  facet_options o = {.max_open = 1};
-  f->s = facet_store_new(f->dir, &o);
-  assert_non_null(f->s);
+  reopen_store(f, &(facet_options){.max_open = 1});
   facet_ref ref_a = {0}, ref_b = {0};
   for (int i = 0; i < 3; i++) {
     /* Room for one connection: each call evicts the other tenant's. */
@@ -1045,10 +1049,7 @@ static void test_isolation_between_tenants(void **state) {
 
 static void test_lru_and_close(void **state) {
   fx *f = *state;
-  facet_store_free(f->s);
-  facet_options o = {.max_open = 2};
-  f->s = facet_store_new(f->dir, &o);
-  assert_non_null(f->s);
+  reopen_store(f, &(facet_options){.max_open = 2});
   const char *names[] = {"t1", "t2", "t3", "t4"};
   for (int round = 0; round < 3; round++) {
     for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
@@ -1268,9 +1269,7 @@ static void test_describe_backup_purge(void **state) {
 static void test_reopen_keeps_data(void **state) {
   fx *f = *state;
   run(f, "CREATE TABLE d (v); INSERT INTO d VALUES (1)");
-  facet_store_free(f->s);
-  facet_options o = {.synchronous = FACET_SYNC_NORMAL, .busy_timeout_ms = 100};
-  f->s = facet_store_new(f->dir, &o);
+  reopen_store(f, &(facet_options){.synchronous = FACET_SYNC_NORMAL, .busy_timeout_ms = 100});
   assert_true(count_rows(f, "d") == 1);
   sqlite3 *db = open_raw(f, "alpha");
   char *mode = raw_text(db, "PRAGMA journal_mode");
