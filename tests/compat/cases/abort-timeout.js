@@ -4,8 +4,10 @@
 // AbortSignal.timeout: fires with a TimeoutError after the delay.
 export default {
   async fetch() {
-    const signal = AbortSignal.timeout(30);
+    // (The clock read first: a process descheduled between the two would
+    // otherwise start it late and see the timer fire "early".)
     const start = Date.now();
+    const signal = AbortSignal.timeout(30);
     const before = signal.aborted;
     const reason = await new Promise((resolve) => {
       signal.addEventListener('abort', () => resolve(signal.reason));
