@@ -16,6 +16,8 @@ packages=(
   libicu72 libc-ares2 libnghttp2-14 libbrotli1 libuv1 libssl3 zlib1g
   nodejs npm wrk
   libsystemd-dev prometheus
+  libcurl4-openssl-dev libseccomp-dev clang libclang-rt-14-dev
+  nats-server libnats-dev haproxy
 )
 
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -28,6 +28,15 @@
 /* Hard ceiling for any payload: loader code may be 64 MiB plus its env. */
 #define PROTO_MAX_PAYLOAD (80u * 1024u * 1024u)
 
+/*
+ * A spec's limits when it names none. Specs travel between every process
+ * (deploys, loader children, one-shot runs), so their defaults are defined
+ * once, here, for the supervisor and the worker processes alike.
+ */
+#define PROTO_SPEC_DEFAULT_CPU_MS 50
+#define PROTO_SPEC_DEFAULT_MEMORY_MB 128
+#define PROTO_SPEC_DEFAULT_WALL_MS 30000
+
 typedef enum proto_type {
   /* worker -> supervisor, once after start: {"pid": N, "v8": "10.2..."} */
   PROTO_HELLO = 1,
