@@ -323,7 +323,10 @@ static void describe_failure(cli_client *c, CURLcode rc, const origin *to, const
       msg = xasprintf("cannot use the CA file %s: %s", c->cacert ? c->cacert : "(default)", detail);
       break;
     case CURLE_SSL_CONNECT_ERROR:
-      msg = xasprintf("TLS handshake with %s failed: %s", to->authority, detail);
+      msg = xasprintf("TLS handshake with %s failed: %s%s", to->authority, detail,
+                      strstr(detail, "wrong version number")
+                          ? " (does it serve http:// rather than https://?)"
+                          : "");
       break;
     case CURLE_GOT_NOTHING:
       msg = xasprintf("%s closed the connection without answering", to->authority);
