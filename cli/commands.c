@@ -500,12 +500,34 @@ static char *read_stdin_all(size_t *len) {
   return buf;
 }
 
+static void print_secrets(json_t *j) {
+  json_t *list = json_object_get(j, "secrets");
+  if (!json_is_array(list)) {
+    cli_print_object(j, 0);
+    return;
+  }
+  if (json_array_size(list) == 0) {
+    printf("no secrets\n");
+    return;
+  }
+  static const char *const heads[] = {"NAME", "UPDATED"};
+  static const int right[] = {0, 0};
+  cli_table t = {2, heads, right, NULL, 0};
+  size_t i;
+  json_t *e;
+  json_array_foreach(list, i, e) {
+    char *row[2] = {xstrdup(cli_jstr(e, "name", "?")), xstrdup(cli_jstr(e, "updated_at", "-"))};
+    cli_table_add(&t, row);
+  }
+  cli_table_print(&t, 0);
+}
+
 int cli_cmd_secret(const cli_options *o) {
   const char *sub = o->nargs > 0 ? o->args[0] : "";
   if (strcmp(sub, "list") == 0) {
     cli_expect_operands(o, 1, 1);
     cli_response r = call(o, "GET", "/v1/secrets", NULL);
-    cli_print_json_body(&r);
+    print_answer(o, &r, print_secrets);
     cli_response_free(&r);
     return 0;
   }
@@ -549,7 +571,7 @@ int cli_cmd_facet(const cli_options *o) {
     char *path = xasprintf("/v1/workers/%s/facet", cli_worker_name(o, 0));
     cli_response r = call(o, "GET", path, NULL);
     free(path);
-    cli_print_json_body(&r);
+    print_answer(o, &r, NULL);
     cli_response_free(&r);
     return 0;
   }

@@ -54,6 +54,12 @@ static int is_time_key(const char *key) {
   return n > 3 && strcmp(key + n - 3, "_at") == 0;
 }
 
+/* Sizes: "size_bytes", "wal_bytes", "limit_bytes". */
+static int is_bytes_key(const char *key) {
+  size_t n = strlen(key);
+  return n > 6 && strcmp(key + n - 6, "_bytes") == 0;
+}
+
 /* The scalar as text for people; owned by the caller. */
 static char *scalar_text(const char *key, const json_t *v) {
   char tbuf[64];
@@ -63,6 +69,12 @@ static char *scalar_text(const char *key, const json_t *v) {
       if (is_time_key(key)) {
         format_time(v, tbuf, sizeof tbuf);
         return xstrdup(tbuf);
+      }
+      if (is_bytes_key(key) && json_integer_value(v) >= 1024) {
+        char *human = cli_format_bytes((double)json_integer_value(v));
+        char *s = xasprintf("%" JSON_INTEGER_FORMAT " (%s)", json_integer_value(v), human);
+        free(human);
+        return s;
       }
       return xasprintf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
     case JSON_REAL: return xasprintf("%g", json_real_value(v));
