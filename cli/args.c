@@ -108,6 +108,15 @@ static const cli_command commands[] = {
      "facet backup NAME FILE: writes a consistent copy of the live facet to FILE,\n"
      "taken while the worker keeps writing.",
      0, cli_cmd_facet},
+    {"egress", "egress NAME\negress set NAME FILE\negress clear NAME",
+     "a worker's outbound allow-list: show, replace, clear",
+     "egress NAME: the worker's egress rules as a table (the headers a rule injects\n"
+     "are named, their values are not shown).\n"
+     "egress set NAME FILE: replaces the rules with those of FILE, a JSON array of\n"
+     "rules or {\"rules\": [...]} (see docs/control-api.md); they apply from the\n"
+     "next request on, without a redeploy.\n"
+     "egress clear NAME: removes every rule: the worker makes no outbound requests.",
+     0, cli_cmd_egress},
 };
 
 static const char global_usage[] = "edgectl [OPTIONS] COMMAND [ARGS...]";

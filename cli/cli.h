@@ -186,6 +186,7 @@ int cli_cmd_events(const cli_options *o);
 int cli_cmd_top(const cli_options *o);
 int cli_cmd_secret(const cli_options *o);
 int cli_cmd_facet(const cli_options *o);
+int cli_cmd_egress(const cli_options *o);
 
 /* Frees what the commands kept for the process (the client). */
 void cli_commands_done(void);

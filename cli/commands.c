@@ -597,6 +597,105 @@ int cli_cmd_facet(const cli_options *o) {
   return 0;
 }
 
+/* ---- egress rules ---- */
+
+/* "Authorization, X-Key": the headers a rule injects (their values may name secrets). */
+static char *inject_names(const json_t *rule) {
+  json_t *headers = json_object_get(json_object_get(rule, "inject"), "headers");
+  if (!json_is_object(headers) || json_object_size(headers) == 0) return xstrdup("-");
+  char *names = NULL;
+  const char *k;
+  json_t *v;
+  json_object_foreach(headers, k, v) {
+    char *next = names ? xasprintf("%s, %s", names, k) : xstrdup(k);
+    free(names);
+    names = next;
+  }
+  return names;
+}
+
+static char *method_list(const json_t *rule) {
+  json_t *methods = json_object_get(rule, "methods");
+  if (!json_is_array(methods) || json_array_size(methods) == 0) return xstrdup("*");
+  char *list = NULL;
+  size_t i;
+  json_t *m;
+  json_array_foreach(methods, i, m) {
+    char *next = xasprintf("%s%s%s", list ? list : "", list ? "," : "", json_string_value(m) ? json_string_value(m) : "?");
+    free(list);
+    list = next;
+  }
+  return list;
+}
+
+static void print_egress(json_t *j) {
+  json_t *rules = json_object_get(j, "rules");
+  if (!json_is_array(rules)) {
+    cli_print_object(j, 0);
+    return;
+  }
+  if (json_array_size(rules) == 0) {
+    printf("no egress rules: %s makes no outbound requests\n", cli_jstr(j, "worker", "the worker"));
+    return;
+  }
+  static const char *const heads[] = {"MATCH", "METHODS", "INJECT"};
+  static const int right[] = {0, 0, 0};
+  cli_table t = {3, heads, right, NULL, 0};
+  size_t i;
+  json_t *e;
+  json_array_foreach(rules, i, e) {
+    char *row[3] = {xstrdup(cli_jstr(e, "match", "?")), method_list(e), inject_names(e)};
+    cli_table_add(&t, row);
+  }
+  cli_table_print(&t, 0);
+}
+
+int cli_cmd_egress(const cli_options *o) {
+  const char *sub = o->nargs > 0 ? o->args[0] : "";
+  int set = strcmp(sub, "set") == 0, clear = strcmp(sub, "clear") == 0;
+  if (!set && !clear) {
+    cli_expect_operands(o, 1, 1);
+    char *path = xasprintf("/v1/workers/%s/egress", cli_worker_name(o, 0));
+    cli_response r = call(o, "GET", path, NULL);
+    free(path);
+    print_answer(o, &r, print_egress);
+    cli_response_free(&r);
+    return 0;
+  }
+  cli_expect_operands(o, set ? 3 : 2, set ? 3 : 2);
+  const char *name = cli_worker_name(o, 1);
+  char *path = xasprintf("/v1/workers/%s/egress", name);
+  cli_response r;
+  if (set) {
+    const char *file = o->args[2];
+    size_t len;
+    char *text = read_file(file, &len);
+    if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
+    json_error_t err;
+    json_t *rules = json_loadb(text, len, 0, &err);
+    free(text);
+    if (rules == NULL) cli_fail("%s:%d:%d: %s", file, err.line, err.column, err.text);
+    char *body = dump_compact(rules);
+    json_decref(rules);
+    r = call(o, "PUT", path, body);
+    free(body);
+  } else {
+    r = call(o, "DELETE", path, NULL);
+  }
+  free(path);
+  if (o->json) {
+    cli_print_json_body(&r);
+  } else {
+    json_t *j = cli_response_json(&r);
+    size_t n = json_array_size(json_object_get(j, "rules"));
+    if (set) printf("egress rules of %s set (%zu rule%s)\n", name, n, n == 1 ? "" : "s");
+    else printf("egress rules of %s cleared: it makes no outbound requests\n", name);
+    json_decref(j);
+  }
+  cli_response_free(&r);
+  return 0;
+}
+
 /* ---- operations: tenants, cordons, drain, events, top ---- */
 
 static void print_tenants(json_t *j) {

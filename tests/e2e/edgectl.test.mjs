@@ -268,7 +268,7 @@ test('facet shows a worker\'s database and facet backup writes a copy', async ()
 test('help for each command: edgectl help NAME and NAME --help', async () => {
   const overview = ok(await ctl(['help']), 'help');
   for (const c of ['deploy', 'list', 'show', 'delete', 'run', 'node', 'tenants', 'tenant', 'cordon', 'uncordon',
-    'drain', 'events', 'top', 'secret', 'facet']) {
+    'drain', 'events', 'top', 'secret', 'facet', 'egress']) {
     assert.match(overview.stdout, new RegExp(`^  ${c}\\s+\\S`, 'm'), `the overview lists ${c}`);
     const h = ok(await ctl(['help', c]), `help ${c}`);
     assert.match(h.stdout, new RegExp(`^usage: edgectl ${c}\\b`), h.stdout);
@@ -375,4 +375,31 @@ test('deploy --spec with the modules is the whole deploy', async () => {
   assert.equal(u.code, 1);
   assert.match(u.stderr, /unknown key "bogus".*\(HTTP 400\)/);
   ok(await ctl(['delete', 'whole']), 'delete whole');
+});
+
+test('egress NAME, egress set NAME FILE, egress clear NAME', async () => {
+  ok(await ctl(['deploy', 'out', 'hello.js']), 'deploy out');
+  assert.match(ok(await ctl(['egress', 'out']), 'egress').stdout, /^no egress rules/);
+  const rules = writeFile(work, 'out.egress.json', JSON.stringify([
+    { match: 'https://api.example.com/v1/', methods: ['GET', 'POST'],
+      inject: { headers: { Authorization: 'Bearer ${secret:EXAMPLE_TOKEN}' } } },
+    { match: 'https://*.example.org' },
+  ]));
+  assert.equal(ok(await ctl(['egress', 'set', 'out', rules]), 'egress set').stdout, 'egress rules of out set (2 rules)\n');
+  const shown = ok(await ctl(['egress', 'out']), 'egress');
+  const lines = shown.stdout.trimEnd().split('\n');
+  assert.match(lines[0], /^MATCH\s+METHODS\s+INJECT$/);
+  assert.match(lines[1], /^https:\/\/api\.example\.com\/v1\/\s+GET,POST\s+Authorization$/);
+  assert.match(lines[2], /^https:\/\/\*\.example\.org\s+\*\s+-$/);
+  assert.doesNotMatch(shown.stdout, /secret:/, 'injected values are not shown');
+  const j = parseJson(ok(await ctl(['egress', 'out'], { json: true }), 'egress --json'), 'egress');
+  assert.equal(j.rules.length, 2);
+  const bad = writeFile(work, 'bad.egress.json', '[{"match":"ftp://x"}]');
+  const refused = await ctl(['egress', 'set', 'out', bad]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /scheme must be http or https \(HTTP 400\)/);
+  ok(await ctl(['egress', 'clear', 'out']), 'egress clear');
+  assert.deepEqual((await node.control('GET', '/v1/workers/out/egress')).json.rules, []);
+  assert.equal((await ctl(['egress', 'set', 'out'])).code, 2);
+  ok(await ctl(['delete', 'out']), 'delete out');
 });
