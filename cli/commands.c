@@ -372,10 +372,32 @@ int cli_cmd_list(const cli_options *o) {
 static void print_worker(json_t *w) {
   json_t *modules = json_object_get(w, "modules");
   const char *main_module = json_string_value(json_object_get(w, "main_module"));
+  json_t *bindings = json_object_get(w, "bindings");
+  int binding_table = json_is_object(bindings) && json_object_size(bindings) > 0;
   json_t *rest = json_deep_copy(w);
   json_object_del(rest, "modules");
+  if (binding_table) json_object_del(rest, "bindings");
   cli_print_object(rest, 0);
   json_decref(rest);
+  if (binding_table) {
+    printf("bindings:\n");
+    static const char *const heads[] = {"NAME", "TYPE", "VALUE"};
+    static const int right[] = {0, 0, 0};
+    cli_table t = {3, heads, right, NULL, 0};
+    const char *k;
+    json_t *v;
+    json_object_foreach(bindings, k, v) {
+      json_t *value = json_object_get(v, "value");
+      char *text = value == NULL ? xstrdup("-")
+                   : json_is_string(value)
+                       ? xstrdup(json_string_value(value))
+                       : json_dumps(value, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+      if (text == NULL) abort();
+      char *row[3] = {xstrdup(k), xstrdup(cli_jstr(v, "type", "?")), text};
+      cli_table_add(&t, row);
+    }
+    cli_table_print(&t, 2);
+  }
   if (!json_is_object(modules)) return;
   printf("modules:\n");
   const char *k;

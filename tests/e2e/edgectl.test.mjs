@@ -337,6 +337,8 @@ test('deploy over a worker with bindings refuses unless --spec gives them or --r
   const egress = (await node.control('GET', '/v1/workers/bound/egress')).json;
   assert.deepEqual(egress.rules.map((r) => r.match), ['https://api.example.com/v1/']);
   assert.equal((await node.ingress('bound', '/')).text, 'hello 1');
+  const show = ok(await ctl(['show', 'bound']), 'show bound');
+  assert.match(show.stdout, /^bindings:\n\s+NAME\s+TYPE\s+VALUE\n\s+DB\s+facet\s+-\n\s+GREETING\s+text\s+hello$/m, show.stdout);
 
   // --replace deploys without them, as asked
   ok(await ctl(['deploy', 'bound', 'bound.js', '--replace']), 'deploy --replace');
