@@ -234,14 +234,14 @@ static void add_modules(json_t *body, const cli_options *o, const char *const *f
 }
 
 /* --cpu-ms and --memory-mb into body's "limits", over what a --spec gave. */
-static void add_limits(json_t *body, const cli_options *o, const char *spec_file) {
+static void add_limits(json_t *body, const cli_options *o) {
   if (!(o->given & (CLI_OPT_CPU_MS | CLI_OPT_MEMORY_MB))) return;
   json_t *limits = json_object_get(body, "limits");
   if (limits == NULL) {
     limits = json_object();
     jset(body, "limits", limits);
   } else if (!json_is_object(limits)) {
-    cli_fail("%s: \"limits\" must be an object", spec_file);
+    cli_fail("%s: \"limits\" must be an object", o->spec_file);
   }
   if (o->given & CLI_OPT_CPU_MS) jset(limits, "cpu_ms", json_integer(o->cpu_ms));
   if (o->given & CLI_OPT_MEMORY_MB) jset(limits, "memory_mb", json_integer(o->memory_mb));
@@ -311,7 +311,7 @@ int cli_cmd_deploy(const cli_options *o) {
     if (nfiles == 0) cli_usage_error("deploy: missing operand (module FILEs, or a --spec with \"modules\")");
     add_modules(body, o, files, nfiles);
   }
-  add_limits(body, o, o->spec_file);
+  add_limits(body, o);
   char *path = xasprintf("/v1/workers/%s", name);
   if (!o->replace && json_object_get(body, "bindings") == NULL) check_bindings_kept(o, name, path);
   char *text = dump_compact(body);
@@ -487,7 +487,7 @@ int cli_cmd_run(const cli_options *o) {
   cli_expect_operands(o, 1, -1);
   json_t *body = json_object();
   add_modules(body, o, o->args, o->nargs);
-  add_limits(body, o, "--cpu-ms");
+  add_limits(body, o);
   if (o->input != NULL) {
     json_error_t jerr;
     json_t *input = json_loads(o->input, JSON_DECODE_ANY, &jerr);

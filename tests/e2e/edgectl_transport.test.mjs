@@ -218,3 +218,19 @@ test('behind TLS: trusted with --cacert, refused without it', async (t) => {
   assert.deepEqual(proxy.seen.map((s) => `${s.method} ${s.url}`), [`CONNECT 127.0.0.1:${port}`]);
   ok(await ctl(['delete', 'tls'], { nodeUrl, extra: ['--cacert', cert] }), 'delete');
 });
+
+test('--timeout: a node that stays silent is given up on', async () => {
+  const held = [];
+  const server = net.createServer((socket) => { held.push(socket); socket.on('error', () => {}); });
+  const port = await listen(server);
+  const started = Date.now();
+  const r = await ctl(['list'], { nodeUrl: `http://127.0.0.1:${port}`, extra: ['--timeout', '1'] });
+  const took = Date.now() - started;
+  for (const s of held) s.destroy();
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, new RegExp(`no answer from 127\\.0\\.0\\.1:${port}: timed out`));
+  assert.ok(took < 8000, `gave up after ${took} ms`);
+  const bad = await ctl(['list'], { extra: ['--timeout', '0'] });
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--timeout needs a positive integer/);
+});
