@@ -218,11 +218,14 @@ test('secret set reads the value from stdin; list shows names only; delete remov
   const value = 'do-not-print-this-value';
   const set = ok(await ctl(['secret', 'set', 'EDGECTL_TOKEN'], { input: `${value}\n` }), 'secret set');
   assert.doesNotMatch(set.stdout + set.stderr, new RegExp(value));
-  const list = parseJson(ok(await ctl(['secret', 'list']), 'secret list'), 'secret list');
+  const table = ok(await ctl(['secret', 'list']), 'secret list');
+  assert.match(table.stdout, /^NAME\s+UPDATED\nEDGECTL_TOKEN\s+\d{4}-\d\d-\d\dT[\d:.]+Z\n$/, table.stdout);
+  const list = parseJson(ok(await ctl(['secret', 'list'], { json: true }), 'secret list --json'), 'secret list');
   assert.deepEqual(list.secrets.map((s) => s.name), ['EDGECTL_TOKEN']);
-  assert.doesNotMatch(JSON.stringify(list), new RegExp(value));
+  assert.doesNotMatch(JSON.stringify(list) + table.stdout, new RegExp(value));
   ok(await ctl(['secret', 'delete', 'EDGECTL_TOKEN']), 'secret delete');
-  const again = parseJson(ok(await ctl(['secret', 'list']), 'secret list'), 'secret list');
+  assert.equal(ok(await ctl(['secret', 'list']), 'secret list').stdout, 'no secrets\n');
+  const again = parseJson(ok(await ctl(['secret', 'list'], { json: true }), 'secret list --json'), 'secret list');
   assert.deepEqual(again.secrets, []);
   const empty = await ctl(['secret', 'set', 'EMPTY'], { input: '' });
   assert.equal(empty.code, 1, empty.stderr);
@@ -243,14 +246,162 @@ test('facet shows a worker\'s database and facet backup writes a copy', async ()
   });
   assert.ok(deployed.status < 300, deployed.text);
   assert.equal((await node.ingress('dbw', '/')).text, '1');
-  const shown = parseJson(ok(await ctl(['facet', 'dbw']), 'facet'), 'facet');
+  const human = ok(await ctl(['facet', 'dbw']), 'facet');
+  assert.match(human.stdout, /^worker:\s+dbw$/m);
+  assert.match(human.stdout, /^tables:\n\s+NAME\s+ROWS\n\s+t\s+1$/m, human.stdout);
+  const shown = parseJson(ok(await ctl(['facet', 'dbw'], { json: true }), 'facet --json'), 'facet');
   assert.deepEqual(shown.tables, [{ name: 't', rows: 1 }]);
   const file = path.join(work, 'dbw-backup.sqlite');
   const r = ok(await ctl(['facet', 'backup', 'dbw', file]), 'facet backup');
   assert.match(r.stdout, /written/);
+  const rj = parseJson(ok(await ctl(['facet', 'backup', 'dbw', file], { json: true }), 'facet backup --json'), 'backup');
+  assert.equal(rj.worker, 'dbw');
+  assert.equal(rj.file, file);
+  assert.ok(rj.bytes >= 4096, JSON.stringify(rj));
   const head = (await import('node:fs')).readFileSync(file).subarray(0, 16).toString('latin1');
   assert.equal(head, 'SQLite format 3\0');
   const missing = await ctl(['facet', 'backup', 'hello', path.join(work, 'none.sqlite')]);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /no facet/);
+});
+
+test('help for each command: edgectl help NAME and NAME --help', async () => {
+  const overview = ok(await ctl(['help']), 'help');
+  for (const c of ['deploy', 'list', 'show', 'delete', 'run', 'node', 'tenants', 'tenant', 'cordon', 'uncordon',
+    'drain', 'events', 'top', 'secret', 'facet', 'egress']) {
+    assert.match(overview.stdout, new RegExp(`^  ${c}\\s+\\S`, 'm'), `the overview lists ${c}`);
+    const h = ok(await ctl(['help', c]), `help ${c}`);
+    assert.match(h.stdout, new RegExp(`^usage: edgectl ${c}\\b`), h.stdout);
+    assert.doesNotMatch(h.stdout, /^commands:/m, `help ${c} is that command's only`);
+    assert.equal(ok(await ctl([c, '--help']), `${c} --help`).stdout, h.stdout);
+  }
+  const deploy = ok(await ctl(['help', 'deploy']), 'help deploy');
+  for (const opt of ['--main', '--cpu-ms', '--memory-mb', '--spec', '--replace']) assert.ok(deploy.stdout.includes(opt), opt);
+  const unknown = await ctl(['help', 'frobnicate']);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /unknown command 'frobnicate'/);
+});
+
+test('a usage error prints that command\'s usage and a hint, not the whole help', async () => {
+  for (const [args, cmd, why] of [[['deploy'], 'deploy', /missing operand/], [['show', 'a', 'b'], 'show', /unexpected operand 'b'/],
+    [['list', '--input', '{}'], 'list', /list does not take --input/], [['uncordon', 'a', '--reason', 'x'], 'uncordon', /--reason/],
+    [['events', '--limit', 'zero'], 'events', /positive integer/]]) {
+    const r = await ctl(args);
+    assert.equal(r.code, 2, `edgectl ${args.join(' ')}: ${r.stderr}`);
+    const lines = r.stderr.trimEnd().split('\n');
+    assert.match(lines[0], why, r.stderr);
+    assert.match(lines[1], new RegExp(`^usage: edgectl ${cmd}\\b`), r.stderr);
+    assert.equal(lines.at(-1), `run 'edgectl help ${cmd}' for more`);
+    assert.ok(lines.length <= 4, `short: ${r.stderr}`);
+    assert.equal(r.stdout, '');
+  }
+  const none = await ctl([]);
+  assert.equal(none.code, 2);
+  assert.deepEqual(none.stderr.trimEnd().split('\n'),
+    ['edgectl: no command given', 'usage: edgectl [OPTIONS] COMMAND [ARGS...]', "run 'edgectl help' for the commands and options"]);
+});
+
+test('deploy over a worker with bindings refuses unless --spec gives them or --replace', async () => {
+  const code = `export default { fetch(req, env) {
+    const n = env.DB ? env.DB.exec('SELECT 1 AS n').one().n : 'no DB';
+    return new Response(String(env.GREETING ?? 'no greeting') + ' ' + n);
+  } };\n`;
+  writeFile(work, 'bound.js', code);
+  const put = await node.control('PUT', '/v1/workers/bound', {
+    body: JSON.stringify({ modules: { 'bound.js': code }, bindings: { DB: { type: 'facet' }, GREETING: { type: 'text', value: 'hi' } } }),
+    headers: { 'Content-Type': 'application/json' },
+  });
+  assert.equal(put.status, 201, put.text);
+  assert.equal((await node.ingress('bound', '/')).text, 'hi 1');
+
+  const refused = await ctl(['deploy', 'bound', 'bound.js']);
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.match(refused.stderr, /worker bound has bindings \(DB, GREETING\)/);
+  assert.match(refused.stderr, /--spec/);
+  assert.match(refused.stderr, /--replace/);
+  assert.equal((await node.control('GET', '/v1/workers/bound')).json.version, 1, 'nothing deployed');
+  assert.equal((await node.ingress('bound', '/')).text, 'hi 1');
+
+  // --spec gives bindings, limits and egress rules; --cpu-ms overrides the spec's
+  const spec = writeFile(work, 'bound.spec.json', JSON.stringify({
+    bindings: { DB: { type: 'facet' }, GREETING: { type: 'text', value: 'hello' } },
+    limits: { cpu_ms: 40, wall_ms: 5000 },
+    egress: [{ match: 'https://api.example.com/v1/', methods: ['GET'] }],
+  }));
+  ok(await ctl(['deploy', 'bound', 'bound.js', '--spec', spec, '--cpu-ms', '30']), 'deploy --spec');
+  const shown = (await node.control('GET', '/v1/workers/bound')).json;
+  assert.equal(shown.version, 2);
+  assert.deepEqual(Object.keys(shown.bindings).sort(), ['DB', 'GREETING']);
+  assert.equal(shown.limits.cpu_ms, 30);
+  assert.equal(shown.limits.wall_ms, 5000);
+  const egress = (await node.control('GET', '/v1/workers/bound/egress')).json;
+  assert.deepEqual(egress.rules.map((r) => r.match), ['https://api.example.com/v1/']);
+  assert.equal((await node.ingress('bound', '/')).text, 'hello 1');
+  const show = ok(await ctl(['show', 'bound']), 'show bound');
+  assert.match(show.stdout, /^bindings:\n\s+NAME\s+TYPE\s+VALUE\n\s+DB\s+facet\s+-\n\s+GREETING\s+text\s+hello$/m, show.stdout);
+
+  // --replace deploys without them, as asked
+  ok(await ctl(['deploy', 'bound', 'bound.js', '--replace']), 'deploy --replace');
+  assert.deepEqual((await node.control('GET', '/v1/workers/bound')).json.bindings, {});
+  assert.equal((await node.ingress('bound', '/')).text, 'no greeting no DB');
+  // now it has none: a plain deploy goes through
+  ok(await ctl(['deploy', 'bound', 'bound.js']), 'deploy without bindings');
+  ok(await ctl(['delete', 'bound']), 'delete bound');
+});
+
+test('deploy --spec with the modules is the whole deploy', async () => {
+  const spec = writeFile(work, 'whole.spec.json', JSON.stringify({
+    main_module: 'main.js',
+    modules: { 'main.js': `import { w } from './w.js';\nexport default { fetch(req, env) { return new Response(w + env.X); } };\n`,
+      'w.js': `export const w = 'whole ';\n` },
+    bindings: { X: { type: 'json', value: 1 } },
+  }));
+  const r = ok(await ctl(['deploy', 'whole', '--spec', spec], { json: true }), 'deploy a whole spec');
+  assert.equal(parseJson(r, 'deploy').name, 'whole');
+  assert.equal((await node.ingress('whole', '/')).text, 'whole 1');
+
+  const both = await ctl(['deploy', 'whole', 'hello.js', '--spec', spec]);
+  assert.equal(both.code, 2, both.stderr);
+  assert.match(both.stderr, /no FILEs/);
+  const none = await ctl(['deploy', 'whole']);
+  assert.equal(none.code, 2);
+  const bad = writeFile(work, 'bad.spec.json', '{"bindings": ');
+  const badR = await ctl(['deploy', 'whole', 'hello.js', '--spec', bad]);
+  assert.equal(badR.code, 1);
+  assert.match(badR.stderr, /bad\.spec\.json:1:/);
+  const arr = writeFile(work, 'arr.spec.json', '[]');
+  assert.match((await ctl(['deploy', 'whole', 'hello.js', '--spec', arr])).stderr, /a spec is a JSON object/);
+  // the node's own refusal of a spec comes back as it is
+  const unknown = writeFile(work, 'unknown.spec.json', '{"bogus": 1, "bindings": {}}');
+  const u = await ctl(['deploy', 'whole', 'hello.js', '--spec', unknown]);
+  assert.equal(u.code, 1);
+  assert.match(u.stderr, /unknown key "bogus".*\(HTTP 400\)/);
+  ok(await ctl(['delete', 'whole']), 'delete whole');
+});
+
+test('egress NAME, egress set NAME FILE, egress clear NAME', async () => {
+  ok(await ctl(['deploy', 'out', 'hello.js']), 'deploy out');
+  assert.match(ok(await ctl(['egress', 'out']), 'egress').stdout, /^no egress rules/);
+  const rules = writeFile(work, 'out.egress.json', JSON.stringify([
+    { match: 'https://api.example.com/v1/', methods: ['GET', 'POST'],
+      inject: { headers: { Authorization: 'Bearer ${secret:EXAMPLE_TOKEN}' } } },
+    { match: 'https://*.example.org' },
+  ]));
+  assert.equal(ok(await ctl(['egress', 'set', 'out', rules]), 'egress set').stdout, 'egress rules of out set (2 rules)\n');
+  const shown = ok(await ctl(['egress', 'out']), 'egress');
+  const lines = shown.stdout.trimEnd().split('\n');
+  assert.match(lines[0], /^MATCH\s+METHODS\s+INJECT$/);
+  assert.match(lines[1], /^https:\/\/api\.example\.com\/v1\/\s+GET,POST\s+Authorization$/);
+  assert.match(lines[2], /^https:\/\/\*\.example\.org\s+\*\s+-$/);
+  assert.doesNotMatch(shown.stdout, /secret:/, 'injected values are not shown');
+  const j = parseJson(ok(await ctl(['egress', 'out'], { json: true }), 'egress --json'), 'egress');
+  assert.equal(j.rules.length, 2);
+  const bad = writeFile(work, 'bad.egress.json', '[{"match":"ftp://x"}]');
+  const refused = await ctl(['egress', 'set', 'out', bad]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /scheme must be http or https \(HTTP 400\)/);
+  ok(await ctl(['egress', 'clear', 'out']), 'egress clear');
+  assert.deepEqual((await node.control('GET', '/v1/workers/out/egress')).json.rules, []);
+  assert.equal((await ctl(['egress', 'set', 'out'])).code, 2);
+  ok(await ctl(['delete', 'out']), 'delete out');
 });

@@ -1,0 +1,382 @@
+/*
+ * edgectl's command line: the table of commands with their usage and help,
+ * the options (anywhere on the line, "--opt value" or "--opt=value", "--"
+ * ends them) and usage errors. A usage error prints one command's usage
+ * lines and where to read more, never the whole help: the help of one
+ * command is `edgectl help NAME` (or `edgectl NAME --help`), the overview
+ * `edgectl help`.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "cli.h"
+
+static const cli_command commands[] = {
+    {"deploy", "deploy NAME FILE... [--main FILE] [--cpu-ms N] [--memory-mb N] [--spec FILE] [--replace]\n"
+               "deploy NAME --spec FILE [--replace]",
+     "deploy (or replace) a worker from module files",
+     "Deploys worker NAME, or replaces it, with PUT /v1/workers/NAME. Each FILE is a\n"
+     "module, named by its path relative to the directory of the main module (--main,\n"
+     "read too when not among the FILEs, or else the first FILE), so that imports\n"
+     "resolve on the node as on disk; a file outside that directory is refused.\n"
+     "\n"
+     "  --main FILE      the module whose default export handles requests\n"
+     "  --cpu-ms N       CPU limit per request (1..30000, default 50)\n"
+     "  --memory-mb N    heap limit (8..4096, default 128)\n"
+     "  --spec FILE      a JSON object with the rest of the deploy: \"bindings\",\n"
+     "                   \"limits\", \"egress\" (see docs/control-api.md); with\n"
+     "                   \"modules\" (and \"main_module\") it is the whole deploy and\n"
+     "                   takes no FILEs. --cpu-ms and --memory-mb override its limits.\n"
+     "  --replace        deploy even when it drops the bindings the worker has\n"
+     "\n"
+     "A deploy without \"bindings\" over a worker that has some is refused: the new\n"
+     "version would lose env.DB and the rest. Give them in --spec, or --replace.\n"
+     "Limits not given take their defaults, also on a redeploy; egress rules not\n"
+     "given stay as they are.",
+     CLI_OPT_MAIN | CLI_OPT_CPU_MS | CLI_OPT_MEMORY_MB | CLI_OPT_SPEC | CLI_OPT_REPLACE,
+     cli_cmd_deploy},
+    {"list", "list", "list deployed workers",
+     "A table of the deployed workers: name, version, main module, last deploy.\n"
+     "--json: the answer of GET /v1/workers.",
+     0, cli_cmd_list},
+    {"show", "show NAME", "show one worker",
+     "The worker's version, limits, bindings, times and modules (by size).\n"
+     "--json: the answer of GET /v1/workers/NAME.",
+     0, cli_cmd_show},
+    {"delete", "delete NAME", "delete a worker (its facet stays)",
+     "DELETE /v1/workers/NAME. Its facet stays on disk for a worker deployed again\n"
+     "under the same name.",
+     0, cli_cmd_delete},
+    {"run", "run FILE... [--main FILE] [--input JSON] [--cpu-ms N] [--memory-mb N]",
+     "run modules once on the node and print the result",
+     "POST /v1/run: the modules (named as for deploy) run once in a fresh isolate,\n"
+     "nothing is stored. A response prints as HTTP <status>, its headers, a blank\n"
+     "line and its body.\n"
+     "\n"
+     "  --main FILE      the main module\n"
+     "  --input JSON     call the module's run(input, env) with this and print the result\n"
+     "  --cpu-ms N, --memory-mb N   limits, as for deploy",
+     CLI_OPT_MAIN | CLI_OPT_CPU_MS | CLI_OPT_MEMORY_MB | CLI_OPT_INPUT, cli_cmd_run},
+    {"node", "node", "the node's version, uptime and processes",
+     "The answer of GET /v1/node: version, uptime, state, addresses, and a table of\n"
+     "the worker processes.",
+     0, cli_cmd_node},
+    {"tenants", "tenants", "per-tenant statistics: state, requests, errors, CPU, heap",
+     "A table of GET /v1/tenants, one row per deployed worker.", 0, cli_cmd_tenants},
+    {"tenant", "tenant NAME", "one tenant's statistics, state and limits",
+     "The answer of GET /v1/tenants/NAME as fields.", 0, cli_cmd_tenant},
+    {"cordon", "cordon NAME [--reason TEXT]", "move a tenant into a worker process of its own",
+     "POST /v1/tenants/NAME/cordon: the tenant runs in a dedicated worker process\n"
+     "until uncordoned, also across restarts.\n"
+     "\n"
+     "  --reason TEXT    why, kept with the cordon and shown by `edgectl tenant`",
+     CLI_OPT_REASON, cli_cmd_cordon},
+    {"uncordon", "uncordon NAME", "return a tenant to the shared worker processes",
+     "POST /v1/tenants/NAME/uncordon: ends a cordon or a suspension.", 0, cli_cmd_uncordon},
+    {"drain", "drain [--no-wait]", "drain the node and wait until it is drained",
+     "POST /v1/node/drain: no new connections, requests in flight finish. Then waits\n"
+     "until the node says drained (failing after its grace period plus 15 s).\n"
+     "\n"
+     "  --no-wait        return once the drain has started",
+     CLI_OPT_NO_WAIT, cli_cmd_drain},
+    {"events", "events [TENANT] [--limit N]", "recent deploys, deletes, crashes, restarts, drains",
+     "GET /v1/events as a table, newest first: deploys, deletes, crashes, restarts,\n"
+     "drains, reloads, cordons; with TENANT only that worker's.\n"
+     "\n"
+     "  --limit N        how many (default 100)",
+     CLI_OPT_LIMIT, cli_cmd_events},
+    {"top", "top", "live per-tenant view, refreshed every second",
+     "Requests, errors and CPU per second of every tenant, busiest first, refreshed\n"
+     "every second; q (or Ctrl-C) quits. When the output is not a terminal it prints\n"
+     "one snapshot, with rates over one second.",
+     0, cli_cmd_top},
+    {"secret", "secret set NAME\nsecret list\nsecret delete NAME",
+     "store, list or delete secrets for egress header injection",
+     "set: stores a secret that egress rules inject into outbound requests; the value\n"
+     "is read from standard input (one trailing newline dropped), so that it never\n"
+     "shows in a process list or a shell history.\n"
+     "list: the secrets' names and when they were set (values are never shown).\n"
+     "delete: removes one.",
+     0, cli_cmd_secret},
+    {"facet", "facet NAME\nfacet backup NAME FILE", "a worker's facet, or a backup of it",
+     "facet NAME: the worker's SQLite facet: size, pages, tables and their rows.\n"
+     "facet backup NAME FILE: writes a consistent copy of the live facet to FILE,\n"
+     "taken while the worker keeps writing.",
+     0, cli_cmd_facet},
+    {"egress", "egress NAME\negress set NAME FILE\negress clear NAME",
+     "a worker's outbound allow-list: show, replace, clear",
+     "egress NAME: the worker's egress rules as a table (the headers a rule injects\n"
+     "are named, their values are not shown).\n"
+     "egress set NAME FILE: replaces the rules with those of FILE, a JSON array of\n"
+     "rules or {\"rules\": [...]} (see docs/control-api.md); they apply from the\n"
+     "next request on, without a redeploy.\n"
+     "egress clear NAME: removes every rule: the worker makes no outbound requests.",
+     0, cli_cmd_egress},
+};
+
+static const char global_usage[] = "edgectl [OPTIONS] COMMAND [ARGS...]";
+
+static const char global_options[] =
+    "options (anywhere on the line, --opt VALUE or --opt=VALUE; -- ends them):\n"
+    "  --node URL          the control API, http:// or https:// (env EDGENODE_NODE,\n"
+    "                      default " CLI_DEFAULT_NODE ")\n"
+    "  --token-file FILE   bearer token file (env EDGENODE_TOKEN_FILE,\n"
+    "                      default " CLI_DEFAULT_TOKEN_FILE ")\n"
+    "  --cacert FILE       CA certificates (PEM) to verify an https:// node with\n"
+    "                      (env EDGENODE_CACERT, default the system's)\n"
+    "  --insecure          do not verify the node's TLS certificate\n"
+    "  --timeout SECONDS   give up when the node sends nothing for this long\n"
+    "                      (default 120)\n"
+    "  --json              JSON for machines instead of tables and text\n"
+    "  -h, --help          help; after a command, that command's\n"
+    "  --version           edgectl's version\n"
+    "\n"
+    "Proxies come from http_proxy, https_proxy, all_proxy and no_proxy, as for curl.\n";
+
+/* What a usage error shows: the command being parsed, once it is known. */
+static const cli_command *usage_command;
+
+const cli_command *cli_command_find(const char *name) {
+  for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  }
+  return NULL;
+}
+
+/* "usage: edgectl LINE" for each synopsis line, the later ones aligned. */
+static void print_usage_lines(FILE *f, const cli_command *c) {
+  const char *s = c ? c->synopsis : global_usage;
+  if (c == NULL) {
+    fprintf(f, "usage: %s\n", s);
+    return;
+  }
+  for (int first = 1; *s; first = 0) {
+    size_t n = strcspn(s, "\n");
+    fprintf(f, "%s edgectl %.*s\n", first ? "usage:" : "      ", (int)n, s);
+    s += n;
+    if (*s == '\n') s++;
+  }
+}
+
+static void print_overview(FILE *f) {
+  print_usage_lines(f, NULL);
+  fputs("\nThe command-line client of edgenode's control API.\n\ncommands:\n", f);
+  for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+    fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "  %-9s %s\n\n", "help", "help for a command: edgectl help COMMAND");
+  fputs(global_options, f);
+}
+
+static void print_command_help(FILE *f, const cli_command *c) {
+  print_usage_lines(f, c);
+  fprintf(f, "\n%s\n\n", c->help);
+  fputs("Every command also takes --node, --token-file, --cacert, --insecure, --timeout and\n"
+        "--json: see `edgectl help`.\n",
+        f);
+}
+
+void cli_usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("edgectl: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  print_usage_lines(stderr, usage_command);
+  if (usage_command)
+    fprintf(stderr, "run 'edgectl help %s' for more\n", usage_command->name);
+  else
+    fputs("run 'edgectl help' for the commands and options\n", stderr);
+  exit(CLI_EXIT_USAGE);
+}
+
+void cli_expect_operands(const cli_options *o, int min, int max) {
+  const char *name = o->command ? o->command->name : "edgectl";
+  if (o->nargs < min) cli_usage_error("%s: missing operand", name);
+  if (max >= 0 && o->nargs > max) cli_usage_error("%s: unexpected operand '%s'", name, o->args[max]);
+}
+
+const char *cli_worker_name(const cli_options *o, int i) {
+  const char *name = o->args[i];
+  if (!worker_name_valid(name, strlen(name)))
+    cli_usage_error("invalid worker name '%s' (lowercase letters, digits and '-', "
+                    "not starting with '-', at most 63)",
+                    name);
+  return name;
+}
+
+/* ---- options ---- */
+
+typedef enum opt_id {
+  OPT_NODE,
+  OPT_TOKEN_FILE,
+  OPT_CACERT,
+  OPT_INSECURE,
+  OPT_TIMEOUT,
+  OPT_JSON,
+  OPT_HELP,
+  OPT_VERSION,
+  OPT_MAIN,
+  OPT_CPU_MS,
+  OPT_MEMORY_MB,
+  OPT_INPUT,
+  OPT_NO_WAIT,
+  OPT_LIMIT,
+  OPT_REASON,
+  OPT_SPEC,
+  OPT_REPLACE,
+} opt_id;
+
+static const struct {
+  const char *name;
+  opt_id id;
+  int valued;   /* takes a value */
+  unsigned bit; /* CLI_OPT_ bit; 0 for the options of every command */
+} option_defs[] = {
+    {"--node", OPT_NODE, 1, 0},
+    {"--token-file", OPT_TOKEN_FILE, 1, 0},
+    {"--cacert", OPT_CACERT, 1, 0},
+    {"--insecure", OPT_INSECURE, 0, 0},
+    {"--timeout", OPT_TIMEOUT, 1, 0},
+    {"--json", OPT_JSON, 0, 0},
+    {"--help", OPT_HELP, 0, 0},
+    {"-h", OPT_HELP, 0, 0},
+    {"--version", OPT_VERSION, 0, 0},
+    {"--main", OPT_MAIN, 1, CLI_OPT_MAIN},
+    {"--cpu-ms", OPT_CPU_MS, 1, CLI_OPT_CPU_MS},
+    {"--memory-mb", OPT_MEMORY_MB, 1, CLI_OPT_MEMORY_MB},
+    {"--input", OPT_INPUT, 1, CLI_OPT_INPUT},
+    {"--no-wait", OPT_NO_WAIT, 0, CLI_OPT_NO_WAIT},
+    {"--limit", OPT_LIMIT, 1, CLI_OPT_LIMIT},
+    {"--reason", OPT_REASON, 1, CLI_OPT_REASON},
+    {"--spec", OPT_SPEC, 1, CLI_OPT_SPEC},
+    {"--replace", OPT_REPLACE, 0, CLI_OPT_REPLACE},
+};
+
+/* A positive decimal integer option value, or a usage error. */
+static long parse_positive(const char *opt, const char *s) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end != '\0' || v <= 0 || v > INT_MAX)
+    cli_usage_error("%s needs a positive integer, not '%s'", opt, s);
+  return v;
+}
+
+static const char *env_or(const char *name, const char *fallback) {
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0' ? v : fallback;
+}
+
+/* Takes one operand: the first names the command, the rest are its. */
+static void add_operand(cli_options *o, const char **command_name, const char *a) {
+  if (*command_name == NULL) {
+    *command_name = a;
+    usage_command = cli_command_find(a);
+    return;
+  }
+  o->args[o->nargs++] = a;
+}
+
+void cli_args_parse(int argc, char **argv, cli_options *o) {
+  memset(o, 0, sizeof *o);
+  o->timeout_s = CLI_DEFAULT_TIMEOUT_S;
+  o->args = xcalloc((size_t)argc + 1, sizeof *o->args);
+  const char *command_name = NULL;
+  int only_operands = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (only_operands || a[0] != '-' || a[1] == '\0') {
+      add_operand(o, &command_name, a);
+      continue;
+    }
+    if (strcmp(a, "--") == 0) {
+      only_operands = 1;
+      continue;
+    }
+    const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+    size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+    const char *value = eq ? eq + 1 : NULL;
+    size_t k = 0;
+    while (k < ARRAY_SIZE(option_defs) &&
+           !(strlen(option_defs[k].name) == nlen && strncmp(a, option_defs[k].name, nlen) == 0))
+      k++;
+    if (k == ARRAY_SIZE(option_defs)) cli_usage_error("unknown option '%.*s'", (int)nlen, a);
+    const char *name = option_defs[k].name;
+    if (option_defs[k].valued && value == NULL) {
+      if (i + 1 >= argc) cli_usage_error("%s needs a value", name);
+      value = argv[++i];
+    } else if (!option_defs[k].valued && value != NULL) {
+      cli_usage_error("%s takes no value", name);
+    }
+    o->given |= option_defs[k].bit;
+    switch (option_defs[k].id) {
+      case OPT_NODE: o->node = value; break;
+      case OPT_TOKEN_FILE: o->token_file = value; break;
+      case OPT_CACERT: o->cacert = value; break;
+      case OPT_INSECURE: o->insecure = 1; break;
+      case OPT_TIMEOUT: o->timeout_s = parse_positive(name, value); break;
+      case OPT_JSON: o->json = 1; break;
+      case OPT_HELP: o->help = 1; break;
+      case OPT_VERSION:
+        printf("edgectl %s\n", EDGENODE_VERSION);
+        exit(CLI_EXIT_OK);
+      case OPT_MAIN: o->main_file = value; break;
+      case OPT_CPU_MS: o->cpu_ms = parse_positive(name, value); break;
+      case OPT_MEMORY_MB: o->memory_mb = parse_positive(name, value); break;
+      case OPT_INPUT: o->input = value; break;
+      case OPT_NO_WAIT: o->no_wait = 1; break;
+      case OPT_LIMIT: o->limit = parse_positive(name, value); break;
+      case OPT_REASON: o->reason = value; break;
+      case OPT_SPEC: o->spec_file = value; break;
+      case OPT_REPLACE: o->replace = 1; break;
+    }
+  }
+  if (o->node == NULL) o->node = env_or("EDGENODE_NODE", CLI_DEFAULT_NODE);
+  if (o->token_file == NULL) o->token_file = env_or("EDGENODE_TOKEN_FILE", CLI_DEFAULT_TOKEN_FILE);
+  if (o->cacert == NULL) o->cacert = env_or("EDGENODE_CACERT", NULL);
+
+  if (command_name == NULL) {
+    if (o->help) {
+      print_overview(stdout);
+      exit(CLI_EXIT_OK);
+    }
+    cli_usage_error("no command given");
+  }
+  if (strcmp(command_name, "help") == 0) {
+    if (o->nargs == 0) {
+      print_overview(stdout);
+      exit(CLI_EXIT_OK);
+    }
+    const cli_command *c = cli_command_find(o->args[0]);
+    if (c == NULL || o->nargs > 1) {
+      usage_command = NULL;
+      if (c == NULL) cli_usage_error("help: unknown command '%s'", o->args[0]);
+      cli_usage_error("help: one command at a time");
+    }
+    print_command_help(stdout, c);
+    exit(CLI_EXIT_OK);
+  }
+  o->command = cli_command_find(command_name);
+  if (o->command == NULL) cli_usage_error("unknown command '%s'", command_name);
+  if (o->help) {
+    print_command_help(stdout, o->command);
+    exit(CLI_EXIT_OK);
+  }
+  unsigned extra = o->given & ~o->command->options;
+  for (size_t k = 0; extra != 0 && k < ARRAY_SIZE(option_defs); k++) {
+    if (option_defs[k].bit & extra)
+      cli_usage_error("%s does not take %s", o->command->name, option_defs[k].name);
+  }
+}
+
+void cli_args_free(cli_options *o) {
+  free(o->args);
+  o->args = NULL;
+  o->nargs = 0;
+}

@@ -1,0 +1,1049 @@
+/*
+ * edgectl's commands, one function each: check the operands, build the
+ * request, call the node through client.c, print the answer (tables and
+ * fields for people, the node's JSON with --json). A request the node
+ * refuses prints its error and the place in the code it names, and exits 1.
+ *
+ * deploy guards one thing the API cannot: a deploy from files carries no
+ * bindings, and would silently replace a worker that has some with one that
+ * has none (its next request fails on env.DB). So unless the deploy gives
+ * "bindings" or --replace, it reads the worker first and refuses.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "cli.h"
+
+/* Created on the first request, so that usage errors never need the token. */
+static cli_client *the_client;
+
+void cli_commands_done(void) {
+  cli_client_free(the_client);
+  the_client = NULL;
+}
+
+/* ---- requests ---- */
+
+/* One request; exits 1 when no answer came. Any HTTP status is returned. */
+static cli_response call_any(const cli_options *o, const char *method, const char *path,
+                             const char *body) {
+  if (the_client == NULL) the_client = cli_client_new(o);
+  cli_response r;
+  if (cli_client_request(the_client, method, path, body, &r) < 0)
+    cli_fail("%s", cli_client_error(the_client));
+  return r;
+}
+
+/* The node's error on stderr: its message and status, and the place in the code it names. */
+__attribute__((noreturn)) static void fail_with_answer(cli_response *r) {
+  json_t *j = cli_response_json(r);
+  const char *msg = json_string_value(json_object_get(j, "error"));
+  char fallback[256];
+  if (msg == NULL) {
+    /* Not our API's error shape (a proxy, say): show the start of the body. */
+    size_t n = strcspn(r->body, "\r\n");
+    snprintf(fallback, sizeof fallback, "%.*s", (int)(n > 200 ? 200 : n),
+             n ? r->body : "request failed");
+    msg = fallback;
+  }
+  fprintf(stderr, "edgectl: %s (HTTP %ld)\n", msg, r->status);
+  const char *module = json_string_value(json_object_get(j, "module"));
+  json_t *line = json_object_get(j, "line"), *col = json_object_get(j, "column");
+  if (module != NULL) {
+    fprintf(stderr, "  at %s", module);
+    if (json_is_integer(line)) fprintf(stderr, ":%" JSON_INTEGER_FORMAT, json_integer_value(line));
+    if (json_is_integer(col)) fprintf(stderr, ":%" JSON_INTEGER_FORMAT, json_integer_value(col));
+    fputc('\n', stderr);
+  }
+  if (r->left_origin && r->status == 401)
+    fprintf(stderr,
+            "  the answer came from %s after a redirect to another origin than --node;\n"
+            "  edgectl sends the token only to --node's origin\n",
+            r->url);
+  exit(CLI_EXIT_FAILED);
+}
+
+/* One request that must succeed (2xx); anything else prints the node's error and exits 1. */
+static cli_response call(const cli_options *o, const char *method, const char *path,
+                         const char *body) {
+  cli_response r = call_any(o, method, path, body);
+  if (r.status < 200 || r.status >= 300) fail_with_answer(&r);
+  return r;
+}
+
+/* A successful answer that must be a JSON object. */
+static json_t *call_json(const cli_options *o, const char *method, const char *path) {
+  cli_response r = call(o, method, path, NULL);
+  json_t *j = cli_response_json(&r);
+  cli_response_free(&r);
+  if (!json_is_object(j)) cli_fail("%s %s: the node's answer is not a JSON object", method, path);
+  return j;
+}
+
+/* The node's answer: as JSON with --json, else through `human` (or as fields). */
+static void print_answer(const cli_options *o, const cli_response *r, void (*human)(json_t *)) {
+  json_t *j = o->json ? NULL : cli_response_json(r);
+  if (o->json || !json_is_object(j)) cli_print_json_body(r);
+  else if (human) human(j);
+  else cli_print_object(j, 0);
+  json_decref(j);
+}
+
+static void jset(json_t *obj, const char *key, json_t *value) {
+  if (value == NULL || json_object_set_new(obj, key, value) < 0) abort();
+}
+
+static char *dump_compact(const json_t *j) {
+  char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  if (s == NULL) abort();
+  return s;
+}
+
+/* ---- files and module names ---- */
+
+/* Reads a whole regular file. Returns NULL with errno set on failure. */
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  struct stat st;
+  if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+    int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    fclose(f);
+    errno = e;
+    return NULL;
+  }
+  size_t cap = 65536, n = 0, got;
+  char *buf = xmalloc(cap);
+  while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    n += got;
+    if (cap - n < 2) buf = xrealloc(buf, cap *= 2);
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (failed) {
+    free(buf);
+    errno = EIO;
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+/*
+ * `path` made absolute against the working directory and lexically
+ * canonical: no "." or ".." segments, no doubled or trailing slashes.
+ * Lexical, not realpath(): module names are what the user typed, and a
+ * symlinked file inside the directory still belongs to it.
+ */
+static char *path_canonical(const char *path) {
+  char *in;
+  if (path[0] != '/') {
+    char *cwd = getcwd(NULL, 0);
+    if (cwd == NULL) cli_fail("cannot read the working directory: %s", strerror(errno));
+    in = xasprintf("%s/%s", cwd, path);
+    free(cwd);
+  } else {
+    in = xstrdup(path);
+  }
+  /* Each kept segment is appended as "/seg"; ".." drops the last one. */
+  char *out = xmalloc(strlen(in) + 2);
+  size_t len = 0;
+  for (char *seg = in; *seg;) {
+    size_t n = strcspn(seg, "/");
+    if (n == 2 && seg[0] == '.' && seg[1] == '.') {
+      while (len > 0 && out[len - 1] != '/') len--;
+      if (len > 0) len--;
+    } else if (n > 0 && !(n == 1 && seg[0] == '.')) {
+      out[len++] = '/';
+      memcpy(out + len, seg, n);
+      len += n;
+    }
+    seg += n;
+    if (*seg == '/') seg++;
+  }
+  if (len == 0) out[len++] = '/';
+  out[len] = '\0';
+  free(in);
+  return out;
+}
+
+/* The directory part of a canonical path ("/a/b.js" -> "/a", "/b.js" -> "/"). */
+static char *path_dir(const char *canonical) {
+  const char *slash = strrchr(canonical, '/');
+  return slash == canonical ? xstrdup("/") : xstrndup(canonical, (size_t)(slash - canonical));
+}
+
+/* `file`'s path below `dir` (both canonical), or NULL when it is not below it. */
+static const char *path_below(const char *file, const char *dir) {
+  size_t n = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
+  if (strncmp(file, dir, n) != 0 || file[n] != '/' || file[n + 1] == '\0') return NULL;
+  return file + n + 1;
+}
+
+/*
+ * Sets "main_module" and "modules" {name: text} in `body` from the files. A
+ * module's name is its path relative to the directory of the main module
+ * (--main, read too when not among the files, or else the first file), so
+ * that relative imports between them resolve on the node as they do on
+ * disk. A file outside that directory could only be named with "..", which
+ * no import can reach: it is refused.
+ */
+static void add_modules(json_t *body, const cli_options *o, const char *const *files, int nfiles) {
+  const char *main_path = o->main_file ? o->main_file : files[0];
+  char *main_canonical = path_canonical(main_path);
+  char *dir = path_dir(main_canonical);
+  json_t *modules = json_object();
+  for (int i = 0; i <= nfiles; i++) {
+    const char *path = i < nfiles ? files[i] : o->main_file;
+    if (path == NULL) break;
+    char *canonical = path_canonical(path);
+    const char *name = path_below(canonical, dir);
+    if (name == NULL)
+      cli_usage_error("%s is outside %s, the directory of the main module %s: module names are "
+                      "paths relative to it",
+                      path, dir, main_path);
+    if (i == nfiles && json_object_get(modules, name) != NULL) { /* --main was listed */
+      free(canonical);
+      break;
+    }
+    if (json_object_get(modules, name) != NULL)
+      cli_usage_error("%s: module %s is given twice", path, name);
+    size_t len;
+    char *text = read_file(path, &len);
+    if (text == NULL) cli_fail("%s: %s", path, strerror(errno));
+    json_t *s = memchr(text, '\0', len) ? NULL : json_stringn(text, len);
+    if (s == NULL) cli_fail("%s: not UTF-8 text", path);
+    free(text);
+    if (json_object_set_new(modules, name, s) < 0) cli_fail("%s: file name is not UTF-8", path);
+    free(canonical);
+  }
+  jset(body, "main_module", json_string(path_below(main_canonical, dir)));
+  jset(body, "modules", modules);
+  free(main_canonical);
+  free(dir);
+}
+
+/* --cpu-ms and --memory-mb into body's "limits", over what a --spec gave. */
+static void add_limits(json_t *body, const cli_options *o) {
+  if (!(o->given & (CLI_OPT_CPU_MS | CLI_OPT_MEMORY_MB))) return;
+  json_t *limits = json_object_get(body, "limits");
+  if (limits == NULL) {
+    limits = json_object();
+    jset(body, "limits", limits);
+  } else if (!json_is_object(limits)) {
+    cli_fail("%s: \"limits\" must be an object", o->spec_file);
+  }
+  if (o->given & CLI_OPT_CPU_MS) jset(limits, "cpu_ms", json_integer(o->cpu_ms));
+  if (o->given & CLI_OPT_MEMORY_MB) jset(limits, "memory_mb", json_integer(o->memory_mb));
+}
+
+/* The JSON object of a --spec file. */
+static json_t *read_spec(const char *file) {
+  size_t len;
+  char *text = read_file(file, &len);
+  if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
+  json_error_t err;
+  json_t *spec = json_loadb(text, len, 0, &err);
+  free(text);
+  if (spec == NULL) cli_fail("%s:%d:%d: %s", file, err.line, err.column, err.text);
+  if (!json_is_object(spec))
+    cli_fail("%s: a spec is a JSON object (\"bindings\", \"limits\", \"egress\", ...)", file);
+  return spec;
+}
+
+/* ---- deploy, list, show, delete, node, run ---- */
+
+/* The names of a worker's bindings, "A, B", or NULL when it has none. */
+static char *binding_names(const json_t *worker) {
+  json_t *bindings = json_object_get(worker, "bindings");
+  if (!json_is_object(bindings) || json_object_size(bindings) == 0) return NULL;
+  char *names = NULL;
+  const char *k;
+  json_t *v;
+  json_object_foreach(bindings, k, v) {
+    char *next = names ? xasprintf("%s, %s", names, k) : xstrdup(k);
+    free(names);
+    names = next;
+  }
+  return names;
+}
+
+/* Refuses a deploy that would drop the bindings of the worker deployed as `name`. */
+static void check_bindings_kept(const cli_options *o, const char *name, const char *path) {
+  cli_response r = call_any(o, "GET", path, NULL);
+  if (r.status == 404) { /* a new worker */
+    cli_response_free(&r);
+    return;
+  }
+  if (r.status < 200 || r.status >= 300) fail_with_answer(&r);
+  json_t *worker = cli_response_json(&r);
+  cli_response_free(&r);
+  char *names = binding_names(worker);
+  json_decref(worker);
+  if (names != NULL)
+    cli_fail("worker %s has bindings (%s) that this deploy would drop: give them in a --spec "
+             "FILE (\"bindings\"), or add --replace to deploy without them",
+             name, names);
+}
+
+int cli_cmd_deploy(const cli_options *o) {
+  cli_expect_operands(o, 1, -1);
+  const char *name = cli_worker_name(o, 0);
+  json_t *body = o->spec_file ? read_spec(o->spec_file) : json_object();
+  int spec_has_code = json_object_get(body, "modules") || json_object_get(body, "main_module");
+  const char *const *files = o->args + 1;
+  int nfiles = o->nargs - 1;
+  if (spec_has_code) {
+    if (nfiles > 0)
+      cli_usage_error("deploy: %s holds the modules: give no FILEs with it", o->spec_file);
+    if (o->main_file) cli_usage_error("deploy: %s holds the modules: --main goes with FILEs", o->spec_file);
+  } else {
+    if (nfiles == 0) cli_usage_error("deploy: missing operand (module FILEs, or a --spec with \"modules\")");
+    add_modules(body, o, files, nfiles);
+  }
+  add_limits(body, o);
+  char *path = xasprintf("/v1/workers/%s", name);
+  if (!o->replace && json_object_get(body, "bindings") == NULL) check_bindings_kept(o, name, path);
+  char *text = dump_compact(body);
+  json_decref(body);
+  cli_response r = call(o, "PUT", path, text);
+  free(text);
+  free(path);
+  if (o->json) {
+    cli_print_json_body(&r);
+  } else {
+    json_t *j = cli_response_json(&r);
+    json_t *version = json_object_get(j, "version");
+    if (json_is_integer(version))
+      printf("deployed %s (version %" JSON_INTEGER_FORMAT ")\n", name, json_integer_value(version));
+    else
+      printf("deployed %s\n", name);
+    json_decref(j);
+  }
+  cli_response_free(&r);
+  return 0;
+}
+
+static void print_workers(json_t *j) {
+  json_t *workers = json_object_get(j, "workers");
+  if (!json_is_array(workers)) {
+    cli_print_object(j, 0);
+    return;
+  }
+  if (json_array_size(workers) == 0) {
+    printf("no workers deployed\n");
+    return;
+  }
+  static const char *const heads[] = {"NAME", "VERSION", "MAIN", "UPDATED"};
+  static const int right[] = {0, 0, 0, 0};
+  cli_table t = {4, heads, right, NULL, 0};
+  size_t i;
+  json_t *w;
+  json_array_foreach(workers, i, w) {
+    json_t *ver = json_object_get(w, "version");
+    char *row[4] = {xstrdup(cli_jstr(w, "name", "?")),
+                    json_is_integer(ver) ? xasprintf("%" JSON_INTEGER_FORMAT, json_integer_value(ver))
+                                         : xstrdup("-"),
+                    xstrdup(cli_jstr(w, "main_module", "-")), xstrdup(cli_jstr(w, "updated_at", "-"))};
+    cli_table_add(&t, row);
+  }
+  cli_table_print(&t, 0);
+}
+
+int cli_cmd_list(const cli_options *o) {
+  cli_expect_operands(o, 0, 0);
+  cli_response r = call(o, "GET", "/v1/workers", NULL);
+  print_answer(o, &r, print_workers);
+  cli_response_free(&r);
+  return 0;
+}
+
+/* show: the worker's fields, with module sources summarised by size. */
+static void print_worker(json_t *w) {
+  json_t *modules = json_object_get(w, "modules");
+  const char *main_module = json_string_value(json_object_get(w, "main_module"));
+  json_t *bindings = json_object_get(w, "bindings");
+  int binding_table = json_is_object(bindings) && json_object_size(bindings) > 0;
+  json_t *rest = json_deep_copy(w);
+  json_object_del(rest, "modules");
+  if (binding_table) json_object_del(rest, "bindings");
+  cli_print_object(rest, 0);
+  json_decref(rest);
+  if (binding_table) {
+    printf("bindings:\n");
+    static const char *const heads[] = {"NAME", "TYPE", "VALUE"};
+    static const int right[] = {0, 0, 0};
+    cli_table t = {3, heads, right, NULL, 0};
+    const char *k;
+    json_t *v;
+    json_object_foreach(bindings, k, v) {
+      json_t *value = json_object_get(v, "value");
+      char *text = value == NULL ? xstrdup("-")
+                   : json_is_string(value)
+                       ? xstrdup(json_string_value(value))
+                       : json_dumps(value, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+      if (text == NULL) abort();
+      char *row[3] = {xstrdup(k), xstrdup(cli_jstr(v, "type", "?")), text};
+      cli_table_add(&t, row);
+    }
+    cli_table_print(&t, 2);
+  }
+  if (!json_is_object(modules)) return;
+  printf("modules:\n");
+  const char *k;
+  json_t *v;
+  size_t width = 0;
+  json_object_foreach(modules, k, v) {
+    if (strlen(k) > width) width = strlen(k);
+  }
+  json_object_foreach(modules, k, v) {
+    printf("  %-*s  %zu bytes%s\n", (int)width, k, json_string_length(v),
+           main_module && strcmp(k, main_module) == 0 ? "  (main)" : "");
+  }
+}
+
+int cli_cmd_show(const cli_options *o) {
+  cli_expect_operands(o, 1, 1);
+  char *path = xasprintf("/v1/workers/%s", cli_worker_name(o, 0));
+  cli_response r = call(o, "GET", path, NULL);
+  free(path);
+  print_answer(o, &r, print_worker);
+  cli_response_free(&r);
+  return 0;
+}
+
+int cli_cmd_delete(const cli_options *o) {
+  cli_expect_operands(o, 1, 1);
+  const char *name = cli_worker_name(o, 0);
+  char *path = xasprintf("/v1/workers/%s", name);
+  cli_response r = call(o, "DELETE", path, NULL);
+  free(path);
+  if (o->json) cli_print_json_body(&r);
+  else printf("deleted %s\n", name);
+  cli_response_free(&r);
+  return 0;
+}
+
+int cli_cmd_node(const cli_options *o) {
+  cli_expect_operands(o, 0, 0);
+  cli_response r = call(o, "GET", "/v1/node", NULL);
+  print_answer(o, &r, NULL);
+  cli_response_free(&r);
+  return 0;
+}
+
+/* run: a result shaped like a response prints as one; anything else as fields. */
+static void print_run_result(json_t *j) {
+  json_t *status = json_object_get(j, "status");
+  json_t *body = json_object_get(j, "body");
+  if (!json_is_integer(status) || !json_is_string(body)) {
+    cli_print_object(j, 0);
+    return;
+  }
+  printf("HTTP %" JSON_INTEGER_FORMAT "\n", json_integer_value(status));
+  json_t *headers = json_object_get(j, "headers");
+  const char *k;
+  json_t *v;
+  size_t i;
+  if (json_is_object(headers)) {
+    json_object_foreach(headers, k, v) {
+      if (json_is_string(v)) {
+        printf("%s: %s\n", k, json_string_value(v));
+        continue;
+      }
+      /* set-cookie: one line per cookie, as on the wire */
+      json_t *one;
+      json_array_foreach(v, i, one) {
+        if (json_is_string(one)) printf("%s: %s\n", k, json_string_value(one));
+      }
+    }
+  } else if (json_is_array(headers)) {
+    json_array_foreach(headers, i, v) {
+      if (json_array_size(v) == 2)
+        printf("%s: %s\n", json_string_value(json_array_get(v, 0)),
+               json_string_value(json_array_get(v, 1)));
+    }
+  }
+  /* Not UTF-8: the node sent the bytes as base64, and so they are shown. */
+  const char *enc = json_string_value(json_object_get(j, "body_encoding"));
+  if (enc) printf("(body as %s)\n", enc);
+  fputc('\n', stdout);
+  size_t len = json_string_length(body);
+  fwrite(json_string_value(body), 1, len, stdout);
+  if (len > 0 && json_string_value(body)[len - 1] != '\n') fputc('\n', stdout);
+}
+
+int cli_cmd_run(const cli_options *o) {
+  cli_expect_operands(o, 1, -1);
+  json_t *body = json_object();
+  add_modules(body, o, o->args, o->nargs);
+  add_limits(body, o);
+  if (o->input != NULL) {
+    json_error_t jerr;
+    json_t *input = json_loads(o->input, JSON_DECODE_ANY, &jerr);
+    if (input == NULL) cli_usage_error("--input is not valid JSON: %s", jerr.text);
+    jset(body, "input", input);
+  }
+  char *text = dump_compact(body);
+  json_decref(body);
+  cli_response r = call(o, "POST", "/v1/run", text);
+  free(text);
+  print_answer(o, &r, print_run_result);
+  cli_response_free(&r);
+  return 0;
+}
+
+/* ---- secrets and facets ---- */
+
+/* Secret values come from standard input, so they never show in a process
+ * list or a shell history. */
+static char *read_stdin_all(size_t *len) {
+  size_t cap = 4096, n = 0;
+  char *buf = xmalloc(cap);
+  size_t got;
+  while ((got = fread(buf + n, 1, cap - n - 1, stdin)) > 0) {
+    n += got;
+    if (cap - n < 2) buf = xrealloc(buf, cap *= 2);
+  }
+  if (ferror(stdin)) cli_fail("reading the secret from standard input: %s", strerror(errno));
+  buf[n] = '\0';
+  if (strlen(buf) != n) cli_fail("the secret holds a NUL byte: only text secrets are supported");
+  *len = n;
+  return buf;
+}
+
+static void print_secrets(json_t *j) {
+  json_t *list = json_object_get(j, "secrets");
+  if (!json_is_array(list)) {
+    cli_print_object(j, 0);
+    return;
+  }
+  if (json_array_size(list) == 0) {
+    printf("no secrets\n");
+    return;
+  }
+  static const char *const heads[] = {"NAME", "UPDATED"};
+  static const int right[] = {0, 0};
+  cli_table t = {2, heads, right, NULL, 0};
+  size_t i;
+  json_t *e;
+  json_array_foreach(list, i, e) {
+    char *row[2] = {xstrdup(cli_jstr(e, "name", "?")), xstrdup(cli_jstr(e, "updated_at", "-"))};
+    cli_table_add(&t, row);
+  }
+  cli_table_print(&t, 0);
+}
+
+int cli_cmd_secret(const cli_options *o) {
+  const char *sub = o->nargs > 0 ? o->args[0] : "";
+  if (strcmp(sub, "list") == 0) {
+    cli_expect_operands(o, 1, 1);
+    cli_response r = call(o, "GET", "/v1/secrets", NULL);
+    print_answer(o, &r, print_secrets);
+    cli_response_free(&r);
+    return 0;
+  }
+  if (strcmp(sub, "set") != 0 && strcmp(sub, "delete") != 0)
+    cli_usage_error("secret: expected 'set NAME', 'list' or 'delete NAME'");
+  cli_expect_operands(o, 2, 2);
+  const char *name = o->args[1];
+  char *path = xasprintf("/v1/secrets/%s", name);
+  cli_response r;
+  if (strcmp(sub, "set") == 0) {
+    if (isatty(STDIN_FILENO))
+      fprintf(stderr, "edgectl: reading the value of %s from standard input\n", name);
+    size_t len;
+    char *value = read_stdin_all(&len);
+    if (len > 0 && value[len - 1] == '\n') value[--len] = '\0';
+    if (len == 0) cli_fail("secret %s: the value on standard input is empty", name);
+    json_t *body = json_pack("{s:s%}", "value", value, len);
+    if (body == NULL) cli_fail("secret %s: the value is not valid UTF-8", name);
+    char *text = dump_compact(body);
+    json_decref(body);
+    memset(value, 0, len);
+    free(value);
+    r = call(o, "PUT", path, text);
+    memset(text, 0, strlen(text));
+    free(text);
+    if (!o->json) printf("secret %s set\n", name);
+  } else {
+    r = call(o, "DELETE", path, NULL);
+    if (!o->json) printf("secret %s deleted\n", name);
+  }
+  if (o->json) cli_print_json_body(&r);
+  free(path);
+  cli_response_free(&r);
+  return 0;
+}
+
+int cli_cmd_facet(const cli_options *o) {
+  int backup = o->nargs > 0 && strcmp(o->args[0], "backup") == 0;
+  if (!backup) {
+    cli_expect_operands(o, 1, 1);
+    char *path = xasprintf("/v1/workers/%s/facet", cli_worker_name(o, 0));
+    cli_response r = call(o, "GET", path, NULL);
+    free(path);
+    print_answer(o, &r, NULL);
+    cli_response_free(&r);
+    return 0;
+  }
+  cli_expect_operands(o, 3, 3);
+  const char *name = cli_worker_name(o, 1), *file = o->args[2];
+  char *path = xasprintf("/v1/workers/%s/facet/backup", name);
+  cli_response r = call(o, "GET", path, NULL);
+  free(path);
+  FILE *f = fopen(file, "wb");
+  if (f == NULL) cli_fail("%s: %s", file, strerror(errno));
+  if (fwrite(r.body, 1, r.body_len, f) != r.body_len || fclose(f) != 0)
+    cli_fail("writing %s: %s", file, strerror(errno));
+  if (o->json) {
+    json_t *j = json_pack("{s:s, s:s, s:I}", "worker", name, "file", file, "bytes",
+                          (json_int_t)r.body_len);
+    if (j == NULL) cli_fail("%s: the file name is not UTF-8", file);
+    cli_print_json(j);
+    json_decref(j);
+  } else {
+    printf("backup of %s's facet written to %s (%zu bytes)\n", name, file, r.body_len);
+  }
+  cli_response_free(&r);
+  return 0;
+}
+
+/* ---- egress rules ---- */
+
+/* "Authorization, X-Key": the headers a rule injects (their values may name secrets). */
+static char *inject_names(const json_t *rule) {
+  json_t *headers = json_object_get(json_object_get(rule, "inject"), "headers");
+  if (!json_is_object(headers) || json_object_size(headers) == 0) return xstrdup("-");
+  char *names = NULL;
+  const char *k;
+  json_t *v;
+  json_object_foreach(headers, k, v) {
+    char *next = names ? xasprintf("%s, %s", names, k) : xstrdup(k);
+    free(names);
+    names = next;
+  }
+  return names;
+}
+
+static char *method_list(const json_t *rule) {
+  json_t *methods = json_object_get(rule, "methods");
+  if (!json_is_array(methods) || json_array_size(methods) == 0) return xstrdup("*");
+  char *list = NULL;
+  size_t i;
+  json_t *m;
+  json_array_foreach(methods, i, m) {
+    char *next = xasprintf("%s%s%s", list ? list : "", list ? "," : "", json_string_value(m) ? json_string_value(m) : "?");
+    free(list);
+    list = next;
+  }
+  return list;
+}
+
+static void print_egress(json_t *j) {
+  json_t *rules = json_object_get(j, "rules");
+  if (!json_is_array(rules)) {
+    cli_print_object(j, 0);
+    return;
+  }
+  if (json_array_size(rules) == 0) {
+    printf("no egress rules: %s makes no outbound requests\n", cli_jstr(j, "worker", "the worker"));
+    return;
+  }
+  static const char *const heads[] = {"MATCH", "METHODS", "INJECT"};
+  static const int right[] = {0, 0, 0};
+  cli_table t = {3, heads, right, NULL, 0};
+  size_t i;
+  json_t *e;
+  json_array_foreach(rules, i, e) {
+    char *row[3] = {xstrdup(cli_jstr(e, "match", "?")), method_list(e), inject_names(e)};
+    cli_table_add(&t, row);
+  }
+  cli_table_print(&t, 0);
+}
+
+int cli_cmd_egress(const cli_options *o) {
+  const char *sub = o->nargs > 0 ? o->args[0] : "";
+  int set = strcmp(sub, "set") == 0, clear = strcmp(sub, "clear") == 0;
+  if (!set && !clear) {
+    cli_expect_operands(o, 1, 1);
+    char *path = xasprintf("/v1/workers/%s/egress", cli_worker_name(o, 0));
+    cli_response r = call(o, "GET", path, NULL);
+    free(path);
+    print_answer(o, &r, print_egress);
+    cli_response_free(&r);
+    return 0;
+  }
+  cli_expect_operands(o, set ? 3 : 2, set ? 3 : 2);
+  const char *name = cli_worker_name(o, 1);
+  char *path = xasprintf("/v1/workers/%s/egress", name);
+  cli_response r;
+  if (set) {
+    const char *file = o->args[2];
+    size_t len;
+    char *text = read_file(file, &len);
+    if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
+    json_error_t err;
+    json_t *rules = json_loadb(text, len, 0, &err);
+    free(text);
+    if (rules == NULL) cli_fail("%s:%d:%d: %s", file, err.line, err.column, err.text);
+    char *body = dump_compact(rules);
+    json_decref(rules);
+    r = call(o, "PUT", path, body);
+    free(body);
+  } else {
+    r = call(o, "DELETE", path, NULL);
+  }
+  free(path);
+  if (o->json) {
+    cli_print_json_body(&r);
+  } else {
+    json_t *j = cli_response_json(&r);
+    size_t n = json_array_size(json_object_get(j, "rules"));
+    if (set) printf("egress rules of %s set (%zu rule%s)\n", name, n, n == 1 ? "" : "s");
+    else printf("egress rules of %s cleared: it makes no outbound requests\n", name);
+    json_decref(j);
+  }
+  cli_response_free(&r);
+  return 0;
+}
+
+/* ---- operations: tenants, cordons, drain, events, top ---- */
+
+static void print_tenants(json_t *j) {
+  json_t *list = json_object_get(j, "tenants");
+  if (!json_is_array(list)) {
+    cli_print_object(j, 0);
+    return;
+  }
+  if (json_array_size(list) == 0) {
+    printf("no tenants\n");
+    return;
+  }
+  static const char *const heads[] = {"NAME", "STATE", "REQUESTS", "ERRORS", "CPU_MS", "HEAP"};
+  static const int right[] = {0, 0, 1, 1, 1, 1};
+  cli_table t = {6, heads, right, NULL, 0};
+  size_t i;
+  json_t *e;
+  json_array_foreach(list, i, e) {
+    char *row[6] = {xstrdup(cli_jstr(e, "name", "?")), xstrdup(cli_jstr(e, "state", "-")),
+                    xasprintf("%.0f", cli_jnum(e, "requests")),
+                    xasprintf("%.0f", cli_jnum(e, "errors")),
+                    xasprintf("%.1f", cli_jnum(e, "cpu_ms")),
+                    cli_format_bytes(cli_jnum(e, "heap_used"))};
+    cli_table_add(&t, row);
+  }
+  cli_table_print(&t, 0);
+}
+
+int cli_cmd_tenants(const cli_options *o) {
+  cli_expect_operands(o, 0, 0);
+  cli_response r = call(o, "GET", "/v1/tenants", NULL);
+  print_answer(o, &r, print_tenants);
+  cli_response_free(&r);
+  return 0;
+}
+
+int cli_cmd_tenant(const cli_options *o) {
+  cli_expect_operands(o, 1, 1);
+  char *path = xasprintf("/v1/tenants/%s", cli_worker_name(o, 0));
+  cli_response r = call(o, "GET", path, NULL);
+  free(path);
+  print_answer(o, &r, NULL);
+  cli_response_free(&r);
+  return 0;
+}
+
+/* cordon / uncordon: one line for people, the node's answer with --json. */
+static int cordon_command(const cli_options *o, int is_cordon) {
+  cli_expect_operands(o, 1, 1);
+  const char *name = cli_worker_name(o, 0);
+  char *path = xasprintf("/v1/tenants/%s/%s", name, is_cordon ? "cordon" : "uncordon");
+  char *body = NULL;
+  if (is_cordon && o->reason) {
+    json_t *j = json_pack("{s:s}", "reason", o->reason);
+    if (j == NULL) cli_usage_error("--reason must be UTF-8 text");
+    body = dump_compact(j);
+    json_decref(j);
+  }
+  cli_response r = call(o, "POST", path, body ? body : "");
+  free(path);
+  free(body);
+  if (o->json) {
+    cli_print_json_body(&r);
+  } else {
+    json_t *j = cli_response_json(&r);
+    if (is_cordon) {
+      json_t *d = json_object_get(j, "dedicated");
+      printf("%s: cordoned (%s); dedicated worker process %.0f\n", name,
+             cli_jstr(j, "reason", "-"), cli_jnum(d, "pid"));
+    } else {
+      printf("%s: uncordoned (was %s); back in the shared worker processes\n", name,
+             cli_jstr(j, "was", "cordoned"));
+    }
+    json_decref(j);
+  }
+  cli_response_free(&r);
+  return 0;
+}
+
+int cli_cmd_cordon(const cli_options *o) { return cordon_command(o, 1); }
+int cli_cmd_uncordon(const cli_options *o) { return cordon_command(o, 0); }
+
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* drain: asks, then (unless --no-wait) follows GET /v1/node until "drained". */
+int cli_cmd_drain(const cli_options *o) {
+  cli_expect_operands(o, 0, 0);
+  cli_response r = call(o, "POST", "/v1/node/drain", "");
+  json_t *j = cli_response_json(&r);
+  double grace = cli_jnum(j, "grace_ms");
+  if (o->no_wait) {
+    if (o->json) cli_print_json_body(&r);
+    else printf("%s (grace period %.0f ms)\n", cli_jstr(j, "state", "draining"), grace);
+    json_decref(j);
+    cli_response_free(&r);
+    return 0;
+  }
+  json_decref(j);
+  cli_response_free(&r);
+  double start = mono_ms(), deadline = start + grace + 15000;
+  if (!o->json) printf("draining (grace period %.0f ms)...\n", grace);
+  fflush(stdout);
+  for (;;) {
+    json_t *node = call_json(o, "GET", "/v1/node");
+    const char *state = cli_jstr(node, "state", "?");
+    if (strcmp(state, "drained") == 0) {
+      if (o->json) cli_print_json(node);
+      else printf("drained after %.1f s\n", (mono_ms() - start) / 1e3);
+      json_decref(node);
+      return 0;
+    }
+    json_decref(node);
+    if (mono_ms() > deadline)
+      cli_fail("the node is still %s after %.0f ms", state, mono_ms() - start);
+    sleep_ms(200);
+  }
+}
+
+static void print_details(const json_t *details) {
+  if (!json_is_object(details) || json_object_size(details) == 0) {
+    fputs("-", stdout);
+    return;
+  }
+  const char *k;
+  json_t *v;
+  int first = 1;
+  json_object_foreach((json_t *)details, k, v) {
+    printf("%s%s=", first ? "" : " ", k);
+    cli_print_scalar(k, v);
+    first = 0;
+  }
+}
+
+static void print_events(json_t *j) {
+  json_t *list = json_object_get(j, "events");
+  if (!json_is_array(list)) {
+    cli_print_object(j, 0);
+    return;
+  }
+  if (json_array_size(list) == 0) {
+    printf("no events\n");
+    return;
+  }
+  size_t i;
+  json_t *e;
+  printf("%-24s  %-12s  %-16s  %s\n", "TIME", "KIND", "TENANT", "DETAILS");
+  json_array_foreach(list, i, e) {
+    printf("%-24s  %-12s  %-16s  ", cli_jstr(e, "time", "-"), cli_jstr(e, "kind", "?"),
+           cli_jstr(e, "tenant", "-"));
+    print_details(json_object_get(e, "details"));
+    fputc('\n', stdout);
+  }
+}
+
+int cli_cmd_events(const cli_options *o) {
+  cli_expect_operands(o, 0, 1);
+  long limit = o->limit > 0 ? o->limit : 100;
+  char *path = o->nargs > 0
+                   ? xasprintf("/v1/events?limit=%ld&tenant=%s", limit, cli_worker_name(o, 0))
+                   : xasprintf("/v1/events?limit=%ld", limit);
+  cli_response r = call(o, "GET", path, NULL);
+  free(path);
+  print_answer(o, &r, print_events);
+  cli_response_free(&r);
+  return 0;
+}
+
+/* ---- top ---- */
+
+static struct termios top_saved_tty;
+static int top_tty_raw;
+static volatile sig_atomic_t top_stop;
+
+static void top_restore(void) {
+  if (top_tty_raw) tcsetattr(STDIN_FILENO, TCSANOW, &top_saved_tty);
+  top_tty_raw = 0;
+  if (isatty(STDOUT_FILENO)) fputs("\033[?25h", stdout); /* cursor back */
+  fflush(stdout);
+}
+
+static void top_on_signal(int sig) {
+  (void)sig;
+  top_stop = 1;
+}
+
+/* One tenant's line of `top`: rates from two samples `secs` apart. */
+static json_t *top_row(const json_t *now, const json_t *before, double secs) {
+  double dr = cli_jnum(now, "requests") - cli_jnum(before ? before : now, "requests");
+  double de = cli_jnum(now, "errors") - cli_jnum(before ? before : now, "errors");
+  double dc = cli_jnum(now, "cpu_ms") - cli_jnum(before ? before : now, "cpu_ms");
+  if (secs <= 0) secs = 1;
+  /* Counters restart with the supervisor: never show negative rates. */
+  return json_pack("{s:s, s:s, s:f, s:f, s:f, s:I, s:I, s:I}", "name", cli_jstr(now, "name", "?"),
+                   "state", cli_jstr(now, "state", "-"), "requests_per_s", dr > 0 ? dr / secs : 0,
+                   "errors_per_s", de > 0 ? de / secs : 0, "cpu_ms_per_s", dc > 0 ? dc / secs : 0,
+                   "heap_used", (json_int_t)cli_jnum(now, "heap_used"), "requests",
+                   (json_int_t)cli_jnum(now, "requests"), "errors",
+                   (json_int_t)cli_jnum(now, "errors"));
+}
+
+static int compare_rows(const void *a, const void *b) {
+  const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+  double rx = cli_jnum(x, "requests_per_s") + cli_jnum(x, "cpu_ms_per_s");
+  double ry = cli_jnum(y, "requests_per_s") + cli_jnum(y, "cpu_ms_per_s");
+  if (rx != ry) return rx < ry ? 1 : -1;
+  return strcmp(cli_jstr(x, "name", ""), cli_jstr(y, "name", ""));
+}
+
+/* The rows, busiest first. */
+static json_t *top_rows(json_t *now, json_t *before, double secs) {
+  json_t *index = json_object();
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(before, "tenants"), i, e)
+    json_object_set(index, cli_jstr(e, "name", ""), e);
+  json_t *list = json_object_get(now, "tenants");
+  size_t n = json_array_size(list);
+  json_t **rows = xcalloc(n ? n : 1, sizeof *rows);
+  json_array_foreach(list, i, e) {
+    rows[i] = top_row(e, json_object_get(index, cli_jstr(e, "name", "")), secs);
+    if (rows[i] == NULL) abort();
+  }
+  qsort(rows, n, sizeof *rows, compare_rows);
+  json_t *out = json_array();
+  for (i = 0; i < n; i++) json_array_append_new(out, rows[i]);
+  free(rows);
+  json_decref(index);
+  return out;
+}
+
+static void top_print(const cli_options *o, json_t *rows, int live) {
+  if (o->json) {
+    json_t *body = json_pack("{s:O}", "tenants", rows);
+    char *s = dump_compact(body);
+    puts(s);
+    free(s);
+    json_decref(body);
+    return;
+  }
+  if (live) {
+    char when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%H:%M:%S", localtime_r(&t, &tm));
+    printf("\033[H\033[2Jedgectl top  %s  %s  %zu tenants  (q quits)\n\n", o->node, when,
+           json_array_size(rows));
+  }
+  static const char *const heads[] = {"NAME",     "STATE", "REQ/S",   "ERR/S",
+                                      "CPU_MS/S", "HEAP",  "REQUESTS"};
+  static const int right[] = {0, 0, 1, 1, 1, 1, 1};
+  cli_table t = {7, heads, right, NULL, 0};
+  size_t i;
+  json_t *e;
+  json_array_foreach(rows, i, e) {
+    char *row[7] = {xstrdup(cli_jstr(e, "name", "?")), xstrdup(cli_jstr(e, "state", "-")),
+                    xasprintf("%.1f", cli_jnum(e, "requests_per_s")),
+                    xasprintf("%.1f", cli_jnum(e, "errors_per_s")),
+                    xasprintf("%.1f", cli_jnum(e, "cpu_ms_per_s")),
+                    cli_format_bytes(cli_jnum(e, "heap_used")),
+                    xasprintf("%.0f", cli_jnum(e, "requests"))};
+    cli_table_add(&t, row);
+  }
+  cli_table_print(&t, 0);
+}
+
+/* Waits up to ms for 'q' on a terminal; returns 1 when the user wants out. */
+static int top_wait(long ms) {
+  double until = mono_ms() + (double)ms;
+  while (!top_stop) {
+    double left = until - mono_ms();
+    if (left <= 0) return 0;
+    struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+    int rc = poll(&pfd, top_tty_raw ? 1 : 0, (int)left + 1);
+    if (rc > 0) {
+      char c;
+      ssize_t got = read(STDIN_FILENO, &c, 1);
+      if (got <= 0 || c == 'q' || c == 'Q' || c == 4 /* Ctrl-D */) return 1;
+    }
+  }
+  return 1;
+}
+
+/* top: a live view refreshed every second; one snapshot when stdout is not a terminal. */
+int cli_cmd_top(const cli_options *o) {
+  cli_expect_operands(o, 0, 0);
+  int live = isatty(STDOUT_FILENO);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = top_on_signal; /* no SA_RESTART: poll() must return */
+  if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
+    cli_fail("cannot handle signals: %s", strerror(errno));
+  if (live && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &top_saved_tty) == 0) {
+    struct termios raw = top_saved_tty;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO); /* keys one at a time; Ctrl-C still a signal */
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0) top_tty_raw = 1;
+  }
+  atexit(top_restore); /* cli_fail() exits from inside a request */
+  if (live && !o->json) fputs("\033[?25l", stdout);
+  json_t *before = call_json(o, "GET", "/v1/tenants");
+  double before_ms = mono_ms();
+  int quit = top_wait(1000);
+  while (!quit) {
+    json_t *now = call_json(o, "GET", "/v1/tenants");
+    double now_ms = mono_ms();
+    json_t *rows = top_rows(now, before, (now_ms - before_ms) / 1e3);
+    top_print(o, rows, live);
+    fflush(stdout);
+    json_decref(rows);
+    json_decref(before);
+    before = now;
+    before_ms = now_ms;
+    if (!live) break;
+    quit = top_wait(1000);
+  }
+  json_decref(before);
+  top_restore();
+  return 0;
+}
