@@ -50,6 +50,7 @@ struct http_client {
   int usable;                 /* another request may follow on this connection */
   int closed;
   int paused;                 /* by the consumer */
+  int stopped;                /* the parser stopped inside the response for it */
   int eof_held;               /* the input ended while input was held */
   int got_bytes;              /* any byte of this response */
   int complete;               /* the response ended (parser stopped at its end) */
@@ -216,7 +217,8 @@ static int on_headers_complete(llhttp_t *p) {
   timer_arm(c);
   c->cb.on_head(c, c->arg, &res);
   if (c->closed) return -1;
-  return c->is_head ? 1 : 0; /* 1: no body, whatever Content-Length says */
+  if (c->is_head) return 1; /* no body, whatever Content-Length says */
+  return c->paused ? HPE_PAUSED : 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len) {
@@ -329,7 +331,11 @@ static void parse(http_client *c, const char *data, size_t len) {
       if (rest > 0) c->leftover = 1;
       client_finish(c, 0);
     } else {
-      hold(c, pos, rest); /* the consumer paused inside the body */
+      /* The consumer paused: what is left waits, and the parser is run
+       * again on resuming even when nothing is (its next step may need no
+       * input, as a response's end after its last byte). */
+      c->stopped = 1;
+      hold(c, pos, rest);
       reading(c, 0);
     }
     return;
@@ -356,7 +362,7 @@ int http_client_feed(http_client *c, const void *data, size_t len) {
   }
   c->got_bytes = 1;
   c->last_input = uv_now(c->loop);
-  if (c->paused || c->held_len > 0) {
+  if (c->paused || c->held_len > 0 || c->stopped) {
     hold(c, data, len); /* the transport may still deliver what it had */
     return 0;
   }
@@ -391,7 +397,7 @@ void http_client_feed_end(http_client *c, int status) {
   c->usable = 0;
   if (c->phase == CL_IDLE) return;
   if (status >= 0) status = UV_EOF;
-  if (c->paused || c->held_len > 0) {
+  if (c->paused || c->held_len > 0 || c->stopped) {
     c->eof_held = status == UV_EOF; /* after what is held */
     if (status != UV_EOF) input_end(c, status);
     return;
@@ -405,7 +411,7 @@ static void client_finish(http_client *c, int status) {
   c->phase = CL_IDLE;
   uv_timer_stop(&c->timer);
   c->held_len = 0;
-  c->eof_held = 0;
+  c->eof_held = c->stopped = 0;
   if (status != 0 || !c->keep_alive || c->leftover || c->body_open ||
       !llhttp_should_keep_alive(&c->parser))
     c->usable = 0;
@@ -429,7 +435,10 @@ static void on_resume(uv_timer_t *t) {
   size_t len = c->held_len;
   c->held = NULL;
   c->held_len = c->held_cap = 0;
-  if (len > 0) parse(c, data, len);
+  if (len > 0 || c->stopped) {
+    c->stopped = 0;
+    parse(c, data ? data : "", len);
+  }
   free(data);
   if (c->closed || c->phase == CL_IDLE || c->paused || c->held_len > 0) return;
   if (c->eof_held) {
@@ -558,7 +567,7 @@ int http_client_send(http_client *c, const http_client_request *req) {
   c->keep_alive = req->keep_alive;
   c->body_open = req->body_streamed;
   c->got_bytes = c->complete = c->leftover = c->interim = c->fail_code = 0;
-  c->paused = c->eof_held = 0;
+  c->paused = c->eof_held = c->stopped = 0;
   c->held_len = 0;
   c->error[0] = '\0';
   c->head_timeout_ms = req->head_timeout_ms;

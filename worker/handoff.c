@@ -183,12 +183,22 @@ static void on_body(http_client *c, void *arg, const uint8_t *data, size_t len) 
   }
 }
 
+static void on_cut_later(uv_timer_t *timer) {
+  handoff *h = timer->data;
+  if (h->req) cut(h);
+}
+
 static void on_client_drained(void *arg, int status) {
   handoff *h = arg;
   /* UV_ECANCELED: from our own end or abort, the handoff is ending. */
   if (h->client == NULL || h->req == NULL || status == UV_ECANCELED) return;
-  if (status == 0) http_client_resume(h->client);
-  else cut(h);
+  if (status == 0) {
+    http_client_resume(h->client);
+    return;
+  }
+  /* The client left. The server is still closing its connection and uses
+   * the request after this call: it is freed from the next loop turn. */
+  uv_timer_start(&h->timer, on_cut_later, 0, 0);
 }
 
 static void on_end(http_client *c, void *arg, int status) {

@@ -41,6 +41,25 @@ function expectedHash(n, seed) {
   return h.digest('hex');
 }
 
+// Reads `bytes` of the body, then hangs up.
+function leaveEarly(port, path, bytes) {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ port, host: '127.0.0.1', path, agent: false,
+      headers: { host: 'bulk.localhost' } }, (res) => {
+      let length = 0;
+      res.on('data', (chunk) => {
+        length += chunk.length;
+        if (length >= bytes) {
+          req.destroy();
+          resolve(length);
+        }
+      });
+      res.on('error', () => {});
+    });
+    req.on('error', (err) => (err.code === 'ECONNRESET' ? undefined : reject(err)));
+  });
+}
+
 function rssBytes(pid) {
   const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(m[1]) * 1024;
@@ -120,6 +139,13 @@ test('the shared process relays a cordoned tenant\'s large bodies in bounded mem
       `the shared process grew by ${((peak - baseline) / MIB).toFixed(1)} MiB for ${CLIENTS} relayed ` +
       `responses (${(perRequest / MIB).toFixed(2)} MiB each, bound ${PER_REQUEST_MIB} MiB); ` +
       `baseline ${(baseline / MIB).toFixed(1)} MiB`);
+
+    // Clients that hang up in the middle end their relays; the process serves on.
+    await Promise.all(Array.from({ length: 4 },
+      (_, k) => leaveEarly(node.listenPort, `/big?n=${CHUNKS}&seed=${k}`, 2 * MIB)));
+    const again = await slowGet(node.listenPort, '/big?n=16&seed=3');
+    assert.equal(again.hash, expectedHash(16, 3));
+    assert.deepEqual(await node.workerPids(), [pid], 'the shared process was not restarted');
   } finally {
     await node.stop();
   }

@@ -46,6 +46,7 @@ typedef struct seen {
   int paused;
   int pauses;
   int close_in_body;           /* close the client from the first on_body */
+  int pause_in_head;           /* pause from on_head, resume pause_ms later */
   uv_timer_t resume_timer;
   http_client *client;
 } seen;
@@ -59,7 +60,6 @@ static void on_resume_timer(uv_timer_t *t) {
 }
 
 static void on_head(http_client *c, void *arg, const http_client_response *res) {
-  (void)c;
   (void)arg;
   S.heads++;
   S.status = res->status;
@@ -69,6 +69,12 @@ static void on_head(http_client *c, void *arg, const http_client_response *res) 
   for (size_t i = 0; i < res->n_headers; i++)
     if (strcasecmp(res->headers[i].name, "x-test") == 0)
       snprintf(S.header_x, sizeof S.header_x, "%s", res->headers[i].value);
+  if (S.pause_in_head) {
+    S.paused = 1;
+    S.pauses++;
+    http_client_pause(c);
+    uv_timer_start(&S.resume_timer, on_resume_timer, S.pause_ms, 0);
+  }
 }
 
 static void on_body(http_client *c, void *arg, const uint8_t *data, size_t len) {
@@ -441,6 +447,36 @@ static void test_pause_holds_a_burst(void **state) {
   disconnect();
 }
 
+/* Paused from on_head: nothing follows until resumed, even a response whose
+ * end needs no more input. */
+static void test_pause_in_head(void **state) {
+  (void)state;
+  static const char *const scripts[] = {
+      "HTTP/1.1 204 No Content\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+  };
+  for (size_t i = 0; i < ARRAY_SIZE(scripts); i++) {
+    seen_reset();
+    script_set(scripts[i], strlen(scripts[i]), 0);
+    connect_to(raw_port);
+    S.pause_in_head = 1;
+    S.pause_ms = 100;
+    assert_int_equal(get("/", 0, 0), 0);
+    assert_true(run_until(&S.heads, 5000));
+    run_for(50);
+    assert_int_equal(S.ended, 0);
+    assert_int_equal(S.body_len, 0);
+    assert_true(run_until(&S.ended, 5000));
+    assert_int_equal(S.end_status, 0);
+    assert_int_equal(S.bodies_while_paused, 0);
+    assert_int_equal(S.body_len, i >= 2 ? 3 : 0);
+    assert_true(http_client_reusable(S.client));
+    disconnect();
+  }
+}
+
 static void expect_failure(const char *bytes, size_t len, int close_after, int expected) {
   seen_reset();
   script_set(bytes, len, close_after);
@@ -738,6 +774,7 @@ int main(void) {
       cmocka_unit_test(test_chunked),
       cmocka_unit_test(test_large_body_with_pause),
       cmocka_unit_test(test_pause_holds_a_burst),
+      cmocka_unit_test(test_pause_in_head),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_interim_and_headers),
       cmocka_unit_test(test_early_close),
