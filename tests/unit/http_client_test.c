@@ -419,8 +419,14 @@ static void test_large_body_with_pause(void **state) {
   uint64_t sum = 0;
   for (size_t i = 0; i < STREAM_TOTAL; i++) sum += (uint64_t)pattern_byte(i) * (i + 1);
   assert_true(sum == S.sum);
-  /* Server and client share this process: both must stay bounded. */
+  /* Server and client share this process: both must stay bounded. (Not
+   * under AddressSanitizer, whose quarantine keeps what was freed.) */
+#ifndef __SANITIZE_ADDRESS__
   assert_true(after < before + (16u << 20));
+#else
+  (void)before;
+  (void)after;
+#endif
   disconnect();
 }
 
@@ -628,6 +634,9 @@ static void test_streamed_request_body(void **state) {
   free(S.body);
   S.body = calloc(1, S.body_keep);
   connect_to(server_port);
+  /* Small socket buffers: the kernel must not absorb the whole body. */
+  int small = 65536;
+  assert_int_equal(uv_send_buffer_size((uv_handle_t *)&C->tcp, &small), 0);
   http_header hs[] = {{"Host", "test.localhost"}};
   http_client_request req = {.method = "POST", .target = "/echo", .headers = hs, .n_headers = 1,
                              .body_streamed = 1, .keep_alive = 1};
