@@ -248,16 +248,17 @@ const char *http_status_text(int status);
  * paused, no on_body is called and the transport is not read, so what the
  * client holds for a slow consumer stays below one read (64 KiB).
  *
- * Callbacks are called from inside http_client_feed() and libuv callbacks,
- * never from inside any other http_client_* call. Every http_client_* call
+ * Callbacks are called from inside http_client_feed(), _feed_end(),
+ * _written() and libuv callbacks, never from inside any other call. Every http_client_* call
  * may be made from inside a callback, http_client_close() included.
  *
  * Errors given to on_end:
- *   UV_ECONNRESET  the connection closed before any byte of the response
+ *   UV_ECONNRESET  the connection closed (or was reset) before any byte of
+ *                  the response
  *                  (on a reused connection the request may be sent again)
  *   UV_EOF         it closed in the middle of the response
  *   UV_EPROTO      malformed response (http_client_error() says how)
- *   UV_E2BIG       response head over max_header_bytes
+ *   UV_E2BIG       response head over HTTP_CLIENT_MAX_HEADER_BYTES
  *   UV_ENOTSUP     101 Switching Protocols: not an HTTP/1.1 response
  *   UV_ETIMEDOUT   head_timeout_ms or idle_timeout_ms passed
  *   other          the transport's read or write error
@@ -319,15 +320,19 @@ http_client *http_client_new(uv_loop_t *loop, const http_client_transport *trans
                              const http_client_callbacks *cb, void *arg);
 
 /* A client over a connected stream (TCP, pipe). The stream stays the
- * caller's, but the client sets stream->data and reads and writes it until
- * http_client_close(); close the stream only after that. */
+ * caller's, but stream->data is the client's and the client reads and writes
+ * it until http_client_close() (which sets data to NULL: set it again if the
+ * stream's close callback needs it); close the stream only after that. */
 http_client *http_client_new_stream(uv_loop_t *loop, uv_stream_t *stream,
                                     const http_client_callbacks *cb, void *arg);
 
 /* Sends a request; its response follows through the callbacks. Returns 0,
  * UV_EBUSY (a request is in progress or the connection is not reusable),
- * UV_EINVAL (a header the client writes itself, or CR, LF or NUL in a name,
- * value, method or target) or the transport's write error. */
+ * UV_EINVAL (a header the client writes itself: Content-Length,
+ * Transfer-Encoding, Connection; a name or method that is not a token; a
+ * control character in a value or the target) or the transport's write
+ * error. The request buffers are wiped after writing: heads may carry
+ * credentials. */
 int http_client_send(http_client *c, const http_client_request *req);
 
 /* Body bytes of a streamed request (copied; one chunk). Returns 0 when more
