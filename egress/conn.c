@@ -1,12 +1,17 @@
 /*
  * Upstream connections: one TCP connection (TLS on top for https), the
- * HTTP/1.1 response parser, and the keep-alive pool.
+ * HTTP/1.1 exchange through http.h's client over it, and the keep-alive pool.
+ *
+ * The client speaks through a transport of this file's: requests go out
+ * through TLS (or straight to the socket), and what TLS decrypts is fed to
+ * it. Reading stays this file's: the fetch's flow control stops it, and idle
+ * pooled connections keep reading so that an upstream that closes one (or
+ * sends anything) gets it dropped from the pool at once.
  *
  * A connection serves one fetch at a time. It reports to that fetch once
- * per batch of input (fetch_conn_progress), never from inside the parser,
- * so the fetch may release or close the connection from its handler. Idle
- * pooled connections keep reading: an upstream that closes one (or sends
- * anything) gets it dropped from the pool at once.
+ * per batch of input (fetch_conn_progress), never from inside the client's
+ * callbacks, so the fetch may release or close the connection from its
+ * handler.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,36 +19,22 @@
 #include <strings.h>
 
 #include "egress_int.h"
-#include "llhttp.h"
 
 #define READ_CHUNK (64 * 1024)
-#define MAX_HEADER_BYTES (64 * 1024)
 #define IDLE_TIMEOUT_MS 30000
 #define MAX_IDLE_PER_ORIGIN 32
 #define MAX_IDLE_TOTAL 1024
 
-static llhttp_settings_t parser_settings;
-static int parser_settings_ready;
-
 static void conn_fail(conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- building the response head ---- */
+/* ---- the response, from the client ---- */
 
 /* Header bytes are Latin-1 by HTTP's rules; JSON wants UTF-8. */
 static json_t *latin1_string(const char *s, size_t n) {
   char *u = xmalloc(2 * n + 1);
   json_t *j = json_stringn(u, latin1_to_utf8(s, n, u));
   free(u);
-  return j;
-}
-
-static void hbuf_append(conn *c, const char *at, size_t len) {
-  if (c->hbuf_len + len + 1 > c->hbuf_cap) {
-    c->hbuf_cap = (c->hbuf_len + len + 1) * 2;
-    c->hbuf = xrealloc(c->hbuf, c->hbuf_cap);
-  }
-  memcpy(c->hbuf + c->hbuf_len, at, len);
-  c->hbuf_len += len;
+  return j ? j : json_string("");
 }
 
 static void response_reset(conn *c) {
@@ -52,148 +43,78 @@ static void response_reset(conn *c) {
   c->reason = NULL;
   json_decref(c->headers);
   c->headers = json_array();
-  c->hbuf_len = 0;
-  c->in_value = 0;
-  c->header_bytes = 0;
-  c->interim = 0;
   c->head_done = 0;
   c->complete = 0;
   c->leftover = 0;
-  c->skip_body = 0;
   c->got_bytes = 0;
 }
 
-static conn *parser_conn(llhttp_t *p) { return p->data; }
-
-static int count_header_bytes(conn *c, size_t len) {
-  c->header_bytes += len;
-  if (c->header_bytes <= MAX_HEADER_BYTES) return 0;
-  conn_fail(c, "malformed response from %s: the header block is larger than %d bytes", c->host,
-            MAX_HEADER_BYTES);
-  return -1;
-}
-
-static int on_message_begin(llhttp_t *p) {
-  conn *c = parser_conn(p);
-  if (c->complete) {
-    /* Bytes after a complete response: never reuse this connection. */
-    c->leftover = 1;
-    return -1;
-  }
-  return 0;
-}
-
-static int on_status(llhttp_t *p, const char *at, size_t len) {
-  conn *c = parser_conn(p);
-  if (count_header_bytes(c, len) != 0) return -1;
-  hbuf_append(c, at, len);
-  return 0;
-}
-
-static int on_status_complete(llhttp_t *p) {
-  conn *c = parser_conn(p);
+static void on_head(http_client *hc, void *arg, const http_client_response *res) {
+  (void)hc;
+  conn *c = arg;
+  c->status = res->status;
   free(c->reason);
-  /* Latin-1 by HTTP's rules, like header values: UTF-8 for the JSON head. */
-  c->reason = xmalloc(2 * c->hbuf_len + 1);
-  size_t n = latin1_to_utf8(c->hbuf ? c->hbuf : "", c->hbuf_len, c->reason);
-  c->reason[n] = '\0';
-  c->hbuf_len = 0;
-  return 0;
-}
-
-static int on_header_part(llhttp_t *p, const char *at, size_t len) {
-  conn *c = parser_conn(p);
-  if (count_header_bytes(c, len) != 0) return -1;
-  hbuf_append(c, at, len);
-  return 0;
-}
-
-static int on_header_part_complete(llhttp_t *p) {
-  conn *c = parser_conn(p);
-  json_t *s = latin1_string(c->hbuf ? c->hbuf : "", c->hbuf_len);
-  json_array_append_new(c->headers, s ? s : json_string(""));
-  c->hbuf_len = 0;
-  c->in_value = !c->in_value;
-  return 0;
-}
-
-/* llhttp skips the value callbacks for an empty value: keep the pairs even. */
-static int on_header_field(llhttp_t *p, const char *at, size_t len) {
-  conn *c = parser_conn(p);
-  if (c->in_value) {
-    json_array_append_new(c->headers, json_string(""));
-    c->in_value = 0;
+  size_t n = strlen(res->reason);
+  c->reason = xmalloc(2 * n + 1);
+  c->reason[latin1_to_utf8(res->reason, n, c->reason)] = '\0';
+  for (size_t i = 0; i < res->n_headers; i++) {
+    const http_header *h = &res->headers[i];
+    json_array_append_new(c->headers, latin1_string(h->name, strlen(h->name)));
+    json_array_append_new(c->headers, latin1_string(h->value, strlen(h->value)));
   }
-  return on_header_part(p, at, len);
-}
-
-static int on_headers_complete(llhttp_t *p) {
-  conn *c = parser_conn(p);
-  if (c->in_value) {
-    json_array_append_new(c->headers, json_string(""));
-    c->in_value = 0;
-  }
-  c->status = p->status_code;
-  if (c->status == 101) {
-    conn_fail(c, "%s switched protocols (101), which fetch() does not support", c->host);
-    return -1;
-  }
-  if (c->status >= 100 && c->status < 200) {
-    c->interim = 1; /* 100 Continue, 103 Early Hints: wait for the real one */
-    return 0;
-  }
-  if (c->fetch == NULL) {
-    conn_fail(c, "unexpected response from %s", c->host);
-    return -1;
-  }
+  if (c->fetch == NULL) return; /* cannot happen: only a busy connection is fed */
   c->head_done = 1;
-  c->skip_body = fetch_on_head(c->fetch, c);
-  return c->skip_body ? 1 : 0;
+  fetch_on_head(c->fetch, c); /* a HEAD answer's body is skipped by the client itself */
 }
 
-static int on_body(llhttp_t *p, const char *at, size_t len) {
-  conn *c = parser_conn(p);
-  if (c->fetch == NULL || fetch_on_body(c->fetch, at, len) != 0) {
-    c->broken = 1;
-    return -1;
+static void on_body(http_client *hc, void *arg, const uint8_t *data, size_t len) {
+  conn *c = arg;
+  if (c->fetch != NULL && fetch_on_body(c->fetch, (const char *)data, len) == 0) return;
+  /* Over the fetch's size limit: nothing more is read from this one. */
+  c->broken = 1;
+  http_client_close(hc);
+  c->http = NULL;
+}
+
+static void on_end(http_client *hc, void *arg, int status) {
+  conn *c = arg;
+  if (status == 0) {
+    c->complete = 1;
+    /* Not reusable: bytes past the response, or the upstream closes it. */
+    if (!http_client_reusable(hc)) c->eof = 1;
+    return;
   }
-  return 0;
-}
-
-static int on_message_complete(llhttp_t *p) {
-  conn *c = parser_conn(p);
-  if (c->interim) {
-    response_reset(c);
-    return 0;
+  const char *why = http_client_error(hc);
+  switch (status) {
+    case UV_E2BIG:
+      conn_fail(c, "malformed response from %s: the header block is larger than %u bytes", c->host,
+                HTTP_CLIENT_MAX_HEADER_BYTES);
+      break;
+    case UV_ENOTSUP:
+      conn_fail(c, "%s switched protocols (101), which fetch() does not support", c->host);
+      break;
+    case UV_EPROTO:
+      conn_fail(c, "malformed response from %s: %s", c->host, why);
+      break;
+    case UV_ECONNRESET:
+      conn_fail(c, "%s closed the connection without sending a response", c->host);
+      break;
+    case UV_EOF:
+      conn_fail(c, "%s closed the connection before the response was complete", c->host);
+      break;
+    default:
+      conn_fail(c, "connection to %s failed: %s", c->host, why);
   }
-  c->complete = 1;
-  c->eof = c->eof || !llhttp_should_keep_alive(p);
-  return 0;
 }
 
-static void settings_init(void) {
-  if (parser_settings_ready) return;
-  llhttp_settings_init(&parser_settings);
-  parser_settings.on_message_begin = on_message_begin;
-  parser_settings.on_status = on_status;
-  parser_settings.on_status_complete = on_status_complete;
-  parser_settings.on_header_field = on_header_field;
-  parser_settings.on_header_field_complete = on_header_part_complete;
-  parser_settings.on_header_value = on_header_part;
-  parser_settings.on_header_value_complete = on_header_part_complete;
-  parser_settings.on_headers_complete = on_headers_complete;
-  parser_settings.on_body = on_body;
-  parser_settings.on_message_complete = on_message_complete;
-  parser_settings_ready = 1;
-}
+static const http_client_callbacks client_callbacks = {
+    .on_head = on_head, .on_body = on_body, .on_end = on_end};
 
 /* ---- lifetime ---- */
 
 static void conn_free(conn *c) {
   tls_free(c->tls);
-  free(c->parser);
   free(c->reason);
-  free(c->hbuf);
   json_decref(c->headers);
   free(c->key);
   free(c);
@@ -224,6 +145,8 @@ void conn_close(conn *c) {
   if (c->state == CONN_IDLE) pool_unlink(c);
   c->state = CONN_CLOSED;
   c->fetch = NULL;
+  if (c->http) http_client_close(c->http);
+  c->http = NULL;
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
@@ -295,11 +218,29 @@ static int flush_tls(conn *c) {
   return rc;
 }
 
-int conn_send(conn *c, const void *data, size_t len) {
-  if (c->state != CONN_BUSY) return UV_EPIPE;
+/* The client's transport: its bytes through TLS, or straight to the socket. */
+static int transport_write(void *ctx, const void *data, size_t len) {
+  conn *c = ctx;
   if (c->tls == NULL) return write_bytes(c, data, len);
   if (tls_write(c->tls, data, len) != 0) return UV_EPROTO;
   return flush_tls(c);
+}
+
+/* Reading is this file's (see the top): the client's wish changes nothing. */
+static void transport_read(void *ctx, int on) {
+  (void)ctx;
+  (void)on;
+}
+
+static size_t transport_queued(void *ctx) {
+  conn *c = ctx;
+  return c->tcp.write_queue_size;
+}
+
+int conn_send(conn *c, const http_client_request *req) {
+  if (c->state != CONN_BUSY || c->http == NULL) return UV_EPIPE;
+  int rc = http_client_send(c->http, req);
+  return rc == UV_EBUSY ? UV_EPIPE : rc;
 }
 
 /* ---- input ---- */
@@ -319,12 +260,7 @@ static void parse(conn *c, const char *data, size_t len) {
     return;
   }
   c->got_bytes = 1;
-  llhttp_t *p = c->parser;
-  llhttp_errno_t err = llhttp_execute(p, data, len);
-  if (err == HPE_OK || c->leftover) return;
-  if (!c->broken)
-    conn_fail(c, "malformed response from %s: %s", c->host, llhttp_get_error_reason(p));
-  c->broken = 1;
+  if (c->http) http_client_feed(c->http, data, len);
 }
 
 static void handshake(conn *c);
@@ -362,11 +298,9 @@ static void on_input_end(conn *c, ssize_t status) {
   } else if (!c->complete && !c->broken) {
     if (status != UV_EOF) {
       conn_fail(c, "connection to %s failed: %s", c->host, uv_strerror((int)status));
-    } else if (!c->got_bytes) {
-      conn_fail(c, "%s closed the connection without sending a response", c->host);
-    } else if (llhttp_finish(c->parser) != HPE_OK || !c->complete) {
+    } else if (c->http) {
       /* A body delimited by the end of the connection completes here. */
-      conn_fail(c, "%s closed the connection before the response was complete", c->host);
+      http_client_feed_end(c->http, UV_EOF);
     }
   }
   report(c);
@@ -450,7 +384,6 @@ static void on_connect(uv_connect_t *req, int status) {
 
 conn *conn_open(egress *e, fetch *f, const egress_url *url, const struct sockaddr *addr,
                 uint32_t connect_timeout_ms, const char **why) {
-  settings_init();
   conn *c = xcalloc(1, sizeof *c);
   c->e = e;
   c->fetch = f;
@@ -459,9 +392,6 @@ conn *conn_open(egress *e, fetch *f, const egress_url *url, const struct sockadd
   snprintf(c->host, sizeof c->host, "%s", hh);
   free(hh);
   c->headers = json_array();
-  c->parser = xmalloc(sizeof(llhttp_t));
-  llhttp_init(c->parser, HTTP_RESPONSE, &parser_settings);
-  ((llhttp_t *)c->parser)->data = c;
   int rc = uv_tcp_init(e->loop, &c->tcp);
   if (rc != 0) {
     *why = uv_strerror(rc);
@@ -471,6 +401,9 @@ conn *conn_open(egress *e, fetch *f, const egress_url *url, const struct sockadd
   uv_timer_init(e->loop, &c->timer);
   c->tcp.data = c->timer.data = c;
   c->open_handles = 2;
+  http_client_transport tr = {.write = transport_write, .read = transport_read,
+                              .write_queued = transport_queued, .ctx = c};
+  c->http = http_client_new(e->loop, &tr, &client_callbacks, c);
   c->state = CONN_CONNECTING;
   uv_tcp_nodelay(&c->tcp, 1);
   if (url->https) c->tls = tls_new(e->ssl_ctx, url->host, url->ip);

@@ -3,7 +3,7 @@
  *   main.c     arguments, the supervisor link (policies, secrets), signals
  *   server.c   the unix socket worker processes connect to, and their frames
  *   fetch.c    one fetch(): policy, resolution, redirects, limits, streaming
- *   conn.c     upstream connections: TCP, TLS, HTTP/1.1 responses, keep-alive pool
+ *   conn.c     upstream connections: TCP, TLS, http.h's client over them, keep-alive pool
  *   tls.c      BoringSSL over memory BIOs
  *   secrets.c  the encrypted secret store
  * One libuv loop, one thread; every struct here belongs to that thread.
@@ -17,6 +17,7 @@
 
 #include "base.h"
 #include "egress.h"
+#include "http.h"
 #include "proto.h"
 
 typedef struct egress egress;
@@ -143,20 +144,14 @@ struct conn {
   int got_bytes;                  /* any byte of the current response */
   int paused;                     /* reading stopped for flow control */
   int eof;                        /* the upstream closed its side */
-  /* the response being parsed */
-  void *parser;                   /* llhttp_t, allocated */
+  http_client *http;              /* the HTTP/1.1 exchange; NULL once given up */
+  /* the response being read */
   int status;
-  char *reason;
-  json_t *headers;                /* flat [name, value, ...] */
-  char *hbuf;                     /* current header name or value */
-  size_t hbuf_len, hbuf_cap;
-  int in_value;
-  size_t header_bytes;
-  int interim;                    /* the message is a 1xx */
+  char *reason;                   /* UTF-8 */
+  json_t *headers;                /* flat [name, value, ...], UTF-8 */
   int head_done;                  /* the final head was handed over */
   int complete;                   /* the final response is complete */
   int leftover;                   /* bytes after the response: not reusable */
-  int skip_body;
   int broken;                     /* stop parsing, close after this batch */
   const char *error;              /* why the connection failed (constant or tls text) */
   char error_buf[768];
@@ -168,8 +163,9 @@ conn *conn_open(egress *e, fetch *f, const egress_url *url, const struct sockadd
                 uint32_t connect_timeout_ms, const char **why);
 /* An idle pooled connection to url's origin, now busy for f, or NULL. */
 conn *conn_take(egress *e, fetch *f, const egress_url *url);
-/* Writes the request. Returns 0 or a negative libuv error. */
-int conn_send(conn *c, const void *data, size_t len);
+/* Sends the request (http.h's client frames it). Returns 0 or a negative
+ * libuv error. */
+int conn_send(conn *c, const http_client_request *req);
 /* Pauses / resumes reading (flow control towards the worker). */
 void conn_pause(conn *c, int paused);
 /* The fetch is done with the connection: back to the pool when the response

@@ -62,8 +62,8 @@ struct fetch {
   size_t n_addrs, next_addr;
   char *last_connect_error;
   conn *conn;
-  uint8_t *request;         /* this hop's request bytes */
-  size_t request_len;
+  http_header *request_headers; /* this hop's, Host and injected credentials among them */
+  size_t n_request_headers;
   /* the response */
   int head_ready, head_sent;
   int status;
@@ -98,6 +98,17 @@ static void wipe_free(uint8_t *p, size_t len) {
   free(p);
 }
 
+/* Header values may be credentials: wiped before they go. */
+static void request_headers_free(fetch *f) {
+  for (size_t i = 0; i < f->n_request_headers; i++) {
+    free(f->request_headers[i].name);
+    wipe_free((uint8_t *)f->request_headers[i].value, strlen(f->request_headers[i].value));
+  }
+  free(f->request_headers);
+  f->request_headers = NULL;
+  f->n_request_headers = 0;
+}
+
 static void fetch_free(uv_handle_t *h) {
   fetch *f = h->data;
   free(f->tenant);
@@ -108,7 +119,7 @@ static void fetch_free(uv_handle_t *h) {
   free(f->from);
   egress_url_free(&f->url);
   free(f->last_connect_error);
-  wipe_free(f->request, f->request_len);
+  request_headers_free(f);
   free(f->status_text);
   json_decref(f->resp_headers);
   free(f->location);
@@ -256,28 +267,6 @@ static void flush(fetch *f) {
 
 /* ---- building the request ---- */
 
-typedef struct outbuf {
-  char *data;
-  size_t len, cap;
-} outbuf;
-
-static void out_add(outbuf *o, const void *p, size_t n) {
-  if (o->len + n > o->cap) {
-    size_t cap = o->cap ? o->cap : 512; /* under malloc's large-request threshold */
-    while (cap < o->len + n) cap *= 2;
-    char *grown = xmalloc(cap);
-    if (o->len) memcpy(grown, o->data, o->len);
-    if (o->data) memset(o->data, 0, o->cap); /* may hold credentials */
-    free(o->data);
-    o->data = grown;
-    o->cap = cap;
-  }
-  memcpy(o->data + o->len, p, n);
-  o->len += n;
-}
-
-static void out_str(outbuf *o, const char *s) { out_add(o, s, strlen(s)); }
-
 static int value_ok(const char *s) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
@@ -309,33 +298,35 @@ static int injected(const egress_rule *r, const char *name) {
   return 0;
 }
 
-/* This hop's request bytes. Returns 0, or -1 after failing the fetch. */
+static void request_header_add(fetch *f, size_t *cap, char *name, char *value) {
+  if (f->n_request_headers == *cap) {
+    *cap = *cap ? *cap * 2 : 16;
+    f->request_headers = xrealloc(f->request_headers, *cap * sizeof *f->request_headers);
+  }
+  f->request_headers[f->n_request_headers].name = name;
+  f->request_headers[f->n_request_headers].value = value;
+  f->n_request_headers++;
+}
+
+/* This hop's request headers (the client adds the framing). Returns 0, or
+ * -1 after failing the fetch. */
 static int build_request(fetch *f, const egress_rule *r) {
-  outbuf o = {0};
-  char *host = egress_url_host_header(&f->url);
-  out_str(&o, f->method);
-  out_str(&o, " ");
-  out_str(&o, f->url.target);
-  out_str(&o, " HTTP/1.1\r\nHost: ");
-  out_str(&o, host);
-  out_str(&o, "\r\n");
-  free(host);
+  request_headers_free(f);
+  size_t cap = 0;
+  request_header_add(f, &cap, xstrdup("Host"), egress_url_host_header(&f->url));
   size_t n = json_array_size(f->headers);
   for (size_t i = 0; i + 1 < n; i += 2) {
     const char *name = json_string_value(json_array_get(f->headers, i));
     const char *value = json_string_value(json_array_get(f->headers, i + 1));
     if (worker_header_dropped(f, name) || injected(r, name)) continue;
-    out_str(&o, name);
-    out_str(&o, ": ");
-    out_str(&o, value);
-    out_str(&o, "\r\n");
+    request_header_add(f, &cap, xstrdup(name), xstrdup(value));
   }
   for (size_t i = 0; i < r->n_inject; i++) {
     char *missing = NULL;
     char *value = egress_template_expand(r->inject[i].value, secrets_lookup, f->e->secrets,
                                          &missing);
     if (value == NULL || !value_ok(value)) {
-      wipe_free((uint8_t *)o.data, o.cap);
+      request_headers_free(f);
       if (value) wipe_free((uint8_t *)value, strlen(value));
       if (missing)
         fail(f, "secret \"%s\" is not set (the egress rule for %s injects it)", missing,
@@ -345,24 +336,8 @@ static int build_request(fetch *f, const egress_rule *r) {
       free(missing);
       return -1;
     }
-    out_str(&o, r->inject[i].name);
-    out_str(&o, ": ");
-    out_str(&o, value);
-    out_str(&o, "\r\n");
-    wipe_free((uint8_t *)value, strlen(value));
+    request_header_add(f, &cap, xstrdup(r->inject[i].name), value);
   }
-  int needs_length = f->body_len > 0 || strcmp(f->method, "POST") == 0 ||
-                     strcmp(f->method, "PUT") == 0 || strcmp(f->method, "PATCH") == 0;
-  if (needs_length) {
-    char cl[48];
-    snprintf(cl, sizeof cl, "Content-Length: %zu\r\n", f->body_len);
-    out_str(&o, cl);
-  }
-  out_str(&o, "\r\n");
-  if (f->body_len) out_add(&o, f->body, f->body_len);
-  wipe_free(f->request, f->request_len);
-  f->request = (uint8_t *)o.data;
-  f->request_len = o.len;
   return 0;
 }
 
@@ -604,7 +579,16 @@ static void next_hop(fetch *f) {
 /* ---- events from the connection ---- */
 
 void fetch_conn_ready(fetch *f, conn *c) {
-  int rc = conn_send(c, f->request, f->request_len);
+  http_client_request req = {
+      .method = f->method,
+      .target = f->url.target,
+      .headers = f->request_headers,
+      .n_headers = f->n_request_headers,
+      .body = f->body,
+      .body_len = f->body_len,
+      .keep_alive = 1,
+  };
+  int rc = conn_send(c, &req);
   if (rc != 0) fetch_conn_failed(f, c, "could not send the request", c->reused && !f->retried);
 }
 

@@ -1,6 +1,8 @@
 /*
- * http: the HTTP/1.1 server side shared by the worker processes' ingress and
- * the supervisor's control API. libuv for I/O, llhttp for parsing.
+ * http: HTTP/1.1 for the whole project, libuv for I/O, llhttp for parsing.
+ * The server side is shared by the worker processes' ingress and the
+ * supervisor's control API; the client side (http_client_*, at the end) by
+ * the handoff to dedicated processes and the egress's upstream connections.
  *
  * What it guarantees to a handler:
  * - a request is delivered once its head and whole body are in (bodies are
@@ -225,5 +227,158 @@ const char *http_authority_parse(const char *s, size_t len, http_authority *out)
 
 /* The standard reason phrase ("Not Found"), or "Unknown". */
 const char *http_status_text(int status);
+
+/*
+ * The client side: one HTTP/1.1 connection to a server, one request at a
+ * time on it, the response streamed to the caller as it arrives.
+ *
+ * The client does no connecting, no name resolution and no TLS: it speaks
+ * over a transport the caller already connected. Either a uv_stream_t
+ * (http_client_new_stream), or any byte pipe behind http_client_transport
+ * (http_client_new), whose owner feeds what it reads with
+ * http_client_feed() (the egress puts its TLS there: this library never
+ * links a TLS library, since it also lives in processes that load V8).
+ *
+ * A request goes out with http_client_send(): its body fixed (sent with
+ * a Content-Length) or streamed (http_client_write / http_client_end, sent
+ * chunked). The response comes back through three callbacks: on_head once
+ * (1xx interim responses are skipped), on_body for each piece of the body,
+ * on_end once (0, or a negative error). Between on_head and on_end the
+ * caller paces the body with http_client_pause() / http_client_resume():
+ * paused, no on_body is called and the transport is not read, so what the
+ * client holds for a slow consumer stays below one read (64 KiB).
+ *
+ * Callbacks are called from inside http_client_feed(), _feed_end(),
+ * _written() and libuv callbacks, never from inside any other call. Every http_client_* call
+ * may be made from inside a callback, http_client_close() included.
+ *
+ * Errors given to on_end:
+ *   UV_ECONNRESET  the connection closed (or was reset) before any byte of
+ *                  the response
+ *                  (on a reused connection the request may be sent again)
+ *   UV_EOF         it closed in the middle of the response
+ *   UV_EPROTO      malformed response (http_client_error() says how)
+ *   UV_E2BIG       response head over HTTP_CLIENT_MAX_HEADER_BYTES
+ *   UV_ENOTSUP     101 Switching Protocols: not an HTTP/1.1 response
+ *   UV_ETIMEDOUT   head_timeout_ms or idle_timeout_ms passed
+ *   other          the transport's read or write error
+ */
+typedef struct http_client http_client;
+
+typedef struct http_client_response {
+  int status;
+  const char *reason;          /* reason phrase as received (bytes, NUL-terminated) */
+  const http_header *headers;  /* as received: names and values are raw bytes */
+  size_t n_headers;
+  int64_t content_length;      /* -1: chunked, or delimited by the connection's end */
+  int keep_alive;              /* the server lets the connection be reused */
+} http_client_response;
+
+typedef struct http_client_callbacks {
+  /* The final response head. Pointers stay valid until on_end returns. */
+  void (*on_head)(http_client *c, void *arg, const http_client_response *res);
+  /* A piece of the body (chunked coding removed). */
+  void (*on_body)(http_client *c, void *arg, const uint8_t *data, size_t len);
+  /* The response is complete (0) or failed (< 0, see above). Once per request. */
+  void (*on_end)(http_client *c, void *arg, int status);
+} http_client_callbacks;
+
+typedef struct http_client_request {
+  const char *method;
+  const char *target;          /* request-target: "/items?id=3" */
+  const http_header *headers;  /* sent as given, Host among them; the client adds
+                                  Content-Length or Transfer-Encoding and Connection */
+  size_t n_headers;
+  const void *body;            /* fixed body, copied; NULL when empty */
+  size_t body_len;
+  int body_streamed;           /* the body follows: http_client_write, http_client_end */
+  int keep_alive;              /* 0: "Connection: close" */
+  uint64_t head_timeout_ms;    /* 0: none. From the call until the response head */
+  uint64_t idle_timeout_ms;    /* 0: none. No response byte for this long while not paused */
+} http_client_request;
+
+/* A byte pipe the caller owns and has connected. */
+typedef struct http_client_transport {
+  /* Queues bytes for the server (copy them, they are gone after the call).
+   * Returns 0 or a negative error. */
+  int (*write)(void *ctx, const void *data, size_t len);
+  /* Starts (on = 1) or stops delivering input to http_client_feed(). */
+  void (*read)(void *ctx, int on);
+  /* Optional: bytes accepted by write() and not sent yet (request body
+   * backpressure). NULL: streamed bodies are never held back. */
+  size_t (*write_queued)(void *ctx);
+  void *ctx;
+} http_client_transport;
+
+/* Request body bytes queued past this make http_client_write() return 1. */
+#define HTTP_CLIENT_WRITE_HIGH (256u << 10)
+#define HTTP_CLIENT_MAX_HEADER_BYTES (64u << 10)
+
+/* A client over a transport. Never fails (aborts on out-of-memory). The
+ * transport must outlive the client's use of it: up to http_client_close(). */
+http_client *http_client_new(uv_loop_t *loop, const http_client_transport *transport,
+                             const http_client_callbacks *cb, void *arg);
+
+/* A client over a connected stream (TCP, pipe). The stream stays the
+ * caller's, but stream->data is the client's and the client reads and writes
+ * it until http_client_close() (which sets data to NULL: set it again if the
+ * stream's close callback needs it); close the stream only after that. */
+http_client *http_client_new_stream(uv_loop_t *loop, uv_stream_t *stream,
+                                    const http_client_callbacks *cb, void *arg);
+
+/* Sends a request; its response follows through the callbacks. Returns 0,
+ * UV_EBUSY (a request is in progress or the connection is not reusable),
+ * UV_EINVAL (a header the client writes itself: Content-Length,
+ * Transfer-Encoding, Connection; a name or method that is not a token; a
+ * control character in a value or the target) or the transport's write
+ * error. The request buffers are wiped after writing: heads may carry
+ * credentials. */
+int http_client_send(http_client *c, const http_client_request *req);
+
+/* Body bytes of a streamed request (copied; one chunk). Returns 0 when more
+ * may be written now, 1 when the transport holds HTTP_CLIENT_WRITE_HIGH
+ * bytes or more (wait for http_client_on_drain), or a negative error:
+ * UV_EINVAL when no streamed body is open. */
+int http_client_write(http_client *c, const void *data, size_t len);
+
+/* Ends a streamed request body. Returns 0 or a negative error. */
+int http_client_end(http_client *c);
+
+/* Calls cb once the transport's queue went below HTTP_CLIENT_WRITE_HIGH / 4
+ * after a write that returned 1, or with a negative status when the
+ * request failed. Returns 0, UV_EBUSY (a wait is set) or UV_EINVAL. */
+int http_client_on_drain(http_client *c, void (*cb)(void *arg, int status), void *arg);
+
+/* Stops (pause) and restarts (resume) the response body: no on_body while
+ * paused, and the transport is not read. Resuming delivers what was held
+ * from a later turn of the loop, never from inside this call. */
+void http_client_pause(http_client *c);
+void http_client_resume(http_client *c);
+
+/* The bytes the owner of a transport read. Returns 0, or a negative error
+ * when the client has failed (its on_end has been called, or was called
+ * before: feed no more). Input while no request waits for an answer makes
+ * the connection unusable. */
+int http_client_feed(http_client *c, const void *data, size_t len);
+
+/* The owner of a transport says its input ended: UV_EOF for the peer's FIN,
+ * another negative error for a failure. */
+void http_client_feed_end(http_client *c, int status);
+
+/* The owner of a transport says queued bytes went out (for on_drain), or
+ * with status < 0 that writing failed. */
+void http_client_written(http_client *c, int status);
+
+/* 1 when another request may be sent: the last response was read whole,
+ * the server allows keep-alive, and nothing was received past it. */
+int http_client_reusable(const http_client *c);
+
+/* Why the last request failed, for a person ("invalid chunk size"). */
+const char *http_client_error(const http_client *c);
+
+/* Ends everything: no callback is called after this. The memory goes once
+ * the client's own handles closed; a stream given to http_client_new_stream
+ * may be closed right after this call. */
+void http_client_close(http_client *c);
 
 #endif

@@ -14,8 +14,11 @@
  *
  * The client sees the dedicated process's status, headers and body; the
  * framing headers (Date, Content-Length, Connection) are this process's.
+ * The body is relayed as it arrives, through http.h's client and streamed
+ * response: reading from the dedicated process stops while the client's
+ * connection holds more than the server's write threshold (256 KiB), so a
+ * relayed response costs about that much here whatever its size.
  */
-#include <llhttp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -26,76 +29,31 @@
 #define HANDOFF_WAIT_MS 5000        /* held this long while the dedicated process is not ready */
 #define HANDOFF_SWEEP_MS 50
 #define HANDOFF_TIMEOUT_MS 120000   /* backstop: the dedicated process enforces the wall limit */
-#define HANDOFF_MAX_RESPONSE (256u << 20)
-
-typedef struct buffer_t buffer_t;
 
 typedef struct handoff {
   uv_tcp_t tcp;
   uv_connect_t connect;
-  uv_write_t write;
-  uv_timer_t timer;
+  uv_timer_t timer;            /* until the response head: HANDOFF_TIMEOUT_MS */
   worker *w;
   tenant *t;
   http_request *req;
   uint64_t queued_ns;
   struct handoff *next;        /* in t->handoff_waiting */
-  char *out;                   /* the request as sent */
-  size_t out_len;
-  llhttp_t parser;
-  int status;
-  http_header *headers;
-  size_t n_headers, cap_headers;
-  buffer_t *field, *value;     /* the header being read, in pieces */
-  int in_value;
-  uint8_t *body;
-  size_t body_len, body_cap;
-  int complete;                /* the whole response is in */
+  http_client *client;         /* NULL until connected */
+  http_header *out_headers;    /* the request's headers as sent */
+  size_t n_out_headers;
+  int started;                 /* the response head went to the client */
   int handles;                 /* open libuv handles */
   struct handoff *prev_live, *next_live; /* every handoff not yet ended */
 } handoff;
 
 static handoff *live;
 
-/* ---- small growable strings ---- */
-
-struct buffer_t {
-  char *data;
-  size_t len, cap;
-};
-
-static void buf_append(buffer_t **b, const char *data, size_t len) {
-  if (*b == NULL) *b = xcalloc(1, sizeof **b);
-  buffer_t *x = *b;
-  if (x->len + len + 1 > x->cap) {
-    x->cap = (x->len + len + 1) * 2;
-    x->data = xrealloc(x->data, x->cap);
-  }
-  memcpy(x->data + x->len, data, len);
-  x->len += len;
-  x->data[x->len] = '\0';
-}
-
-static char *buf_take(buffer_t **b) {
-  if (*b == NULL) return xstrdup("");
-  char *s = (*b)->data ? (*b)->data : xstrdup("");
-  free(*b);
-  *b = NULL;
-  return s;
-}
-
 /* ---- lifecycle ---- */
 
 static void handoff_free(handoff *h) {
-  for (size_t i = 0; i < h->n_headers; i++) {
-    free(h->headers[i].name);
-    free(h->headers[i].value);
-  }
-  free(h->headers);
-  free(buf_take(&h->field));
-  free(buf_take(&h->value));
-  free(h->body);
-  free(h->out);
+  for (size_t i = 0; i < h->n_out_headers; i++) free(h->out_headers[i].name);
+  free(h->out_headers);
   free(h);
 }
 
@@ -116,6 +74,11 @@ static void handoff_end(handoff *h) {
   if (h->next_live) h->next_live->prev_live = h->prev_live;
   if (t->handoffs > 0) t->handoffs--;
   worker_cordon_settled(h->w, t);
+  if (h->client) {
+    http_client_close(h->client);
+    h->client = NULL;
+    h->tcp.data = h; /* the client's while it was open */
+  }
   if (h->handles == 0) {
     worker *w = h->w;
     handoff_free(h);
@@ -133,7 +96,7 @@ static void fail(handoff *h, int status, const char *message) {
     char *text = json_dumps(extra, JSON_COMPACT);
     json_decref(extra);
     log_write(LOG_WARN, h->t->name, h->req->id, NULL, "handoff failed: %s", message);
-    stats_answered_here(h->t, status);
+    if (!h->started) stats_answered_here(h->t, status); /* else the answer was relayed */
     http_respond_error(h->req, status, message, text);
     free(text);
   }
@@ -181,93 +144,92 @@ static void sweep(uv_timer_t *timer) {
 
 /* ---- the response ---- */
 
-static void push_header(handoff *h) {
-  if (h->field == NULL) return;
-  if (h->n_headers == h->cap_headers) {
-    h->cap_headers = h->cap_headers ? h->cap_headers * 2 : 16;
-    h->headers = xrealloc(h->headers, h->cap_headers * sizeof *h->headers);
-  }
-  h->headers[h->n_headers].name = buf_take(&h->field);
-  h->headers[h->n_headers].value = buf_take(&h->value);
-  h->n_headers++;
-  h->in_value = 0;
-}
-
-static int on_header_field(llhttp_t *p, const char *at, size_t len) {
-  handoff *h = p->data;
-  if (h->in_value) push_header(h);
-  buf_append(&h->field, at, len);
-  return 0;
-}
-
-static int on_header_value(llhttp_t *p, const char *at, size_t len) {
-  handoff *h = p->data;
-  h->in_value = 1;
-  buf_append(&h->value, at, len);
-  return 0;
-}
-
-static int on_headers_complete(llhttp_t *p) {
-  handoff *h = p->data;
-  push_header(h);
-  h->status = p->status_code;
-  /* A HEAD answer has no body whatever its Content-Length says. */
-  return h->req && strcmp(h->req->method, "HEAD") == 0 ? 1 : 0;
-}
-
-static int on_body(llhttp_t *p, const char *at, size_t len) {
-  handoff *h = p->data;
-  if (h->body_len + len > HANDOFF_MAX_RESPONSE) return -1;
-  if (h->body_len + len > h->body_cap) {
-    h->body_cap = (h->body_len + len) * 2;
-    h->body = xrealloc(h->body, h->body_cap);
-  }
-  memcpy(h->body + h->body_len, at, len);
-  h->body_len += len;
-  return 0;
-}
-
-static int on_message_complete(llhttp_t *p) {
-  handoff *h = p->data;
-  h->complete = 1;
-  return HPE_PAUSED;
-}
-
-static llhttp_settings_t parser_settings;
-
-static void relay(handoff *h) {
-  if (h->req) http_respond(h->req, h->status, h->headers, h->n_headers, h->body, h->body_len);
+/* The response cannot go on: the client sees a cut connection (or has left). */
+static void cut(handoff *h) {
+  http_request *req = h->req;
+  h->req = NULL;
+  http_respond_abort(req);
   handoff_end(h);
 }
 
-static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
-  (void)handle;
-  buf->base = xmalloc(suggested);
-  buf->len = suggested;
+static void on_client_drained(void *arg, int status);
+
+static void on_head(http_client *c, void *arg, const http_client_response *res) {
+  handoff *h = arg;
+  uv_timer_stop(&h->timer);
+  (void)c;
+  /* The length the dedicated process announced, so the client sees it too
+   * (for HEAD, the length a GET would get). */
+  if (http_respond_start(h->req, res->status, res->headers, res->n_headers,
+                         res->content_length) != 0) {
+    cut(h); /* the client left: nothing more to read from the dedicated process */
+    return;
+  }
+  h->started = 1;
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-  handoff *h = s->data;
-  if (h->complete) {
-    free(buf->base);
+static void on_body(http_client *c, void *arg, const uint8_t *data, size_t len) {
+  handoff *h = arg;
+  int rc = http_respond_write(h->req, data, len);
+  if (rc == 1 && http_respond_on_drain(h->req, on_client_drained, h) == 0) {
+    /* The client is behind: stop reading until its queue goes down. */
+    http_client_pause(c);
     return;
   }
-  if (nread > 0) {
-    llhttp_errno_t e = llhttp_execute(&h->parser, buf->base, (size_t)nread);
-    free(buf->base);
-    if (h->complete) relay(h);
-    else if (e != HPE_OK) fail(h, 502, "the tenant's dedicated process sent a malformed response");
+  if (rc < 0) {
+    log_write(LOG_INFO, h->t->name, h->req->id, NULL,
+              "handoff: the client went away during the response");
+    cut(h);
+  }
+}
+
+static void on_cut_later(uv_timer_t *timer) {
+  handoff *h = timer->data;
+  if (h->req) cut(h);
+}
+
+static void on_client_drained(void *arg, int status) {
+  handoff *h = arg;
+  /* UV_ECANCELED: from our own end or abort, the handoff is ending. */
+  if (h->client == NULL || h->req == NULL || status == UV_ECANCELED) return;
+  if (status == 0) {
+    http_client_resume(h->client);
     return;
   }
-  free(buf->base);
-  if (nread == 0) return;
-  if (nread == UV_EOF && llhttp_finish(&h->parser) == HPE_OK && h->complete) {
-    relay(h);
+  /* The client left. The server is still closing its connection and uses
+   * the request after this call: it is freed from the next loop turn. */
+  uv_timer_start(&h->timer, on_cut_later, 0, 0);
+}
+
+static void on_end(http_client *c, void *arg, int status) {
+  handoff *h = arg;
+  if (status == 0) {
+    http_request *req = h->req;
+    h->req = NULL;
+    if (http_respond_end(req) == UV_EPROTO)
+      log_write(LOG_WARN, h->t->name, NULL, NULL,
+                "handoff: the dedicated process's response ended short of its Content-Length");
+    handoff_end(h);
+    return;
+  }
+  if (h->started) {
+    /* Part of the body went out: the client must see a cut response. */
+    log_write(LOG_WARN, h->t->name, h->req->id, NULL,
+              "handoff: the dedicated process's response broke off: %s", http_client_error(c));
+    cut(h);
     return;
   }
   /* It may have run the request: never send it again. */
-  fail(h, 502, "the tenant's dedicated process failed while handling the request");
+  if (status == UV_ETIMEDOUT)
+    fail(h, 504, "the tenant's dedicated process did not answer in time");
+  else if (status == UV_EPROTO || status == UV_E2BIG || status == UV_ENOTSUP)
+    fail(h, 502, "the tenant's dedicated process sent a malformed response");
+  else
+    fail(h, 502, "the tenant's dedicated process failed while handling the request");
 }
+
+static const http_client_callbacks client_callbacks = {
+    .on_head = on_head, .on_body = on_body, .on_end = on_end};
 
 /* ---- the request ---- */
 
@@ -280,41 +242,27 @@ int handoff_hop_by_hop(const char *name) {
   return 0;
 }
 
-static void serialize(handoff *h) {
+/* The client's headers as the dedicated process gets them. */
+static void build_headers(handoff *h) {
   http_request *req = h->req;
-  buffer_t *b = NULL;
-  char *line = xasprintf("%s %s HTTP/1.1\r\n", req->method, req->target);
-  buf_append(&b, line, strlen(line));
-  free(line);
+  size_t prefix = strlen(HANDOFF_HOP_PREFIX);
+  h->out_headers = xcalloc(req->n_headers ? req->n_headers : 1, sizeof *h->out_headers);
   for (size_t i = 0; i < req->n_headers; i++) {
     const http_header *hd = &req->headers[i];
     /* The client's own framing goes under a prefix, so that the tenant sees
      * the headers it would have seen in a shared process; a client's header
      * that looks like one of those is not passed on. */
-    if (strncasecmp(hd->name, HANDOFF_HOP_PREFIX, strlen(HANDOFF_HOP_PREFIX)) == 0) continue;
-    if (handoff_hop_by_hop(hd->name)) buf_append(&b, HANDOFF_HOP_PREFIX, strlen(HANDOFF_HOP_PREFIX));
-    buf_append(&b, hd->name, strlen(hd->name));
-    buf_append(&b, ": ", 2);
-    buf_append(&b, hd->value, strlen(hd->value));
-    buf_append(&b, "\r\n", 2);
+    if (strncasecmp(hd->name, HANDOFF_HOP_PREFIX, prefix) == 0) continue;
+    http_header *out = &h->out_headers[h->n_out_headers++];
+    out->name = handoff_hop_by_hop(hd->name) ? xasprintf("%s%s", HANDOFF_HOP_PREFIX, hd->name)
+                                             : xstrdup(hd->name);
+    out->value = hd->value; /* the request's, which outlives the sending */
   }
-  line = xasprintf("Content-Length: %zu\r\nConnection: close\r\n\r\n", req->body_len);
-  buf_append(&b, line, strlen(line));
-  free(line);
-  if (req->body_len) buf_append(&b, (const char *)req->body, req->body_len);
-  h->out_len = b->len;
-  h->out = buf_take(&b);
-}
-
-static void on_write(uv_write_t *wr, int status) {
-  handoff *h = wr->data;
-  if (status != 0 && !h->complete && h->req)
-    fail(h, 502, "the tenant's dedicated process closed the connection");
 }
 
 static void on_timeout(uv_timer_t *timer) {
   handoff *h = timer->data;
-  if (!h->complete) fail(h, 504, "the tenant's dedicated process did not answer in time");
+  if (!h->started) fail(h, 504, "the tenant's dedicated process did not answer in time");
 }
 
 static void start(handoff *h);
@@ -349,11 +297,20 @@ static void on_connect(uv_connect_t *c, int status) {
     uv_close((uv_handle_t *)&h->timer, on_closed_retry);
     return;
   }
-  serialize(h);
-  uv_buf_t buf = uv_buf_init(h->out, (unsigned)h->out_len);
-  h->write.data = h;
-  int rc = uv_write(&h->write, (uv_stream_t *)&h->tcp, &buf, 1, on_write);
-  if (rc == 0) rc = uv_read_start((uv_stream_t *)&h->tcp, alloc_cb, on_read);
+  build_headers(h);
+  http_client_request out = {
+      .method = h->req->method,
+      .target = h->req->target,
+      .headers = h->out_headers,
+      .n_headers = h->n_out_headers,
+      .body = h->req->body,
+      .body_len = h->req->body_len,
+      .keep_alive = 0,
+      /* The head is timed by h->timer (from before the connection). */
+      .idle_timeout_ms = HANDOFF_TIMEOUT_MS,
+  };
+  h->client = http_client_new_stream(h->w->loop, (uv_stream_t *)&h->tcp, &client_callbacks, h);
+  int rc = http_client_send(h->client, &out);
   if (rc != 0) fail(h, 502, "cannot reach the tenant's dedicated process");
 }
 
@@ -365,8 +322,6 @@ static void start(handoff *h) {
   uv_timer_init(w->loop, &h->timer);
   h->tcp.data = h->timer.data = h;
   h->handles = 2;
-  llhttp_init(&h->parser, HTTP_RESPONSE, &parser_settings);
-  h->parser.data = h;
   h->connect.data = h;
   uv_timer_start(&h->timer, on_timeout, HANDOFF_TIMEOUT_MS, 0);
   int rc = uv_tcp_connect(&h->connect, &h->tcp, (const struct sockaddr *)&addr, on_connect);
@@ -380,14 +335,6 @@ void handoff_submit(worker *w, tenant *t, http_request *req) {
     if (http_request_buffer_body(req) != 0)
       http_respond_error(req, 503, "the request cannot be handed to the tenant's process", NULL);
     return;
-  }
-  if (parser_settings.on_message_complete == NULL) {
-    llhttp_settings_init(&parser_settings);
-    parser_settings.on_header_field = on_header_field;
-    parser_settings.on_header_value = on_header_value;
-    parser_settings.on_headers_complete = on_headers_complete;
-    parser_settings.on_body = on_body;
-    parser_settings.on_message_complete = on_message_complete;
   }
   handoff *h = xcalloc(1, sizeof *h);
   h->w = w;
