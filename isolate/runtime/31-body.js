@@ -193,14 +193,6 @@ function bodySourceToStream(src) {
   return readableStreamFromBytes(bodySourceBytesSync(src));
 }
 
-// For clone(): a source both bodies can read. Streams are teed.
-function bodySourceClone(src, assign) {
-  if (!isStreamSource(src)) return src;
-  const [a, b] = readableStreamTee(src);
-  assign(a);
-  return b;
-}
-
 // Runs `fn(src)`, turning a synchronous throw into a rejected promise, as
 // WebIDL does for promise-returning operations.
 function bodyConsume(fn, src, arg) {
@@ -210,3 +202,125 @@ function bodyConsume(fn, src, arg) {
     return Promise.reject(err);
   }
 }
+
+// The Body mixin as one base class of Request and Response, as in workerd:
+// the body's state and every member that reads it. The headers stay the
+// subclasses' own; blob() and formData() ask them for the Content-Type
+// through the readers their static blocks leave below.
+let bodySourceOf;   // (Body) -> source
+let bodySetSource;  // (Body, source) -> undefined
+let bodyTake;       // (Body) -> source; marks the body used (throws if it was)
+let bodyMove;       // (from, to): `to` takes the body of `from`, which becomes used
+let bodyCloneInto;  // (from, to): `to` gets a body of its own with the bytes of `from`'s
+let requestContentType = null;  // (v) -> Content-Type of a Request, undefined for others
+let responseContentType = null; // (v) -> Content-Type of a Response, undefined for others
+
+function bodyContentType(b) {
+  const type = requestContentType(b);
+  if (type !== undefined) return type;
+  const t = responseContentType(b);
+  return t === undefined ? null : t;
+}
+
+class Body {
+  #body;
+  #bodyUsed = false;
+
+  // Only Request and Response make one: `source` is an extracted body source.
+  constructor(token, source = null) {
+    if (token !== kPrivate) throw new TypeError('Illegal constructor');
+    this.#body = source;
+  }
+
+  #take() {
+    const src = this.#body;
+    if (this.#bodyUsed) throw new TypeError(bodyUsedMessage);
+    if (src === null) return null;
+    if (isStreamSource(src) && (readableStreamDisturbed(src) || src.locked)) {
+      throw new TypeError(bodyUsedMessage);
+    }
+    this.#bodyUsed = true;
+    return src;
+  }
+
+  get body() {
+    const src = this.#body;
+    if (src === null) return null;
+    if (isStreamSource(src)) return src;
+    const stream = this.#bodyUsed ? readableStreamUsed() : bodySourceToStream(src);
+    this.#body = stream;
+    return stream;
+  }
+
+  get bodyUsed() {
+    if (this.#bodyUsed) return true;
+    const src = this.#body;
+    return isStreamSource(src) && readableStreamDisturbed(src);
+  }
+
+  text() {
+    return bodyConsume(bodyToText, this.#take());
+  }
+
+  json() {
+    return bodyConsume(bodyToJSON, this.#take());
+  }
+
+  arrayBuffer() {
+    return bodyConsume(bodyToArrayBuffer, this.#take());
+  }
+
+  bytes() {
+    return bodyConsume(bodyToUint8Array, this.#take());
+  }
+
+  blob() {
+    const src = this.#take();
+    return bodyConsume(bodyToBlob, src, bodyContentType(this));
+  }
+
+  formData() {
+    const src = this.#take();
+    return bodyConsume(bodyToFormData, src, bodyContentType(this));
+  }
+
+  static {
+    bodySourceOf = (b) => b.#body;
+    bodySetSource = (b, src) => {
+      b.#body = src;
+    };
+    bodyTake = (b) => b.#take();
+    bodyMove = (from, to) => {
+      to.#body = from.#body;
+      from.#bodyUsed = true;
+    };
+    // A source both bodies can read: a stream is teed.
+    bodyCloneInto = (from, to) => {
+      const src = from.#body;
+      if (!isStreamSource(src)) {
+        to.#body = src;
+        return;
+      }
+      const [a, b] = readableStreamTee(src);
+      from.#body = a;
+      to.#body = b;
+    };
+  }
+}
+// The body methods throw synchronously only for a wrong `this`.
+for (const name of ['text', 'json', 'arrayBuffer', 'bytes', 'blob', 'formData']) {
+  const method = Body.prototype[name];
+  Object.defineProperty(Body.prototype, name, {
+    value: {
+      [name]() {
+        try {
+          return method.call(this);
+        } catch (err) {
+          return Promise.reject(err);
+        }
+      },
+    }[name],
+    writable: true, configurable: true,
+  });
+}
+defineInterface(Body, 'Body');
