@@ -9,7 +9,7 @@
 // before it and returns its own. Their bodies are not indented.
 //
 // Takes from
-//   00-util.js: isObjectLike, toDictionary, requireArgs, defineInterface
+//   00-util.js: toDictionary, requireArgs, defineInterface
 
 function markHandled(promise) {
   promise.then(undefined, () => {});

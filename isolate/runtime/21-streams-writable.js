@@ -1,11 +1,11 @@
 // WHATWG Streams: WritableStream, its controller and its writer.
 //
 // Takes from
-//   00-util.js: kPrivate, isObjectLike, toDictionary, requireArgs, defineInterface,
-//     registerInspect
+//   00-util.js: kPrivate, toDictionary, defineInterface, registerInspect, isObjectLike, requireArgs
 //   17-events.js: eventsFragment (AbortController)
-//   20-streams-queue.js: markHandled; and, as the argument `queue`, the part's
-//     ValueQueue, newDeferred, promiseCall, optionalMethod, strategyFrom
+//   20-streams-queue.js: markHandled
+//   20-streams-queue.js, as the argument `queue`: ValueQueue, newDeferred, promiseCall,
+//     optionalMethod, strategyFrom
 
 function makeStreamsWritable(queue) {
 const { AbortController } = eventsFragment();

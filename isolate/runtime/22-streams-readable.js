@@ -7,7 +7,14 @@
 // the algorithms below follow the standard's names where they map 1:1.
 //
 // Takes from
-//   (filled in below)
+//   00-util.js: kPrivate, toDictionary, isObjectLike, defineInterface, registerInspect,
+//     requireArgs, emptyBytes, typedArrayKind, isAnyArrayBuffer, concatBytes
+//   17-events.js: eventsFragment (AbortSignal)
+//   20-streams-queue.js: markHandled
+//   20-streams-queue.js, as the argument `queue`: ValueQueue, newDeferred, promiseCall,
+//     optionalMethod, strategyFrom, byteLengthSize
+//   21-streams-writable.js, as the argument `writable`: isWritableStream, wsStateOf,
+//     wsCloseQueuedOrInFlight, wsAbort, wsClose, wsWrite, acquireWriter, writerRelease
 
 function makeStreamsReadable(queue, writable) {
 const { AbortSignal } = eventsFragment();

@@ -2,7 +2,16 @@
 // IdentityTransformStream and FixedLengthStream.
 //
 // Takes from
-//   (filled in below)
+//   00-util.js: toDictionary, kPrivate, defineInterface, bufferSourceBytes, requireArgs
+//   20-streams-queue.js, as the argument `queue`: newDeferred, promiseCall, optionalMethod,
+//     strategyFrom, byteLengthSize
+//   21-streams-writable.js, as the argument `writable`: WritableStream,
+//     WritableStreamDefaultController, WSControllerState, wsStateOf, setUpWSController,
+//     wsControllerErrorIfNeeded
+//   22-streams-readable.js, as the argument `readable`: ReadableStream,
+//     ReadableStreamDefaultController, RSControllerState, rsStateOf, setUpRSController,
+//     rsCanCloseOrEnqueue, rsDesiredSize, rsShouldCallPull, rsControllerClose, rsControllerEnqueue,
+//     rsControllerError
 
 function makeStreamsTransform(queue, readable, writable) {
 const { newDeferred, promiseCall, optionalMethod, strategyFrom, byteLengthSize } = queue;

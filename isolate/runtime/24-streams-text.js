@@ -2,7 +2,9 @@
 // streams around a TextEncoder's and a TextDecoder's algorithms.
 //
 // Takes from
-//   (filled in below)
+//   00-util.js: toDOMString, defineInterface, bufferSourceBytes
+//   15-encoding.js: TextDecoder
+//   23-streams-transform.js, as the argument `transform`: TransformStream
 
 function makeStreamsText(transform) {
 const { TransformStream } = transform;

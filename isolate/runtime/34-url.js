@@ -3,11 +3,12 @@
 // the getters read it and the setters run the parser with a state override.
 //
 // Takes from
-//   30-url-encoding.js: urlEncoding (requireArgs, toUSV, formParse, percentEncode,
-//     SET_USERINFO, webidlShape)
-//   33-url-parser.js: urlParser (basicParse, fastParse, parseURL, parseWithBase, hrefOf,
-//     originOf, cannotHaveCredentialsOrPort, ST_SCHEME_START, ST_HOST, ST_HOSTNAME, ST_PORT,
-//     ST_PATH_START, ST_QUERY, ST_FRAGMENT)
+//   30-url-encoding.js: urlEncoding (requireArgs, toUSV, formParse, percentEncode, SET_USERINFO,
+//     webidlShape)
+//   33-url-parser.js: urlParser (basicParse, fastParse, parseURL, parseWithBase, hrefOf, originOf,
+//     cannotHaveCredentialsOrPort, ST_SCHEME_START, ST_HOST, ST_HOSTNAME, ST_PORT, ST_PATH_START,
+//     ST_QUERY, ST_FRAGMENT)
+//
 // At call time, URL also uses what 35-url-search-params.js, written after it, gives
 // through bindSearchParams when it loads: the two classes mirror each other.
 

@@ -1,9 +1,22 @@
-// The Body mixin's machinery, shared by Request and Response.
+// The body of a Request or a Response: extracting one from what a script
+// passes, reading it as text, JSON, bytes, a Blob or FormData, and Body, the
+// one base class of Request and Response that holds it (the Fetch standard's
+// Body mixin).
 //
 // A body's source is one of: null; a string (kept as is, encoded only when
 // bytes are asked for, so a string response goes to native.respond
 // untouched); a Uint8Array nobody else can write to; a Blob; a ReadableStream.
 // FormData and URLSearchParams are serialised when the body is made.
+//
+// Takes from
+//   00-util.js: loneSurrogateRe, toUSVString, isObjectLike, copyBufferSource, emptyBytes,
+//     utf8Decode, toArrayBuffer, kPrivate, defineInterface
+//   25-streams.js: isReadableStream, readableStreamDisturbed, streamsFragment,
+//     readableStreamReadAll, readableStreamFromBytes, readableStreamUsed, readableStreamTee
+//   26-blob.js: isBlob, blobBytesOf, blobFromBytes
+//   35-url-search-params.js: URLSearchParams
+//   37-formdata.js: isFormData, encodeMultipart, mimeEssence, parseHeaderParams, parseMultipart,
+//     parseUrlEncodedForm
 
 const bodyUsedMessage =
   'Body has already been used. It can only be used once. Use tee() first if you need to read it twice.';

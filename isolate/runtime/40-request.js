@@ -4,6 +4,16 @@
 // An incoming request is built without parsing or copying anything: its URL
 // is the absolute one the host gave, and its header list is the host's flat
 // array, whose names are lowercased the first time anything reads them.
+//
+// Takes from
+//   00-util.js: toUSVString, kPrivate, requireArgs, toDictionary, emptyBytes, defineInterface,
+//     registerInspect, defineGlobal
+//   17-events.js: isAbortSignal, abortSignalNew
+//   34-url.js: URL
+//   38-headers.js: headerNameRe, GUARD_NONE, headerListFill, headerListHas, headerListLowercase,
+//     headersFromList, headerListGet, GUARD_IMMUTABLE
+//   39-body.js: Body, extractBody, extractedContentType, bodySetSource, bodySourceOf, bodyMove,
+//     bodyUsedMessage, bodyCloneInto, requestContentType
 
 // The Fetch standard uppercases the first six; the Workers runtime every
 // method it knows, PATCH included, so a script's 'patch' works the same here.

@@ -1,6 +1,15 @@
 // Response (Fetch standard, as the Workers runtime shapes it: a zero-length
 // body is accepted, and dropped, with a null body status; statusText is ""
 // unless given, and the HTTP layer sends the standard reason phrase).
+//
+// Takes from
+//   00-util.js: kPrivate, loneSurrogateRe, toUSVString, toDictionary, toUnsignedShort, requireArgs,
+//     defineInterface, registerInspect, defineGlobal
+//   34-url.js: URL
+//   38-headers.js: GUARD_NONE, headerListFill, headerListHas, GUARD_IMMUTABLE, headersFromList,
+//     headerListForWire, headerListGet
+//   39-body.js: Body, extractBody, extractedContentType, bodySourceIsEmpty, bodySetSource,
+//     bodyUsedMessage, bodyCloneInto, bodyTake, responseContentType
 
 function isNullBodyStatus(status) {
   return status === 101 || status === 204 || status === 205 || status === 304;

@@ -1,4 +1,18 @@
-// queueMicrotask, reportError, structuredClone, performance, navigator, self.
+// The remaining globals: structuredClone, performance, navigator, scheduler,
+// self and the global scope's event target (addEventListener, ...). It also
+// installs queueMicrotask and reportError (11-report-error.js) and crypto
+// (18-crypto.js), so that the enumerable globals come in the Workers' order.
+//
+// Takes from
+//   00-util.js: requireArgs, toDictionary, isObjectLike, isArrayBuffer, kPrivate, defineInterface,
+//     defineGlobal
+//   05-domexception.js: DOMException
+//   08-clock.js: performanceTimeOrigin, performanceNow
+//   10-console.js: consoleWrite
+//   11-report-error.js: queueMicrotask, reportError
+//   12-timers.js: setTimeout, clearTimeout
+//   17-events.js: isAbortSignal, abortSignalAddAlgorithm, eventsFragment
+//   18-crypto.js: crypto
 
 function structuredClone(value, options = undefined) {
   requireArgs(arguments.length, 1, 'structuredClone', 'ServiceWorkerGlobalScope');
