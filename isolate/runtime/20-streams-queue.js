@@ -11,6 +11,8 @@
 // Takes from
 //   00-util.js: toDictionary, requireArgs, defineInterface
 
+// A promise nobody may be waiting on: its rejection is not reported as
+// unhandled. Outside the parts: compression and fetch() use it too.
 function markHandled(promise) {
   promise.then(undefined, () => {});
   return promise;
