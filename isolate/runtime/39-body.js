@@ -17,6 +17,9 @@
 //   35-url-search-params.js: URLSearchParams
 //   37-formdata.js: isFormData, encodeMultipart, mimeEssence, parseHeaderParams, parseMultipart,
 //     parseUrlEncodedForm
+//
+// The headers are Request's and Response's: for blob() and formData(), 40-request.js and
+// 41-response.js fill in requestContentType and responseContentType when they load.
 
 const bodyUsedMessage =
   'Body has already been used. It can only be used once. Use tee() first if you need to read it twice.';
