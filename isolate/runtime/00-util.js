@@ -2,7 +2,9 @@
 //
 // Everything here is a name in the one function scope the fragments share, so
 // it is invisible to tenant code. Names are specific on purpose: every
-// fragment, 20-url.js included, declares its names in that same scope.
+// fragment declares its top-level names in that same scope.
+//
+// Takes nothing from the files before it.
 
 // Passed to constructors that tenants must not call (AbortSignal, Crypto, ...)
 // and to internal fast paths of public constructors. Unreachable from outside.

@@ -1,5 +1,8 @@
 // DOMException (WebIDL). It extends Error so that instanceof Error holds and
 // V8 records a stack; name, message and code are accessors on the prototype.
+//
+// Takes from
+//   00-util.js: toDOMString, isObjectLike, defineInterface, defineGlobal
 
 const domExceptionLegacyCodes = {
   IndexSizeError: 1, HierarchyRequestError: 3, WrongDocumentError: 4,

@@ -3,6 +3,11 @@
 // The inspector never calls getters or tenant methods on the values it shows
 // (it reads property descriptors), stops at a depth limit, marks cycles and
 // renders everything on one line: the output becomes one JSON log record.
+//
+// Takes from
+//   00-util.js: constructorNameOf, hexByte, inspectHooks, typedArrayKind, isAnyArrayBuffer,
+//     isSharedArrayBuffer, isObjectLike, kPrivate, defineGlobal
+//   08-clock.js: performanceNow
 
 const inspectDefaultDepth = 2;
 const inspectMaxArrayItems = 100;

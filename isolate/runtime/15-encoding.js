@@ -1,6 +1,11 @@
 // TextEncoder and TextDecoder (WHATWG Encoding): UTF-8 through the host,
 // UTF-16LE/BE, windows-1252 (what "latin1" and "ascii" mean on the web) and
 // the other single-byte encodings (14-single-byte.js) here.
+//
+// Takes from
+//   00-util.js: lazyFragment, toDOMString, requireArgs, typedArrayKind, defineInterface,
+//     registerInspect, toDictionary, emptyBytes, bufferSourceBytes, concatBytes, defineGlobal
+//   14-single-byte.js: singleByteEncodings
 
 // Label -> encoding name: a few hundred entries, made the first time a
 // TextDecoder is asked for anything but UTF-8.

@@ -1,4 +1,9 @@
 // atob / btoa (HTML "forgiving-base64"), on binary strings.
+//
+// Takes from
+//   00-util.js: requireArgs, toDOMString, defineGlobal
+//   05-domexception.js: DOMException
+//   15-encoding.js: codeUnitsToString
 
 const base64Alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const base64Digits = new Int16Array(128).fill(-1);

@@ -3,6 +3,15 @@
 //
 // Made the first time a worker needs one (lazyFragment, 00-util.js): a
 // request's signal is made when it is read. The body is not indented.
+//
+// Takes from
+//   00-util.js: lazyFragment, requireArgs, toDOMString, toDictionary, defineInterface,
+//     registerInspect, toUSVString, toIntegerModulo, isObjectLike, kPrivate,
+//     toEnforcedUnsignedLongLong, defineLazyGlobals
+//   05-domexception.js: DOMException
+//   08-clock.js: performanceNow
+//   11-report-error.js: reportError
+//   12-timers.js: startInternalTimer
 
 let eventsMade = false;
 const eventsFragment = lazyFragment(() => {

@@ -1,4 +1,9 @@
 // crypto.getRandomValues and crypto.randomUUID (Web Crypto).
+//
+// Takes from
+//   00-util.js: kPrivate, requireArgs, typedArrayKind, randomBytes, hexByte, defineInterface,
+//     defineGlobal
+//   05-domexception.js: DOMException
 
 const integerTypedArrays = new Set([
   'Int8Array', 'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array',
@@ -44,4 +49,4 @@ defineInterface(Crypto, 'Crypto');
 
 const crypto = new Crypto(kPrivate);
 defineGlobal('Crypto', Crypto);
-// The global `crypto` is defined with the other enumerable globals (41-globals.js).
+// The global `crypto` is defined with the other enumerable globals (43-globals.js).

@@ -7,6 +7,14 @@
 //   secret keys (HMAC, AES, PBKDF2, HKDF): { bytes }
 //   EC / OKP keys (ECDSA, ECDH, Ed25519, X25519): { curve, priv | null, pub }
 //   RSA keys: { rsa: [n, e] or [n, e, d, p, q, dp, dq, qi] } (big-endian bytes)
+//
+// Takes from
+//   00-util.js: lazyFragment, isObjectLike, toDOMString, copyBufferSource, kPrivate,
+//     defineInterface, registerInspect, toEnforcedUnsignedLongLong, concatBytes, toArrayBuffer,
+//     typedArrayKind, utf8Decode, requireArgs, bufferSourceBytes, defineLazyGlobals
+//   05-domexception.js: DOMException
+//   16-base64.js: btoa, atob
+//   18-crypto.js: Crypto
 
 // Evaluated on first use (lazyFragment, 00-util.js); the body is not indented.
 const subtleFragment = lazyFragment(() => {

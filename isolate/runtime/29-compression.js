@@ -5,6 +5,14 @@
 // A zlib stream's state lives in an ArrayBuffer ("arena") that only this
 // file ever sees: the host runs zlib inside it, and it is collected with the
 // stream.
+//
+// Takes from
+//   00-util.js: lazyFragment, requireArgs, toDOMString, bufferSourceBytes, defineInterface,
+//     concatBytes, defineLazyGlobals, defineLazyProperties
+//   18-crypto.js: Crypto
+//   19-subtle.js: subtleFragment
+//   20-streams-queue.js: markHandled
+//   25-streams.js: streamsFragment (WritableStream, TransformStream)
 
 // Taken while the runtime loads, before any tenant code: a script that
 // replaced globalThis.ArrayBuffer must never see (or forge) an arena, whose

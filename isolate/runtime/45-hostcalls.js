@@ -7,6 +7,10 @@
 // null, booleans, numbers, BigInts in int64 range, strings, bytes
 // (ArrayBuffer or a view; results come back as ArrayBuffer), arrays and plain
 // objects.
+//
+// Takes from
+//   00-util.js: isObjectLike
+//   05-domexception.js: DOMException
 
 // The error a host reported: a string is an Error's message; an object
 // {name, message} becomes the error of that name (TypeError, RangeError,

@@ -12,6 +12,11 @@
 // arrive in native.directNumbers() (no array is built for a write); rows
 // become objects only when read. A statement run again crosses as the id of its
 // prepared statement instead of its text.
+//
+// Takes from
+//   00-util.js: lazyFragment, isArrayBuffer, isSharedArrayBuffer, kPrivate,
+//     defineIteratorInterface, defineInterface
+//   45-hostcalls.js: hostError, hostCallSync, bindingFactories
 
 const facetArrayBufferIsView = ArrayBuffer.isView;
 const facetMinInt64 = -(2n ** 63n);

@@ -19,6 +19,15 @@
 // not hold the isolate and no code came with the call, it fails the call with
 // an error named "LoaderNeedsCode": the stub sends the code (calling getCode()
 // for get()) and asks again.
+//
+// Takes from
+//   00-util.js: lazyFragment, kPrivate, isObjectLike, bufferSourceBytes, requireArgs,
+//     defineInterface
+//   16-base64.js: btoa
+//   38-headers.js: headersListOf, headersFromList, GUARD_NONE
+//   40-request.js: parseRequestURL, Request, isRequest
+//   41-response.js: Response, isNullBodyStatus
+//   45-hostcalls.js: bindingFactories
 
 // A load() child lives as long as its stub can still be called. The host
 // frees it when the parent's request is over, or sooner, once the stub is

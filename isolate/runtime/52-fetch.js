@@ -9,6 +9,15 @@
 // body]; 'read' [handle] answers [bytes, last] with more of the body;
 // 'cancel' [handle] abandons the fetch. `handle` is a number this isolate
 // picks to name the fetch.
+//
+// Takes from
+//   00-util.js: isObjectLike, defineGlobal
+//   20-streams-queue.js: markHandled
+//   25-streams.js: streamsFragment (ReadableStream)
+//   38-headers.js: Headers, headersListOf
+//   40-request.js: Request, isRequest
+//   41-response.js: isNullBodyStatus, responseFreezeHeaders, Response
+//   45-hostcalls.js: hostCallAsync
 
 let fetchHandleSeq = 0;
 

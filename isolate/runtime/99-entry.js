@@ -2,6 +2,21 @@
 //
 // For every dispatched request exactly one of native.respond / native.fail is
 // called, then native.done once every ctx.waitUntil() promise has settled.
+//
+// Takes from
+//   00-util.js: kPrivate, requireArgs, defineInterface, describeValueType, isObjectLike,
+//     activeRequest
+//   11-report-error.js: reportError
+//   12-timers.js: cancelTimers, fireTimer
+//   25-streams.js: rsStateOf, readableStreamReadAll, streamsFragment (ReadableStream),
+//     acquireReader, readerReadPromise, chunkToBytes, rsCancel, readerRelease
+//   26-blob.js: blobBytesOf
+//   38-headers.js: Headers
+//   39-body.js: isStreamSource
+//   40-request.js: newIncomingRequest
+//   41-response.js: responseType, responseTakeBody, responseStatus, responseHeaderList, isResponse,
+//     Response
+//   45-hostcalls.js: hostCallSync, hostCallAsync, installBindings
 
 class RequestState {
   constructor(token) {

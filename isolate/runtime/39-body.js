@@ -1,9 +1,25 @@
-// The Body mixin's machinery, shared by Request and Response.
+// The body of a Request or a Response: extracting one from what a script
+// passes, reading it as text, JSON, bytes, a Blob or FormData, and Body, the
+// one base class of Request and Response that holds it (the Fetch standard's
+// Body mixin).
 //
 // A body's source is one of: null; a string (kept as is, encoded only when
 // bytes are asked for, so a string response goes to native.respond
 // untouched); a Uint8Array nobody else can write to; a Blob; a ReadableStream.
 // FormData and URLSearchParams are serialised when the body is made.
+//
+// Takes from
+//   00-util.js: loneSurrogateRe, toUSVString, isObjectLike, copyBufferSource, emptyBytes,
+//     utf8Decode, toArrayBuffer, kPrivate, defineInterface
+//   25-streams.js: isReadableStream, readableStreamDisturbed, streamsFragment,
+//     readableStreamReadAll, readableStreamFromBytes, readableStreamUsed, readableStreamTee
+//   26-blob.js: isBlob, blobBytesOf, blobFromBytes
+//   35-url-search-params.js: URLSearchParams
+//   37-formdata.js: isFormData, encodeMultipart, mimeEssence, parseHeaderParams, parseMultipart,
+//     parseUrlEncodedForm
+//
+// The headers are Request's and Response's: for blob() and formData(), 40-request.js and
+// 41-response.js fill in requestContentType and responseContentType when they load.
 
 const bodyUsedMessage =
   'Body has already been used. It can only be used once. Use tee() first if you need to read it twice.';
@@ -193,14 +209,6 @@ function bodySourceToStream(src) {
   return readableStreamFromBytes(bodySourceBytesSync(src));
 }
 
-// For clone(): a source both bodies can read. Streams are teed.
-function bodySourceClone(src, assign) {
-  if (!isStreamSource(src)) return src;
-  const [a, b] = readableStreamTee(src);
-  assign(a);
-  return b;
-}
-
 // Runs `fn(src)`, turning a synchronous throw into a rejected promise, as
 // WebIDL does for promise-returning operations.
 function bodyConsume(fn, src, arg) {
@@ -210,3 +218,125 @@ function bodyConsume(fn, src, arg) {
     return Promise.reject(err);
   }
 }
+
+// The Body mixin as one base class of Request and Response, as in workerd:
+// the body's state and every member that reads it. The headers stay the
+// subclasses' own; blob() and formData() ask them for the Content-Type
+// through the readers their static blocks leave below.
+let bodySourceOf;   // (Body) -> source
+let bodySetSource;  // (Body, source) -> undefined
+let bodyTake;       // (Body) -> source; marks the body used (throws if it was)
+let bodyMove;       // (from, to): `to` takes the body of `from`, which becomes used
+let bodyCloneInto;  // (from, to): `to` gets a body of its own with the bytes of `from`'s
+let requestContentType = null;  // (v) -> Content-Type of a Request, undefined for others
+let responseContentType = null; // (v) -> Content-Type of a Response, undefined for others
+
+function bodyContentType(b) {
+  const type = requestContentType(b);
+  if (type !== undefined) return type;
+  const t = responseContentType(b);
+  return t === undefined ? null : t;
+}
+
+class Body {
+  #body;
+  #bodyUsed = false;
+
+  // Only Request and Response make one: `source` is an extracted body source.
+  constructor(token, source = null) {
+    if (token !== kPrivate) throw new TypeError('Illegal constructor');
+    this.#body = source;
+  }
+
+  #take() {
+    const src = this.#body;
+    if (this.#bodyUsed) throw new TypeError(bodyUsedMessage);
+    if (src === null) return null;
+    if (isStreamSource(src) && (readableStreamDisturbed(src) || src.locked)) {
+      throw new TypeError(bodyUsedMessage);
+    }
+    this.#bodyUsed = true;
+    return src;
+  }
+
+  get body() {
+    const src = this.#body;
+    if (src === null) return null;
+    if (isStreamSource(src)) return src;
+    const stream = this.#bodyUsed ? readableStreamUsed() : bodySourceToStream(src);
+    this.#body = stream;
+    return stream;
+  }
+
+  get bodyUsed() {
+    if (this.#bodyUsed) return true;
+    const src = this.#body;
+    return isStreamSource(src) && readableStreamDisturbed(src);
+  }
+
+  text() {
+    return bodyConsume(bodyToText, this.#take());
+  }
+
+  json() {
+    return bodyConsume(bodyToJSON, this.#take());
+  }
+
+  arrayBuffer() {
+    return bodyConsume(bodyToArrayBuffer, this.#take());
+  }
+
+  bytes() {
+    return bodyConsume(bodyToUint8Array, this.#take());
+  }
+
+  blob() {
+    const src = this.#take();
+    return bodyConsume(bodyToBlob, src, bodyContentType(this));
+  }
+
+  formData() {
+    const src = this.#take();
+    return bodyConsume(bodyToFormData, src, bodyContentType(this));
+  }
+
+  static {
+    bodySourceOf = (b) => b.#body;
+    bodySetSource = (b, src) => {
+      b.#body = src;
+    };
+    bodyTake = (b) => b.#take();
+    bodyMove = (from, to) => {
+      to.#body = from.#body;
+      from.#bodyUsed = true;
+    };
+    // A source both bodies can read: a stream is teed.
+    bodyCloneInto = (from, to) => {
+      const src = from.#body;
+      if (!isStreamSource(src)) {
+        to.#body = src;
+        return;
+      }
+      const [a, b] = readableStreamTee(src);
+      from.#body = a;
+      to.#body = b;
+    };
+  }
+}
+// The body methods throw synchronously only for a wrong `this`.
+for (const name of ['text', 'json', 'arrayBuffer', 'bytes', 'blob', 'formData']) {
+  const method = Body.prototype[name];
+  Object.defineProperty(Body.prototype, name, {
+    value: {
+      [name]() {
+        try {
+          return method.call(this);
+        } catch (err) {
+          return Promise.reject(err);
+        }
+      },
+    }[name],
+    writable: true, configurable: true,
+  });
+}
+defineInterface(Body, 'Body');

@@ -3,6 +3,12 @@
 //
 // Made the first time a worker needs one (lazyFragment, 00-util.js). The
 // body is not indented.
+//
+// Takes from
+//   00-util.js: lazyFragment, toDOMString, emptyBytes, isObjectLike, bufferSourceBytes,
+//     toUSVString, concatBytes, toDictionary, kPrivate, utf8Decode, toArrayBuffer, defineInterface,
+//     registerInspect, toLongLong, requireArgs, defineLazyGlobals
+//   25-streams.js: readableStreamFromBytes
 
 let blobMade = false;
 const blobFragment = lazyFragment(() => {

@@ -1,4 +1,11 @@
 // FormData (XHR standard) and its multipart/form-data encoding and parsing.
+//
+// Takes from
+//   00-util.js: lazyFragment, isObjectLike, toUSVString, requireArgs, kPrivate, defineInterface,
+//     registerInspect, defineIteratorInterface, randomBytes, hexByte, concatBytes, utf8Decode,
+//     defineLazyGlobals
+//   26-blob.js: isBlob, blobBytesOf, fileFromBytes, isFile, normalizeBlobType
+//   35-url-search-params.js: URLSearchParams
 
 const mimeParamRe = /;\s*([^\s=;]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)/g;
 

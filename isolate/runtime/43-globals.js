@@ -1,26 +1,18 @@
-// queueMicrotask, reportError, structuredClone, performance, navigator, self.
-
-const resolvedPromise = Promise.resolve();
-
-function queueMicrotask(callback) {
-  requireArgs(arguments.length, 1, 'queueMicrotask', 'ServiceWorkerGlobalScope');
-  if (typeof callback !== 'function') {
-    throw new TypeError("Failed to execute 'queueMicrotask' on 'ServiceWorkerGlobalScope': parameter 1 is not of type 'Function'.");
-  }
-  resolvedPromise.then(() => {
-    try {
-      callback();
-    } catch (err) {
-      reportError(err);
-    }
-  });
-}
-
-// An uncaught error: logged, as the platform does, never rethrown.
-function reportError(error) {
-  requireArgs(arguments.length, 1, 'reportError', 'ServiceWorkerGlobalScope');
-  consoleWrite(3, `Uncaught ${inspectValue(error)}`);
-}
+// The remaining globals: structuredClone, performance, navigator, scheduler,
+// self and the global scope's event target (addEventListener, ...). It also
+// installs queueMicrotask and reportError (11-report-error.js) and crypto
+// (18-crypto.js), so that the enumerable globals come in the Workers' order.
+//
+// Takes from
+//   00-util.js: requireArgs, toDictionary, isObjectLike, isArrayBuffer, kPrivate, defineInterface,
+//     defineGlobal
+//   05-domexception.js: DOMException
+//   08-clock.js: performanceTimeOrigin, performanceNow
+//   10-console.js: consoleWrite
+//   11-report-error.js: queueMicrotask, reportError
+//   12-timers.js: setTimeout, clearTimeout
+//   17-events.js: isAbortSignal, abortSignalAddAlgorithm, eventsFragment
+//   18-crypto.js: crypto
 
 function structuredClone(value, options = undefined) {
   requireArgs(arguments.length, 1, 'structuredClone', 'ServiceWorkerGlobalScope');
@@ -56,27 +48,13 @@ function structuredClone(value, options = undefined) {
   return out;
 }
 
-// performance.now(): milliseconds since the runtime's time origin, never
-// going backwards even if the wall clock does.
-let performanceOrigin = 0;
-let performanceLast = 0;
-
-function performanceNow() {
-  if (performanceOrigin === 0) performanceOrigin = Date.now();
-  let t = Date.now() - performanceOrigin;
-  if (t < performanceLast) t = performanceLast;
-  performanceLast = t;
-  return t;
-}
-
 class Performance {
   constructor(key) {
     if (key !== kPrivate) throw new TypeError('Illegal constructor');
   }
 
   get timeOrigin() {
-    if (performanceOrigin === 0) performanceOrigin = Date.now();
-    return performanceOrigin;
+    return performanceTimeOrigin();
   }
 
   now() {

@@ -2,6 +2,10 @@
 // here; the host only schedules (native.timerStart) and calls fireTimer().
 // A timer belongs to the request that started it and is cancelled when that
 // request is done, as a Workers request's I/O context ends with it.
+//
+// Takes from
+//   00-util.js: activeRequest, defineGlobal
+//   11-report-error.js: reportError
 
 const timerMaxDelay = 0x7fffffff;
 

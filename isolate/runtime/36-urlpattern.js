@@ -3,6 +3,11 @@
 // pattern parser and constructor string parser. The canonicalisations run
 // through the URL class's setters on dummy URLs, as the standard's do
 // through the URL parser.
+//
+// Takes from
+//   00-util.js: lazyFragment, toUSVString, toDictionary, isObjectLike, defineInterface,
+//     registerInspect, defineLazyGlobals
+//   34-url.js: URL
 
 // Evaluated on first use (lazyFragment, 00-util.js).
 const urlPatternFragment = lazyFragment(() => {

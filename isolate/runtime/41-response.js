@@ -1,6 +1,15 @@
 // Response (Fetch standard, as the Workers runtime shapes it: a zero-length
 // body is accepted, and dropped, with a null body status; statusText is ""
 // unless given, and the HTTP layer sends the standard reason phrase).
+//
+// Takes from
+//   00-util.js: kPrivate, loneSurrogateRe, toUSVString, toDictionary, toUnsignedShort, requireArgs,
+//     defineInterface, registerInspect, defineGlobal
+//   34-url.js: URL
+//   38-headers.js: GUARD_NONE, headerListFill, headerListHas, GUARD_IMMUTABLE, headersFromList,
+//     headerListForWire, headerListGet
+//   39-body.js: Body, extractBody, extractedContentType, bodySourceIsEmpty, bodySetSource,
+//     bodyUsedMessage, bodyCloneInto, bodyTake, responseContentType
 
 function isNullBodyStatus(status) {
   return status === 101 || status === 204 || status === 205 || status === 304;
@@ -19,25 +28,27 @@ let responseHeaderList;  // (r) -> flat list, to send
 let responseTakeBody;    // (r) -> body source; marks the body used
 let responseFreezeHeaders; // (r) -> r, its headers immutable (a fetched response)
 
-class Response {
+class Response extends Body {
   #status = 200;
   #statusText = null; // null: none given
   #list = null;
   #headers = null;
   #guard = GUARD_NONE;
-  #body = null;
-  #bodyUsed = false;
   #type = 'default';
   #cf = undefined;
 
   constructor(body = null, init = undefined) {
-    if (body === kPrivate) return;
+    if (body === kPrivate) {
+      super(kPrivate);
+      return;
+    }
     if (init === undefined && typeof body === 'string') {
       // The common `new Response('text')`: nothing to validate.
-      this.#body = loneSurrogateRe.test(body) ? toUSVString(body) : body;
+      super(kPrivate, loneSurrogateRe.test(body) ? toUSVString(body) : body);
       this.#list = ['content-type', 'text/plain;charset=UTF-8'];
       return;
     }
+    super(kPrivate);
     this.#setup(body, init, null);
   }
 
@@ -83,7 +94,7 @@ class Response {
       } else if (type !== null && !headerListHas(list, 'content-type')) {
         list.push('content-type', type);
       }
-      this.#body = src;
+      bodySetSource(this, src);
     }
     this.#list = list;
   }
@@ -125,17 +136,6 @@ class Response {
     return r;
   }
 
-  #takeBody() {
-    const src = this.#body;
-    if (this.#bodyUsed) throw new TypeError(bodyUsedMessage);
-    if (src === null) return null;
-    if (isStreamSource(src) && (readableStreamDisturbed(src) || src.locked)) {
-      throw new TypeError(bodyUsedMessage);
-    }
-    this.#bodyUsed = true;
-    return src;
-  }
-
   get type() {
     return this.#type;
   }
@@ -174,45 +174,6 @@ class Response {
     return null;
   }
 
-  get body() {
-    const src = this.#body;
-    if (src === null) return null;
-    if (isStreamSource(src)) return src;
-    const stream = this.#bodyUsed ? readableStreamUsed() : bodySourceToStream(src);
-    this.#body = stream;
-    return stream;
-  }
-
-  get bodyUsed() {
-    if (this.#bodyUsed) return true;
-    const src = this.#body;
-    return isStreamSource(src) && readableStreamDisturbed(src);
-  }
-
-  text() {
-    return bodyConsume(bodyToText, this.#takeBody());
-  }
-
-  json() {
-    return bodyConsume(bodyToJSON, this.#takeBody());
-  }
-
-  arrayBuffer() {
-    return bodyConsume(bodyToArrayBuffer, this.#takeBody());
-  }
-
-  bytes() {
-    return bodyConsume(bodyToUint8Array, this.#takeBody());
-  }
-
-  blob() {
-    return bodyConsume(bodyToBlob, this.#takeBody(), headerListGet(this.#list, 'content-type'));
-  }
-
-  formData() {
-    return bodyConsume(bodyToFormData, this.#takeBody(), headerListGet(this.#list, 'content-type'));
-  }
-
   clone() {
     if (this.bodyUsed) throw new TypeError(bodyUsedMessage);
     const r = new Response(kPrivate);
@@ -222,9 +183,7 @@ class Response {
     r.#guard = this.#guard;
     r.#type = this.#type;
     r.#cf = this.#cf;
-    r.#body = bodySourceClone(this.#body, (mine) => {
-      this.#body = mine;
-    });
+    bodyCloneInto(this, r);
     return r;
   }
 
@@ -233,27 +192,13 @@ class Response {
     responseStatus = (r) => r.#status;
     responseType = (r) => r.#type;
     responseHeaderList = (r) => headerListForWire(r.#list);
-    responseTakeBody = (r) => r.#takeBody();
+    responseTakeBody = bodyTake; // its callers know r is a Response
+    responseContentType = (v) => (#status in v ? headerListGet(v.#list, 'content-type') : undefined);
     responseFreezeHeaders = (r) => {
       r.#guard = GUARD_IMMUTABLE;
       return r;
     };
   }
-}
-for (const name of ['text', 'json', 'arrayBuffer', 'bytes', 'blob', 'formData']) {
-  const method = Response.prototype[name];
-  Object.defineProperty(Response.prototype, name, {
-    value: {
-      [name]() {
-        try {
-          return method.call(this);
-        } catch (err) {
-          return Promise.reject(err);
-        }
-      },
-    }[name],
-    writable: true, configurable: true,
-  });
 }
 defineInterface(Response, 'Response');
 registerInspect(Response, (r) => ({

@@ -4,6 +4,16 @@
 // An incoming request is built without parsing or copying anything: its URL
 // is the absolute one the host gave, and its header list is the host's flat
 // array, whose names are lowercased the first time anything reads them.
+//
+// Takes from
+//   00-util.js: toUSVString, kPrivate, requireArgs, toDictionary, emptyBytes, defineInterface,
+//     registerInspect, defineGlobal
+//   17-events.js: isAbortSignal, abortSignalNew
+//   34-url.js: URL
+//   38-headers.js: headerNameRe, GUARD_NONE, headerListFill, headerListHas, headerListLowercase,
+//     headersFromList, headerListGet, GUARD_IMMUTABLE
+//   39-body.js: Body, extractBody, extractedContentType, bodySetSource, bodySourceOf, bodyMove,
+//     bodyUsedMessage, bodyCloneInto, requestContentType
 
 // The Fetch standard uppercases the first six; the Workers runtime every
 // method it knows, PATCH included, so a script's 'patch' works the same here.
@@ -59,22 +69,25 @@ function parseRequestURL(input) {
 let isRequest;          // (v) -> boolean
 let newIncomingRequest; // (method, url, flatHeaders, body) -> Request
 
-class Request {
+class Request extends Body {
   #method = 'GET';
   #url = '';
   #list = null;        // flat header list
   #rawNames = false;   // #list came from the wire: names not yet lowercased
   #headers = null;     // the Headers object, made on first access
   #guard = GUARD_NONE;
-  #body = null;
-  #bodyUsed = false;
   #redirect = 'follow';
   #signal = null;      // made on first access when null
   #cf = undefined;
   #cache = undefined;  // 'no-store', the one mode Workers accept, or not set
 
+  // new Request(kPrivate, source): an internal one, its fields set by the caller.
   constructor(input, init = undefined) {
-    if (input === kPrivate) return;
+    if (input === kPrivate) {
+      super(kPrivate, init);
+      return;
+    }
+    super(kPrivate);
     requireArgs(arguments.length, 1, 'constructor', 'Request');
     let src = null;
     let list;
@@ -93,6 +106,7 @@ class Request {
     }
     const opts = toDictionary(init, "Failed to construct 'Request': The 'init' argument");
     let initBody;
+    let body = null;
     let bodyType = null;
     let methodChanged = false;
     if (opts !== null) {
@@ -133,17 +147,21 @@ class Request {
         this.#signal = signal;
       }
       if (initBody !== undefined && initBody !== null) {
-        this.#body = extractBody(initBody);
+        body = extractBody(initBody);
         bodyType = extractedContentType;
+        bodySetSource(this, body);
       }
     }
-    if (initBody === undefined && src !== null && src.#body !== null) {
-      if (src.bodyUsed) throw new TypeError('Cannot reconstruct a Request with a used body.');
-      this.#body = src.#body;
-      src.#bodyUsed = true;
+    if (initBody === undefined && src !== null) {
+      const srcBody = bodySourceOf(src);
+      if (srcBody !== null) {
+        if (src.bodyUsed) throw new TypeError('Cannot reconstruct a Request with a used body.');
+        bodyMove(src, this);
+        body = srcBody;
+      }
     }
     const m = this.#method;
-    if ((methodChanged || initBody !== undefined) && this.#body !== null && (m === 'GET' || m === 'HEAD')) {
+    if ((methodChanged || initBody !== undefined) && body !== null && (m === 'GET' || m === 'HEAD')) {
       throw new TypeError('Request with a GET or HEAD method cannot have a body.');
     }
     if (bodyType !== null && !headerListHas(list, 'content-type')) list.push('content-type', bodyType);
@@ -156,17 +174,6 @@ class Request {
       this.#rawNames = false;
     }
     return this.#list;
-  }
-
-  #takeBody() {
-    const src = this.#body;
-    if (this.#bodyUsed) throw new TypeError(bodyUsedMessage);
-    if (src === null) return null;
-    if (isStreamSource(src) && (readableStreamDisturbed(src) || src.locked)) {
-      throw new TypeError(bodyUsedMessage);
-    }
-    this.#bodyUsed = true;
-    return src;
   }
 
   get method() {
@@ -211,47 +218,6 @@ class Request {
     return this.#cache;
   }
 
-  get body() {
-    const src = this.#body;
-    if (src === null) return null;
-    if (isStreamSource(src)) return src;
-    const stream = this.#bodyUsed ? readableStreamUsed() : bodySourceToStream(src);
-    this.#body = stream;
-    return stream;
-  }
-
-  get bodyUsed() {
-    if (this.#bodyUsed) return true;
-    const src = this.#body;
-    return isStreamSource(src) && readableStreamDisturbed(src);
-  }
-
-  text() {
-    return bodyConsume(bodyToText, this.#takeBody());
-  }
-
-  json() {
-    return bodyConsume(bodyToJSON, this.#takeBody());
-  }
-
-  arrayBuffer() {
-    return bodyConsume(bodyToArrayBuffer, this.#takeBody());
-  }
-
-  bytes() {
-    return bodyConsume(bodyToUint8Array, this.#takeBody());
-  }
-
-  blob() {
-    const type = headerListGet(this.#headerList(), 'content-type');
-    return bodyConsume(bodyToBlob, this.#takeBody(), type);
-  }
-
-  formData() {
-    const type = headerListGet(this.#headerList(), 'content-type');
-    return bodyConsume(bodyToFormData, this.#takeBody(), type);
-  }
-
   clone() {
     if (this.bodyUsed) throw new TypeError(bodyUsedMessage);
     const r = new Request(kPrivate);
@@ -263,16 +229,20 @@ class Request {
     r.#signal = this.#signal;
     r.#cf = this.#cf;
     r.#cache = this.#cache;
-    r.#body = bodySourceClone(this.#body, (mine) => {
-      this.#body = mine;
-    });
+    bodyCloneInto(this, r);
     return r;
   }
 
   static {
     isRequest = (v) => #method in v;
+    requestContentType = (v) => (#method in v ? headerListGet(v.#headerList(), 'content-type') : undefined);
     newIncomingRequest = (method, url, flatHeaders, body) => {
-      const r = new Request(kPrivate);
+      // The host passes no bytes for an empty body; a body that was announced
+      // is still there, empty, unless the method cannot have one.
+      if (body === null && method !== 'GET' && method !== 'HEAD' && headAnnouncesBody(flatHeaders)) {
+        body = emptyBytes;
+      }
+      const r = new Request(kPrivate, body);
       r.#method = method;
       // A fragment is never part of what a server receives.
       const hash = url.indexOf('#');
@@ -283,31 +253,9 @@ class Request {
       // As on Workers: `return fetch(request)` hands an origin's redirect
       // to the client instead of following it.
       r.#redirect = 'manual';
-      // The host passes no bytes for an empty body; a body that was announced
-      // is still there, empty, unless the method cannot have one.
-      if (body === null && method !== 'GET' && method !== 'HEAD' && headAnnouncesBody(flatHeaders)) {
-        body = emptyBytes;
-      }
-      r.#body = body;
       return r;
     };
   }
-}
-// The Body mixin's methods throw synchronously only for a wrong `this`.
-for (const name of ['text', 'json', 'arrayBuffer', 'bytes', 'blob', 'formData']) {
-  const method = Request.prototype[name];
-  Object.defineProperty(Request.prototype, name, {
-    value: {
-      [name]() {
-        try {
-          return method.call(this);
-        } catch (err) {
-          return Promise.reject(err);
-        }
-      },
-    }[name],
-    writable: true, configurable: true,
-  });
 }
 defineInterface(Request, 'Request');
 registerInspect(Request, (r) => ({

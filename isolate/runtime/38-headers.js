@@ -4,6 +4,10 @@
 // A header list is a flat array [name0, value0, name1, value1, ...] with
 // lowercased names, in insertion order: the same shape native.respond takes,
 // so a response's headers go out without conversion.
+//
+// Takes from
+//   00-util.js: isObjectLike, kPrivate, requireArgs, defineInterface, registerInspect,
+//     defineIteratorInterface, defineGlobal
 
 const headerNameRe = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const headerValueBadRe = /[\0\r\n]/;
