@@ -156,8 +156,8 @@ static void get_node(node *n, http_request *req) {
 
 static void list_workers(node *n, http_request *req) {
   json_t *rows;
-  if (node_registry_list(n->registry, &rows) != 0) {
-    log_error("registry read failed: %s", node_registry_errmsg(n->registry));
+  if (node_db_worker_list(n->db, &rows) != 0) {
+    log_error("registry read failed: %s", node_db_errmsg(n->db));
     node_respond_error(req, 500, "registry read failed");
     return;
   }
@@ -173,14 +173,14 @@ static void list_workers(node *n, http_request *req) {
 
 static void get_worker(node *n, http_request *req, const char *name) {
   json_t *row;
-  int rc = node_registry_get(n->registry, name, &row);
+  int rc = node_db_worker_get(n->db, name, &row);
   if (rc == -ENOENT) {
     respond_unknown_worker(req, name);
     return;
   }
   if (rc != 0) {
     log_write(LOG_ERROR, name, NULL, NULL, "registry read failed: %s",
-              node_registry_errmsg(n->registry));
+              node_db_errmsg(n->db));
     node_respond_error(req, 500, "registry read failed");
     return;
   }
@@ -212,19 +212,19 @@ static int read_purge(http_request *req, const char *name, int *purge) {
 static void delete_worker(node *n, http_request *req, const char *name) {
   int purge;
   if (read_purge(req, name, &purge) != 0) return;
-  int rc = node_registry_delete(n->registry, name);
+  int rc = node_db_worker_delete(n->db, name);
   if (rc == -ENOENT) {
     respond_unknown_worker(req, name);
     return;
   }
   if (rc != 0) {
     log_write(LOG_ERROR, name, NULL, NULL, "registry write failed: %s",
-              node_registry_errmsg(n->registry));
+              node_db_errmsg(n->db));
     node_respond_error(req, 500, "registry write failed");
     return;
   }
   node_procs_broadcast_changed(n, name);
-  node_egress_forget(n, name);
+  node_egress_push(n, name, NULL);
   node_cordons_worker_deleted(n, name);
   log_write(LOG_INFO, name, NULL, NULL, "deleted");
   /* The facet outlives a delete unless the operator asks for it to go. */
@@ -258,7 +258,7 @@ static void put_worker(node *n, http_request *req, const char *name) {
     json_decref(error);
     return;
   }
-  node_egress_deploy(n, name, spec, on_deployed, req);
+  node_deploy(n, name, spec, on_deployed, req);
 }
 
 void node_respond_invalid_name(http_request *req, const char *name) {

@@ -27,7 +27,6 @@
 #include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,22 +66,12 @@ typedef struct node_cordon {
 } node_cordon;
 
 struct node_cordons {
-  sqlite3 *db;
   cordon_monitor *monitor;
   node_cordon *list;       /* cordoned and suspended tenants */
   node_cordon *leaving;    /* uncordoned, their dedicated process still draining */
   int next_id;
   int64_t last_expire_ms;
 };
-
-static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS cordons ("
-    "  name TEXT PRIMARY KEY,"
-    "  state TEXT NOT NULL,"      /* cordoned | suspended */
-    "  reason TEXT NOT NULL,"
-    "  rule TEXT,"
-    "  by TEXT NOT NULL,"
-    "  since INTEGER NOT NULL);"; /* milliseconds since the epoch */
 
 static int64_t mono_ms(void) { return (int64_t)(time_mono_ns() / 1000000u); }
 
@@ -117,35 +106,11 @@ static void log_json(log_level level, const char *tenant, json_t *extra, const c
 /* ---- node.db ------------------------------------------------------------------------- */
 
 static int persist(node *n, const node_cordon *c) {
-  sqlite3 *db = n->cordons->db;
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
-                         "INSERT OR REPLACE INTO cordons (name, state, reason, rule, by, since) "
-                         "VALUES (?, ?, ?, ?, ?, ?)",
-                         -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
-  sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, state_name(c->state), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, c->reason, -1, SQLITE_STATIC);
-  if (c->rule) sqlite3_bind_text(st, 4, c->rule, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(st, 4);
-  sqlite3_bind_text(st, 5, c->by, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 6, c->since_ms);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return node_db_cordon_put(n->db, c->name, state_name(c->state), c->reason, c->rule, c->by,
+                            c->since_ms);
 }
 
-static int unpersist(node *n, const char *name) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(n->cordons->db, "DELETE FROM cordons WHERE name = ?", -1, &st, NULL) !=
-      SQLITE_OK)
-    return -EIO;
-  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
-}
+static int unpersist(node *n, const char *name) { return node_db_cordon_delete(n->db, name); }
 
 static node_cordon *entry_new(node *n, const char *name, cordon_state state, const char *reason,
                               const char *rule, const char *by, int64_t since_ms) {
@@ -171,27 +136,26 @@ static void entry_free(node_cordon *c) {
 }
 
 static int load(node *n) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(n->cordons->db,
-                         "SELECT name, state, reason, rule, by, since FROM cordons ORDER BY name",
-                         -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 0);
-    const char *state = (const char *)sqlite3_column_text(st, 1);
-    const char *reason = (const char *)sqlite3_column_text(st, 2);
-    const char *rule = (const char *)sqlite3_column_text(st, 3);
-    const char *by = (const char *)sqlite3_column_text(st, 4);
+  json_t *rows = NULL;
+  if (node_db_cordon_list(n->db, &rows) != 0) return -EIO;
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    const char *name = json_string_value(json_object_get(row, "name"));
+    const char *state = json_string_value(json_object_get(row, "state"));
+    const char *reason = json_string_value(json_object_get(row, "reason"));
+    const char *by = json_string_value(json_object_get(row, "by"));
     if (name == NULL || !worker_name_valid(name, strlen(name))) continue;
     node_cordon *c = entry_new(n, name, state && strcmp(state, "suspended") == 0 ? SUSPENDED : CORDONED,
-                               reason ? reason : "", rule, by ? by : "operator",
-                               sqlite3_column_int64(st, 5));
+                               reason ? reason : "",
+                               json_string_value(json_object_get(row, "rule")),
+                               by ? by : "operator",
+                               json_integer_value(json_object_get(row, "since")));
     c->next = n->cordons->list;
     n->cordons->list = c;
   }
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  json_decref(rows);
+  return 0;
 }
 
 /* ---- telling the shared processes -------------------------------------------------------- */
@@ -356,7 +320,7 @@ static node_cordon *cordon(node *n, const char *name, const char *reason, const 
   node_cordon *c = entry_new(n, name, CORDONED, reason, rule, by, time_now_ms());
   if (persist(n, c) != 0) {
     log_write(LOG_ERROR, name, NULL, NULL, "cannot record the cordon in node.db: %s",
-              sqlite3_errmsg(n->cordons->db));
+              node_db_errmsg(n->db));
     entry_free(c);
     return NULL;
   }
@@ -385,7 +349,7 @@ static void suspend(node *n, node_cordon *c, unsigned crashes) {
   c->since_ms = time_now_ms();
   if (persist(n, c) != 0)
     log_write(LOG_ERROR, c->name, NULL, NULL, "cannot record the suspension in node.db: %s",
-              sqlite3_errmsg(n->cordons->db));
+              node_db_errmsg(n->db));
   /* Forwarded requests still in the backlog are refused now, not left hanging. */
   if (c->listen_fd >= 0) close(c->listen_fd);
   c->listen_fd = -1;
@@ -437,7 +401,7 @@ static void uncordon(node *n, node_cordon *c, const char *by) {
   }
   if (unpersist(n, c->name) != 0)
     log_write(LOG_ERROR, c->name, NULL, NULL, "cannot remove the cordon from node.db: %s",
-              sqlite3_errmsg(n->cordons->db));
+              node_db_errmsg(n->db));
   json_t *extra = json_pack("{s:s, s:s, s:s}", "was", state_name(c->state), "reason", c->reason,
                             "by", by);
   log_json(LOG_INFO, c->name, extra, "tenant uncordoned: back to the shared processes");
@@ -538,7 +502,7 @@ static void fire(node *n, const char *name, const cordon_verdict *v) {
   /* A draining node starts no process the drain would not stop. */
   if (find(n, name) || n->state == NODE_DRAINING) return;
   json_t *row = NULL;
-  if (node_registry_get(n->registry, name, &row) != 0) { /* not deployed (any more) */
+  if (node_db_worker_get(n->db, name, &row) != 0) { /* not deployed (any more) */
     cordon_monitor_forget(n->cordons->monitor, name);
     return;
   }
@@ -648,23 +612,11 @@ void node_cordons_reload_rules(node *n) {
 int node_cordons_open(node *n, char **err) {
   struct node_cordons *cs = xcalloc(1, sizeof *cs);
   n->cordons = cs;
-  char *path = xasprintf("%s/node.db", n->data_dir);
-  int rc = sqlite3_open_v2(path, &cs->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_busy_timeout(cs->db, 5000);
-    /* A cordon must survive a crash of the machine: FULL, like the registry. */
-    if (sqlite3_exec(cs->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", NULL, NULL,
-                     NULL) != SQLITE_OK ||
-        sqlite3_exec(cs->db, schema, NULL, NULL, NULL) != SQLITE_OK || load(n) != 0)
-      rc = SQLITE_ERROR;
-  }
-  if (rc != SQLITE_OK) {
-    *err = xasprintf("%s: cordons: %s", path, cs->db ? sqlite3_errmsg(cs->db) : sqlite3_errstr(rc));
-    free(path);
+  if (load(n) != 0) {
+    *err = xasprintf("%s/node.db: cordons: %s", n->data_dir, node_db_errmsg(n->db));
     node_cordons_close(n);
     return -EIO;
   }
-  free(path);
   cs->monitor = monitor_from_config(n);
   /* The sockets now, so that the first HELLO of a shared process can name the ports. */
   for (node_cordon *c = cs->list; c; c = c->next) {
@@ -707,7 +659,6 @@ void node_cordons_close(node *n) {
   free_list(cs->list);
   free_list(cs->leaving);
   cordon_monitor_free(cs->monitor);
-  sqlite3_close(cs->db);
   free(cs);
   n->cordons = NULL;
 }
@@ -862,7 +813,7 @@ int node_cordons_route(node *n, http_request *req, const char *name, const char 
     return 1;
   }
   json_t *row = NULL;
-  int rc = node_registry_get(n->registry, name, &row);
+  int rc = node_db_worker_get(n->db, name, &row);
   json_decref(row);
   if (rc == -ENOENT && find(n, name) == NULL) {
     respond(req, 404, json_pack("{s:s, s:s}", "error", "unknown tenant", "name", name));

@@ -1,8 +1,11 @@
 /*
  * Deploying: a spec is compiled by a worker process in a throwaway isolate
- * first; only code that passed is committed to the registry, and only then
- * are the worker processes told to drop what they cached for the name.
+ * first; only code that passed is committed to node.db, the worker row and
+ * its egress rules in one transaction, and only then are the worker
+ * processes told to drop what they cached for the name and the egress given
+ * the new rules.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,14 +74,24 @@ static json_t *rejection(json_t *result) {
 
 static void commit(node *n, deploy_job *job) {
   json_t *spec = job->spec;
+  json_t *rules = json_object_get(spec, "egress");
+  node_db_worker w = {
+      .main_module = json_string_value(json_object_get(spec, "main_module")),
+      .modules = json_object_get(spec, "modules"),
+      .bindings = json_object_get(spec, "bindings"),
+      .limits = json_object_get(spec, "limits"),
+      .egress = rules,
+  };
   json_t *row = NULL;
-  int rc = node_registry_put(n->registry, job->name,
-                             json_string_value(json_object_get(spec, "main_module")),
-                             json_object_get(spec, "modules"), json_object_get(spec, "bindings"),
-                             json_object_get(spec, "limits"), time_now_ms(), &row);
+  int rc = node_db_worker_put(n->db, job->name, &w, time_now_ms(), &row);
+  if (rc == -EINVAL) { /* the egress rules, refused: nothing was stored */
+    log_write(LOG_INFO, job->name, NULL, NULL, "deploy rejected: %s", node_db_errmsg(n->db));
+    job_done(n, job, 400, error_json(node_db_errmsg(n->db)));
+    return;
+  }
   if (rc < 0) {
     log_write(LOG_ERROR, job->name, NULL, NULL, "registry write failed: %s",
-              node_registry_errmsg(n->registry));
+              node_db_errmsg(n->db));
     job_done(n, job, 500, error_json("registry write failed"));
     return;
   }
@@ -92,8 +105,10 @@ static void commit(node *n, deploy_job *job) {
   snprintf(extra, sizeof extra, "{\"version\":%lld}",
            (long long)json_integer_value(json_object_get(row, "version")));
   log_write(LOG_INFO, job->name, NULL, extra, "deployed");
+  if (rules) node_egress_push(n, job->name, rules);
   json_t *meta = node_worker_metadata(row, 0);
   json_decref(row);
+  if (rules && meta) json_object_set(meta, "egress", rules);
   job_done(n, job, rc == 1 ? 201 : 200, meta);
 }
 
@@ -138,6 +153,7 @@ void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, voi
   job->data = data;
   /* PROTO_VALIDATE carries the same body as PROTO_WORKER_SPEC; no version yet. */
   json_t *msg = json_deep_copy(spec);
+  json_object_del(msg, "egress");
   json_object_set_new(msg, "name", json_string(name));
   json_object_set_new(msg, "version", json_integer(0));
   node_procs_validate(n, msg, on_validated, job);
@@ -164,7 +180,7 @@ void node_deploy_dev(node *n) {
     return;
   }
   json_t *row = NULL;
-  if (node_registry_get(n->registry, "hello", &row) == 0) {
+  if (node_db_worker_get(n->db, "hello", &row) == 0) {
     int same = json_equal(json_object_get(row, "modules"), json_object_get(spec, "modules")) &&
                json_equal(json_object_get(row, "main_module"),
                           json_object_get(spec, "main_module"));

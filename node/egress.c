@@ -13,7 +13,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +41,6 @@ typedef struct node_egress {
   node *n;
   char *path;             /* edgenode-egress next to this executable */
   char *socket_path;      /* DATA/egress/egress.sock */
-  sqlite3 *db;
   node_proc_state state;
   uv_process_t process;
   proto_channel channel;
@@ -74,86 +72,6 @@ static void respond_method(http_request *req, const char *allow, const char *why
   json_t *body = json_pack("{s:s, s:s, s:s}", "error", why ? why : "method not allowed", "method",
                            req->method, "allow", allow);
   respond(req, 405, body, allow);
-}
-
-/* ---- the allow-list store (node.db, table egress_rules) ---- */
-
-static int db_open(node_egress *eg, char **err) {
-  char *path = xasprintf("%s/node.db", eg->n->data_dir);
-  int rc = sqlite3_open_v2(path, &eg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_busy_timeout(eg->db, 5000);
-    rc = sqlite3_exec(eg->db,
-                      "CREATE TABLE IF NOT EXISTS egress_rules ("
-                      "  name TEXT PRIMARY KEY,"
-                      "  rules TEXT NOT NULL,"
-                      "  updated_at INTEGER NOT NULL)",
-                      NULL, NULL, NULL);
-  }
-  if (rc != SQLITE_OK) {
-    *err = xasprintf("%s: %s", path, eg->db ? sqlite3_errmsg(eg->db) : sqlite3_errstr(rc));
-    free(path);
-    return -EIO;
-  }
-  free(path);
-  return 0;
-}
-
-/* The stored rules of a worker ([] when none), or NULL on a database error. */
-static json_t *db_get(node_egress *eg, const char *name, int64_t *updated_at) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(eg->db, "SELECT rules, updated_at FROM egress_rules WHERE name = ?1", -1,
-                         &st, NULL) != SQLITE_OK)
-    return NULL;
-  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-  json_t *rules = NULL;
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    rules = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
-    if (updated_at) *updated_at = sqlite3_column_int64(st, 1);
-  } else if (rc == SQLITE_DONE) {
-    rules = json_array();
-    if (updated_at) *updated_at = 0;
-  }
-  sqlite3_finalize(st);
-  return rules;
-}
-
-/* Stores (or for an empty list removes) a worker's rules. Returns 0 or -EIO. */
-static int db_put(node_egress *eg, const char *name, json_t *rules) {
-  sqlite3_stmt *st;
-  int empty = json_array_size(rules) == 0;
-  const char *sql = empty ? "DELETE FROM egress_rules WHERE name = ?1"
-                          : "INSERT OR REPLACE INTO egress_rules(name, rules, updated_at) "
-                            "VALUES (?1, ?2, ?3)";
-  if (sqlite3_prepare_v2(eg->db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
-  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-  if (!empty) {
-    char *text = json_dumps(rules, JSON_COMPACT);
-    if (text == NULL) {
-      sqlite3_finalize(st);
-      return -EIO;
-    }
-    sqlite3_bind_text(st, 2, text, -1, free);
-    sqlite3_bind_int64(st, 3, time_now_ms());
-  }
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
-}
-
-static json_t *db_all(node_egress *eg) {
-  json_t *all = json_object();
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(eg->db, "SELECT name, rules FROM egress_rules", -1, &st, NULL) !=
-      SQLITE_OK)
-    return all;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    json_t *rules = json_loads((const char *)sqlite3_column_text(st, 1), 0, NULL);
-    if (rules) json_object_set_new(all, (const char *)sqlite3_column_text(st, 0), rules);
-  }
-  sqlite3_finalize(st);
-  return all;
 }
 
 /* ---- talking to the egress ---- */
@@ -277,7 +195,7 @@ static void on_hello(node_egress *eg, json_t *body) {
   (void)body;
   if (eg->state != NODE_PROC_STARTING) return;
   eg->sync_id = proto_channel_request_id(&eg->channel);
-  json_t *all = db_all(eg);
+  json_t *all = node_db_egress_all(eg->n->db);
   json_t *msg = json_pack("{s:o, s:b}", "workers", all, "replace", 1);
   if (send_json(eg, PROTO_EGRESS_POLICY, eg->sync_id, msg) != 0)
     log_warn("could not send the egress rules to the egress process");
@@ -459,13 +377,6 @@ int node_egress_start(node *n, char **err) {
   eg->n = n;
   eg->path = egress_exe_path();
   eg->backoff_ms = NODE_BACKOFF_MIN_MS;
-  int rc = db_open(eg, err);
-  if (rc != 0) {
-    sqlite3_close(eg->db);
-    free(eg->path);
-    free(eg);
-    return rc;
-  }
   n->egress = eg;
   if (access(eg->path, X_OK) != 0) {
     /* A tree built without the egress still serves; fetch() fails clearly. */
@@ -525,71 +436,15 @@ void node_egress_kill(node *n) {
   uv_process_kill(&eg->process, SIGKILL);
 }
 
-/* ---- deploys ---- */
-
-typedef struct deploy_wrap {
-  char *name;
-  json_t *rules;
-  node_deploy_cb cb;
-  void *data;
-} deploy_wrap;
-
-static void on_deployed(node *n, void *data, int status, json_t *body) {
-  deploy_wrap *w = data;
-  if (status == 200 || status == 201) {
-    if (db_put(n->egress, w->name, w->rules) != 0) {
-      log_write(LOG_ERROR, w->name, NULL, NULL, "storing the egress rules failed: %s",
-                sqlite3_errmsg(n->egress->db));
-      json_t *err = json_pack("{s:s}", "error",
-                              "the code was deployed but storing its egress rules failed");
-      w->cb(n, w->data, 500, err);
-      json_decref(err);
-      goto done;
-    }
-    push_policy(n->egress, w->name, w->rules);
-    if (json_is_object(body)) json_object_set(body, "egress", w->rules);
-  }
-  w->cb(n, w->data, status, body);
-done:
-  json_decref(w->rules);
-  free(w->name);
-  free(w);
-}
-
-void node_egress_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, void *data) {
-  json_t *rules = json_object_get(spec, "egress");
-  if (rules == NULL || n->egress == NULL) {
-    json_object_del(spec, "egress");
-    node_deploy(n, name, spec, cb, data);
-    return;
-  }
-  deploy_wrap *w = xcalloc(1, sizeof *w);
-  w->name = xstrdup(name);
-  w->rules = json_incref(rules);
-  w->cb = cb;
-  w->data = data;
-  json_object_del(spec, "egress");
-  node_deploy(n, name, spec, on_deployed, w);
-}
-
-void node_egress_forget(node *n, const char *name) {
-  node_egress *eg = n->egress;
-  if (eg == NULL) return;
-  json_t *none = json_array();
-  if (db_put(eg, name, none) != 0)
-    log_write(LOG_ERROR, name, NULL, NULL, "removing the egress rules failed: %s",
-              sqlite3_errmsg(eg->db));
-  json_decref(none);
-  push_policy(eg, name, NULL);
+void node_egress_push(node *n, const char *name, json_t *rules) {
+  push_policy(n->egress, name, rules);
 }
 
 /* ---- routes ---- */
 
 static int worker_exists(node *n, const char *name, http_request *req) {
-  json_t *row = NULL;
-  int rc = node_registry_get(n->registry, name, &row);
-  json_decref(row);
-  if (rc == 0) return 1;
+  int rc = node_db_worker_exists(n->db, name);
+  if (rc == 1) return 1;
   if (rc == -ENOENT)
     respond(req, 404, json_pack("{s:s, s:s}", "error", "unknown worker", "name", name), NULL);
   else
@@ -613,7 +468,7 @@ static void rules_route(node *n, http_request *req, const char *name) {
   json_t *rules = NULL;
   if (get) {
     int64_t updated = 0;
-    rules = db_get(eg, name, &updated);
+    rules = node_db_egress_get(n->db, name, &updated);
     if (rules == NULL) {
       respond_error(req, 500, "reading the egress rules failed");
       return;
@@ -668,9 +523,9 @@ static void rules_route(node *n, http_request *req, const char *name) {
   } else {
     rules = json_array();
   }
-  if (db_put(eg, name, rules) != 0) {
+  if (node_db_egress_put(n->db, name, rules, time_now_ms()) != 0) {
     log_write(LOG_ERROR, name, req->id, NULL, "storing the egress rules failed: %s",
-              sqlite3_errmsg(eg->db));
+              node_db_errmsg(n->db));
     respond_error(req, 500, "storing the egress rules failed");
     json_decref(rules);
     return;

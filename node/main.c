@@ -112,7 +112,7 @@ static int start(node *n, int argc, char **argv) {
   if (rc == 0) {
     n->token_len = strlen(n->token);
     char *db = xasprintf("%s/node.db", n->data_dir);
-    rc = node_registry_open(db, &n->registry, &err);
+    rc = node_db_open(db, &n->db, &err);
     free(db);
   }
   if (rc == 0) rc = node_events_open(n, &err);
@@ -145,7 +145,7 @@ static int start(node *n, int argc, char **argv) {
 static void cleanup(node *n) {
   node_cordons_close(n);
   node_events_close(n);
-  node_registry_close(n->registry);
+  node_db_close(n->db);
   if (n->listen_fd >= 0) close(n->listen_fd);
   free(n->procs);
   free(n->worker_path);

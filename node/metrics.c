@@ -161,7 +161,7 @@ static void proc_metrics(FILE *f, node *n) {
 static json_t *tenant_names(node *n) {
   json_t *set = json_object();
   json_t *rows = NULL;
-  if (node_registry_list(n->registry, &rows) == 0) {
+  if (node_db_worker_list(n->db, &rows) == 0) {
     size_t i;
     json_t *row;
     json_array_foreach(rows, i, row) {

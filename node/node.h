@@ -3,7 +3,7 @@
  * directory and the registry of deployed workers, spawns and restarts the
  * worker processes and serves the control API. It never loads V8.
  *
- * This header is internal to node/: config.c, registry.c and spec.c form the
+ * This header is internal to node/: config.c, db.c and spec.c form the
  * `node_core` library (also linked by the unit tests); procs.c, control.c,
  * deploy.c, datadir.c and main.c make up the edgenode executable.
  */
@@ -87,54 +87,91 @@ int node_config_apply_json(node_config *c, const char *text, size_t len, const c
 const char *node_config_usage(void);
 const char *node_log_level_name(log_level level);
 
-/* ---- registry of deployed workers (registry.c) --------------------------- */
+/* ---- node.db (db.c) --------------------------------------------------------- */
 
-typedef struct node_registry node_registry;
+/* The node's database in the data directory: every connection, the schema
+ * and its migrations, every statement. Rows are JSON objects. */
+typedef struct node_db node_db;
+
+/* PRAGMA user_version of a node.db this edgenode writes. */
+#define NODE_DB_SCHEMA_VERSION 1
 
 /*
- * Opens (creating if needed) the SQLite registry at `path`: WAL journal,
- * synchronous=FULL. Returns 0, or -EIO with *err set to a heap message.
+ * Opens (creating if needed) node.db at `path`: WAL journal, synchronous=FULL
+ * (the history NORMAL), schema migrated to NODE_DB_SCHEMA_VERSION. Returns 0,
+ * or -EIO (-EPROTO for a schema newer than this edgenode) with *err set to a
+ * heap message naming the file.
  */
-int node_registry_open(const char *path, node_registry **out, char **err);
-void node_registry_close(node_registry *r);
+int node_db_open(const char *path, node_db **out, char **err);
+void node_db_close(node_db *db);
+/* Why the last call failed (for logs). */
+const char *node_db_errmsg(node_db *db);
+const char *node_db_history_errmsg(node_db *db);
+
+/* What a deploy stores, all borrowed. */
+typedef struct node_db_worker {
+  const char *main_module;
+  json_t *modules;   /* {name: source} */
+  json_t *bindings;
+  json_t *limits;
+  json_t *egress;    /* the worker's egress rules (an array); NULL keeps the stored ones */
+} node_db_worker;
 
 /*
- * A row is a JSON object {"name", "version", "main_module", "modules": {name:
- * source}, "bindings": {}, "limits": {}, "created_at", "updated_at"} with the
- * times in milliseconds since the epoch.
+ * A worker row is a JSON object {"name", "version", "main_module", "modules":
+ * {name: source}, "bindings": {}, "limits": {}, "created_at", "updated_at"}
+ * with the times in milliseconds since the epoch.
  *
- * node_registry_put() inserts or atomically replaces a worker in one
- * transaction. Versions never repeat for a name, not even across a delete.
- * Returns 1 when the name was new, 0 when it replaced a row, -EIO on failure;
- * on success *row (may be NULL) receives the stored row (caller decrefs).
+ * node_db_worker_put() inserts or replaces a worker and, when w->egress is
+ * set, its egress rules, in one transaction: either all of it is stored or
+ * nothing changes. Versions never repeat for a name, not even across a
+ * delete. Returns 1 when the name was new, 0 when it replaced a row, -EINVAL
+ * when the egress rules are refused (node_db_errmsg says why), -EIO on a
+ * database failure; on success *row (may be NULL) receives the stored row
+ * (caller decrefs).
  */
-int node_registry_put(node_registry *r, const char *name, const char *main_module,
-                      json_t *modules, json_t *bindings, json_t *limits, int64_t now_ms,
-                      json_t **row);
-
+int node_db_worker_put(node_db *db, const char *name, const node_db_worker *w, int64_t now_ms,
+                       json_t **row);
 /* 0 and *row set (caller decrefs), -ENOENT, or -EIO. */
-int node_registry_get(node_registry *r, const char *name, json_t **row);
-
-/* 0, -ENOENT or -EIO. */
-int node_registry_delete(node_registry *r, const char *name);
-
+int node_db_worker_get(node_db *db, const char *name, json_t **row);
+/* 1 when deployed, -ENOENT when not, -EIO. */
+int node_db_worker_exists(node_db *db, const char *name);
+/* Deletes the worker and its egress rules in one transaction: 0, -ENOENT or -EIO. */
+int node_db_worker_delete(node_db *db, const char *name);
 /* 0 and *rows = array of rows sorted by name (caller decrefs), or -EIO. */
-int node_registry_list(node_registry *r, json_t **rows);
+int node_db_worker_list(node_db *db, json_t **rows);
 
-/* The last SQLite error message (for logs). */
-const char *node_registry_errmsg(node_registry *r);
+/* A worker's egress rules ([] when none; *updated_at 0 then), or NULL on a database error. */
+json_t *node_db_egress_get(node_db *db, const char *name, int64_t *updated_at);
+/* Stores (an empty array: removes) a worker's rules: 0, -EINVAL (refused) or -EIO. */
+int node_db_egress_put(node_db *db, const char *name, json_t *rules, int64_t now_ms);
+/* Every stored rule list, {name: rules}. */
+json_t *node_db_egress_all(node_db *db);
+
+/* Cordons: one row per cordoned or suspended tenant. */
+int node_db_cordon_put(node_db *db, const char *name, const char *state, const char *reason,
+                       const char *rule, const char *by, int64_t since_ms);
+int node_db_cordon_delete(node_db *db, const char *name);
+/* 0 and *rows = [{"name", "state", "reason", "rule", "by", "since"}] by name, or -EIO. */
+int node_db_cordon_list(node_db *db, json_t **rows);
+
+/* Appends an event (details: JSON text), pruning the table to about `keep`
+ * rows now and then. Returns its id or -EIO. */
+int64_t node_db_event_add(node_db *db, int64_t time_ms, const char *kind, const char *tenant,
+                          const char *details, int64_t keep);
+/* 0 and *rows = the last `max` events oldest first, [{"id", "time", "kind",
+ * "tenant"?, "details": {}}], or -EIO. */
+int node_db_event_list(node_db *db, int64_t max, json_t **rows);
 
 /* ---- deploy bodies (spec.c) ----------------------------------------------- */
 
 #define NODE_SCRIPT_MAX_BYTES (10u * 1024u * 1024u)
-#define NODE_DEFAULT_CPU_MS 50
-#define NODE_DEFAULT_MEMORY_MB 128
-#define NODE_DEFAULT_WALL_MS 30000
 
 /*
  * Turns the body of PUT /v1/workers/{name} into a spec object
- * {"main_module", "modules", "bindings", "limits"} (limits filled with the
- * defaults). `content_type` may be NULL. Returns 0 with *spec set, or an HTTP
+ * {"main_module", "modules", "bindings", "limits"} (limits filled with
+ * proto.h's PROTO_SPEC_DEFAULT_*). `content_type` may be NULL. Returns 0
+ * with *spec set, or an HTTP
  * status (400, 413, 415) with *error set to the JSON body to send
  * ({"error": "...", ...details}). Either way the caller decrefs.
  */
@@ -216,7 +253,7 @@ struct node {
   uv_loop_t *loop;
   node_config cfg;
   char *data_dir;          /* absolute */
-  node_registry *registry;
+  node_db *db;             /* node.db */
   char *token;             /* the control API bearer token; never logged */
   size_t token_len;
   int listen_fd;           /* the ingress socket, handed to the workers */
@@ -345,7 +382,7 @@ int node_tenants_route(node *n, http_request *req, const char *path);
 void node_tenants_free(node *n);
 
 /* egress.c: the egress process, the allow-lists and secrets routes. */
-/* Spawns edgenode-egress (if it was built) and opens the allow-list store. */
+/* Spawns edgenode-egress (if it was built). */
 int node_egress_start(node *n, char **err);
 /* The socket worker processes reach the egress on; NULL when there is no egress. */
 const char *node_egress_socket(const node *n);
@@ -356,10 +393,9 @@ void node_egress_stop(node *n);
 void node_egress_kill(node *n);
 /* /v1/secrets, /v1/secrets/{name}, /v1/workers/{name}/egress: 1 when handled. */
 int node_egress_route(node *n, http_request *req, const char *path);
-/* node_deploy, storing the spec's "egress" rules once the code is committed. */
-void node_egress_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, void *data);
-/* The worker was deleted: its rules go too. */
-void node_egress_forget(node *n, const char *name);
+/* Sends a worker's rules as stored in node.db (NULL: it has none any more) to
+ * the egress process, when it runs; it gets them all whenever it starts. */
+void node_egress_push(node *n, const char *name, json_t *rules);
 
 /* procs.c, for drain.c's rolling restarts: slot capacity, spawning, resizing. */
 #define NODE_PROCS_CAPACITY (NODE_CONFIG_MAX_WORKERS + 1) /* + one surge slot */

@@ -237,14 +237,14 @@ static void on_worker_get(node_proc *p, uint32_t id, json_t *body) {
     return;
   }
   json_t *row = NULL;
-  int rc = node_registry_get(p->owner->registry, name, &row);
+  int rc = node_db_worker_get(p->owner->db, name, &row);
   if (rc == -ENOENT) {
     send_error(p, id, 404, "unknown worker");
     return;
   }
   if (rc != 0) {
     log_write(LOG_ERROR, name, NULL, NULL, "registry read failed: %s",
-              node_registry_errmsg(p->owner->registry));
+              node_db_errmsg(p->owner->db));
     send_error(p, id, 500, "registry read failed");
     return;
   }
@@ -252,9 +252,9 @@ static void on_worker_get(node_proc *p, uint32_t id, json_t *body) {
   json_object_del(row, "updated_at");
   json_t *limits = json_object_get(row, "limits");
   if (json_object_get(limits, "cpu_ms") == NULL)
-    json_object_set_new(limits, "cpu_ms", json_integer(NODE_DEFAULT_CPU_MS));
+    json_object_set_new(limits, "cpu_ms", json_integer(PROTO_SPEC_DEFAULT_CPU_MS));
   if (json_object_get(limits, "memory_mb") == NULL)
-    json_object_set_new(limits, "memory_mb", json_integer(NODE_DEFAULT_MEMORY_MB));
+    json_object_set_new(limits, "memory_mb", json_integer(PROTO_SPEC_DEFAULT_MEMORY_MB));
   send_json(p, PROTO_WORKER_SPEC, id, row);
   json_decref(row);
 }

@@ -121,7 +121,7 @@ static json_t *tenant_view(node *n, const char *name, json_t *t) {
 
 static void list_tenants(node *n, http_request *req) {
   json_t *rows = NULL;
-  if (node_registry_list(n->registry, &rows) != 0) {
+  if (node_db_worker_list(n->db, &rows) != 0) {
     node_respond_error(req, 500, "registry unavailable");
     return;
   }
@@ -141,7 +141,7 @@ static void list_tenants(node *n, http_request *req) {
 static void show_tenant(node *n, http_request *req, const char *name) {
   json_t *row = NULL;
   json_t *stats = json_object_get(n->tenants, name);
-  if (node_registry_get(n->registry, name, &row) != 0 && stats == NULL &&
+  if (node_db_worker_get(n->db, name, &row) != 0 && stats == NULL &&
       strcmp(node_cordon_state(n, name), "active") == 0) {
     json_t *body = json_pack("{s:s, s:s}", "error", "unknown tenant", "name", name);
     node_respond_json(req, 404, body, NULL);
