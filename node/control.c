@@ -133,9 +133,9 @@ static void get_node(node *n, http_request *req) {
   for (int i = 0; i < n->n_procs; i++) {
     const node_proc *p = &n->procs[i];
     char at[32];
-    node_iso8601(p->started_at_ms, at);
-    json_t *entry = json_pack("{s:i, s:i, s:s, s:i, s:s}", "id", p->id, "pid", p->pid, "state",
-                              node_proc_state_name(p->state), "restarts", (int)p->restarts,
+    node_iso8601(p->child.started_at_ms, at);
+    json_t *entry = json_pack("{s:i, s:i, s:s, s:i, s:s}", "id", p->id, "pid", p->child.pid, "state",
+                              node_proc_state_name(p->child.state), "restarts", (int)p->child.restarts,
                               "started_at", at);
     if (p->process_stats) json_object_update(entry, p->process_stats);
     json_object_set_new(entry, "mpk", json_pack("{s:b, s:i}", "enabled", p->mpk_enabled, "keys",
@@ -303,7 +303,7 @@ static int node_ready(const node *n) {
   if (n->state != NODE_SERVING) return 0;
   if (!n->ready_logged) return node_procs_all_ready(n);
   for (int i = 0; i < n->n_procs; i++)
-    if (n->procs[i].state == NODE_PROC_READY) return node_egress_ready(n);
+    if (n->procs[i].child.state == NODE_PROC_READY) return node_egress_ready(n);
   return 0;
 }
 

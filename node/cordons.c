@@ -164,7 +164,7 @@ static json_t *placement_json(const node_cordon *c, const char *state) {
   json_t *body = json_pack("{s:s, s:s}", "name", c->name, "state", state);
   if (strcmp(state, "cordoned") == 0) {
     json_object_set_new(body, "port", json_integer(c->port));
-    json_object_set_new(body, "ready", json_boolean(c->proc && c->proc->state == NODE_PROC_READY));
+    json_object_set_new(body, "ready", json_boolean(c->proc && c->proc->child.state == NODE_PROC_READY));
   } else if (strcmp(state, "suspended") == 0) {
     char *msg = xasprintf("tenant suspended: %s; an operator must uncordon it", c->reason);
     json_object_set_new(body, "error", json_string(msg));
@@ -191,13 +191,13 @@ void node_cordons_on_hello(node_proc *p) {
     /* Lowered only now: at a low priority on a busy machine, starting V8
      * took seconds, and the tenant's requests wait for it meanwhile.
      * Lowering another process's priority needs no privilege. */
-    if (setpriority(PRIO_PROCESS, (id_t)p->pid, n->cfg.cordon_nice) != 0)
+    if (setpriority(PRIO_PROCESS, (id_t)p->child.pid, n->cfg.cordon_nice) != 0)
       log_write(LOG_WARN, p->cordon->name, NULL, NULL, "setpriority: %s", strerror(errno));
     /* Under SCHED_IDLE it runs only on CPU time the shared processes leave:
      * a nice value still takes a share, and ten spinning tenants at nice 10
      * made a steady tenant's p99 ten times worse (1.4x with SCHED_IDLE). */
     struct sched_param idle = {0};
-    if (n->cfg.cordon_idle && sched_setscheduler(p->pid, SCHED_IDLE, &idle) != 0)
+    if (n->cfg.cordon_idle && sched_setscheduler(p->child.pid, SCHED_IDLE, &idle) != 0)
       log_write(LOG_WARN, p->cordon->name, NULL, NULL, "sched_setscheduler: %s", strerror(errno));
     if (!p->cordon->leaving) broadcast(n, p->cordon);
     return;
@@ -234,33 +234,19 @@ static int start_dedicated(node *n, node_cordon *c) {
     free(err);
     return -1;
   }
-  node_proc *p = xcalloc(1, sizeof *p);
-  p->owner = n;
-  p->id = DEDICATED_ID_BASE + n->cordons->next_id++;
-  p->backoff_ms = NODE_BACKOFF_MIN_MS;
-  p->state = NODE_PROC_STOPPED;
-  p->running_fd = -1;
+  node_proc *p = node_proc_new_dedicated(n, DEDICATED_ID_BASE + n->cordons->next_id++);
   p->cordon = c;
-  uv_timer_init(n->loop, &p->restart_timer);
   c->proc = p;
   if (node_proc_spawn(p) != 0) return -1; /* spawn failures schedule a restart themselves */
   return 0;
 }
 
-/* The slot goes once its process, channel and timer are closed. */
-static void proc_timer_closed(uv_handle_t *h) {
-  node_proc *p = container_of((uv_timer_t *)h, node_proc, restart_timer);
-  p->state = NODE_PROC_STOPPED;
-  p->timer_closed = 1;
-  node_cordons_proc_closed(p);
-}
-
+/* The slot goes once its process, channel and timer are closed (node_cordons_proc_closed). */
 static void release_proc(node_proc *p) {
   node_cordon *c = p->cordon;
   if (c && c->proc == p) c->proc = NULL;
-  uv_timer_stop(&p->restart_timer);
-  if (!uv_is_closing((uv_handle_t *)&p->restart_timer))
-    uv_close((uv_handle_t *)&p->restart_timer, proc_timer_closed);
+  p->child.state = NODE_PROC_STOPPED;
+  node_child_close(&p->child);
 }
 
 static void leaving_remove(node *n, node_cordon *c) {
@@ -278,7 +264,7 @@ static void done_timer_closed(uv_handle_t *h) {
 }
 
 void node_cordons_proc_closed(node_proc *p) {
-  if (!p->timer_closed || p->process_open || p->channel_open) return;
+  if (!node_child_gone(&p->child)) return;
   node_cordon *c = p->cordon;
   node *n = p->owner;
   json_decref(p->process_stats);
@@ -301,8 +287,8 @@ static json_t *entry_view(const node_cordon *c) {
   if (c->port) json_object_set_new(v, "port", json_integer(c->port));
   node_proc *p = c->proc;
   if (p) {
-    json_t *d = json_pack("{s:i, s:i, s:s, s:i}", "worker", p->id, "pid", p->pid, "state",
-                          node_proc_state_name(p->state), "restarts", (int)p->restarts);
+    json_t *d = json_pack("{s:i, s:i, s:s, s:i}", "worker", p->id, "pid", p->child.pid, "state",
+                          node_proc_state_name(p->child.state), "restarts", (int)p->child.restarts);
     json_object_set_new(v, "dedicated", d);
   }
   json_object_set_new(v, "crashes", json_integer(c->n_crashes));
@@ -331,7 +317,7 @@ static node_cordon *cordon(node *n, const char *name, const char *reason, const 
   json_t *extra = json_pack("{s:s, s:s?, s:s, s:i}", "reason", reason, "rule", rule, "by", by,
                             "port", c->port);
   if (details) json_object_update_missing(extra, details);
-  if (c->proc) json_object_set_new(extra, "pid", json_integer(c->proc->pid));
+  if (c->proc) json_object_set_new(extra, "pid", json_integer(c->proc->child.pid));
   log_json(started ? LOG_WARN : LOG_ERROR, name, extra,
            rule ? "tenant cordoned: a rule fired; moving it to a dedicated process"
                 : "tenant cordoned by an operator; moving it to a dedicated process");
@@ -371,7 +357,7 @@ static void drain_leaving(node_cordon *c) {
     else entry_free(c);
     return;
   }
-  if (p->alive) {
+  if (p->child.alive) {
     node_proc_drain(p);
   } else {
     release_proc(p);
@@ -415,7 +401,7 @@ static void uncordon(node *n, node_cordon *c, const char *by) {
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[i];
     if (!node_proc_usable(p)) continue;
-    tell(p, c, "active", proto_channel_request_id(&p->channel));
+    tell(p, c, "active", proto_channel_request_id(&p->child.channel));
     c->waiting_for[i] = 1;
   }
   uv_timer_init(n->loop, &c->done_timer);
@@ -469,7 +455,7 @@ static unsigned count_crash(node *n, node_cordon *c) {
 void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms) {
   node *n = p->owner;
   node_cordon *c = p->cordon;
-  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:I}", "worker", p->id, "pid", p->pid,
+  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:I}", "worker", p->id, "pid", p->child.pid,
                             "exit_status", (json_int_t)status, "signal", sig, "uptime_ms",
                             (json_int_t)lived_ms);
   if (n->state == NODE_DRAINING || c->leaving) {
@@ -679,24 +665,21 @@ node_proc *node_cordons_next_proc(node *n, node_proc *prev) {
 
 void node_cordons_drain(node *n) {
   for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p)) {
-    if (p->state == NODE_PROC_RESTARTING) {
-      uv_timer_stop(&p->restart_timer);
-      p->state = NODE_PROC_STOPPED;
-    }
-    if (p->alive) node_proc_drain(p);
+    node_child_hold(&p->child);
+    if (p->child.alive) node_proc_drain(p);
   }
 }
 
 void node_cordons_kill(node *n) {
   for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p))
-    if (p->alive) uv_process_kill(&p->process, SIGKILL);
+    node_child_kill(&p->child, SIGKILL);
 }
 
 int node_cordons_live(const node *n) {
   int live = 0;
   node *m = (node *)n;
   for (node_proc *p = node_cordons_next_proc(m, NULL); p; p = node_cordons_next_proc(m, p))
-    if (p->alive || p->process_open || p->channel_open) live++;
+    if (node_child_live(&p->child)) live++;
   return live;
 }
 
@@ -705,8 +688,7 @@ void node_cordons_stop(node *n) {
   node_cordon *lists[] = {n->cordons->list, n->cordons->leaving};
   for (size_t k = 0; k < ARRAY_SIZE(lists); k++) {
     for (node_cordon *c = lists[k]; c; c = c->next) {
-      if (c->proc && !uv_is_closing((uv_handle_t *)&c->proc->restart_timer))
-        uv_close((uv_handle_t *)&c->proc->restart_timer, NULL);
+      if (c->proc) node_child_close(&c->proc->child);
       if (c->done_timer_open && !uv_is_closing((uv_handle_t *)&c->done_timer))
         uv_close((uv_handle_t *)&c->done_timer, NULL);
     }

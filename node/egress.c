@@ -41,20 +41,14 @@ typedef struct node_egress {
   node *n;
   char *path;             /* edgenode-egress next to this executable */
   char *socket_path;      /* DATA/egress/egress.sock */
-  node_proc_state state;
-  uv_process_t process;
-  proto_channel channel;
-  int process_open, channel_open, channel_started, alive, pid;
-  unsigned restarts;
-  uint64_t started_mono_ns;
-  uint64_t backoff_ms;
-  uv_timer_t restart_timer;
+  node_child child;        /* the process */
   uint32_t sync_id;       /* the all-policies message waiting for its answer */
   int stopping;
   pending *pending;
 } node_egress;
 
 static int spawn_egress(node_egress *eg);
+static const node_child_ops egress_ops;
 
 /* ---- responses ---- */
 
@@ -76,24 +70,15 @@ static void respond_method(http_request *req, const char *allow, const char *why
 
 /* ---- talking to the egress ---- */
 
-static int channel_usable(const node_egress *eg) {
-  return eg->channel_started && !eg->channel.closing;
-}
+static int channel_usable(const node_egress *eg) { return node_child_usable(&eg->child); }
 
 static int send_json(node_egress *eg, uint8_t type, uint32_t id, json_t *body) {
-  if (!channel_usable(eg)) return UV_EPIPE;
-  char *text = json_dumps(body, JSON_COMPACT);
-  if (text == NULL) return UV_EINVAL;
-  int rc = proto_channel_send(&eg->channel, type, id, text, strlen(text));
-  /* a secret's value may be in there */
-  memset(text, 0, strlen(text));
-  free(text);
-  return rc;
+  return node_child_send_json(&eg->child, type, id, body);
 }
 
 /* Sends one worker's rules (null: none) if the egress is up; it gets all of them on start. */
 static void push_policy(node_egress *eg, const char *name, json_t *rules) {
-  if (eg == NULL || eg->state != NODE_PROC_READY) return;
+  if (eg == NULL || eg->child.state != NODE_PROC_READY) return;
   json_t *body = json_pack("{s:{s:O}}", "workers", name, rules ? rules : json_null());
   if (body && send_json(eg, PROTO_EGRESS_POLICY, 0, body) != 0)
     log_warn("could not send the egress rules of %s to the egress process", name);
@@ -130,13 +115,13 @@ static void on_pending_timeout(uv_timer_t *t) {
 /* Forwards a control request; the answer arrives in on_reply. */
 static void forward(node_egress *eg, http_request *req, pending_kind kind, uint8_t type,
                     json_t *body) {
-  if (eg == NULL || eg->state != NODE_PROC_READY || !channel_usable(eg)) {
+  if (eg == NULL || eg->child.state != NODE_PROC_READY || !channel_usable(eg)) {
     respond_error(req, 503, eg == NULL ? "this node has no egress process (edgenode-egress "
                                          "was not found next to edgenode)"
                                        : "the egress process is not running; try again shortly");
     return;
   }
-  uint32_t id = proto_channel_request_id(&eg->channel);
+  uint32_t id = proto_channel_request_id(&eg->child.channel);
   if (send_json(eg, type, id, body) != 0) {
     respond_error(req, 503, "the egress process is not reachable; try again shortly");
     return;
@@ -193,8 +178,8 @@ static void on_reply(node_egress *eg, const proto_frame *f, json_t *body) {
 
 static void on_hello(node_egress *eg, json_t *body) {
   (void)body;
-  if (eg->state != NODE_PROC_STARTING) return;
-  eg->sync_id = proto_channel_request_id(&eg->channel);
+  if (eg->child.state != NODE_PROC_STARTING) return;
+  eg->sync_id = proto_channel_request_id(&eg->child.channel);
   json_t *all = node_db_egress_all(eg->n->db);
   json_t *msg = json_pack("{s:o, s:b}", "workers", all, "replace", 1);
   if (send_json(eg, PROTO_EGRESS_POLICY, eg->sync_id, msg) != 0)
@@ -204,15 +189,15 @@ static void on_hello(node_egress *eg, json_t *body) {
 
 static void on_synced(node_egress *eg) {
   eg->sync_id = 0;
-  eg->state = NODE_PROC_READY;
+  eg->child.state = NODE_PROC_READY;
   char extra[64];
-  snprintf(extra, sizeof extra, "{\"pid\":%d}", eg->pid);
+  snprintf(extra, sizeof extra, "{\"pid\":%d}", eg->child.pid);
   log_write(LOG_INFO, NULL, NULL, extra, "egress process ready");
   node_on_procs_changed(eg->n);
 }
 
-static void on_frame(proto_channel *ch, const proto_frame *f) {
-  node_egress *eg = ch->data;
+static void on_frame(node_child *c, const proto_frame *f) {
+  node_egress *eg = c->data;
   json_t *body = f->length ? json_loadb((const char *)f->payload, f->length, 0, NULL) : NULL;
   switch (f->type) {
     case PROTO_HELLO: on_hello(eg, body); break;
@@ -221,74 +206,54 @@ static void on_frame(proto_channel *ch, const proto_frame *f) {
       if (f->id != 0 && f->id == eg->sync_id) on_synced(eg);
       else on_reply(eg, f, body);
       break;
-    case PROTO_PING: proto_channel_send(ch, PROTO_PONG, f->id, NULL, 0); break;
+    case PROTO_PING: proto_channel_send(&c->channel, PROTO_PONG, f->id, NULL, 0); break;
     default: log_debug("egress: unexpected %s frame", proto_type_name(f->type));
   }
   json_decref(body);
 }
 
-static void on_channel_close(proto_channel *ch, int reason) {
-  node_egress *eg = ch->data;
-  eg->channel_open = 0;
-  eg->channel_started = 0;
-  if (reason != 0 && reason != UV_EOF && eg->alive) uv_process_kill(&eg->process, SIGKILL);
+static void on_channel_closed(node_child *c, int reason) {
+  node_egress *eg = c->data;
+  if (reason != 0 && reason != UV_EOF) node_child_kill(c, SIGKILL);
   pending_fail_all(eg, "the egress process went away; try again shortly");
 }
 
-static void on_process_closed(uv_handle_t *h) {
-  node_egress *eg = container_of((uv_process_t *)h, node_egress, process);
-  eg->process_open = 0;
-}
+static void on_closed(node_child *c) { (void)c; }
 
-static void on_restart_timer(uv_timer_t *t) {
-  node_egress *eg = container_of(t, node_egress, restart_timer);
-  if (eg->stopping) return;
-  if (eg->process_open || eg->channel_open) {
-    uv_timer_start(&eg->restart_timer, on_restart_timer, 10, 0);
-    return;
-  }
-  spawn_egress(eg);
-}
-
-static uint64_t schedule_restart(node_egress *eg, uint64_t lived_ms) {
-  uint64_t delay = node_backoff_next(&eg->backoff_ms, lived_ms);
-  eg->restarts++;
-  eg->state = NODE_PROC_RESTARTING;
-  uv_timer_start(&eg->restart_timer, on_restart_timer, delay, 0);
-  return delay;
-}
-
-static void on_egress_exit(uv_process_t *h, int64_t status, int sig) {
-  node_egress *eg = container_of(h, node_egress, process);
-  eg->alive = 0;
-  uv_close((uv_handle_t *)h, on_process_closed);
-  if (eg->channel_started) proto_channel_close(&eg->channel);
+static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms) {
+  node_egress *eg = c->data;
   pending_fail_all(eg, "the egress process went away; try again shortly");
-  uint64_t lived_ms = (time_mono_ns() - eg->started_mono_ns) / 1000000u;
   char extra[256];
   if (eg->stopping) {
-    eg->state = NODE_PROC_STOPPED;
-    snprintf(extra, sizeof extra, "{\"pid\":%d,\"exit_status\":%lld,\"signal\":%d}", eg->pid,
+    c->state = NODE_PROC_STOPPED;
+    snprintf(extra, sizeof extra, "{\"pid\":%d,\"exit_status\":%lld,\"signal\":%d}", c->pid,
              (long long)status, sig);
     log_write(status == 0 && sig == 0 ? LOG_INFO : LOG_WARN, NULL, NULL, extra, "egress exited");
-    if (!uv_is_closing((uv_handle_t *)&eg->restart_timer))
-      uv_close((uv_handle_t *)&eg->restart_timer, NULL);
+    node_child_close(c);
     return;
   }
-  uint64_t delay = schedule_restart(eg, lived_ms);
+  uint64_t delay = node_child_restart(c, lived_ms);
   snprintf(extra, sizeof extra,
            "{\"pid\":%d,\"exit_status\":%lld,\"signal\":%d,\"restarts\":%u,\"delay_ms\":%llu,"
            "\"uptime_ms\":%llu}",
-           eg->pid, (long long)status, sig, eg->restarts, (unsigned long long)delay,
+           c->pid, (long long)status, sig, c->restarts, (unsigned long long)delay,
            (unsigned long long)lived_ms);
   log_write(LOG_WARN, NULL, NULL, extra, "egress exited: restarting");
   node_on_procs_changed(eg->n);
 }
 
-static void on_pipe_closed(uv_handle_t *h) {
-  node_egress *eg = container_of((uv_pipe_t *)h, node_egress, channel.pipe);
-  eg->channel_open = 0;
+static int spawn_child(node_child *c) {
+  node_egress *eg = c->data;
+  return eg->stopping ? UV_ECANCELED : spawn_egress(eg);
 }
+
+static const node_child_ops egress_ops = {
+    .spawn = spawn_child,
+    .frame = on_frame,
+    .channel_closed = on_channel_closed,
+    .exited = on_exited,
+    .closed = on_closed,
+};
 
 static int spawn_egress(node_egress *eg) {
   node *n = eg->n;
@@ -313,52 +278,13 @@ static int spawn_egress(node_egress *eg) {
     args[a++] = n->cfg.ca_files[i];
   }
   args[a] = NULL;
-
-  memset(&eg->channel, 0, sizeof eg->channel);
-  int rc = uv_pipe_init(n->loop, &eg->channel.pipe, 0);
-  if (rc != 0) {
-    free(args);
-    return rc;
-  }
-  uv_stdio_container_t stdio[4];
-  stdio[0].flags = UV_IGNORE;
-  stdio[1].flags = UV_INHERIT_FD;
-  stdio[1].data.fd = 1;
-  stdio[2].flags = UV_INHERIT_FD;
-  stdio[2].data.fd = 2;
-  stdio[3].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
-  stdio[3].data.stream = (uv_stream_t *)&eg->channel.pipe;
-  uv_process_options_t opts;
-  memset(&opts, 0, sizeof opts);
-  opts.exit_cb = on_egress_exit;
-  opts.file = eg->path;
-  opts.args = args;
-  opts.stdio_count = 4;
-  opts.stdio = stdio;
-  eg->started_mono_ns = time_mono_ns();
-  eg->state = NODE_PROC_STARTING;
   eg->sync_id = 0;
-  rc = uv_spawn(n->loop, &eg->process, &opts);
+  node_child_cmd cmd = {.file = eg->path, .args = args, .label = "egress"};
+  int rc = node_child_spawn(&eg->child, &cmd);
   free(args);
-  eg->process_open = eg->channel_open = 1;
-  if (rc != 0) {
-    log_write(LOG_ERROR, NULL, NULL, NULL, "spawning %s failed: %s", eg->path, uv_strerror(rc));
-    uv_close((uv_handle_t *)&eg->process, on_process_closed);
-    uv_close((uv_handle_t *)&eg->channel.pipe, on_pipe_closed);
-    schedule_restart(eg, 0);
-    return rc;
-  }
-  eg->alive = 1;
-  eg->pid = eg->process.pid;
-  rc = proto_channel_start(&eg->channel, on_frame, on_channel_close, eg);
-  if (rc != 0) {
-    uv_close((uv_handle_t *)&eg->channel.pipe, on_pipe_closed);
-    uv_process_kill(&eg->process, SIGKILL);
-    return rc;
-  }
-  eg->channel_started = 1;
+  if (rc != 0) return rc;
   char extra[64];
-  snprintf(extra, sizeof extra, "{\"pid\":%d}", eg->pid);
+  snprintf(extra, sizeof extra, "{\"pid\":%d}", eg->child.pid);
   log_write(LOG_INFO, NULL, NULL, extra, "egress spawned");
   return 0;
 }
@@ -376,12 +302,10 @@ int node_egress_start(node *n, char **err) {
   node_egress *eg = xcalloc(1, sizeof *eg);
   eg->n = n;
   eg->path = egress_exe_path();
-  eg->backoff_ms = NODE_BACKOFF_MIN_MS;
   n->egress = eg;
   if (access(eg->path, X_OK) != 0) {
     /* A tree built without the egress still serves; fetch() fails clearly. */
     log_warn("%s: %s: fetch() is unavailable on this node", eg->path, strerror(errno));
-    eg->state = NODE_PROC_STOPPED;
     return 0;
   }
   /* A CA file the egress cannot read would keep it (and the node) from ever
@@ -402,7 +326,7 @@ int node_egress_start(node *n, char **err) {
   }
   eg->socket_path = xasprintf("%s/egress.sock", dir);
   free(dir);
-  uv_timer_init(n->loop, &eg->restart_timer);
+  node_child_init(&eg->child, n->loop, &egress_ops, eg);
   spawn_egress(eg);
   return 0;
 }
@@ -413,27 +337,27 @@ const char *node_egress_socket(const node *n) {
 
 int node_egress_ready(const node *n) {
   const node_egress *eg = n->egress;
-  return eg == NULL || eg->socket_path == NULL || eg->state == NODE_PROC_READY;
+  return eg == NULL || eg->socket_path == NULL || eg->child.state == NODE_PROC_READY;
 }
 
 void node_egress_stop(node *n) {
   node_egress *eg = n->egress;
   if (eg == NULL || eg->socket_path == NULL || eg->stopping) return;
   eg->stopping = 1;
-  uv_timer_stop(&eg->restart_timer);
-  if (eg->alive) {
-    uv_process_kill(&eg->process, SIGTERM);
-  } else if (!uv_is_closing((uv_handle_t *)&eg->restart_timer)) {
-    eg->state = NODE_PROC_STOPPED;
-    uv_close((uv_handle_t *)&eg->restart_timer, NULL);
+  node_child_hold(&eg->child);
+  if (eg->child.alive) {
+    node_child_kill(&eg->child, SIGTERM);
+  } else {
+    eg->child.state = NODE_PROC_STOPPED;
+    node_child_close(&eg->child);
   }
 }
 
 void node_egress_kill(node *n) {
   node_egress *eg = n->egress;
-  if (eg == NULL || !eg->alive) return;
+  if (eg == NULL || !eg->child.alive) return;
   eg->stopping = 1;
-  uv_process_kill(&eg->process, SIGKILL);
+  node_child_kill(&eg->child, SIGKILL);
 }
 
 void node_egress_push(node *n, const char *name, json_t *rules) {

@@ -24,8 +24,8 @@ uint64_t node_worker_memory_budget(const node *n) {
 }
 
 static void check(node *n, node_proc *p, uint64_t budget) {
-  if (!p->alive || p->pid <= 0) return;
-  uint64_t rss = process_rss_bytes(p->pid);
+  if (!p->child.alive || p->child.pid <= 0) return;
+  uint64_t rss = process_rss_bytes(p->child.pid);
   if (rss <= budget) return;
   const char *tenant = p->cordon ? node_cordons_tenant_name(p) : NULL;
   char extra[160];
@@ -33,13 +33,13 @@ static void check(node *n, node_proc *p, uint64_t budget) {
    * "rss_mb 202, budget_mb 202" when truncated. */
   unsigned long long rss_mb = (rss + (1u << 20) - 1) >> 20;
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"rss_mb\":%llu,\"budget_mb\":%llu}",
-           p->id, p->pid, rss_mb, (unsigned long long)(budget >> 20));
+           p->id, p->child.pid, rss_mb, (unsigned long long)(budget >> 20));
   log_write(LOG_ERROR, tenant, NULL, extra, "worker process over its memory budget: restarting it");
   node_event_new(n, "memory_kill", tenant, json_loads(extra, 0, NULL));
   /* The whole process's memory: not the fault of whichever tenant happens to run. */
   p->memory_killed = 1;
   /* Draining could take seconds while memory keeps growing: end it now. */
-  if (uv_process_kill(&p->process, SIGKILL) != 0) log_warn("could not kill worker-%d", p->id);
+  if (node_child_kill(&p->child, SIGKILL) != 0) log_warn("could not kill worker-%d", p->id);
 }
 
 static void memwatch_tick(uv_timer_t *t) {

@@ -32,8 +32,8 @@ void node_metrics_on_stats(node_proc *p, json_t *body) {
   /* The process counts since it started; the slot's counter must not go back
    * when a new process takes over. */
   uint64_t seen = (uint64_t)json_integer_value(evictions);
-  if (p->stats_pid != p->pid) {
-    p->stats_pid = p->pid;
+  if (p->stats_pid != p->child.pid) {
+    p->stats_pid = p->child.pid;
     p->evictions_seen = 0;
   }
   if (seen >= p->evictions_seen) p->evictions_total += seen - p->evictions_seen;
@@ -114,13 +114,13 @@ typedef enum { PROC_UP, PROC_ISOLATES, PROC_COLD, PROC_EVICTIONS, PROC_RESTARTS,
 
 static double proc_value(const node_proc *p, proc_metric m) {
   switch (m) {
-    case PROC_UP: return p->state == NODE_PROC_READY;
+    case PROC_UP: return p->child.state == NODE_PROC_READY;
     case PROC_ISOLATES:
       return (double)json_integer_value(json_object_get(p->process_stats, "isolates"));
     case PROC_COLD: return (double)p->cold_starts_total;
     case PROC_EVICTIONS: return (double)p->evictions_total;
-    case PROC_RESTARTS: return p->restarts;
-    case PROC_RSS: return p->alive && p->pid > 0 ? rss_bytes(p->pid) : 0;
+    case PROC_RESTARTS: return p->child.restarts;
+    case PROC_RSS: return p->child.alive && p->child.pid > 0 ? rss_bytes(p->child.pid) : 0;
   }
   return 0;
 }

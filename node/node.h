@@ -195,28 +195,101 @@ typedef enum node_proc_state {
   NODE_PROC_STOPPED,    /* exited during shutdown; not restarted */
 } node_proc_state;
 
-/* One worker process slot; the slot survives restarts of its process. */
-typedef struct node_proc {
-  node *owner;
-  int id;                  /* 1..N, stable across restarts */
-  node_proc_state state;
+const char *node_proc_state_name(node_proc_state s);
+
+/* ---- one supervised child process (child.c) --------------------------------- */
+
+/* Restart back-off of a child process: 100 ms doubling to 10 s, reset once
+ * a process lived 30 s. Returns the delay to wait and advances *backoff_ms. */
+#define NODE_BACKOFF_MIN_MS 100
+#define NODE_BACKOFF_MAX_MS 10000
+#define NODE_STABLE_AFTER_MS 30000
+uint64_t node_backoff_next(uint64_t *backoff_ms, uint64_t lived_ms);
+
+typedef struct node_child node_child;
+
+/* What the owner of a child process decides; every callback gets the child. */
+typedef struct node_child_ops {
+  /* Spawns the next process: builds its command line, calls node_child_spawn(). */
+  int (*spawn)(node_child *c);
+  /* A frame from the process. */
+  void (*frame)(node_child *c, const proto_frame *f);
+  /* The channel closed (`reason` as proto_channel's); the process may still run. NULL: nothing. */
+  void (*channel_closed)(node_child *c, int reason);
+  /* The process exited after lived_ms: the owner restarts it (node_child_restart) or not. */
+  void (*exited)(node_child *c, int64_t status, int sig, uint64_t lived_ms);
+  /* One of its handles closed (see node_child_live / node_child_gone); may free the owner. */
+  void (*closed)(node_child *c);
+  /* A back-off restart spawned a new process. NULL: nothing. */
+  void (*restarted)(node_child *c);
+} node_child_ops;
+
+struct node_child {
+  uv_loop_t *loop;
+  const node_child_ops *ops;
+  void *data;              /* the owner's */
+  node_proc_state state;   /* READY is for the owner to set (at HELLO) */
   uv_process_t process;
-  proto_channel channel;
+  proto_channel channel;   /* on the child's fd 3 */
   int process_open;        /* process handle not yet closed */
   int channel_open;        /* pipe handle not yet closed */
   int channel_started;     /* proto_channel_start() succeeded; closing goes through it */
   int alive;               /* process not yet reaped */
   int pid;
-  unsigned restarts;
+  unsigned restarts;       /* back-off restarts (node_child_restart) */
+  int restart_counted;     /* the pending restart is one of them */
   int64_t started_at_ms;
   uint64_t started_mono_ns;
   uint64_t backoff_ms;     /* next restart delay */
   uv_timer_t restart_timer;
+  int timer_open;          /* restart_timer not yet closed */
+};
+
+/* The next process's command line; fds are inherited as fd 4, 5, ... (-1: none). */
+#define NODE_CHILD_MAX_FDS 2
+typedef struct node_child_cmd {
+  const char *file;
+  char **args;             /* NULL-terminated */
+  const char *label;       /* for logs ("worker-3", "egress") */
+  int fds[NODE_CHILD_MAX_FDS];
+  int n_fds;
+} node_child_cmd;
+
+/* Sets up the child (no process yet) and its restart timer. */
+int node_child_init(node_child *c, uv_loop_t *loop, const node_child_ops *ops, void *data);
+/* Spawns a process. On failure to spawn, logs and schedules a restart. */
+int node_child_spawn(node_child *c, const node_child_cmd *cmd);
+/* Schedules a back-off restart (counted in restarts); returns the delay. */
+uint64_t node_child_restart(node_child *c, uint64_t lived_ms);
+/* Spawns again at once (once the old handles are closed), not counted. */
+void node_child_respawn(node_child *c);
+/* Cancels a pending restart: the child stays stopped. */
+void node_child_hold(node_child *c);
+/* Back to a fresh child: no restarts counted, back-off at its minimum. */
+void node_child_reset(node_child *c);
+/* Sends `sig` to the process if it runs. */
+int node_child_kill(node_child *c, int sig);
+/* Closes the restart timer for good (ops->closed follows). */
+void node_child_close(node_child *c);
+/* A process or one of its handles is still there. */
+int node_child_live(const node_child *c);
+/* Nothing left: no process, no handle, timer closed. */
+int node_child_gone(const node_child *c);
+/* 1 when the channel takes frames. */
+int node_child_usable(const node_child *c);
+/* Sends a JSON frame (the text is wiped afterwards); 0 or a negative error. */
+int node_child_send_json(node_child *c, uint8_t type, uint32_t id, json_t *body);
+
+/* One worker process slot; the slot survives restarts of its process. */
+typedef struct node_proc {
+  node *owner;
+  int id;                  /* 1..N, stable across restarts */
+  node_child child;        /* the process */
   int ever_ready;          /* for the one-time "ready" line */
   json_t *process_stats;   /* the last "process" member of PROTO_STATS (isolates, evictions) */
   int retiring;            /* drain.c: drained for a reload; not restarted, the slot goes */
   int recycling;           /* drain.c: drained for a reload; respawned at once with the new flags */
-  uint64_t cold_starts_total; /* metrics.c: summed over the slot's processes */
+  uint64_t cold_starts_total; /* summed over the slot's processes */
   uint64_t evictions_total;
   uint64_t evictions_seen; /* the current process's own count at its last report */
   int stats_pid;           /* the process evictions_seen belongs to */
@@ -224,7 +297,6 @@ typedef struct node_proc {
   proto_running *running;  /* shared slots: the page naming the tenant whose code runs */
   int running_fd;          /* its memfd; -1 before the first spawn */
   int memory_killed;       /* memwatch killed it: a budget, not a crash of the running tenant */
-  int timer_closed;        /* cordons.c: a dedicated slot's restart timer is closed (slot going) */
   int mpk_enabled;         /* its HELLO: isolates protected by memory protection keys */
   int mpk_keys;            /* keys it spreads its isolates over */
 } node_proc;
@@ -313,7 +385,6 @@ void node_procs_validate(node *n, json_t *spec, node_validate_cb cb, void *data)
  * same id (PROTO_RUN -> PROTO_RUN_RESULT): cb as for validations. */
 void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms,
                         node_validate_cb cb, void *data);
-const char *node_proc_state_name(node_proc_state s);
 
 /* deploy.c: validate through a worker process, then commit. */
 /*
@@ -370,13 +441,6 @@ void node_tenants_proc_gone(node *n, node_proc *p);
 /* 1 when every ready shared worker process protects its isolates with memory
  * protection keys (and there is at least one), 0 otherwise. */
 int node_mpk_enabled(const node *n);
-
-/* Restart back-off of a child process: 100 ms doubling to 10 s, reset once
- * a process lived 30 s. Returns the delay to wait and advances *backoff_ms. */
-#define NODE_BACKOFF_MIN_MS 100
-#define NODE_BACKOFF_MAX_MS 10000
-#define NODE_STABLE_AFTER_MS 30000
-uint64_t node_backoff_next(uint64_t *backoff_ms, uint64_t lived_ms);
 /* GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);
 void node_tenants_free(node *n);
@@ -457,6 +521,8 @@ void node_event_new(node *n, const char *kind, const char *tenant, json_t *detai
 int node_events_route(node *n, http_request *req, const char *path);
 
 /* procs.c, for cordons.c */
+/* A dedicated process slot (heap, no process yet); freed by its owner once node_child_gone(). */
+node_proc *node_proc_new_dedicated(node *n, int id);
 /* Schedules the slot's restart with its back-off; returns the delay. */
 uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms);
 /* Sends a JSON frame to one process; 0 or a negative error (logged). */

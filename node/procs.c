@@ -21,17 +21,7 @@
 #define LISTEN_BACKLOG 1024
 
 static int spawn_proc(node_proc *p);
-static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms);
-
-const char *node_proc_state_name(node_proc_state s) {
-  switch (s) {
-    case NODE_PROC_STARTING: return "starting";
-    case NODE_PROC_READY: return "ready";
-    case NODE_PROC_RESTARTING: return "restarting";
-    case NODE_PROC_STOPPED: return "stopped";
-  }
-  return "unknown";
-}
+static const node_child_ops proc_ops;
 
 static void format_addr(const char *host, int port, char out[96]) {
   if (strchr(host, ':')) snprintf(out, 96, "[%s]:%d", host, port);
@@ -77,16 +67,11 @@ int node_listen_socket(node *n, char **err) {
 /* ---- sending ------------------------------------------------------------------ */
 
 
-static int channel_usable(const node_proc *p) {
-  return p->channel_started && !p->channel.closing;
-}
+static int channel_usable(const node_proc *p) { return node_child_usable(&p->child); }
 
 static int send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body) {
   if (!channel_usable(p)) return UV_EPIPE;
-  char *text = json_dumps(body, JSON_COMPACT);
-  if (text == NULL) return UV_EINVAL;
-  int rc = proto_channel_send(&p->channel, type, id, text, strlen(text));
-  free(text);
+  int rc = node_child_send_json(&p->child, type, id, body);
   if (rc != 0)
     log_write(LOG_WARN, NULL, NULL, NULL, "worker-%d: sending %s failed: %s", p->id,
               proto_type_name(type), proto_strerror(rc));
@@ -149,7 +134,7 @@ static node_validation *find_validation(node_proc *p, uint32_t id) {
 static node_proc *pick_ready(node *n) {
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[(n->next_proc + i) % n->n_procs];
-    if (p->state == NODE_PROC_READY && channel_usable(p) && !p->retiring && !p->recycling) {
+    if (p->child.state == NODE_PROC_READY && channel_usable(p) && !p->retiring && !p->recycling) {
       n->next_proc = (int)(p - n->procs + 1) % n->n_procs;
       return p;
     }
@@ -168,7 +153,7 @@ void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms
     cb(n, data, UV_EAGAIN, NULL);
     return;
   }
-  uint32_t id = proto_channel_request_id(&p->channel);
+  uint32_t id = proto_channel_request_id(&p->child.channel);
   int rc = send_json(p, type, id, body);
   if (rc != 0) {
     cb(n, data, rc, NULL);
@@ -208,10 +193,10 @@ static void on_hello(node_proc *p, json_t *body) {
   json_t *mpk = json_object_get(body, "mpk");
   p->mpk_enabled = json_is_true(json_object_get(mpk, "enabled"));
   p->mpk_keys = (int)json_integer_value(json_object_get(mpk, "keys"));
-  if (p->state != NODE_PROC_STARTING) return;
-  p->state = NODE_PROC_READY;
+  if (p->child.state != NODE_PROC_STARTING) return;
+  p->child.state = NODE_PROC_READY;
   char extra[128];
-  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
   log_write(LOG_INFO, p->cordon ? node_cordons_tenant_name(p) : NULL, NULL, extra, "worker ready");
   /* Before any spec request of the process is answered: where tenants run. */
   node_cordons_on_hello(p);
@@ -222,7 +207,7 @@ int node_mpk_enabled(const node *n) {
   int ready = 0;
   for (int i = 0; i < n->n_procs; i++) {
     const node_proc *p = &n->procs[i];
-    if (p->state != NODE_PROC_READY) continue;
+    if (p->child.state != NODE_PROC_READY) continue;
     if (!p->mpk_enabled) return 0;
     ready++;
   }
@@ -280,8 +265,9 @@ static void on_validate_reply(node_proc *p, const proto_frame *f, json_t *body) 
   finish_validation(v, 0, body);
 }
 
-static void on_frame(proto_channel *ch, const proto_frame *f) {
-  node_proc *p = ch->data;
+static void on_frame(node_child *c, const proto_frame *f) {
+  node_proc *p = c->data;
+  proto_channel *ch = &c->channel;
   json_t *body = f->length ? frame_json(f) : NULL;
   switch (f->type) {
     case PROTO_HELLO:
@@ -333,74 +319,43 @@ static int channel_failed(const node_proc *p, int reason) {
   return !(reason == UV_ECONNRESET && p->owner->state == NODE_DRAINING);
 }
 
-static void on_channel_close(proto_channel *ch, int reason) {
-  node_proc *p = ch->data;
-  p->channel_open = 0;
-  p->channel_started = 0;
-  if (channel_failed(p, reason) && p->alive) {
+static void on_channel_closed(node_child *c, int reason) {
+  node_proc *p = c->data;
+  if (channel_failed(p, reason) && c->alive) {
     /* A worker that speaks garbage cannot be trusted with requests: kill it
      * and let the restart path bring a fresh one. */
     char extra[96];
-    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, c->pid);
     log_write(LOG_WARN, NULL, NULL, extra, "channel to worker failed (%s): killing it",
               proto_strerror(reason));
-    uv_process_kill(&p->process, SIGKILL);
+    node_child_kill(c, SIGKILL);
   }
   fail_validations(p, UV_ECANCELED);
+}
+
+static void on_closed(node_child *c) {
+  node_proc *p = c->data;
   node *n = p->owner;
   if (p->cordon) node_cordons_proc_closed(p); /* may free p */
   check_stopped(n);
 }
 
-static void on_process_closed(uv_handle_t *h) {
-  node_proc *p = container_of((uv_process_t *)h, node_proc, process);
+static void on_restarted(node_child *c) {
+  node_proc *p = c->data;
+  node_event_new(p->owner, "restart", p->cordon ? node_cordons_tenant_name(p) : NULL,
+                 json_pack("{s:i, s:i, s:i}", "worker", p->id, "pid", c->pid, "restarts",
+                           (int)c->restarts));
+}
+
+uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms) {
+  return node_child_restart(&p->child, lived_ms);
+}
+
+static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms) {
+  node_proc *p = c->data;
   node *n = p->owner;
-  p->process_open = 0;
-  if (p->cordon) node_cordons_proc_closed(p); /* may free p */
-  check_stopped(n);
-}
-
-static void on_restart_timer(uv_timer_t *t) {
-  node_proc *p = container_of(t, node_proc, restart_timer);
-  if (p->owner->state == NODE_DRAINING) return;
-  if (p->process_open || p->channel_open) {
-    /* The old process's handles are still closing; they never take long. */
-    uv_timer_start(&p->restart_timer, on_restart_timer, 10, 0);
-    return;
-  }
-  if (spawn_proc(p) == 0)
-    node_event_new(p->owner, "restart", p->cordon ? node_cordons_tenant_name(p) : NULL,
-                   json_pack("{s:i, s:i, s:i}", "worker", p->id, "pid", p->pid, "restarts",
-                             (int)p->restarts));
-}
-
-uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms) { return schedule_restart(p, lived_ms); }
-
-uint64_t node_backoff_next(uint64_t *backoff_ms, uint64_t lived_ms) {
-  if (lived_ms >= NODE_STABLE_AFTER_MS || *backoff_ms == 0) *backoff_ms = NODE_BACKOFF_MIN_MS;
-  uint64_t delay = *backoff_ms;
-  *backoff_ms = delay * 2 > NODE_BACKOFF_MAX_MS ? NODE_BACKOFF_MAX_MS : delay * 2;
-  return delay;
-}
-
-/* Returns the delay chosen. */
-static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms) {
-  uint64_t delay = node_backoff_next(&p->backoff_ms, lived_ms);
-  p->restarts++;
-  p->state = NODE_PROC_RESTARTING;
-  uv_timer_start(&p->restart_timer, on_restart_timer, delay, 0);
-  return delay;
-}
-
-static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
-  node_proc *p = container_of(h, node_proc, process);
-  node *n = p->owner;
-  p->alive = 0;
-  uv_close((uv_handle_t *)h, on_process_closed);
-  if (p->channel_started) proto_channel_close(&p->channel);
   fail_validations(p, UV_ECANCELED);
   node_tenants_proc_gone(n, p);
-  uint64_t lived_ms = (time_mono_ns() - p->started_mono_ns) / 1000000u;
   if (p->cordon) {
     node_cordons_proc_exit(p, status, sig, lived_ms);
     return;
@@ -409,20 +364,20 @@ static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
   if (node_proc_planned_exit(p, status, sig)) return;
   char extra[256];
   if (n->state == NODE_DRAINING) {
-    p->state = NODE_PROC_STOPPED;
+    c->state = NODE_PROC_STOPPED;
     snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d}",
-             p->id, p->pid, (long long)status, sig);
+             p->id, c->pid, (long long)status, sig);
     log_write(status == 0 && sig == 0 ? LOG_INFO : LOG_WARN, NULL, NULL, extra, "worker exited");
     check_stopped(n);
     return;
   }
   const char *tenant = status == 0 && sig == 0 ? NULL : node_cordons_crash_tenant(p);
   p->memory_killed = 0;
-  uint64_t delay = schedule_restart(p, lived_ms);
+  uint64_t delay = node_child_restart(c, lived_ms);
   snprintf(extra, sizeof extra,
            "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d,\"restarts\":%u,"
            "\"delay_ms\":%llu,\"uptime_ms\":%llu}",
-           p->id, p->pid, (long long)status, sig, p->restarts, (unsigned long long)delay,
+           p->id, c->pid, (long long)status, sig, c->restarts, (unsigned long long)delay,
            (unsigned long long)lived_ms);
   log_write(LOG_WARN, tenant, NULL, extra, "worker exited: restarting");
   json_t *details = json_loads(extra, 0, NULL);
@@ -434,12 +389,16 @@ static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
   node_on_procs_changed(n);
 }
 
-/* The pipe was closed by us, not through the channel (it never started). */
-static void on_pipe_closed(uv_handle_t *h) {
-  node_proc *p = container_of((uv_pipe_t *)h, node_proc, channel.pipe);
-  p->channel_open = 0;
-  check_stopped(p->owner);
-}
+static int spawn_child(node_child *c) { return spawn_proc(c->data); }
+
+static const node_child_ops proc_ops = {
+    .spawn = spawn_child,
+    .frame = on_frame,
+    .channel_closed = on_channel_closed,
+    .exited = on_exited,
+    .closed = on_closed,
+    .restarted = on_restarted,
+};
 
 /* The shared page a shared worker process names its running tenant in; made
  * once per slot and zeroed for every process. 0, or -1 when unavailable. */
@@ -502,60 +461,20 @@ static int spawn_proc(node_proc *p) {
   for (size_t i = 0; extra_args[i]; i++) all_args[k++] = extra_args[i];
   all_args[k] = NULL;
 
-  memset(&p->channel, 0, sizeof p->channel);
-  int rc = uv_pipe_init(n->loop, &p->channel.pipe, 0);
+  char label[32];
+  snprintf(label, sizeof label, "worker-%d", p->id);
+  node_child_cmd cmd = {
+      .file = n->worker_path,
+      .args = all_args,
+      .label = label,
+      .fds = {listen_fd, has_running ? p->running_fd : -1},
+      .n_fds = 2,
+  };
+  int rc = node_child_spawn(&p->child, &cmd);
   if (rc != 0) return rc;
-  uv_stdio_container_t stdio[6];
-  stdio[0].flags = UV_IGNORE;
-  stdio[1].flags = UV_INHERIT_FD;
-  stdio[1].data.fd = 1;
-  stdio[2].flags = UV_INHERIT_FD;
-  stdio[2].data.fd = 2;
-  stdio[3].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
-  stdio[3].data.stream = (uv_stream_t *)&p->channel.pipe;
-  stdio[4].flags = UV_INHERIT_FD;
-  stdio[4].data.fd = listen_fd;
-  stdio[5].flags = has_running ? UV_INHERIT_FD : UV_IGNORE;
-  stdio[5].data.fd = p->running_fd;
-
-  uv_process_options_t opts;
-  memset(&opts, 0, sizeof opts);
-  opts.exit_cb = on_proc_exit;
-  opts.file = n->worker_path;
-  opts.args = all_args;
-  opts.stdio_count = 6;
-  opts.stdio = stdio;
-
-  p->started_mono_ns = time_mono_ns();
-  p->started_at_ms = time_now_ms();
-  p->state = NODE_PROC_STARTING;
-  rc = uv_spawn(n->loop, &p->process, &opts);
-  if (rc != 0) {
-    log_write(LOG_ERROR, NULL, NULL, NULL, "worker-%d: spawn %s failed: %s", p->id,
-              n->worker_path, uv_strerror(rc));
-    p->process_open = 1;
-    p->channel_open = 1;
-    uv_close((uv_handle_t *)&p->process, on_process_closed);
-    uv_close((uv_handle_t *)&p->channel.pipe, on_pipe_closed);
-    schedule_restart(p, 0);
-    return rc;
-  }
-  p->process_open = 1;
-  p->channel_open = 1;
-  p->alive = 1;
-  p->pid = p->process.pid;
   p->memory_killed = 0;
-  rc = proto_channel_start(&p->channel, on_frame, on_channel_close, p);
-  if (rc != 0) {
-    log_write(LOG_ERROR, NULL, NULL, NULL, "worker-%d: channel start failed: %s", p->id,
-              uv_strerror(rc));
-    uv_close((uv_handle_t *)&p->channel.pipe, on_pipe_closed);
-    uv_process_kill(&p->process, SIGKILL);
-    return rc;
-  }
-  p->channel_started = 1;
   char extra[96];
-  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
   log_write(LOG_INFO, NULL, NULL, extra, "worker spawned");
   return 0;
 }
@@ -574,10 +493,8 @@ int node_procs_start(node *n, char **err) {
     node_proc *p = &n->procs[i];
     p->owner = n;
     p->id = i + 1;
-    p->backoff_ms = NODE_BACKOFF_MIN_MS;
-    p->state = NODE_PROC_STOPPED;
     p->running_fd = -1;
-    uv_timer_init(n->loop, &p->restart_timer);
+    node_child_init(&p->child, n->loop, &proc_ops, p);
   }
   for (int i = 0; i < n->n_procs; i++) spawn_proc(&n->procs[i]);
   return 0;
@@ -585,24 +502,30 @@ int node_procs_start(node *n, char **err) {
 
 int node_proc_spawn(node_proc *p) { return spawn_proc(p); }
 
+node_proc *node_proc_new_dedicated(node *n, int id) {
+  node_proc *p = xcalloc(1, sizeof *p);
+  p->owner = n;
+  p->id = id;
+  p->running_fd = -1;
+  node_child_init(&p->child, n->loop, &proc_ops, p);
+  return p;
+}
+
 node_proc *node_procs_add(node *n) {
   if (n->procs == NULL || n->n_procs >= NODE_PROCS_CAPACITY) return NULL;
   node_proc *p = &n->procs[n->n_procs++];
-  uv_timer_stop(&p->restart_timer);
-  p->restarts = 0;
-  p->backoff_ms = NODE_BACKOFF_MIN_MS;
+  node_child_reset(&p->child);
   p->ever_ready = 0;
   p->retiring = p->recycling = 0;
   p->cold_starts_total = p->evictions_total = p->evictions_seen = 0;
   p->stats_pid = 0;
-  p->pid = 0;
   spawn_proc(p);
   return p;
 }
 
 void node_proc_drain(node_proc *p) {
   json_t *body = json_pack("{s:I}", "grace_ms", (json_int_t)p->owner->cfg.grace_ms);
-  if (send_json(p, PROTO_DRAIN, 0, body) != 0) uv_process_kill(&p->process, SIGTERM);
+  if (send_json(p, PROTO_DRAIN, 0, body) != 0) node_child_kill(&p->child, SIGTERM);
   json_decref(body);
 }
 
@@ -610,13 +533,10 @@ void node_procs_drain(node *n) {
   json_t *body = json_pack("{s:I}", "grace_ms", (json_int_t)n->cfg.grace_ms);
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[i];
-    if (p->state == NODE_PROC_RESTARTING) {
-      uv_timer_stop(&p->restart_timer);
-      p->state = NODE_PROC_STOPPED;
-    }
-    if (!p->alive) continue;
+    node_child_hold(&p->child);
+    if (!p->child.alive) continue;
     /* Without a channel the drain cannot be asked for; SIGTERM means the same. */
-    if (send_json(p, PROTO_DRAIN, 0, body) != 0) uv_process_kill(&p->process, SIGTERM);
+    if (send_json(p, PROTO_DRAIN, 0, body) != 0) node_child_kill(&p->child, SIGTERM);
   }
   json_decref(body);
   node_cordons_drain(n);
@@ -625,19 +545,17 @@ void node_procs_drain(node *n) {
 void node_procs_kill(node *n) {
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[i];
-    if (!p->alive) continue;
+    if (!p->child.alive) continue;
     char extra[96];
-    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
     log_write(LOG_WARN, NULL, NULL, extra, "killing worker");
-    uv_process_kill(&p->process, SIGKILL);
+    node_child_kill(&p->child, SIGKILL);
   }
   node_cordons_kill(n);
 }
 
 void node_procs_close(node *n) {
-  for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++)
-    if (!uv_is_closing((uv_handle_t *)&n->procs[i].restart_timer))
-      uv_close((uv_handle_t *)&n->procs[i].restart_timer, NULL);
+  for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++) node_child_close(&n->procs[i].child);
   node_cordons_stop(n);
 }
 
@@ -645,14 +563,14 @@ int node_procs_live(const node *n) {
   int live = 0;
   for (int i = 0; i < n->n_procs; i++) {
     const node_proc *p = &n->procs[i];
-    if (p->alive || p->process_open || p->channel_open) live++;
+    if (node_child_live(&p->child)) live++;
   }
   return live + node_cordons_live(n);
 }
 
 int node_procs_all_ready(const node *n) {
   for (int i = 0; i < n->n_procs; i++)
-    if (n->procs[i].state != NODE_PROC_READY) return 0;
+    if (n->procs[i].child.state != NODE_PROC_READY) return 0;
   return n->n_procs > 0 && node_egress_ready(n);
 }
 
