@@ -84,14 +84,6 @@ static node_cordon *find(const node *n, const char *name) {
   return NULL;
 }
 
-const char *node_cordons_tenant_name(const node_proc *p) { return p->cordon ? p->cordon->name : NULL; }
-int node_cordons_listen_fd(const node_proc *p) { return p->cordon ? p->cordon->listen_fd : -1; }
-
-uint64_t node_cordon_memory_budget(const node *n) {
-  if (n->cfg.cordon_memory_mb > 0) return (uint64_t)n->cfg.cordon_memory_mb << 20;
-  return node_worker_memory_budget(n);
-}
-
 const char *node_cordon_state(const node *n, const char *name) {
   node_cordon *c = find(n, name);
   return c ? state_name(c->state) : "active";
@@ -184,7 +176,7 @@ static void broadcast(node *n, const node_cordon *c) {
     if (node_proc_usable(&n->procs[i])) tell(&n->procs[i], c, state_name(c->state), 0);
 }
 
-void node_cordons_on_hello(node_proc *p) {
+static void on_hello(node_proc *p) {
   node *n = p->owner;
   if (n->cordons == NULL) return;
   if (p->cordon) { /* the dedicated process is up: forward to it */
@@ -234,7 +226,8 @@ static int start_dedicated(node *n, node_cordon *c) {
     free(err);
     return -1;
   }
-  node_proc *p = node_proc_new_dedicated(n, DEDICATED_ID_BASE + n->cordons->next_id++);
+  node_proc *p = node_proc_new_dedicated(n, DEDICATED_ID_BASE + n->cordons->next_id++, c->name,
+                                         c->listen_fd);
   p->cordon = c;
   c->proc = p;
   if (node_proc_spawn(p) != 0) return -1; /* spawn failures schedule a restart themselves */
@@ -245,8 +238,7 @@ static int start_dedicated(node *n, node_cordon *c) {
 static void release_proc(node_proc *p) {
   node_cordon *c = p->cordon;
   if (c && c->proc == p) c->proc = NULL;
-  p->child.state = NODE_PROC_STOPPED;
-  node_child_close(&p->child);
+  node_proc_release(p);
 }
 
 static void leaving_remove(node *n, node_cordon *c) {
@@ -263,12 +255,10 @@ static void done_timer_closed(uv_handle_t *h) {
   entry_free(c);
 }
 
-void node_cordons_proc_closed(node_proc *p) {
-  if (!node_child_gone(&p->child)) return;
+/* A released dedicated slot is gone (procs.c frees it): so is a cordon that waited for it. */
+static void on_dedicated_gone(node_proc *p) {
   node_cordon *c = p->cordon;
   node *n = p->owner;
-  json_decref(p->process_stats);
-  free(p);
   if (c && c->leaving && c->proc == NULL) {
     leaving_remove(n, c);
     if (c->done_timer_open) uv_close((uv_handle_t *)&c->done_timer, done_timer_closed);
@@ -411,7 +401,7 @@ static void uncordon(node *n, node_cordon *c, const char *by) {
   if (!waiting_any(c)) drain_leaving(c);
 }
 
-void node_cordons_on_done(node_proc *p, json_t *body) {
+static void on_done(node_proc *p, json_t *body) {
   node *n = p->owner;
   const char *name = json_string_value(json_object_get(body, "name"));
   if (name == NULL || n->cordons == NULL || p->cordon) return;
@@ -425,7 +415,7 @@ void node_cordons_on_done(node_proc *p, json_t *body) {
   }
 }
 
-void node_cordons_shared_exit(node_proc *p) {
+static void on_shared_exit(node_proc *p) {
   node *n = p->owner;
   if (n->cordons == NULL || p->cordon) return;
   int slot = (int)(p - n->procs);
@@ -452,7 +442,7 @@ static unsigned count_crash(node *n, node_cordon *c) {
   return recent;
 }
 
-void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms) {
+static void on_dedicated_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms) {
   node *n = p->owner;
   node_cordon *c = p->cordon;
   json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:I}", "worker", p->id, "pid", p->child.pid,
@@ -475,7 +465,7 @@ void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t live
     suspend(n, c, recent);
     return;
   }
-  uint64_t delay = node_proc_schedule_restart(p, lived_ms);
+  uint64_t delay = node_child_restart(&p->child, lived_ms);
   json_object_set_new(extra, "delay_ms", json_integer((json_int_t)delay));
   log_json(LOG_WARN, c->name, extra, "dedicated worker exited: restarting");
   json_decref(extra);
@@ -508,7 +498,8 @@ static void observe(node *n, const char *name, cordon_metric m, json_int_t amoun
     fire(n, name, &v);
 }
 
-void node_cordons_on_stats(node *n, node_proc *p, json_t *body) {
+static void on_stats(node_proc *p, json_t *body) {
+  node *n = p->owner;
   if (n->cordons == NULL || p->cordon) return; /* a dedicated process's tenant is cordoned already */
   static const struct {
     const char *key;
@@ -535,7 +526,8 @@ void node_cordons_on_stats(node *n, node_proc *p, json_t *body) {
   }
 }
 
-void node_cordons_on_event(node *n, node_proc *p, json_t *body) {
+static void on_event(node_proc *p, json_t *body) {
+  node *n = p->owner;
   const char *event = json_string_value(json_object_get(body, "event"));
   const char *tenant = json_string_value(json_object_get(body, "tenant"));
   if (event == NULL || strcmp(event, "mpk_fault") != 0) return;
@@ -550,17 +542,8 @@ void node_cordons_on_event(node *n, node_proc *p, json_t *body) {
   if (tenant && n->cordons && !find(n, tenant)) observe(n, tenant, CORDON_MPK_FAULTS, 1);
 }
 
-const char *node_cordons_crash_tenant(node_proc *p) {
-  proto_running *r = p->running;
-  if (r == NULL || r->magic != PROTO_RUNNING_MAGIC || !r->running || p->memory_killed) return NULL;
-  static char name[PROTO_RUNNING_NAME_MAX];
-  memcpy(name, (const char *)r->tenant, sizeof name);
-  name[sizeof name - 1] = '\0';
-  return worker_name_valid(name, strlen(name)) ? name : NULL;
-}
-
-void node_cordons_on_crash(node *n, const char *tenant, json_t *details) {
-  (void)details;
+static void on_crash(node_proc *p, const char *tenant) {
+  node *n = p->owner;
   if (n->cordons == NULL || find(n, tenant)) return;
   observe(n, tenant, CORDON_CRASHES, 1);
 }
@@ -595,6 +578,18 @@ void node_cordons_reload_rules(node *n) {
   n->cordons->monitor = monitor_from_config(n);
 }
 
+/* What the worker processes report, for the cordons (registered with procs.c). */
+static const node_proc_listener listener = {
+    .hello = on_hello,
+    .stats = on_stats,
+    .event = on_event,
+    .cordon_done = on_done,
+    .shared_exit = on_shared_exit,
+    .crash = on_crash,
+    .dedicated_exit = on_dedicated_exit,
+    .dedicated_gone = on_dedicated_gone,
+};
+
 int node_cordons_open(node *n, char **err) {
   struct node_cordons *cs = xcalloc(1, sizeof *cs);
   n->cordons = cs;
@@ -604,6 +599,7 @@ int node_cordons_open(node *n, char **err) {
     return -EIO;
   }
   cs->monitor = monitor_from_config(n);
+  n->proc_listener = &listener;
   /* The sockets now, so that the first HELLO of a shared process can name the ports. */
   for (node_cordon *c = cs->list; c; c = c->next) {
     if (c->state != CORDONED) continue;
@@ -630,11 +626,7 @@ void node_cordons_start(node *n) {
 static void free_list(node_cordon *c) {
   while (c) {
     node_cordon *next = c->next;
-    if (c->proc) { /* only at exit: the loop is gone, and with it every handle */
-      json_decref(c->proc->process_stats);
-      free(c->proc);
-    }
-    entry_free(c);
+    entry_free(c); /* a dedicated slot is procs.c's to free */
     c = next;
   }
 }
@@ -642,6 +634,7 @@ static void free_list(node_cordon *c) {
 void node_cordons_close(node *n) {
   struct node_cordons *cs = n->cordons;
   if (cs == NULL) return;
+  if (n->proc_listener == &listener) n->proc_listener = NULL;
   free_list(cs->list);
   free_list(cs->leaving);
   cordon_monitor_free(cs->monitor);
@@ -649,46 +642,11 @@ void node_cordons_close(node *n) {
   n->cordons = NULL;
 }
 
-node_proc *node_cordons_next_proc(node *n, node_proc *prev) {
-  if (n->cordons == NULL) return NULL;
-  int found = prev == NULL;
-  node_cordon *lists[] = {n->cordons->list, n->cordons->leaving};
-  for (size_t k = 0; k < ARRAY_SIZE(lists); k++) {
-    for (node_cordon *c = lists[k]; c; c = c->next) {
-      if (c->proc == NULL) continue;
-      if (found) return c->proc;
-      if (c->proc == prev) found = 1;
-    }
-  }
-  return NULL;
-}
-
-void node_cordons_drain(node *n) {
-  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p)) {
-    node_child_hold(&p->child);
-    if (p->child.alive) node_proc_drain(p);
-  }
-}
-
-void node_cordons_kill(node *n) {
-  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p))
-    node_child_kill(&p->child, SIGKILL);
-}
-
-int node_cordons_live(const node *n) {
-  int live = 0;
-  node *m = (node *)n;
-  for (node_proc *p = node_cordons_next_proc(m, NULL); p; p = node_cordons_next_proc(m, p))
-    if (node_child_live(&p->child)) live++;
-  return live;
-}
-
 void node_cordons_stop(node *n) {
   if (n->cordons == NULL) return;
   node_cordon *lists[] = {n->cordons->list, n->cordons->leaving};
   for (size_t k = 0; k < ARRAY_SIZE(lists); k++) {
     for (node_cordon *c = lists[k]; c; c = c->next) {
-      if (c->proc) node_child_close(&c->proc->child);
       if (c->done_timer_open && !uv_is_closing((uv_handle_t *)&c->done_timer))
         uv_close((uv_handle_t *)&c->done_timer, NULL);
     }

@@ -96,7 +96,7 @@ void node_drain(node *n, const char *reason, int then_exit) {
       log_write(LOG_INFO, NULL, NULL, text, "shutting down");
       free(text);
       node_event(n, "stop", NULL, extra);
-      if (node_procs_live(n) == 0) node_on_procs_stopped(n);
+      if (node_procs_live(n) == 0) n->procs_stopped(n);
     }
     json_decref(extra);
     return;
@@ -120,7 +120,7 @@ void node_drain(node *n, const char *reason, int then_exit) {
     n->kill_timer_open = 1;
   }
   uv_timer_start(&n->kill_timer, on_kill_timer, (uint64_t)n->cfg.grace_ms + KILL_AFTER_GRACE_MS, 0);
-  if (node_procs_live(n) == 0) node_on_procs_stopped(n);
+  if (node_procs_live(n) == 0) n->procs_stopped(n);
 }
 
 void node_drain_finished(node *n) {
@@ -161,24 +161,6 @@ static void log_json(log_level level, json_t *extra, const char *msg) {
   char *text = json_dumps(extra, JSON_COMPACT);
   log_write(level, NULL, NULL, text, "%s", msg);
   free(text);
-}
-
-int node_proc_planned_exit(node_proc *p, int64_t status, int sig) {
-  node *n = p->owner;
-  if (n->state != NODE_SERVING || (!p->retiring && !p->recycling)) return 0;
-  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:s}", "worker", p->id, "pid", p->child.pid,
-                            "exit_status", (json_int_t)status, "signal", sig, "reason",
-                            p->retiring ? "retired" : "replaced");
-  log_json(LOG_INFO, extra, "worker exited (reload)");
-  json_decref(extra);
-  if (p->retiring) {
-    p->child.state = NODE_PROC_STOPPED;
-    return 1;
-  }
-  /* Replaced: a new process with the new flags right away, no back-off. */
-  p->recycling = 0;
-  node_child_respawn(&p->child);
-  return 1;
 }
 
 static int slot_free(const node_proc *p) {

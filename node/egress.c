@@ -193,7 +193,7 @@ static void on_synced(node_egress *eg) {
   char extra[64];
   snprintf(extra, sizeof extra, "{\"pid\":%d}", eg->child.pid);
   log_write(LOG_INFO, NULL, NULL, extra, "egress process ready");
-  node_on_procs_changed(eg->n);
+  eg->n->procs_changed(eg->n);
 }
 
 static void on_frame(node_child *c, const proto_frame *f) {
@@ -239,7 +239,7 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
            c->pid, (long long)status, sig, c->restarts, (unsigned long long)delay,
            (unsigned long long)lived_ms);
   log_write(LOG_WARN, NULL, NULL, extra, "egress exited: restarting");
-  node_on_procs_changed(eg->n);
+  eg->n->procs_changed(eg->n);
 }
 
 static int spawn_child(node_child *c) {

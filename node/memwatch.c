@@ -15,19 +15,11 @@
 
 #define MEMWATCH_INTERVAL_MS 500
 
-uint64_t node_worker_memory_budget(const node *n) {
-  if (n->cfg.worker_memory_mb > 0) return (uint64_t)n->cfg.worker_memory_mb << 20;
-  uint64_t total = uv_get_constrained_memory();
-  if (total == 0 || total > uv_get_total_memory()) total = uv_get_total_memory();
-  uint64_t share = total / 4 * 3 / (uint64_t)(n->n_procs > 0 ? n->n_procs : 1);
-  return share < (256u << 20) ? (256u << 20) : share;
-}
-
 static void check(node *n, node_proc *p, uint64_t budget) {
   if (!p->child.alive || p->child.pid <= 0) return;
   uint64_t rss = process_rss_bytes(p->child.pid);
   if (rss <= budget) return;
-  const char *tenant = p->cordon ? node_cordons_tenant_name(p) : NULL;
+  const char *tenant = p->tenant;
   char extra[160];
   /* Rounded up: a process over its budget by less than 1 MiB read as
    * "rss_mb 202, budget_mb 202" when truncated. */
@@ -47,8 +39,8 @@ static void memwatch_tick(uv_timer_t *t) {
   uint64_t budget = node_worker_memory_budget(n);
   for (int i = 0; i < n->n_procs; i++) check(n, &n->procs[i], budget);
   /* A dedicated process has a budget of its own (a cordoned tenant alone). */
-  budget = node_cordon_memory_budget(n);
-  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p))
+  budget = node_dedicated_memory_budget(n);
+  for (node_proc *p = node_procs_next_dedicated(n, NULL); p; p = node_procs_next_dedicated(n, p))
     check(n, p, budget);
 }
 

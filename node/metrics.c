@@ -18,28 +18,6 @@
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* ---- per-process counters, fed from PROTO_STATS ------------------------------------------ */
-
-void node_metrics_on_stats(node_proc *p, json_t *body) {
-  const char *name;
-  json_t *delta;
-  json_object_foreach(json_object_get(body, "tenants"), name, delta) {
-    json_int_t c = json_integer_value(json_object_get(delta, "cold_starts"));
-    if (c > 0) p->cold_starts_total += (uint64_t)c;
-  }
-  json_t *evictions = json_object_get(json_object_get(body, "process"), "evictions");
-  if (!json_is_integer(evictions)) return;
-  /* The process counts since it started; the slot's counter must not go back
-   * when a new process takes over. */
-  uint64_t seen = (uint64_t)json_integer_value(evictions);
-  if (p->stats_pid != p->child.pid) {
-    p->stats_pid = p->child.pid;
-    p->evictions_seen = 0;
-  }
-  if (seen >= p->evictions_seen) p->evictions_total += seen - p->evictions_seen;
-  p->evictions_seen = seen;
-}
-
 /* ---- formatting ----------------------------------------------------------------------- */
 
 /* A label value with \, " and newline escaped. */

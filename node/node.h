@@ -293,7 +293,11 @@ typedef struct node_proc {
   uint64_t evictions_total;
   uint64_t evictions_seen; /* the current process's own count at its last report */
   int stats_pid;           /* the process evictions_seen belongs to */
-  struct node_cordon *cordon; /* cordons.c: the tenant a dedicated process runs; NULL for shared slots */
+  char *tenant;            /* dedicated slots: the cordoned tenant it runs (owned); NULL for shared */
+  int listen_fd;           /* dedicated slots: the tenant's private socket (borrowed) */
+  int released;            /* dedicated slots: freed once the process and handles are gone */
+  struct node_proc *next;  /* dedicated slots: the list in n->dedicated */
+  struct node_cordon *cordon; /* cordons.c's, for its dedicated slots */
   proto_running *running;  /* shared slots: the page naming the tenant whose code runs */
   int running_fd;          /* its memfd; -1 before the first spawn */
   int memory_killed;       /* memwatch killed it: a budget, not a crash of the running tenant */
@@ -302,6 +306,19 @@ typedef struct node_proc {
 } node_proc;
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
+
+/* What the worker processes report to the module above procs.c that listens
+ * (cordons.c registers itself in n->proc_listener). */
+typedef struct node_proc_listener {
+  void (*hello)(node_proc *p);                       /* a HELLO (shared or dedicated) */
+  void (*stats)(node_proc *p, json_t *body);         /* a PROTO_STATS */
+  void (*event)(node_proc *p, json_t *body);         /* a PROTO_EVENT */
+  void (*cordon_done)(node_proc *p, json_t *body);   /* a PROTO_CORDON_DONE */
+  void (*shared_exit)(node_proc *p);                 /* a shared process exited */
+  void (*crash)(node_proc *p, const char *tenant);   /* ... crashed while `tenant`'s code ran */
+  void (*dedicated_exit)(node_proc *p, int64_t status, int sig, uint64_t lived_ms);
+  void (*dedicated_gone)(node_proc *p);              /* a released slot, about to be freed */
+} node_proc_listener;
 
 /*
  * A validation sent to a worker process. cb runs exactly once: status 0 with
@@ -354,6 +371,12 @@ struct node {
   int drained;             /* drain.c: a drain finished; the control API stays up */
   struct node_events *events; /* events.c: the history behind GET /v1/events */
   struct node_cordons *cordons; /* cordons.c: cordoned tenants and the monitor */
+  node_proc *dedicated;    /* procs.c: the dedicated process slots */
+  const node_proc_listener *proc_listener; /* NULL: nobody listens */
+  /* main.c's, for the modules below it: a worker or the egress process became
+   * ready or exited; during a drain, the last process and its handles are gone. */
+  void (*procs_changed)(node *n);
+  void (*procs_stopped)(node *n);
 };
 
 /* datadir.c */
@@ -398,21 +421,31 @@ void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, voi
 /* The metadata of a registry row as shown by the control API. */
 json_t *node_worker_metadata(json_t *row, int with_sizes);
 /* --dev: deploys the embedded examples/hello.js as "hello" unless
- * identical, then announces the node ready, deployed or not. */
-void node_deploy_dev(node *n);
+ * identical, then calls done, deployed or not. */
+void node_deploy_dev(node *n, void (*done)(node *n));
+/* GET /v1/workers, GET|PUT|DELETE /v1/workers/{name}. */
+int node_workers_route(node *n, http_request *req, const char *path);
 
 /* run.c: POST /v1/run, one-shot execution in a worker process. */
 void node_run(node *n, http_request *req);
 
-/* control.c */
+/* control.c: the control API's listener, its bearer token and the dispatcher
+ * that hands each request to one of the routes below. Nothing calls back into it. */
 /* Starts the control API listener; fills n->control_addr. */
 int node_control_start(node *n, char **err);
+
+/* ---- what the route modules answer with (route.c) ------------------------- */
+/* Routes take (n, req, path) and return 1 when the path is theirs (answered
+ * now or later), 0 when it is not; sub-routes take (n, req, name, sub). */
+
 /* Responses of the control API: JSON bodies, `allow` for 405 (else NULL). */
 void node_respond_json(http_request *req, int status, json_t *body, const char *allow);
 void node_respond_error(http_request *req, int status, const char *message);
 void node_respond_method(http_request *req, const char *allow);
 /* 400 for a worker name that does not match the pattern, naming it. */
 void node_respond_invalid_name(http_request *req, const char *name);
+/* 404 {"error": "unknown worker", "name"}. */
+void node_respond_unknown_worker(http_request *req, const char *name);
 /*
  * The value of `key` in the request target's query string (pairs split on '&'
  * and '=', names and values form-decoded: %XX, '+' for a space), copied into
@@ -431,19 +464,20 @@ int node_facet_purge(node *n, const char *name);
 /* memwatch.c: restarts worker processes whose RSS outgrows their budget. */
 int node_memwatch_start(node *n);
 void node_memwatch_stop(node *n);
-uint64_t node_worker_memory_budget(const node *n);
 
-/* tenants.c: per-tenant statistics gathered from the worker processes. */
-/* Adds a PROTO_STATS report from worker process slot `proc_id`. */
-void node_tenants_on_stats(node *n, node_proc *p, json_t *body);
+/* stats.c: per-tenant statistics gathered from the worker processes (n->tenants). */
+#define NODE_STATS_N_COUNTERS 7
+#define NODE_STATS_N_SUMS 2
+extern const char *const node_stats_counters[NODE_STATS_N_COUNTERS]; /* integers, summed */
+extern const char *const node_stats_sums[NODE_STATS_N_SUMS];         /* reals, summed */
+/* Adds a PROTO_STATS report from worker process slot `p`. */
+void node_stats_add(node *n, node_proc *p, json_t *body);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
-void node_tenants_proc_gone(node *n, node_proc *p);
-/* 1 when every ready shared worker process protects its isolates with memory
- * protection keys (and there is at least one), 0 otherwise. */
-int node_mpk_enabled(const node *n);
-/* GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
+void node_stats_proc_gone(node *n, node_proc *p);
+void node_stats_free(node *n);
+
+/* tenants.c: GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);
-void node_tenants_free(node *n);
 
 /* egress.c: the egress process, the allow-lists and secrets routes. */
 /* Spawns edgenode-egress (if it was built). */
@@ -490,21 +524,16 @@ void node_drain_finished(node *n);
 const char *node_state_name(const node *n);
 /* POST /v1/node/drain; returns 0 when `path` is not its route. */
 int node_drain_route(node *n, http_request *req, const char *path);
-/* procs.c, from a process's exit: 1 when drain.c asked for the exit (a reload)
- * and took care of the slot, 0 for the usual restart path. */
-int node_proc_planned_exit(node_proc *p, int64_t status, int sig);
 /* sd_notify(3) when built with libsystemd; a no-op otherwise ("READY=1"). */
 void node_notify(const char *state);
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 int node_metrics_route(node *n, http_request *req, const char *path);
-/* procs.c, for every PROTO_STATS: per-process counters (cold starts, evictions). */
-void node_metrics_on_stats(node_proc *p, json_t *body);
 
 /* events.c: the history of state changes (GET /v1/events), newest first, the
  * last NODE_EVENTS_MAX kept in memory and in node.db (table events). */
 #define NODE_EVENTS_MAX 1000
-/* Opens its own connection to DATA/node.db and loads the kept history. */
+/* Loads the history kept in node.db. */
 int node_events_open(node *n, char **err);
 void node_events_close(node *n);
 /*
@@ -520,54 +549,41 @@ void node_event_new(node *n, const char *kind, const char *tenant, json_t *detai
 /* GET /v1/events; returns 0 when `path` is not its route. */
 int node_events_route(node *n, http_request *req, const char *path);
 
-/* procs.c, for cordons.c */
-/* A dedicated process slot (heap, no process yet); freed by its owner once node_child_gone(). */
-node_proc *node_proc_new_dedicated(node *n, int id);
-/* Schedules the slot's restart with its back-off; returns the delay. */
-uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms);
+/* procs.c, for cordons.c and memwatch.c: dedicated processes, budgets. */
+/* A dedicated process slot for `tenant` serving on `listen_fd` (borrowed; kept
+ * open by the caller for as long as the slot lives); no process yet. */
+node_proc *node_proc_new_dedicated(node *n, int id, const char *tenant, int listen_fd);
+/* The slot is not wanted any more: procs.c frees it once its process and
+ * handles are gone (listener->dedicated_gone first). */
+void node_proc_release(node_proc *p);
+/* Iterates the dedicated processes: pass NULL first. */
+node_proc *node_procs_next_dedicated(node *n, node_proc *prev);
 /* Sends a JSON frame to one process; 0 or a negative error (logged). */
 int node_proc_send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body);
 /* 1 when the process's channel can take frames. */
 int node_proc_usable(const node_proc *p);
+/* RSS budget of a shared / a dedicated worker process. */
+uint64_t node_worker_memory_budget(const node *n);
+uint64_t node_dedicated_memory_budget(const node *n);
+/* 1 when every ready shared worker process protects its isolates with memory
+ * protection keys (and there is at least one), 0 otherwise. */
+int node_mpk_enabled(const node *n);
+/* Frees the slots at exit, once the loop is closed. */
+void node_procs_free(node *n);
 
 /* cordons.c: cordoned tenants, their dedicated processes, the cordon monitor.
  * The state lives in the table `cordons` of node.db and survives restarts. */
-/* Opens the table (own connection), loads the state, builds the monitor. */
+/* Loads the state from node.db, builds the monitor, listens to the worker processes. */
 int node_cordons_open(node *n, char **err);
 /* Starts the dedicated processes of the cordoned tenants (after the shared ones). */
 void node_cordons_start(node *n);
 void node_cordons_close(node *n);
-/* From procs.c: a report, a worker event, a HELLO, a PROTO_CORDON_DONE. */
-void node_cordons_on_stats(node *n, node_proc *p, json_t *body);
-void node_cordons_on_event(node *n, node_proc *p, json_t *body);
 /* The configuration's rules changed (SIGHUP): a new monitor, counts from zero. */
 void node_cordons_reload_rules(node *n);
 /* A deleted worker's cordon goes with it: its dedicated process drains away. */
 void node_cordons_worker_deleted(node *n, const char *name);
-void node_cordons_on_hello(node_proc *p);
-void node_cordons_on_done(node_proc *p, json_t *body);
-/* From procs.c when a shared process died: the tenant whose code ran, or NULL. */
-const char *node_cordons_crash_tenant(node_proc *p);
-/* A shared process exited: it forwards nothing any more (uncordons stop waiting for it). */
-void node_cordons_shared_exit(node_proc *p);
-/* A shared process crashed while `tenant`'s code ran (feeds the monitor). */
-void node_cordons_on_crash(node *n, const char *tenant, json_t *details);
-/* A dedicated process exited (procs.c did the common part). */
-void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms);
-/* A dedicated process's handle closed; frees the slot once all are. */
-void node_cordons_proc_closed(node_proc *p);
-/* Node drain / kill / liveness / shutdown, for the dedicated processes. */
-void node_cordons_drain(node *n);
-void node_cordons_kill(node *n);
-int node_cordons_live(const node *n);
+/* Closes the cordons' own handles at shutdown. */
 void node_cordons_stop(node *n);
-/* Iterates the dedicated processes: pass NULL first. */
-node_proc *node_cordons_next_proc(node *n, node_proc *prev);
-/* For spawning a dedicated process: its tenant and its private listening socket. */
-const char *node_cordons_tenant_name(const node_proc *p);
-int node_cordons_listen_fd(const node_proc *p);
-/* RSS budget of a dedicated process. */
-uint64_t node_cordon_memory_budget(const node *n);
 /* "active", "cordoned" or "suspended". */
 const char *node_cordon_state(const node *n, const char *name);
 /* The tenant's cordon as shown by the API (state, reason, rule, since, by,
@@ -576,13 +592,9 @@ json_t *node_cordon_view(const node *n, const char *name);
 /* POST /v1/tenants/{name}/cordon|uncordon: 1 when `sub` is one of them. */
 int node_cordons_route(node *n, http_request *req, const char *name, const char *sub);
 
-/* main.c */
-/* Called by procs.c whenever a process became ready or exited. */
-void node_on_procs_changed(node *n);
+/* main.c: startup, shutdown and the hooks in struct node. */
 /* Logs "ready", records the start event and tells systemd: once all worker
  * processes are up (and, with --dev, hello is deployed). */
 void node_announce_ready(node *n);
-/* Called by procs.c when, during shutdown, the last process and its handles are gone. */
-void node_on_procs_stopped(node *n);
 
 #endif

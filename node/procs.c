@@ -171,6 +171,62 @@ void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms
   n->validations = v;
 }
 
+/* ---- what a worker process reports -------------------------------------------------- */
+
+/* Per-slot counters for /metrics (cold starts, evictions), from every PROTO_STATS. */
+static void count_stats(node_proc *p, json_t *body) {
+  const char *name;
+  json_t *delta;
+  json_object_foreach(json_object_get(body, "tenants"), name, delta) {
+    json_int_t c = json_integer_value(json_object_get(delta, "cold_starts"));
+    if (c > 0) p->cold_starts_total += (uint64_t)c;
+  }
+  json_t *evictions = json_object_get(json_object_get(body, "process"), "evictions");
+  if (!json_is_integer(evictions)) return;
+  /* The process counts since it started; the slot's counter must not go back
+   * when a new process takes over. */
+  uint64_t seen = (uint64_t)json_integer_value(evictions);
+  if (p->stats_pid != p->child.pid) {
+    p->stats_pid = p->child.pid;
+    p->evictions_seen = 0;
+  }
+  if (seen >= p->evictions_seen) p->evictions_total += seen - p->evictions_seen;
+  p->evictions_seen = seen;
+}
+
+/* The tenant whose code ran in a shared process when it died, from the page
+ * it names the running tenant in; NULL when none (or killed for memory). */
+static const char *crash_tenant(node_proc *p) {
+  proto_running *r = p->running;
+  if (r == NULL || r->magic != PROTO_RUNNING_MAGIC || !r->running || p->memory_killed) return NULL;
+  static char name[PROTO_RUNNING_NAME_MAX];
+  memcpy(name, (const char *)r->tenant, sizeof name);
+  name[sizeof name - 1] = '\0';
+  return worker_name_valid(name, strlen(name)) ? name : NULL;
+}
+
+/* A shared process drained for a reload (drain.c set the flags): 1 when the
+ * exit was that and is taken care of, 0 for the usual restart path. */
+static int planned_exit(node_proc *p, int64_t status, int sig) {
+  node *n = p->owner;
+  if (n->state != NODE_SERVING || (!p->retiring && !p->recycling)) return 0;
+  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:s}", "worker", p->id, "pid", p->child.pid,
+                            "exit_status", (json_int_t)status, "signal", sig, "reason",
+                            p->retiring ? "retired" : "replaced");
+  char *text = json_dumps(extra, JSON_COMPACT);
+  log_write(LOG_INFO, NULL, NULL, text, "worker exited (reload)");
+  free(text);
+  json_decref(extra);
+  if (p->retiring) {
+    p->child.state = NODE_PROC_STOPPED;
+    return 1;
+  }
+  /* Replaced: a new process with the new flags right away, no back-off. */
+  p->recycling = 0;
+  node_child_respawn(&p->child);
+  return 1;
+}
+
 /* ---- frames from a worker ------------------------------------------------------ */
 
 static json_t *frame_json(const proto_frame *f) {
@@ -197,10 +253,10 @@ static void on_hello(node_proc *p, json_t *body) {
   p->child.state = NODE_PROC_READY;
   char extra[128];
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
-  log_write(LOG_INFO, p->cordon ? node_cordons_tenant_name(p) : NULL, NULL, extra, "worker ready");
+  log_write(LOG_INFO, p->tenant, NULL, extra, "worker ready");
   /* Before any spec request of the process is answered: where tenants run. */
-  node_cordons_on_hello(p);
-  if (!p->cordon) node_on_procs_changed(n);
+  if (n->proc_listener) n->proc_listener->hello(p);
+  if (!p->tenant) n->procs_changed(n);
 }
 
 int node_mpk_enabled(const node *n) {
@@ -285,15 +341,15 @@ static void on_frame(node_child *c, const proto_frame *f) {
       proto_channel_send(ch, PROTO_PONG, f->id, NULL, 0);
       break;
     case PROTO_STATS:
-      node_metrics_on_stats(p, body);
-      node_tenants_on_stats(p->owner, p, body);
-      node_cordons_on_stats(p->owner, p, body);
+      count_stats(p, body);
+      node_stats_add(p->owner, p, body);
+      if (p->owner->proc_listener) p->owner->proc_listener->stats(p, body);
       break;
     case PROTO_EVENT:
-      node_cordons_on_event(p->owner, p, body);
+      if (p->owner->proc_listener) p->owner->proc_listener->event(p, body);
       break;
     case PROTO_CORDON_DONE:
-      node_cordons_on_done(p, body);
+      if (p->owner->proc_listener) p->owner->proc_listener->cordon_done(p, body);
       break;
     case PROTO_PONG:
       break;
@@ -307,7 +363,7 @@ static void on_frame(node_child *c, const proto_frame *f) {
 /* ---- process lifecycle ----------------------------------------------------------- */
 
 static void check_stopped(node *n) {
-  if (n->state == NODE_DRAINING && node_procs_live(n) == 0) node_on_procs_stopped(n);
+  if (n->state == NODE_DRAINING && node_procs_live(n) == 0) n->procs_stopped(n);
 }
 
 /* How a channel ended tells whether the worker is to be trusted. While the
@@ -333,16 +389,35 @@ static void on_channel_closed(node_child *c, int reason) {
   fail_validations(p, UV_ECANCELED);
 }
 
+static void dedicated_unlink(node_proc *p) {
+  for (node_proc **pp = &p->owner->dedicated; *pp; pp = &(*pp)->next) {
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  }
+}
+
+static void proc_free(node_proc *p) {
+  json_decref(p->process_stats);
+  free(p->tenant);
+  free(p);
+}
+
 static void on_closed(node_child *c) {
   node_proc *p = c->data;
   node *n = p->owner;
-  if (p->cordon) node_cordons_proc_closed(p); /* may free p */
+  if (p->tenant && p->released && node_child_gone(c)) { /* the slot goes */
+    dedicated_unlink(p);
+    if (n->proc_listener) n->proc_listener->dedicated_gone(p);
+    proc_free(p);
+  }
   check_stopped(n);
 }
 
 static void on_restarted(node_child *c) {
   node_proc *p = c->data;
-  node_event_new(p->owner, "restart", p->cordon ? node_cordons_tenant_name(p) : NULL,
+  node_event_new(p->owner, "restart", p->tenant,
                  json_pack("{s:i, s:i, s:i}", "worker", p->id, "pid", c->pid, "restarts",
                            (int)c->restarts));
 }
@@ -355,13 +430,13 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
   node_proc *p = c->data;
   node *n = p->owner;
   fail_validations(p, UV_ECANCELED);
-  node_tenants_proc_gone(n, p);
-  if (p->cordon) {
-    node_cordons_proc_exit(p, status, sig, lived_ms);
+  node_stats_proc_gone(n, p);
+  if (p->tenant) {
+    if (n->proc_listener) n->proc_listener->dedicated_exit(p, status, sig, lived_ms);
     return;
   }
-  node_cordons_shared_exit(p);
-  if (node_proc_planned_exit(p, status, sig)) return;
+  if (n->proc_listener) n->proc_listener->shared_exit(p);
+  if (planned_exit(p, status, sig)) return;
   char extra[256];
   if (n->state == NODE_DRAINING) {
     c->state = NODE_PROC_STOPPED;
@@ -371,7 +446,7 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
     check_stopped(n);
     return;
   }
-  const char *tenant = status == 0 && sig == 0 ? NULL : node_cordons_crash_tenant(p);
+  const char *tenant = status == 0 && sig == 0 ? NULL : crash_tenant(p);
   p->memory_killed = 0;
   uint64_t delay = node_child_restart(c, lived_ms);
   snprintf(extra, sizeof extra,
@@ -384,9 +459,9 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
   /* The tenant whose code was running when the process died (running slot). */
   if (tenant) json_object_set_new(details, "running", json_string(tenant));
   node_event(n, status == 0 && sig == 0 ? "exit" : "crash", tenant, details);
-  if (tenant) node_cordons_on_crash(n, tenant, details);
+  if (tenant && n->proc_listener) n->proc_listener->crash(p, tenant);
   json_decref(details);
-  node_on_procs_changed(n);
+  n->procs_changed(n);
 }
 
 static int spawn_child(node_child *c) { return spawn_proc(c->data); }
@@ -403,7 +478,7 @@ static const node_child_ops proc_ops = {
 /* The shared page a shared worker process names its running tenant in; made
  * once per slot and zeroed for every process. 0, or -1 when unavailable. */
 static int running_slot(node_proc *p) {
-  if (p->cordon) return -1;
+  if (p->tenant) return -1;
   if (p->running == NULL) {
     size_t size = (sizeof(proto_running) + 4095) & ~(size_t)4095;
     int fd = memfd_create("edgenode-running", MFD_CLOEXEC);
@@ -445,12 +520,12 @@ static int spawn_proc(node_proc *p) {
   char *extra_args[8] = {NULL};
   int listen_fd = n->listen_fd;
   int has_running = running_slot(p) == 0;
-  if (p->cordon) {
+  if (p->tenant) {
     extra_args[0] = "--tenant";
-    extra_args[1] = (char *)node_cordons_tenant_name(p);
-    listen_fd = node_cordons_listen_fd(p);
+    extra_args[1] = p->tenant;
+    listen_fd = p->listen_fd;
     snprintf(isolate_memory, sizeof isolate_memory, "%llu",
-             (unsigned long long)(node_cordon_memory_budget(n) >> 20) / 2);
+             (unsigned long long)(node_dedicated_memory_budget(n) >> 20) / 2);
   } else if (has_running) {
     extra_args[0] = "--running-fd";
     extra_args[1] = "5";
@@ -502,13 +577,51 @@ int node_procs_start(node *n, char **err) {
 
 int node_proc_spawn(node_proc *p) { return spawn_proc(p); }
 
-node_proc *node_proc_new_dedicated(node *n, int id) {
+node_proc *node_proc_new_dedicated(node *n, int id, const char *tenant, int listen_fd) {
   node_proc *p = xcalloc(1, sizeof *p);
   p->owner = n;
   p->id = id;
   p->running_fd = -1;
+  p->tenant = xstrdup(tenant);
+  p->listen_fd = listen_fd;
   node_child_init(&p->child, n->loop, &proc_ops, p);
+  p->next = n->dedicated;
+  n->dedicated = p;
   return p;
+}
+
+void node_proc_release(node_proc *p) {
+  p->released = 1;
+  p->child.state = NODE_PROC_STOPPED;
+  node_child_close(&p->child);
+}
+
+void node_procs_free(node *n) {
+  for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++) json_decref(n->procs[i].process_stats);
+  free(n->procs);
+  n->procs = NULL;
+  while (n->dedicated) { /* only at exit: the loop is gone, and with it every handle */
+    node_proc *p = n->dedicated;
+    n->dedicated = p->next;
+    proc_free(p);
+  }
+}
+
+node_proc *node_procs_next_dedicated(node *n, node_proc *prev) {
+  return prev ? prev->next : n->dedicated;
+}
+
+uint64_t node_worker_memory_budget(const node *n) {
+  if (n->cfg.worker_memory_mb > 0) return (uint64_t)n->cfg.worker_memory_mb << 20;
+  uint64_t total = uv_get_constrained_memory();
+  if (total == 0 || total > uv_get_total_memory()) total = uv_get_total_memory();
+  uint64_t share = total / 4 * 3 / (uint64_t)(n->n_procs > 0 ? n->n_procs : 1);
+  return share < (256u << 20) ? (256u << 20) : share;
+}
+
+uint64_t node_dedicated_memory_budget(const node *n) {
+  if (n->cfg.cordon_memory_mb > 0) return (uint64_t)n->cfg.cordon_memory_mb << 20;
+  return node_worker_memory_budget(n);
 }
 
 node_proc *node_procs_add(node *n) {
@@ -539,7 +652,10 @@ void node_procs_drain(node *n) {
     if (send_json(p, PROTO_DRAIN, 0, body) != 0) node_child_kill(&p->child, SIGTERM);
   }
   json_decref(body);
-  node_cordons_drain(n);
+  for (node_proc *p = n->dedicated; p; p = p->next) {
+    node_child_hold(&p->child);
+    if (p->child.alive) node_proc_drain(p);
+  }
 }
 
 void node_procs_kill(node *n) {
@@ -551,12 +667,12 @@ void node_procs_kill(node *n) {
     log_write(LOG_WARN, NULL, NULL, extra, "killing worker");
     node_child_kill(&p->child, SIGKILL);
   }
-  node_cordons_kill(n);
+  for (node_proc *p = n->dedicated; p; p = p->next) node_child_kill(&p->child, SIGKILL);
 }
 
 void node_procs_close(node *n) {
   for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++) node_child_close(&n->procs[i].child);
-  node_cordons_stop(n);
+  for (node_proc *p = n->dedicated; p; p = p->next) node_child_close(&p->child);
 }
 
 int node_procs_live(const node *n) {
@@ -565,7 +681,9 @@ int node_procs_live(const node *n) {
     const node_proc *p = &n->procs[i];
     if (node_child_live(&p->child)) live++;
   }
-  return live + node_cordons_live(n);
+  for (const node_proc *p = n->dedicated; p; p = p->next)
+    if (node_child_live(&p->child)) live++;
+  return live;
 }
 
 int node_procs_all_ready(const node *n) {
@@ -579,9 +697,8 @@ void node_procs_broadcast_changed(node *n, const char *name) {
   for (int i = 0; i < n->n_procs; i++) send_json(&n->procs[i], PROTO_WORKER_CHANGED, 0, body);
   /* A cordoned tenant is served by its dedicated process: it must hear of
    * a redeploy too, or it serves the old code until the uncordon. */
-  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p)) {
-    const char *tenant = node_cordons_tenant_name(p);
-    if (tenant != NULL && strcmp(tenant, name) == 0) send_json(p, PROTO_WORKER_CHANGED, 0, body);
+  for (node_proc *p = n->dedicated; p; p = p->next) {
+    if (strcmp(p->tenant, name) == 0) send_json(p, PROTO_WORKER_CHANGED, 0, body);
   }
   json_decref(body);
 }
