@@ -1,6 +1,9 @@
 /*
- * The control API: HTTP + JSON on its own listener. Every route but the
- * health checks needs the bearer token; errors are {"error": ...} objects.
+ * The control API: its listener, the bearer token check, the health checks
+ * and GET /v1/node, and the dispatcher that hands every other request to the
+ * route module whose path it is (the table `routes`). Route modules answer
+ * through route.c and never call back into this file; errors are
+ * {"error": ...} objects.
  */
 #include <errno.h>
 #include <stdlib.h>

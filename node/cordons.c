@@ -1,7 +1,8 @@
 /*
- * Cordoning: the monitor (cordon/) fed by the worker processes' reports, the
- * cordoned tenants' state in node.db, their dedicated worker processes, and
- * the control API's cordon and uncordon routes.
+ * Cordoning: the monitor (cordon/) fed by the worker processes' reports (this
+ * file is procs.c's listener), the cordoned tenants' state in node.db, when
+ * their dedicated worker processes start, restart and go (procs.c keeps the
+ * slots), and the control API's cordon and uncordon routes.
  *
  * A cordoned tenant runs in a worker process of its own, started with
  * --tenant NAME at a lower scheduling priority with its own memory budget.
@@ -234,7 +235,7 @@ static int start_dedicated(node *n, node_cordon *c) {
   return 0;
 }
 
-/* The slot goes once its process, channel and timer are closed (node_cordons_proc_closed). */
+/* procs.c frees the slot once its process, channel and timer are closed (on_dedicated_gone). */
 static void release_proc(node_proc *p) {
   node_cordon *c = p->cordon;
   if (c && c->proc == p) c->proc = NULL;

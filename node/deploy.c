@@ -1,9 +1,10 @@
 /*
- * Deploying: a spec is compiled by a worker process in a throwaway isolate
- * first; only code that passed is committed to node.db, the worker row and
- * its egress rules in one transaction, and only then are the worker
- * processes told to drop what they cached for the name and the egress given
- * the new rules.
+ * Deploying, and the routes of /v1/workers (list, get, deploy, delete). A
+ * spec is compiled by a worker process in a throwaway isolate first; only
+ * code that passed is committed to node.db, the worker row and its egress
+ * rules in one transaction (nothing is stored when either fails), and only
+ * then are the worker processes told to drop what they cached for the name
+ * and the egress given the new rules.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,8 +1,9 @@
 /*
- * The egress process seen from the supervisor: spawning and restarting it,
- * the allow-lists (a table of node.db, pushed to the egress whenever it
- * starts and whenever they change) and the control API routes for them and
- * for secrets. A secret's value only passes through here, in memory, on its
+ * The egress process seen from the supervisor: its command line and its
+ * frames (the process itself is a node_child, child.c), pushing the
+ * allow-lists to it (stored in node.db by db.c: all of them whenever it
+ * starts, one worker's whenever they change) and the control API routes for
+ * the allow-lists and for secrets. A secret's value only passes through here, in memory, on its
  * way from the control API to the egress process: it is never stored,
  * logged or sent anywhere else.
  *

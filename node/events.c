@@ -1,6 +1,7 @@
 /*
- * The node's history: deploys, deletes, worker process crashes and restarts,
- * memory-budget kills, drains, reloads (and cordons once the monitor lands).
+ * The node's history and its route GET /v1/events: deploys, deletes, worker
+ * process crashes and restarts, memory-budget kills, drains, reloads,
+ * cordons.
  *
  * The last NODE_EVENTS_MAX events are kept twice: in memory, oldest first, for
  * GET /v1/events, and in the table `events` of node.db (db.c) so that the

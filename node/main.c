@@ -1,7 +1,10 @@
 /*
- * edgenode: the supervisor. Startup order matters for the "ready" line tests
- * wait for: data directory, token, registry, ingress socket, control API,
- * signals, then the worker processes; "ready" once all of them said HELLO.
+ * edgenode: the supervisor's main(). It owns the order of startup and of
+ * shutdown and the hooks of struct node that the modules below call
+ * (procs_changed, procs_stopped). Startup order matters for the "ready" line
+ * tests wait for: data directory, token, node.db, ingress socket, control
+ * API, signals, then the egress and worker processes; "ready" once all of
+ * them said HELLO.
  */
 #include <signal.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * The process-level memory backstop. V8's heap limit is soft (one large
+ * The process-level memory backstop (the budgets themselves are procs.c's). V8's heap limit is soft (one large
  * builtin allocation can overshoot it), so the supervisor also watches each
  * worker process's resident set and restarts a process that grows past its
  * budget, before the machine starts to swap or the kernel's OOM killer picks

@@ -2,7 +2,7 @@
  * GET /metrics: the node in Prometheus' text exposition format 0.0.4.
  *
  * Everything comes from what the supervisor already holds: per-tenant
- * statistics (tenants.c, from the worker processes' PROTO_STATS), the process
+ * statistics (stats.c, from the worker processes' PROTO_STATS), the process
  * slots (procs.c) and their last process report, and /proc for resident
  * memory. Nothing is computed per scrape beyond formatting, so a scrape costs
  * about what GET /v1/tenants does.

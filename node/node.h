@@ -1,11 +1,19 @@
 /*
  * node: the edgenode supervisor. It reads the configuration, owns the data
- * directory and the registry of deployed workers, spawns and restarts the
- * worker processes and serves the control API. It never loads V8.
+ * directory and node.db (the registry of deployed workers), spawns and
+ * restarts the worker processes and the egress process and serves the
+ * control API. It never loads V8.
  *
- * This header is internal to node/: config.c, db.c and spec.c form the
- * `node_core` library (also linked by the unit tests); procs.c, control.c,
- * deploy.c, datadir.c and main.c make up the edgenode executable.
+ * This header is internal to node/: config.c, db.c, spec.c and child.c form
+ * the `node_core` library (also linked by the unit tests); the other files
+ * make up the edgenode executable. Calls go one way, from the top down:
+ *   main.c -> control.c -> route modules (deploy.c, tenants.c, metrics.c,
+ *   run.c, facet_routes.c, and the routes of drain.c, events.c, egress.c,
+ *   cordons.c) -> drain.c, cordons.c, memwatch.c -> procs.c, egress.c ->
+ *   events.c, stats.c, route.c, child.c, db.c, spec.c, config.c.
+ * Upward notifications are callbacks: node_child_ops, n->proc_listener,
+ * n->procs_changed / n->procs_stopped. tests/tools/node_call_cycles.py
+ * checks that no circle of calls between files comes back.
  */
 #ifndef EDGENODE_NODE_H
 #define EDGENODE_NODE_H

@@ -1,9 +1,14 @@
 /*
- * Worker processes: the ingress socket they share, spawning, the proto
- * channel to each, restarts with backoff, and validation requests.
+ * Worker processes: the ingress socket the shared ones share, their command
+ * lines, the frames they send, what happens when one exits, requests that a
+ * worker process answers (validations, one-shot runs), their memory budgets,
+ * and the slots of the dedicated processes of cordoned tenants. The
+ * processes themselves are node_child (child.c: spawning, back-off). What a
+ * process reports goes up through n->proc_listener (cordons.c) and main.c's
+ * hooks; nothing here calls the modules above.
  *
- * A slot (node_proc) lives as long as the node; its process and channel
- * handles are re-initialised for every restart, only after both were closed.
+ * A shared slot lives as long as the node, in n->procs; a dedicated slot is
+ * made for a cordon and freed once released and its process is gone.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -420,10 +425,6 @@ static void on_restarted(node_child *c) {
   node_event_new(p->owner, "restart", p->tenant,
                  json_pack("{s:i, s:i, s:i}", "worker", p->id, "pid", c->pid, "restarts",
                            (int)c->restarts));
-}
-
-uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms) {
-  return node_child_restart(&p->child, lived_ms);
 }
 
 static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms) {

@@ -1,6 +1,7 @@
 /*
- * GET /v1/tenants and /v1/tenants/{name}: every deployed tenant with where it
- * runs (cordons.c), its statistics (stats.c) and its limits (node.db).
+ * The routes GET /v1/tenants and /v1/tenants/{name}: every deployed tenant
+ * with where it runs (cordons.c), its statistics (stats.c) and its limits
+ * (node.db).
  */
 #include <stdio.h>
 #include <stdlib.h>
