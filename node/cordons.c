@@ -239,6 +239,8 @@ static int start_dedicated(node *n, node_cordon *c) {
 static void release_proc(node_proc *p) {
   node_cordon *c = p->cordon;
   if (c && c->proc == p) c->proc = NULL;
+  /* Only an uncordon waits for the slot to go; otherwise the cordon may go first. */
+  if (c && !c->leaving) p->cordon = NULL;
   node_proc_release(p);
 }
 

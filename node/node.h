@@ -487,7 +487,7 @@ void node_stats_free(node *n);
 /* tenants.c: GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);
 
-/* egress.c: the egress process, the allow-lists and secrets routes. */
+/* egress.c: the egress process, and pushing the allow-lists to it. */
 /* Spawns edgenode-egress (if it was built). */
 int node_egress_start(node *n, char **err);
 /* The socket worker processes reach the egress on; NULL when there is no egress. */
@@ -497,7 +497,17 @@ int node_egress_ready(const node *n);
 /* Shutdown: stop the egress (after the workers are gone) / kill it now. */
 void node_egress_stop(node *n);
 void node_egress_kill(node *n);
-/* /v1/secrets, /v1/secrets/{name}, /v1/workers/{name}/egress: 1 when handled. */
+/* What a control request asks the egress process (it keeps the secrets). */
+typedef enum node_egress_ask {
+  NODE_EGRESS_SECRET_PUT,    /* {"name", "value"} */
+  NODE_EGRESS_SECRET_LIST,   /* {} */
+  NODE_EGRESS_SECRET_DELETE, /* {"name"} */
+} node_egress_ask;
+/* Sends `body` to the egress process; `req` is answered with what it says
+ * (503 when it is not running or does not answer in time). */
+void node_egress_forward(node *n, http_request *req, node_egress_ask ask, json_t *body);
+
+/* egress_routes.c: /v1/secrets, /v1/secrets/{name}, /v1/workers/{name}/egress: 1 when handled. */
 int node_egress_route(node *n, http_request *req, const char *path);
 /* Sends a worker's rules as stored in node.db (NULL: it has none any more) to
  * the egress process, when it runs; it gets them all whenever it starts. */
