@@ -8,9 +8,9 @@
  * the `node_core` library (also linked by the unit tests); the other files
  * make up the edgenode executable. Calls go one way, from the top down:
  *   main.c -> control.c -> route modules (deploy.c, tenants.c, metrics.c,
- *   run.c, facet_routes.c, and the routes of drain.c, events.c, egress.c,
- *   cordons.c) -> drain.c, cordons.c, memwatch.c -> procs.c, egress.c ->
- *   events.c, stats.c, route.c, child.c, db.c, spec.c, config.c.
+ *   run.c, facet_routes.c, egress_routes.c, and the routes of drain.c,
+ *   events.c, cordons.c) -> drain.c, cordons.c, memwatch.c -> procs.c ->
+ *   egress.c -> events.c, stats.c, route.c, child.c, db.c, spec.c, config.c.
  * Upward notifications are callbacks: node_child_ops, n->proc_listener,
  * n->procs_changed / n->procs_stopped. tests/tools/node_call_cycles.py
  * checks that no circle of calls between files comes back.
