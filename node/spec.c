@@ -1,6 +1,8 @@
 /*
- * Deploy bodies: what PUT /v1/workers/{name} accepts, checked before any
- * worker process sees it. Every rejection names the offending part.
+ * Deploy bodies: what PUT /v1/workers/{name} (and POST /v1/run) accepts,
+ * checked before any worker process sees it, with the limits a spec does not
+ * name filled with proto.h's PROTO_SPEC_DEFAULT_*. Every rejection names the
+ * offending part. Also the time format the control API shows (node_iso8601).
  */
 #include <stdio.h>
 #include <string.h>
