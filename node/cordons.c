@@ -1,7 +1,8 @@
 /*
- * Cordoning: the monitor (cordon/) fed by the worker processes' reports, the
- * cordoned tenants' state in node.db, their dedicated worker processes, and
- * the control API's cordon and uncordon routes.
+ * Cordoning: the monitor (cordon/) fed by the worker processes' reports (this
+ * file is procs.c's listener), the cordoned tenants' state in node.db, when
+ * their dedicated worker processes start, restart and go (procs.c keeps the
+ * slots), and the control API's cordon and uncordon routes.
  *
  * A cordoned tenant runs in a worker process of its own, started with
  * --tenant NAME at a lower scheduling priority with its own memory budget.
@@ -27,7 +28,6 @@
 #include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,22 +67,12 @@ typedef struct node_cordon {
 } node_cordon;
 
 struct node_cordons {
-  sqlite3 *db;
   cordon_monitor *monitor;
   node_cordon *list;       /* cordoned and suspended tenants */
   node_cordon *leaving;    /* uncordoned, their dedicated process still draining */
   int next_id;
   int64_t last_expire_ms;
 };
-
-static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS cordons ("
-    "  name TEXT PRIMARY KEY,"
-    "  state TEXT NOT NULL,"      /* cordoned | suspended */
-    "  reason TEXT NOT NULL,"
-    "  rule TEXT,"
-    "  by TEXT NOT NULL,"
-    "  since INTEGER NOT NULL);"; /* milliseconds since the epoch */
 
 static int64_t mono_ms(void) { return (int64_t)(time_mono_ns() / 1000000u); }
 
@@ -93,14 +83,6 @@ static node_cordon *find(const node *n, const char *name) {
   for (node_cordon *c = n->cordons->list; c; c = c->next)
     if (strcmp(c->name, name) == 0) return c;
   return NULL;
-}
-
-const char *node_cordons_tenant_name(const node_proc *p) { return p->cordon ? p->cordon->name : NULL; }
-int node_cordons_listen_fd(const node_proc *p) { return p->cordon ? p->cordon->listen_fd : -1; }
-
-uint64_t node_cordon_memory_budget(const node *n) {
-  if (n->cfg.cordon_memory_mb > 0) return (uint64_t)n->cfg.cordon_memory_mb << 20;
-  return node_worker_memory_budget(n);
 }
 
 const char *node_cordon_state(const node *n, const char *name) {
@@ -117,35 +99,11 @@ static void log_json(log_level level, const char *tenant, json_t *extra, const c
 /* ---- node.db ------------------------------------------------------------------------- */
 
 static int persist(node *n, const node_cordon *c) {
-  sqlite3 *db = n->cordons->db;
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
-                         "INSERT OR REPLACE INTO cordons (name, state, reason, rule, by, since) "
-                         "VALUES (?, ?, ?, ?, ?, ?)",
-                         -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
-  sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, state_name(c->state), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, c->reason, -1, SQLITE_STATIC);
-  if (c->rule) sqlite3_bind_text(st, 4, c->rule, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(st, 4);
-  sqlite3_bind_text(st, 5, c->by, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 6, c->since_ms);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return node_db_cordon_put(n->db, c->name, state_name(c->state), c->reason, c->rule, c->by,
+                            c->since_ms);
 }
 
-static int unpersist(node *n, const char *name) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(n->cordons->db, "DELETE FROM cordons WHERE name = ?", -1, &st, NULL) !=
-      SQLITE_OK)
-    return -EIO;
-  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
-}
+static int unpersist(node *n, const char *name) { return node_db_cordon_delete(n->db, name); }
 
 static node_cordon *entry_new(node *n, const char *name, cordon_state state, const char *reason,
                               const char *rule, const char *by, int64_t since_ms) {
@@ -171,27 +129,26 @@ static void entry_free(node_cordon *c) {
 }
 
 static int load(node *n) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(n->cordons->db,
-                         "SELECT name, state, reason, rule, by, since FROM cordons ORDER BY name",
-                         -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 0);
-    const char *state = (const char *)sqlite3_column_text(st, 1);
-    const char *reason = (const char *)sqlite3_column_text(st, 2);
-    const char *rule = (const char *)sqlite3_column_text(st, 3);
-    const char *by = (const char *)sqlite3_column_text(st, 4);
+  json_t *rows = NULL;
+  if (node_db_cordon_list(n->db, &rows) != 0) return -EIO;
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    const char *name = json_string_value(json_object_get(row, "name"));
+    const char *state = json_string_value(json_object_get(row, "state"));
+    const char *reason = json_string_value(json_object_get(row, "reason"));
+    const char *by = json_string_value(json_object_get(row, "by"));
     if (name == NULL || !worker_name_valid(name, strlen(name))) continue;
     node_cordon *c = entry_new(n, name, state && strcmp(state, "suspended") == 0 ? SUSPENDED : CORDONED,
-                               reason ? reason : "", rule, by ? by : "operator",
-                               sqlite3_column_int64(st, 5));
+                               reason ? reason : "",
+                               json_string_value(json_object_get(row, "rule")),
+                               by ? by : "operator",
+                               json_integer_value(json_object_get(row, "since")));
     c->next = n->cordons->list;
     n->cordons->list = c;
   }
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  json_decref(rows);
+  return 0;
 }
 
 /* ---- telling the shared processes -------------------------------------------------------- */
@@ -200,7 +157,7 @@ static json_t *placement_json(const node_cordon *c, const char *state) {
   json_t *body = json_pack("{s:s, s:s}", "name", c->name, "state", state);
   if (strcmp(state, "cordoned") == 0) {
     json_object_set_new(body, "port", json_integer(c->port));
-    json_object_set_new(body, "ready", json_boolean(c->proc && c->proc->state == NODE_PROC_READY));
+    json_object_set_new(body, "ready", json_boolean(c->proc && c->proc->child.state == NODE_PROC_READY));
   } else if (strcmp(state, "suspended") == 0) {
     char *msg = xasprintf("tenant suspended: %s; an operator must uncordon it", c->reason);
     json_object_set_new(body, "error", json_string(msg));
@@ -220,20 +177,20 @@ static void broadcast(node *n, const node_cordon *c) {
     if (node_proc_usable(&n->procs[i])) tell(&n->procs[i], c, state_name(c->state), 0);
 }
 
-void node_cordons_on_hello(node_proc *p) {
+static void on_hello(node_proc *p) {
   node *n = p->owner;
   if (n->cordons == NULL) return;
   if (p->cordon) { /* the dedicated process is up: forward to it */
     /* Lowered only now: at a low priority on a busy machine, starting V8
      * took seconds, and the tenant's requests wait for it meanwhile.
      * Lowering another process's priority needs no privilege. */
-    if (setpriority(PRIO_PROCESS, (id_t)p->pid, n->cfg.cordon_nice) != 0)
+    if (setpriority(PRIO_PROCESS, (id_t)p->child.pid, n->cfg.cordon_nice) != 0)
       log_write(LOG_WARN, p->cordon->name, NULL, NULL, "setpriority: %s", strerror(errno));
     /* Under SCHED_IDLE it runs only on CPU time the shared processes leave:
      * a nice value still takes a share, and ten spinning tenants at nice 10
      * made a steady tenant's p99 ten times worse (1.4x with SCHED_IDLE). */
     struct sched_param idle = {0};
-    if (n->cfg.cordon_idle && sched_setscheduler(p->pid, SCHED_IDLE, &idle) != 0)
+    if (n->cfg.cordon_idle && sched_setscheduler(p->child.pid, SCHED_IDLE, &idle) != 0)
       log_write(LOG_WARN, p->cordon->name, NULL, NULL, "sched_setscheduler: %s", strerror(errno));
     if (!p->cordon->leaving) broadcast(n, p->cordon);
     return;
@@ -270,33 +227,21 @@ static int start_dedicated(node *n, node_cordon *c) {
     free(err);
     return -1;
   }
-  node_proc *p = xcalloc(1, sizeof *p);
-  p->owner = n;
-  p->id = DEDICATED_ID_BASE + n->cordons->next_id++;
-  p->backoff_ms = NODE_BACKOFF_MIN_MS;
-  p->state = NODE_PROC_STOPPED;
-  p->running_fd = -1;
+  node_proc *p = node_proc_new_dedicated(n, DEDICATED_ID_BASE + n->cordons->next_id++, c->name,
+                                         c->listen_fd);
   p->cordon = c;
-  uv_timer_init(n->loop, &p->restart_timer);
   c->proc = p;
   if (node_proc_spawn(p) != 0) return -1; /* spawn failures schedule a restart themselves */
   return 0;
 }
 
-/* The slot goes once its process, channel and timer are closed. */
-static void proc_timer_closed(uv_handle_t *h) {
-  node_proc *p = container_of((uv_timer_t *)h, node_proc, restart_timer);
-  p->state = NODE_PROC_STOPPED;
-  p->timer_closed = 1;
-  node_cordons_proc_closed(p);
-}
-
+/* procs.c frees the slot once its process, channel and timer are closed (on_dedicated_gone). */
 static void release_proc(node_proc *p) {
   node_cordon *c = p->cordon;
   if (c && c->proc == p) c->proc = NULL;
-  uv_timer_stop(&p->restart_timer);
-  if (!uv_is_closing((uv_handle_t *)&p->restart_timer))
-    uv_close((uv_handle_t *)&p->restart_timer, proc_timer_closed);
+  /* Only an uncordon waits for the slot to go; otherwise the cordon may go first. */
+  if (c && !c->leaving) p->cordon = NULL;
+  node_proc_release(p);
 }
 
 static void leaving_remove(node *n, node_cordon *c) {
@@ -313,12 +258,10 @@ static void done_timer_closed(uv_handle_t *h) {
   entry_free(c);
 }
 
-void node_cordons_proc_closed(node_proc *p) {
-  if (!p->timer_closed || p->process_open || p->channel_open) return;
+/* A released dedicated slot is gone (procs.c frees it): so is a cordon that waited for it. */
+static void on_dedicated_gone(node_proc *p) {
   node_cordon *c = p->cordon;
   node *n = p->owner;
-  json_decref(p->process_stats);
-  free(p);
   if (c && c->leaving && c->proc == NULL) {
     leaving_remove(n, c);
     if (c->done_timer_open) uv_close((uv_handle_t *)&c->done_timer, done_timer_closed);
@@ -337,8 +280,8 @@ static json_t *entry_view(const node_cordon *c) {
   if (c->port) json_object_set_new(v, "port", json_integer(c->port));
   node_proc *p = c->proc;
   if (p) {
-    json_t *d = json_pack("{s:i, s:i, s:s, s:i}", "worker", p->id, "pid", p->pid, "state",
-                          node_proc_state_name(p->state), "restarts", (int)p->restarts);
+    json_t *d = json_pack("{s:i, s:i, s:s, s:i}", "worker", p->id, "pid", p->child.pid, "state",
+                          node_proc_state_name(p->child.state), "restarts", (int)p->child.restarts);
     json_object_set_new(v, "dedicated", d);
   }
   json_object_set_new(v, "crashes", json_integer(c->n_crashes));
@@ -356,7 +299,7 @@ static node_cordon *cordon(node *n, const char *name, const char *reason, const 
   node_cordon *c = entry_new(n, name, CORDONED, reason, rule, by, time_now_ms());
   if (persist(n, c) != 0) {
     log_write(LOG_ERROR, name, NULL, NULL, "cannot record the cordon in node.db: %s",
-              sqlite3_errmsg(n->cordons->db));
+              node_db_errmsg(n->db));
     entry_free(c);
     return NULL;
   }
@@ -367,7 +310,7 @@ static node_cordon *cordon(node *n, const char *name, const char *reason, const 
   json_t *extra = json_pack("{s:s, s:s?, s:s, s:i}", "reason", reason, "rule", rule, "by", by,
                             "port", c->port);
   if (details) json_object_update_missing(extra, details);
-  if (c->proc) json_object_set_new(extra, "pid", json_integer(c->proc->pid));
+  if (c->proc) json_object_set_new(extra, "pid", json_integer(c->proc->child.pid));
   log_json(started ? LOG_WARN : LOG_ERROR, name, extra,
            rule ? "tenant cordoned: a rule fired; moving it to a dedicated process"
                 : "tenant cordoned by an operator; moving it to a dedicated process");
@@ -385,7 +328,7 @@ static void suspend(node *n, node_cordon *c, unsigned crashes) {
   c->since_ms = time_now_ms();
   if (persist(n, c) != 0)
     log_write(LOG_ERROR, c->name, NULL, NULL, "cannot record the suspension in node.db: %s",
-              sqlite3_errmsg(n->cordons->db));
+              node_db_errmsg(n->db));
   /* Forwarded requests still in the backlog are refused now, not left hanging. */
   if (c->listen_fd >= 0) close(c->listen_fd);
   c->listen_fd = -1;
@@ -407,7 +350,7 @@ static void drain_leaving(node_cordon *c) {
     else entry_free(c);
     return;
   }
-  if (p->alive) {
+  if (p->child.alive) {
     node_proc_drain(p);
   } else {
     release_proc(p);
@@ -437,7 +380,7 @@ static void uncordon(node *n, node_cordon *c, const char *by) {
   }
   if (unpersist(n, c->name) != 0)
     log_write(LOG_ERROR, c->name, NULL, NULL, "cannot remove the cordon from node.db: %s",
-              sqlite3_errmsg(n->cordons->db));
+              node_db_errmsg(n->db));
   json_t *extra = json_pack("{s:s, s:s, s:s}", "was", state_name(c->state), "reason", c->reason,
                             "by", by);
   log_json(LOG_INFO, c->name, extra, "tenant uncordoned: back to the shared processes");
@@ -451,7 +394,7 @@ static void uncordon(node *n, node_cordon *c, const char *by) {
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[i];
     if (!node_proc_usable(p)) continue;
-    tell(p, c, "active", proto_channel_request_id(&p->channel));
+    tell(p, c, "active", proto_channel_request_id(&p->child.channel));
     c->waiting_for[i] = 1;
   }
   uv_timer_init(n->loop, &c->done_timer);
@@ -461,7 +404,7 @@ static void uncordon(node *n, node_cordon *c, const char *by) {
   if (!waiting_any(c)) drain_leaving(c);
 }
 
-void node_cordons_on_done(node_proc *p, json_t *body) {
+static void on_done(node_proc *p, json_t *body) {
   node *n = p->owner;
   const char *name = json_string_value(json_object_get(body, "name"));
   if (name == NULL || n->cordons == NULL || p->cordon) return;
@@ -475,7 +418,7 @@ void node_cordons_on_done(node_proc *p, json_t *body) {
   }
 }
 
-void node_cordons_shared_exit(node_proc *p) {
+static void on_shared_exit(node_proc *p) {
   node *n = p->owner;
   if (n->cordons == NULL || p->cordon) return;
   int slot = (int)(p - n->procs);
@@ -502,10 +445,10 @@ static unsigned count_crash(node *n, node_cordon *c) {
   return recent;
 }
 
-void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms) {
+static void on_dedicated_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms) {
   node *n = p->owner;
   node_cordon *c = p->cordon;
-  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:I}", "worker", p->id, "pid", p->pid,
+  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:I}", "worker", p->id, "pid", p->child.pid,
                             "exit_status", (json_int_t)status, "signal", sig, "uptime_ms",
                             (json_int_t)lived_ms);
   if (n->state == NODE_DRAINING || c->leaving) {
@@ -525,7 +468,7 @@ void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t live
     suspend(n, c, recent);
     return;
   }
-  uint64_t delay = node_proc_schedule_restart(p, lived_ms);
+  uint64_t delay = node_child_restart(&p->child, lived_ms);
   json_object_set_new(extra, "delay_ms", json_integer((json_int_t)delay));
   log_json(LOG_WARN, c->name, extra, "dedicated worker exited: restarting");
   json_decref(extra);
@@ -538,7 +481,7 @@ static void fire(node *n, const char *name, const cordon_verdict *v) {
   /* A draining node starts no process the drain would not stop. */
   if (find(n, name) || n->state == NODE_DRAINING) return;
   json_t *row = NULL;
-  if (node_registry_get(n->registry, name, &row) != 0) { /* not deployed (any more) */
+  if (node_db_worker_get(n->db, name, &row) != 0) { /* not deployed (any more) */
     cordon_monitor_forget(n->cordons->monitor, name);
     return;
   }
@@ -558,7 +501,8 @@ static void observe(node *n, const char *name, cordon_metric m, json_int_t amoun
     fire(n, name, &v);
 }
 
-void node_cordons_on_stats(node *n, node_proc *p, json_t *body) {
+static void on_stats(node_proc *p, json_t *body) {
+  node *n = p->owner;
   if (n->cordons == NULL || p->cordon) return; /* a dedicated process's tenant is cordoned already */
   static const struct {
     const char *key;
@@ -585,7 +529,8 @@ void node_cordons_on_stats(node *n, node_proc *p, json_t *body) {
   }
 }
 
-void node_cordons_on_event(node *n, node_proc *p, json_t *body) {
+static void on_event(node_proc *p, json_t *body) {
+  node *n = p->owner;
   const char *event = json_string_value(json_object_get(body, "event"));
   const char *tenant = json_string_value(json_object_get(body, "tenant"));
   if (event == NULL || strcmp(event, "mpk_fault") != 0) return;
@@ -600,17 +545,8 @@ void node_cordons_on_event(node *n, node_proc *p, json_t *body) {
   if (tenant && n->cordons && !find(n, tenant)) observe(n, tenant, CORDON_MPK_FAULTS, 1);
 }
 
-const char *node_cordons_crash_tenant(node_proc *p) {
-  proto_running *r = p->running;
-  if (r == NULL || r->magic != PROTO_RUNNING_MAGIC || !r->running || p->memory_killed) return NULL;
-  static char name[PROTO_RUNNING_NAME_MAX];
-  memcpy(name, (const char *)r->tenant, sizeof name);
-  name[sizeof name - 1] = '\0';
-  return worker_name_valid(name, strlen(name)) ? name : NULL;
-}
-
-void node_cordons_on_crash(node *n, const char *tenant, json_t *details) {
-  (void)details;
+static void on_crash(node_proc *p, const char *tenant) {
+  node *n = p->owner;
   if (n->cordons == NULL || find(n, tenant)) return;
   observe(n, tenant, CORDON_CRASHES, 1);
 }
@@ -645,27 +581,28 @@ void node_cordons_reload_rules(node *n) {
   n->cordons->monitor = monitor_from_config(n);
 }
 
+/* What the worker processes report, for the cordons (registered with procs.c). */
+static const node_proc_listener listener = {
+    .hello = on_hello,
+    .stats = on_stats,
+    .event = on_event,
+    .cordon_done = on_done,
+    .shared_exit = on_shared_exit,
+    .crash = on_crash,
+    .dedicated_exit = on_dedicated_exit,
+    .dedicated_gone = on_dedicated_gone,
+};
+
 int node_cordons_open(node *n, char **err) {
   struct node_cordons *cs = xcalloc(1, sizeof *cs);
   n->cordons = cs;
-  char *path = xasprintf("%s/node.db", n->data_dir);
-  int rc = sqlite3_open_v2(path, &cs->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_busy_timeout(cs->db, 5000);
-    /* A cordon must survive a crash of the machine: FULL, like the registry. */
-    if (sqlite3_exec(cs->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", NULL, NULL,
-                     NULL) != SQLITE_OK ||
-        sqlite3_exec(cs->db, schema, NULL, NULL, NULL) != SQLITE_OK || load(n) != 0)
-      rc = SQLITE_ERROR;
-  }
-  if (rc != SQLITE_OK) {
-    *err = xasprintf("%s: cordons: %s", path, cs->db ? sqlite3_errmsg(cs->db) : sqlite3_errstr(rc));
-    free(path);
+  if (load(n) != 0) {
+    *err = xasprintf("%s/node.db: cordons: %s", n->data_dir, node_db_errmsg(n->db));
     node_cordons_close(n);
     return -EIO;
   }
-  free(path);
   cs->monitor = monitor_from_config(n);
+  n->proc_listener = &listener;
   /* The sockets now, so that the first HELLO of a shared process can name the ports. */
   for (node_cordon *c = cs->list; c; c = c->next) {
     if (c->state != CORDONED) continue;
@@ -692,11 +629,7 @@ void node_cordons_start(node *n) {
 static void free_list(node_cordon *c) {
   while (c) {
     node_cordon *next = c->next;
-    if (c->proc) { /* only at exit: the loop is gone, and with it every handle */
-      json_decref(c->proc->process_stats);
-      free(c->proc);
-    }
-    entry_free(c);
+    entry_free(c); /* a dedicated slot is procs.c's to free */
     c = next;
   }
 }
@@ -704,49 +637,12 @@ static void free_list(node_cordon *c) {
 void node_cordons_close(node *n) {
   struct node_cordons *cs = n->cordons;
   if (cs == NULL) return;
+  if (n->proc_listener == &listener) n->proc_listener = NULL;
   free_list(cs->list);
   free_list(cs->leaving);
   cordon_monitor_free(cs->monitor);
-  sqlite3_close(cs->db);
   free(cs);
   n->cordons = NULL;
-}
-
-node_proc *node_cordons_next_proc(node *n, node_proc *prev) {
-  if (n->cordons == NULL) return NULL;
-  int found = prev == NULL;
-  node_cordon *lists[] = {n->cordons->list, n->cordons->leaving};
-  for (size_t k = 0; k < ARRAY_SIZE(lists); k++) {
-    for (node_cordon *c = lists[k]; c; c = c->next) {
-      if (c->proc == NULL) continue;
-      if (found) return c->proc;
-      if (c->proc == prev) found = 1;
-    }
-  }
-  return NULL;
-}
-
-void node_cordons_drain(node *n) {
-  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p)) {
-    if (p->state == NODE_PROC_RESTARTING) {
-      uv_timer_stop(&p->restart_timer);
-      p->state = NODE_PROC_STOPPED;
-    }
-    if (p->alive) node_proc_drain(p);
-  }
-}
-
-void node_cordons_kill(node *n) {
-  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p))
-    if (p->alive) uv_process_kill(&p->process, SIGKILL);
-}
-
-int node_cordons_live(const node *n) {
-  int live = 0;
-  node *m = (node *)n;
-  for (node_proc *p = node_cordons_next_proc(m, NULL); p; p = node_cordons_next_proc(m, p))
-    if (p->alive || p->process_open || p->channel_open) live++;
-  return live;
 }
 
 void node_cordons_stop(node *n) {
@@ -754,8 +650,6 @@ void node_cordons_stop(node *n) {
   node_cordon *lists[] = {n->cordons->list, n->cordons->leaving};
   for (size_t k = 0; k < ARRAY_SIZE(lists); k++) {
     for (node_cordon *c = lists[k]; c; c = c->next) {
-      if (c->proc && !uv_is_closing((uv_handle_t *)&c->proc->restart_timer))
-        uv_close((uv_handle_t *)&c->proc->restart_timer, NULL);
       if (c->done_timer_open && !uv_is_closing((uv_handle_t *)&c->done_timer))
         uv_close((uv_handle_t *)&c->done_timer, NULL);
     }
@@ -862,7 +756,7 @@ int node_cordons_route(node *n, http_request *req, const char *name, const char 
     return 1;
   }
   json_t *row = NULL;
-  int rc = node_registry_get(n->registry, name, &row);
+  int rc = node_db_worker_get(n->db, name, &row);
   json_decref(row);
   if (rc == -ENOENT && find(n, name) == NULL) {
     respond(req, 404, json_pack("{s:s, s:s}", "error", "unknown tenant", "name", name));

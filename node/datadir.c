@@ -1,5 +1,6 @@
 /*
- * The data directory and the control API token in it.
+ * The data directory: creating it, locking it against a second supervisor,
+ * and the control API token file in it.
  */
 #include <errno.h>
 #include <fcntl.h>

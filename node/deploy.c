@@ -1,8 +1,12 @@
 /*
- * Deploying: a spec is compiled by a worker process in a throwaway isolate
- * first; only code that passed is committed to the registry, and only then
- * are the worker processes told to drop what they cached for the name.
+ * Deploying, and the routes of /v1/workers (list, get, deploy, delete). A
+ * spec is compiled by a worker process in a throwaway isolate first; only
+ * code that passed is committed to node.db, the worker row and its egress
+ * rules in one transaction (nothing is stored when either fails), and only
+ * then are the worker processes told to drop what they cached for the name
+ * and the egress given the new rules.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,14 +75,24 @@ static json_t *rejection(json_t *result) {
 
 static void commit(node *n, deploy_job *job) {
   json_t *spec = job->spec;
+  json_t *rules = json_object_get(spec, "egress");
+  node_db_worker w = {
+      .main_module = json_string_value(json_object_get(spec, "main_module")),
+      .modules = json_object_get(spec, "modules"),
+      .bindings = json_object_get(spec, "bindings"),
+      .limits = json_object_get(spec, "limits"),
+      .egress = rules,
+  };
   json_t *row = NULL;
-  int rc = node_registry_put(n->registry, job->name,
-                             json_string_value(json_object_get(spec, "main_module")),
-                             json_object_get(spec, "modules"), json_object_get(spec, "bindings"),
-                             json_object_get(spec, "limits"), time_now_ms(), &row);
+  int rc = node_db_worker_put(n->db, job->name, &w, time_now_ms(), &row);
+  if (rc == -EINVAL) { /* the egress rules, refused: nothing was stored */
+    log_write(LOG_INFO, job->name, NULL, NULL, "deploy rejected: %s", node_db_errmsg(n->db));
+    job_done(n, job, 400, error_json(node_db_errmsg(n->db)));
+    return;
+  }
   if (rc < 0) {
     log_write(LOG_ERROR, job->name, NULL, NULL, "registry write failed: %s",
-              node_registry_errmsg(n->registry));
+              node_db_errmsg(n->db));
     job_done(n, job, 500, error_json("registry write failed"));
     return;
   }
@@ -92,8 +106,10 @@ static void commit(node *n, deploy_job *job) {
   snprintf(extra, sizeof extra, "{\"version\":%lld}",
            (long long)json_integer_value(json_object_get(row, "version")));
   log_write(LOG_INFO, job->name, NULL, extra, "deployed");
+  if (rules) node_egress_push(n, job->name, rules);
   json_t *meta = node_worker_metadata(row, 0);
   json_decref(row);
+  if (rules && meta) json_object_set(meta, "egress", rules);
   job_done(n, job, rc == 1 ? 201 : 200, meta);
 }
 
@@ -138,33 +154,178 @@ void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, voi
   job->data = data;
   /* PROTO_VALIDATE carries the same body as PROTO_WORKER_SPEC; no version yet. */
   json_t *msg = json_deep_copy(spec);
+  json_object_del(msg, "egress");
   json_object_set_new(msg, "name", json_string(name));
   json_object_set_new(msg, "version", json_integer(0));
   node_procs_validate(n, msg, on_validated, job);
   json_decref(msg);
 }
 
+/* ---- routes: /v1/workers and /v1/workers/{name} ------------------------------------- */
+
+static void list_workers(node *n, http_request *req) {
+  json_t *rows;
+  if (node_db_worker_list(n->db, &rows) != 0) {
+    log_error("registry read failed: %s", node_db_errmsg(n->db));
+    node_respond_error(req, 500, "registry read failed");
+    return;
+  }
+  json_t *list = json_array();
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) json_array_append_new(list, node_worker_metadata(row, 0));
+  json_decref(rows);
+  json_t *body = json_pack("{s:o}", "workers", list);
+  node_respond_json(req, 200, body, NULL);
+  json_decref(body);
+}
+
+static void get_worker(node *n, http_request *req, const char *name) {
+  json_t *row;
+  int rc = node_db_worker_get(n->db, name, &row);
+  if (rc == -ENOENT) {
+    node_respond_unknown_worker(req, name);
+    return;
+  }
+  if (rc != 0) {
+    log_write(LOG_ERROR, name, NULL, NULL, "registry read failed: %s",
+              node_db_errmsg(n->db));
+    node_respond_error(req, 500, "registry read failed");
+    return;
+  }
+  json_t *meta = node_worker_metadata(row, 1);
+  json_decref(row);
+  node_respond_json(req, 200, meta, NULL);
+  json_decref(meta);
+}
+
+/* ?purge=true or ?purge=false (the default): anything else is refused before
+ * the delete, since a misread purge loses data or keeps data meant to go.
+ * Returns 0, or -1 with the 400 answered. */
+static int read_purge(http_request *req, const char *name, int *purge) {
+  char value[8];
+  int rc = node_query_param(req->target, "purge", value, sizeof value);
+  *purge = rc == 1 && strcmp(value, "true") == 0;
+  if (rc == 0 || *purge || (rc == 1 && strcmp(value, "false") == 0)) return 0;
+  const char *msg = rc > 1 ? "the query parameter purge is given more than once: give it once, "
+                             "as true or false"
+                           : "the query parameter purge must be true or false";
+  log_write(LOG_INFO, name, req->id, NULL, "delete rejected: %s", msg);
+  json_t *body = json_pack("{s:s, s:s, s:[s, s]}", "error", msg, "key", "purge", "accepted",
+                           "true", "false");
+  node_respond_json(req, 400, body, NULL);
+  json_decref(body);
+  return -1;
+}
+
+static void delete_worker(node *n, http_request *req, const char *name) {
+  int purge;
+  if (read_purge(req, name, &purge) != 0) return;
+  int rc = node_db_worker_delete(n->db, name);
+  if (rc == -ENOENT) {
+    node_respond_unknown_worker(req, name);
+    return;
+  }
+  if (rc != 0) {
+    log_write(LOG_ERROR, name, NULL, NULL, "registry write failed: %s",
+              node_db_errmsg(n->db));
+    node_respond_error(req, 500, "registry write failed");
+    return;
+  }
+  node_procs_broadcast_changed(n, name);
+  node_egress_push(n, name, NULL);
+  node_cordons_worker_deleted(n, name);
+  log_write(LOG_INFO, name, NULL, NULL, "deleted");
+  /* The facet outlives a delete unless the operator asks for it to go. */
+  node_event_new(n, "delete", name, json_pack("{s:b}", "purge", purge));
+  if (purge && node_facet_purge(n, name) != 0) {
+    node_respond_error(req, 500, "worker deleted, but its facet could not be purged");
+    return;
+  }
+  json_t *body = json_pack("{s:s, s:b}", "deleted", name, "facet_purged", purge);
+  node_respond_json(req, 200, body, NULL);
+  json_decref(body);
+}
+
+static void on_deployed(node *n, void *data, int status, json_t *body) {
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if ((status == 200 || status == 201) && name)
+    node_event_new(n, "deploy", name,
+                   json_pack("{s:O?, s:b}", "version", json_object_get(body, "version"), "created",
+                             status == 201));
+  node_respond_json(data, status, body, NULL);
+}
+
+static void put_worker(node *n, http_request *req, const char *name) {
+  json_t *spec, *error;
+  int status = node_spec_parse(http_request_header(req, "Content-Type"), req->body,
+                               req->body_len, &spec, &error);
+  if (status != 0) {
+    const char *msg = json_string_value(json_object_get(error, "error"));
+    log_write(LOG_INFO, name, req->id, NULL, "deploy rejected: %s", msg ? msg : "bad request");
+    node_respond_json(req, status, error, NULL);
+    json_decref(error);
+    return;
+  }
+  node_deploy(n, name, spec, on_deployed, req);
+}
+
+static void worker_route(node *n, http_request *req, const char *name) {
+  const char *m = req->method;
+  int get = strcmp(m, "GET") == 0, put = strcmp(m, "PUT") == 0, del = strcmp(m, "DELETE") == 0;
+  if (!get && !put && !del) {
+    node_respond_method(req, "GET, PUT, DELETE");
+    return;
+  }
+  if (!worker_name_valid(name, strlen(name))) {
+    node_respond_invalid_name(req, name);
+    return;
+  }
+  if (get) get_worker(n, req, name);
+  else if (put) put_worker(n, req, name);
+  else delete_worker(n, req, name);
+}
+
+int node_workers_route(node *n, http_request *req, const char *path) {
+  static const char prefix[] = "/v1/workers/";
+  if (strcmp(path, "/v1/workers") == 0) {
+    if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
+    else list_workers(n, req);
+    return 1;
+  }
+  if (strncmp(path, prefix, sizeof prefix - 1) != 0 || strchr(path + sizeof prefix - 1, '/') != NULL)
+    return 0;
+  worker_route(n, req, path + sizeof prefix - 1);
+  return 1;
+}
+
 /* ---- --dev --------------------------------------------------------------------- */
 
+typedef struct dev_job {
+  void (*done)(node *n);
+} dev_job;
+
 static void on_dev_deployed(node *n, void *data, int status, json_t *body) {
-  (void)data;
+  dev_job *job = data;
+  void (*done)(node *) = job->done;
+  free(job);
   if (status != 200 && status != 201) { /* "deployed" is logged already */
     char *text = json_dumps(body, JSON_COMPACT);
     log_write(LOG_ERROR, "hello", NULL, text, "--dev: deploying examples/hello.js failed");
     free(text);
   }
-  node_announce_ready(n);
+  done(n);
 }
 
-void node_deploy_dev(node *n) {
+void node_deploy_dev(node *n, void (*done)(node *n)) {
   json_t *spec = node_spec_single((const char *)node_hello_js, node_hello_js_len);
   if (spec == NULL) {
     log_error("--dev: the embedded examples/hello.js is not UTF-8");
-    node_announce_ready(n);
+    done(n);
     return;
   }
   json_t *row = NULL;
-  if (node_registry_get(n->registry, "hello", &row) == 0) {
+  if (node_db_worker_get(n->db, "hello", &row) == 0) {
     int same = json_equal(json_object_get(row, "modules"), json_object_get(spec, "modules")) &&
                json_equal(json_object_get(row, "main_module"),
                           json_object_get(spec, "main_module"));
@@ -172,9 +333,11 @@ void node_deploy_dev(node *n) {
     if (same) {
       log_write(LOG_INFO, "hello", NULL, NULL, "--dev: hello is already deployed");
       json_decref(spec);
-      node_announce_ready(n);
+      done(n);
       return;
     }
   }
-  node_deploy(n, "hello", spec, on_dev_deployed, NULL);
+  dev_job *job = xcalloc(1, sizeof *job);
+  job->done = done;
+  node_deploy(n, "hello", spec, on_dev_deployed, job);
 }

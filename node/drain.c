@@ -96,7 +96,7 @@ void node_drain(node *n, const char *reason, int then_exit) {
       log_write(LOG_INFO, NULL, NULL, text, "shutting down");
       free(text);
       node_event(n, "stop", NULL, extra);
-      if (node_procs_live(n) == 0) node_on_procs_stopped(n);
+      if (node_procs_live(n) == 0) n->procs_stopped(n);
     }
     json_decref(extra);
     return;
@@ -120,7 +120,7 @@ void node_drain(node *n, const char *reason, int then_exit) {
     n->kill_timer_open = 1;
   }
   uv_timer_start(&n->kill_timer, on_kill_timer, (uint64_t)n->cfg.grace_ms + KILL_AFTER_GRACE_MS, 0);
-  if (node_procs_live(n) == 0) node_on_procs_stopped(n);
+  if (node_procs_live(n) == 0) n->procs_stopped(n);
 }
 
 void node_drain_finished(node *n) {
@@ -163,44 +163,15 @@ static void log_json(log_level level, json_t *extra, const char *msg) {
   free(text);
 }
 
-static void respawn_now(uv_timer_t *t) {
-  node_proc *p = container_of(t, node_proc, restart_timer);
-  if (p->owner->state != NODE_SERVING) return;
-  if (p->process_open || p->channel_open) { /* the old handles are still closing */
-    uv_timer_start(&p->restart_timer, respawn_now, 10, 0);
-    return;
-  }
-  node_proc_spawn(p);
-}
-
-int node_proc_planned_exit(node_proc *p, int64_t status, int sig) {
-  node *n = p->owner;
-  if (n->state != NODE_SERVING || (!p->retiring && !p->recycling)) return 0;
-  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:s}", "worker", p->id, "pid", p->pid,
-                            "exit_status", (json_int_t)status, "signal", sig, "reason",
-                            p->retiring ? "retired" : "replaced");
-  log_json(LOG_INFO, extra, "worker exited (reload)");
-  json_decref(extra);
-  if (p->retiring) {
-    p->state = NODE_PROC_STOPPED;
-    return 1;
-  }
-  /* Replaced: a new process with the new flags right away, no back-off. */
-  p->recycling = 0;
-  p->state = NODE_PROC_RESTARTING;
-  uv_timer_start(&p->restart_timer, respawn_now, 0, 0);
-  return 1;
-}
-
 static int slot_free(const node_proc *p) {
-  return !p->alive && !p->process_open && !p->channel_open;
+  return !node_child_live(&p->child);
 }
 
 /* Every slot in service (not retiring) has a ready process. */
 static int slots_ready(const node *n) {
   for (int i = 0; i < n->n_procs; i++) {
     const node_proc *p = &n->procs[i];
-    if (!p->retiring && p->state != NODE_PROC_READY) return 0;
+    if (!p->retiring && p->child.state != NODE_PROC_READY) return 0;
   }
   return 1;
 }
@@ -228,11 +199,11 @@ static void retire(node_proc *p) {
   if (p->retiring) return;
   p->retiring = 1;
   p->recycling = 0;
-  if (p->alive) {
+  if (p->child.alive) {
     node_proc_drain(p);
   } else { /* between a crash and its restart: just do not restart it */
-    uv_timer_stop(&p->restart_timer);
-    p->state = NODE_PROC_STOPPED;
+    node_child_hold(&p->child);
+    p->child.state = NODE_PROC_STOPPED;
   }
 }
 
@@ -254,14 +225,14 @@ static int roll_step(node *n) {
     case ROLL_RECYCLE:
       if (life.waiting) {
         node_proc *p = life.waiting;
-        if ((p->recycling || p->state != NODE_PROC_READY) && !waited_too_long("a replaced worker"))
+        if ((p->recycling || p->child.state != NODE_PROC_READY) && !waited_too_long("a replaced worker"))
           return 1;
         life.waiting = NULL;
       }
       while (life.next < life.recycle_upto) {
         node_proc *p = &n->procs[life.next++];
         /* A slot waiting to restart after a crash gets the new flags anyway. */
-        if (!p->alive) continue;
+        if (!p->child.alive) continue;
         p->recycling = 1;
         node_proc_drain(p);
         life.waiting = p;

@@ -1,7 +1,10 @@
 /*
- * edgenode: the supervisor. Startup order matters for the "ready" line tests
- * wait for: data directory, token, registry, ingress socket, control API,
- * signals, then the worker processes; "ready" once all of them said HELLO.
+ * edgenode: the supervisor's main(). It owns the order of startup and of
+ * shutdown and the hooks of struct node that the modules below call
+ * (procs_changed, procs_stopped). Startup order matters for the "ready" line
+ * tests wait for: data directory, token, node.db, ingress socket, control
+ * API, signals, then the egress and worker processes; "ready" once all of
+ * them said HELLO.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -31,13 +34,13 @@ void node_announce_ready(node *n) {
   node_notify("READY=1\nSTATUS=serving");
 }
 
-void node_on_procs_changed(node *n) {
+static void on_procs_changed(node *n) {
   if (n->ready_logged || !n->control_open || n->state != NODE_SERVING) return;
   if (!node_procs_all_ready(n)) return;
   n->ready_logged = 1;
   /* With --dev, "ready" means hello answers: it is announced once deployed. */
   if (n->cfg.dev)
-    node_deploy_dev(n);
+    node_deploy_dev(n, node_announce_ready);
   else
     node_announce_ready(n);
 }
@@ -46,7 +49,7 @@ static void on_handle_closed(uv_handle_t *h) { (void)h; }
 
 static void on_control_closed(http_server *s) { (void)s; }
 
-void node_on_procs_stopped(node *n) {
+static void on_procs_stopped(node *n) {
   if (!n->drain_exit) { /* drained through the API: the supervisor stays */
     node_drain_finished(n);
     return;
@@ -60,6 +63,7 @@ void node_on_procs_stopped(node *n) {
   uv_close((uv_handle_t *)&n->sigint, on_handle_closed);
   node_lifecycle_stop(n);
   node_procs_close(n);
+  node_cordons_stop(n);
   node_egress_stop(n); /* last: draining requests may still have been fetching */
   node_memwatch_stop(n);
   if (n->control_open) http_server_close(&n->control, on_control_closed);
@@ -112,7 +116,7 @@ static int start(node *n, int argc, char **argv) {
   if (rc == 0) {
     n->token_len = strlen(n->token);
     char *db = xasprintf("%s/node.db", n->data_dir);
-    rc = node_registry_open(db, &n->registry, &err);
+    rc = node_db_open(db, &n->db, &err);
     free(db);
   }
   if (rc == 0) rc = node_events_open(n, &err);
@@ -145,12 +149,12 @@ static int start(node *n, int argc, char **argv) {
 static void cleanup(node *n) {
   node_cordons_close(n);
   node_events_close(n);
-  node_registry_close(n->registry);
+  node_db_close(n->db);
   if (n->listen_fd >= 0) close(n->listen_fd);
-  free(n->procs);
+  node_procs_free(n);
   free(n->worker_path);
   free(n->v8_version);
-  node_tenants_free(n);
+  node_stats_free(n);
   free(n->data_dir);
   if (n->token) memset(n->token, 0, n->token_len);
   free(n->token);
@@ -186,6 +190,8 @@ int main(int argc, char **argv) {
   n->started_at_ms = time_now_ms();
   n->started_mono_ns = time_mono_ns();
   n->state = NODE_SERVING;
+  n->procs_changed = on_procs_changed;
+  n->procs_stopped = on_procs_stopped;
 
   if (start(n, argc, argv) != 0) {
     node_procs_kill(n);

@@ -1,5 +1,5 @@
 /*
- * The process-level memory backstop. V8's heap limit is soft (one large
+ * The process-level memory backstop (the budgets themselves are procs.c's). V8's heap limit is soft (one large
  * builtin allocation can overshoot it), so the supervisor also watches each
  * worker process's resident set and restarts a process that grows past its
  * budget, before the machine starts to swap or the kernel's OOM killer picks
@@ -15,31 +15,23 @@
 
 #define MEMWATCH_INTERVAL_MS 500
 
-uint64_t node_worker_memory_budget(const node *n) {
-  if (n->cfg.worker_memory_mb > 0) return (uint64_t)n->cfg.worker_memory_mb << 20;
-  uint64_t total = uv_get_constrained_memory();
-  if (total == 0 || total > uv_get_total_memory()) total = uv_get_total_memory();
-  uint64_t share = total / 4 * 3 / (uint64_t)(n->n_procs > 0 ? n->n_procs : 1);
-  return share < (256u << 20) ? (256u << 20) : share;
-}
-
 static void check(node *n, node_proc *p, uint64_t budget) {
-  if (!p->alive || p->pid <= 0) return;
-  uint64_t rss = process_rss_bytes(p->pid);
+  if (!p->child.alive || p->child.pid <= 0) return;
+  uint64_t rss = process_rss_bytes(p->child.pid);
   if (rss <= budget) return;
-  const char *tenant = p->cordon ? node_cordons_tenant_name(p) : NULL;
+  const char *tenant = p->tenant;
   char extra[160];
   /* Rounded up: a process over its budget by less than 1 MiB read as
    * "rss_mb 202, budget_mb 202" when truncated. */
   unsigned long long rss_mb = (rss + (1u << 20) - 1) >> 20;
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"rss_mb\":%llu,\"budget_mb\":%llu}",
-           p->id, p->pid, rss_mb, (unsigned long long)(budget >> 20));
+           p->id, p->child.pid, rss_mb, (unsigned long long)(budget >> 20));
   log_write(LOG_ERROR, tenant, NULL, extra, "worker process over its memory budget: restarting it");
   node_event_new(n, "memory_kill", tenant, json_loads(extra, 0, NULL));
   /* The whole process's memory: not the fault of whichever tenant happens to run. */
   p->memory_killed = 1;
   /* Draining could take seconds while memory keeps growing: end it now. */
-  if (uv_process_kill(&p->process, SIGKILL) != 0) log_warn("could not kill worker-%d", p->id);
+  if (node_child_kill(&p->child, SIGKILL) != 0) log_warn("could not kill worker-%d", p->id);
 }
 
 static void memwatch_tick(uv_timer_t *t) {
@@ -47,8 +39,8 @@ static void memwatch_tick(uv_timer_t *t) {
   uint64_t budget = node_worker_memory_budget(n);
   for (int i = 0; i < n->n_procs; i++) check(n, &n->procs[i], budget);
   /* A dedicated process has a budget of its own (a cordoned tenant alone). */
-  budget = node_cordon_memory_budget(n);
-  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p))
+  budget = node_dedicated_memory_budget(n);
+  for (node_proc *p = node_procs_next_dedicated(n, NULL); p; p = node_procs_next_dedicated(n, p))
     check(n, p, budget);
 }
 

@@ -2,7 +2,7 @@
  * GET /metrics: the node in Prometheus' text exposition format 0.0.4.
  *
  * Everything comes from what the supervisor already holds: per-tenant
- * statistics (tenants.c, from the worker processes' PROTO_STATS), the process
+ * statistics (stats.c, from the worker processes' PROTO_STATS), the process
  * slots (procs.c) and their last process report, and /proc for resident
  * memory. Nothing is computed per scrape beyond formatting, so a scrape costs
  * about what GET /v1/tenants does.
@@ -17,28 +17,6 @@
 #include "node.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
-
-/* ---- per-process counters, fed from PROTO_STATS ------------------------------------------ */
-
-void node_metrics_on_stats(node_proc *p, json_t *body) {
-  const char *name;
-  json_t *delta;
-  json_object_foreach(json_object_get(body, "tenants"), name, delta) {
-    json_int_t c = json_integer_value(json_object_get(delta, "cold_starts"));
-    if (c > 0) p->cold_starts_total += (uint64_t)c;
-  }
-  json_t *evictions = json_object_get(json_object_get(body, "process"), "evictions");
-  if (!json_is_integer(evictions)) return;
-  /* The process counts since it started; the slot's counter must not go back
-   * when a new process takes over. */
-  uint64_t seen = (uint64_t)json_integer_value(evictions);
-  if (p->stats_pid != p->pid) {
-    p->stats_pid = p->pid;
-    p->evictions_seen = 0;
-  }
-  if (seen >= p->evictions_seen) p->evictions_total += seen - p->evictions_seen;
-  p->evictions_seen = seen;
-}
 
 /* ---- formatting ----------------------------------------------------------------------- */
 
@@ -114,13 +92,13 @@ typedef enum { PROC_UP, PROC_ISOLATES, PROC_COLD, PROC_EVICTIONS, PROC_RESTARTS,
 
 static double proc_value(const node_proc *p, proc_metric m) {
   switch (m) {
-    case PROC_UP: return p->state == NODE_PROC_READY;
+    case PROC_UP: return p->child.state == NODE_PROC_READY;
     case PROC_ISOLATES:
       return (double)json_integer_value(json_object_get(p->process_stats, "isolates"));
     case PROC_COLD: return (double)p->cold_starts_total;
     case PROC_EVICTIONS: return (double)p->evictions_total;
-    case PROC_RESTARTS: return p->restarts;
-    case PROC_RSS: return p->alive && p->pid > 0 ? rss_bytes(p->pid) : 0;
+    case PROC_RESTARTS: return p->child.restarts;
+    case PROC_RSS: return p->child.alive && p->child.pid > 0 ? rss_bytes(p->child.pid) : 0;
   }
   return 0;
 }
@@ -161,7 +139,7 @@ static void proc_metrics(FILE *f, node *n) {
 static json_t *tenant_names(node *n) {
   json_t *set = json_object();
   json_t *rows = NULL;
-  if (node_registry_list(n->registry, &rows) == 0) {
+  if (node_db_worker_list(n->db, &rows) == 0) {
     size_t i;
     json_t *row;
     json_array_foreach(rows, i, row) {

@@ -1,11 +1,19 @@
 /*
  * node: the edgenode supervisor. It reads the configuration, owns the data
- * directory and the registry of deployed workers, spawns and restarts the
- * worker processes and serves the control API. It never loads V8.
+ * directory and node.db (the registry of deployed workers), spawns and
+ * restarts the worker processes and the egress process and serves the
+ * control API. It never loads V8.
  *
- * This header is internal to node/: config.c, registry.c and spec.c form the
- * `node_core` library (also linked by the unit tests); procs.c, control.c,
- * deploy.c, datadir.c and main.c make up the edgenode executable.
+ * This header is internal to node/: config.c, db.c, spec.c and child.c form
+ * the `node_core` library (also linked by the unit tests); the other files
+ * make up the edgenode executable. Calls go one way, from the top down:
+ *   main.c -> control.c -> route modules (deploy.c, tenants.c, metrics.c,
+ *   run.c, facet_routes.c, egress_routes.c, and the routes of drain.c,
+ *   events.c, cordons.c) -> drain.c, cordons.c, memwatch.c -> procs.c ->
+ *   egress.c -> events.c, stats.c, route.c, child.c, db.c, spec.c, config.c.
+ * Upward notifications are callbacks: node_child_ops, n->proc_listener,
+ * n->procs_changed / n->procs_stopped. tests/tools/node_call_cycles.py
+ * checks that no circle of calls between files comes back.
  */
 #ifndef EDGENODE_NODE_H
 #define EDGENODE_NODE_H
@@ -87,54 +95,91 @@ int node_config_apply_json(node_config *c, const char *text, size_t len, const c
 const char *node_config_usage(void);
 const char *node_log_level_name(log_level level);
 
-/* ---- registry of deployed workers (registry.c) --------------------------- */
+/* ---- node.db (db.c) --------------------------------------------------------- */
 
-typedef struct node_registry node_registry;
+/* The node's database in the data directory: every connection, the schema
+ * and its migrations, every statement. Rows are JSON objects. */
+typedef struct node_db node_db;
+
+/* PRAGMA user_version of a node.db this edgenode writes. */
+#define NODE_DB_SCHEMA_VERSION 1
 
 /*
- * Opens (creating if needed) the SQLite registry at `path`: WAL journal,
- * synchronous=FULL. Returns 0, or -EIO with *err set to a heap message.
+ * Opens (creating if needed) node.db at `path`: WAL journal, synchronous=FULL
+ * (the history NORMAL), schema migrated to NODE_DB_SCHEMA_VERSION. Returns 0,
+ * or -EIO (-EPROTO for a schema newer than this edgenode) with *err set to a
+ * heap message naming the file.
  */
-int node_registry_open(const char *path, node_registry **out, char **err);
-void node_registry_close(node_registry *r);
+int node_db_open(const char *path, node_db **out, char **err);
+void node_db_close(node_db *db);
+/* Why the last call failed (for logs). */
+const char *node_db_errmsg(node_db *db);
+const char *node_db_history_errmsg(node_db *db);
+
+/* What a deploy stores, all borrowed. */
+typedef struct node_db_worker {
+  const char *main_module;
+  json_t *modules;   /* {name: source} */
+  json_t *bindings;
+  json_t *limits;
+  json_t *egress;    /* the worker's egress rules (an array); NULL keeps the stored ones */
+} node_db_worker;
 
 /*
- * A row is a JSON object {"name", "version", "main_module", "modules": {name:
- * source}, "bindings": {}, "limits": {}, "created_at", "updated_at"} with the
- * times in milliseconds since the epoch.
+ * A worker row is a JSON object {"name", "version", "main_module", "modules":
+ * {name: source}, "bindings": {}, "limits": {}, "created_at", "updated_at"}
+ * with the times in milliseconds since the epoch.
  *
- * node_registry_put() inserts or atomically replaces a worker in one
- * transaction. Versions never repeat for a name, not even across a delete.
- * Returns 1 when the name was new, 0 when it replaced a row, -EIO on failure;
- * on success *row (may be NULL) receives the stored row (caller decrefs).
+ * node_db_worker_put() inserts or replaces a worker and, when w->egress is
+ * set, its egress rules, in one transaction: either all of it is stored or
+ * nothing changes. Versions never repeat for a name, not even across a
+ * delete. Returns 1 when the name was new, 0 when it replaced a row, -EINVAL
+ * when the egress rules are refused (node_db_errmsg says why), -EIO on a
+ * database failure; on success *row (may be NULL) receives the stored row
+ * (caller decrefs).
  */
-int node_registry_put(node_registry *r, const char *name, const char *main_module,
-                      json_t *modules, json_t *bindings, json_t *limits, int64_t now_ms,
-                      json_t **row);
-
+int node_db_worker_put(node_db *db, const char *name, const node_db_worker *w, int64_t now_ms,
+                       json_t **row);
 /* 0 and *row set (caller decrefs), -ENOENT, or -EIO. */
-int node_registry_get(node_registry *r, const char *name, json_t **row);
-
-/* 0, -ENOENT or -EIO. */
-int node_registry_delete(node_registry *r, const char *name);
-
+int node_db_worker_get(node_db *db, const char *name, json_t **row);
+/* 1 when deployed, -ENOENT when not, -EIO. */
+int node_db_worker_exists(node_db *db, const char *name);
+/* Deletes the worker and its egress rules in one transaction: 0, -ENOENT or -EIO. */
+int node_db_worker_delete(node_db *db, const char *name);
 /* 0 and *rows = array of rows sorted by name (caller decrefs), or -EIO. */
-int node_registry_list(node_registry *r, json_t **rows);
+int node_db_worker_list(node_db *db, json_t **rows);
 
-/* The last SQLite error message (for logs). */
-const char *node_registry_errmsg(node_registry *r);
+/* A worker's egress rules ([] when none; *updated_at 0 then), or NULL on a database error. */
+json_t *node_db_egress_get(node_db *db, const char *name, int64_t *updated_at);
+/* Stores (an empty array: removes) a worker's rules: 0, -EINVAL (refused) or -EIO. */
+int node_db_egress_put(node_db *db, const char *name, json_t *rules, int64_t now_ms);
+/* Every stored rule list, {name: rules}. */
+json_t *node_db_egress_all(node_db *db);
+
+/* Cordons: one row per cordoned or suspended tenant. */
+int node_db_cordon_put(node_db *db, const char *name, const char *state, const char *reason,
+                       const char *rule, const char *by, int64_t since_ms);
+int node_db_cordon_delete(node_db *db, const char *name);
+/* 0 and *rows = [{"name", "state", "reason", "rule", "by", "since"}] by name, or -EIO. */
+int node_db_cordon_list(node_db *db, json_t **rows);
+
+/* Appends an event (details: JSON text), pruning the table to about `keep`
+ * rows now and then. Returns its id or -EIO. */
+int64_t node_db_event_add(node_db *db, int64_t time_ms, const char *kind, const char *tenant,
+                          const char *details, int64_t keep);
+/* 0 and *rows = the last `max` events oldest first, [{"id", "time", "kind",
+ * "tenant"?, "details": {}}], or -EIO. */
+int node_db_event_list(node_db *db, int64_t max, json_t **rows);
 
 /* ---- deploy bodies (spec.c) ----------------------------------------------- */
 
 #define NODE_SCRIPT_MAX_BYTES (10u * 1024u * 1024u)
-#define NODE_DEFAULT_CPU_MS 50
-#define NODE_DEFAULT_MEMORY_MB 128
-#define NODE_DEFAULT_WALL_MS 30000
 
 /*
  * Turns the body of PUT /v1/workers/{name} into a spec object
- * {"main_module", "modules", "bindings", "limits"} (limits filled with the
- * defaults). `content_type` may be NULL. Returns 0 with *spec set, or an HTTP
+ * {"main_module", "modules", "bindings", "limits"} (limits filled with
+ * proto.h's PROTO_SPEC_DEFAULT_*). `content_type` may be NULL. Returns 0
+ * with *spec set, or an HTTP
  * status (400, 413, 415) with *error set to the JSON body to send
  * ({"error": "...", ...details}). Either way the caller decrefs.
  */
@@ -158,41 +203,130 @@ typedef enum node_proc_state {
   NODE_PROC_STOPPED,    /* exited during shutdown; not restarted */
 } node_proc_state;
 
-/* One worker process slot; the slot survives restarts of its process. */
-typedef struct node_proc {
-  node *owner;
-  int id;                  /* 1..N, stable across restarts */
-  node_proc_state state;
+const char *node_proc_state_name(node_proc_state s);
+
+/* ---- one supervised child process (child.c) --------------------------------- */
+
+/* Restart back-off of a child process: 100 ms doubling to 10 s, reset once
+ * a process lived 30 s. Returns the delay to wait and advances *backoff_ms. */
+#define NODE_BACKOFF_MIN_MS 100
+#define NODE_BACKOFF_MAX_MS 10000
+#define NODE_STABLE_AFTER_MS 30000
+uint64_t node_backoff_next(uint64_t *backoff_ms, uint64_t lived_ms);
+
+typedef struct node_child node_child;
+
+/* What the owner of a child process decides; every callback gets the child. */
+typedef struct node_child_ops {
+  /* Spawns the next process: builds its command line, calls node_child_spawn(). */
+  int (*spawn)(node_child *c);
+  /* A frame from the process. */
+  void (*frame)(node_child *c, const proto_frame *f);
+  /* The channel closed (`reason` as proto_channel's); the process may still run. NULL: nothing. */
+  void (*channel_closed)(node_child *c, int reason);
+  /* The process exited after lived_ms: the owner restarts it (node_child_restart) or not. */
+  void (*exited)(node_child *c, int64_t status, int sig, uint64_t lived_ms);
+  /* One of its handles closed (see node_child_live / node_child_gone); may free the owner. */
+  void (*closed)(node_child *c);
+  /* A back-off restart spawned a new process. NULL: nothing. */
+  void (*restarted)(node_child *c);
+} node_child_ops;
+
+struct node_child {
+  uv_loop_t *loop;
+  const node_child_ops *ops;
+  void *data;              /* the owner's */
+  node_proc_state state;   /* READY is for the owner to set (at HELLO) */
   uv_process_t process;
-  proto_channel channel;
+  proto_channel channel;   /* on the child's fd 3 */
   int process_open;        /* process handle not yet closed */
   int channel_open;        /* pipe handle not yet closed */
   int channel_started;     /* proto_channel_start() succeeded; closing goes through it */
   int alive;               /* process not yet reaped */
   int pid;
-  unsigned restarts;
+  unsigned restarts;       /* back-off restarts (node_child_restart) */
+  int restart_counted;     /* the pending restart is one of them */
   int64_t started_at_ms;
   uint64_t started_mono_ns;
   uint64_t backoff_ms;     /* next restart delay */
   uv_timer_t restart_timer;
+  int timer_open;          /* restart_timer not yet closed */
+};
+
+/* The next process's command line; fds are inherited as fd 4, 5, ... (-1: none). */
+#define NODE_CHILD_MAX_FDS 2
+typedef struct node_child_cmd {
+  const char *file;
+  char **args;             /* NULL-terminated */
+  const char *label;       /* for logs ("worker-3", "egress") */
+  int fds[NODE_CHILD_MAX_FDS];
+  int n_fds;
+} node_child_cmd;
+
+/* Sets up the child (no process yet) and its restart timer. */
+int node_child_init(node_child *c, uv_loop_t *loop, const node_child_ops *ops, void *data);
+/* Spawns a process. On failure to spawn, logs and schedules a restart. */
+int node_child_spawn(node_child *c, const node_child_cmd *cmd);
+/* Schedules a back-off restart (counted in restarts); returns the delay. */
+uint64_t node_child_restart(node_child *c, uint64_t lived_ms);
+/* Spawns again at once (once the old handles are closed), not counted. */
+void node_child_respawn(node_child *c);
+/* Cancels a pending restart: the child stays stopped. */
+void node_child_hold(node_child *c);
+/* Back to a fresh child: no restarts counted, back-off at its minimum. */
+void node_child_reset(node_child *c);
+/* Sends `sig` to the process if it runs. */
+int node_child_kill(node_child *c, int sig);
+/* Closes the restart timer for good (ops->closed follows). */
+void node_child_close(node_child *c);
+/* A process or one of its handles is still there. */
+int node_child_live(const node_child *c);
+/* Nothing left: no process, no handle, timer closed. */
+int node_child_gone(const node_child *c);
+/* 1 when the channel takes frames. */
+int node_child_usable(const node_child *c);
+/* Sends a JSON frame (the text is wiped afterwards); 0 or a negative error. */
+int node_child_send_json(node_child *c, uint8_t type, uint32_t id, json_t *body);
+
+/* One worker process slot; the slot survives restarts of its process. */
+typedef struct node_proc {
+  node *owner;
+  int id;                  /* 1..N, stable across restarts */
+  node_child child;        /* the process */
   int ever_ready;          /* for the one-time "ready" line */
   json_t *process_stats;   /* the last "process" member of PROTO_STATS (isolates, evictions) */
   int retiring;            /* drain.c: drained for a reload; not restarted, the slot goes */
   int recycling;           /* drain.c: drained for a reload; respawned at once with the new flags */
-  uint64_t cold_starts_total; /* metrics.c: summed over the slot's processes */
+  uint64_t cold_starts_total; /* summed over the slot's processes */
   uint64_t evictions_total;
   uint64_t evictions_seen; /* the current process's own count at its last report */
   int stats_pid;           /* the process evictions_seen belongs to */
-  struct node_cordon *cordon; /* cordons.c: the tenant a dedicated process runs; NULL for shared slots */
+  char *tenant;            /* dedicated slots: the cordoned tenant it runs (owned); NULL for shared */
+  int listen_fd;           /* dedicated slots: the tenant's private socket (borrowed) */
+  int released;            /* dedicated slots: freed once the process and handles are gone */
+  struct node_proc *next;  /* dedicated slots: the list in n->dedicated */
+  struct node_cordon *cordon; /* cordons.c's, for its dedicated slots */
   proto_running *running;  /* shared slots: the page naming the tenant whose code runs */
   int running_fd;          /* its memfd; -1 before the first spawn */
   int memory_killed;       /* memwatch killed it: a budget, not a crash of the running tenant */
-  int timer_closed;        /* cordons.c: a dedicated slot's restart timer is closed (slot going) */
   int mpk_enabled;         /* its HELLO: isolates protected by memory protection keys */
   int mpk_keys;            /* keys it spreads its isolates over */
 } node_proc;
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
+
+/* What the worker processes report to the module above procs.c that listens
+ * (cordons.c registers itself in n->proc_listener). */
+typedef struct node_proc_listener {
+  void (*hello)(node_proc *p);                       /* a HELLO (shared or dedicated) */
+  void (*stats)(node_proc *p, json_t *body);         /* a PROTO_STATS */
+  void (*event)(node_proc *p, json_t *body);         /* a PROTO_EVENT */
+  void (*cordon_done)(node_proc *p, json_t *body);   /* a PROTO_CORDON_DONE */
+  void (*shared_exit)(node_proc *p);                 /* a shared process exited */
+  void (*crash)(node_proc *p, const char *tenant);   /* ... crashed while `tenant`'s code ran */
+  void (*dedicated_exit)(node_proc *p, int64_t status, int sig, uint64_t lived_ms);
+  void (*dedicated_gone)(node_proc *p);              /* a released slot, about to be freed */
+} node_proc_listener;
 
 /*
  * A validation sent to a worker process. cb runs exactly once: status 0 with
@@ -216,7 +350,7 @@ struct node {
   uv_loop_t *loop;
   node_config cfg;
   char *data_dir;          /* absolute */
-  node_registry *registry;
+  node_db *db;             /* node.db */
   char *token;             /* the control API bearer token; never logged */
   size_t token_len;
   int listen_fd;           /* the ingress socket, handed to the workers */
@@ -245,6 +379,12 @@ struct node {
   int drained;             /* drain.c: a drain finished; the control API stays up */
   struct node_events *events; /* events.c: the history behind GET /v1/events */
   struct node_cordons *cordons; /* cordons.c: cordoned tenants and the monitor */
+  node_proc *dedicated;    /* procs.c: the dedicated process slots */
+  const node_proc_listener *proc_listener; /* NULL: nobody listens */
+  /* main.c's, for the modules below it: a worker or the egress process became
+   * ready or exited; during a drain, the last process and its handles are gone. */
+  void (*procs_changed)(node *n);
+  void (*procs_stopped)(node *n);
 };
 
 /* datadir.c */
@@ -276,7 +416,6 @@ void node_procs_validate(node *n, json_t *spec, node_validate_cb cb, void *data)
  * same id (PROTO_RUN -> PROTO_RUN_RESULT): cb as for validations. */
 void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms,
                         node_validate_cb cb, void *data);
-const char *node_proc_state_name(node_proc_state s);
 
 /* deploy.c: validate through a worker process, then commit. */
 /*
@@ -290,21 +429,31 @@ void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, voi
 /* The metadata of a registry row as shown by the control API. */
 json_t *node_worker_metadata(json_t *row, int with_sizes);
 /* --dev: deploys the embedded examples/hello.js as "hello" unless
- * identical, then announces the node ready, deployed or not. */
-void node_deploy_dev(node *n);
+ * identical, then calls done, deployed or not. */
+void node_deploy_dev(node *n, void (*done)(node *n));
+/* GET /v1/workers, GET|PUT|DELETE /v1/workers/{name}. */
+int node_workers_route(node *n, http_request *req, const char *path);
 
 /* run.c: POST /v1/run, one-shot execution in a worker process. */
 void node_run(node *n, http_request *req);
 
-/* control.c */
+/* control.c: the control API's listener, its bearer token and the dispatcher
+ * that hands each request to one of the routes below. Nothing calls back into it. */
 /* Starts the control API listener; fills n->control_addr. */
 int node_control_start(node *n, char **err);
+
+/* ---- what the route modules answer with (route.c) ------------------------- */
+/* Routes take (n, req, path) and return 1 when the path is theirs (answered
+ * now or later), 0 when it is not; sub-routes take (n, req, name, sub). */
+
 /* Responses of the control API: JSON bodies, `allow` for 405 (else NULL). */
 void node_respond_json(http_request *req, int status, json_t *body, const char *allow);
 void node_respond_error(http_request *req, int status, const char *message);
 void node_respond_method(http_request *req, const char *allow);
 /* 400 for a worker name that does not match the pattern, naming it. */
 void node_respond_invalid_name(http_request *req, const char *name);
+/* 404 {"error": "unknown worker", "name"}. */
+void node_respond_unknown_worker(http_request *req, const char *name);
 /*
  * The value of `key` in the request target's query string (pairs split on '&'
  * and '=', names and values form-decoded: %XX, '+' for a space), copied into
@@ -323,29 +472,23 @@ int node_facet_purge(node *n, const char *name);
 /* memwatch.c: restarts worker processes whose RSS outgrows their budget. */
 int node_memwatch_start(node *n);
 void node_memwatch_stop(node *n);
-uint64_t node_worker_memory_budget(const node *n);
 
-/* tenants.c: per-tenant statistics gathered from the worker processes. */
-/* Adds a PROTO_STATS report from worker process slot `proc_id`. */
-void node_tenants_on_stats(node *n, node_proc *p, json_t *body);
+/* stats.c: per-tenant statistics gathered from the worker processes (n->tenants). */
+#define NODE_STATS_N_COUNTERS 7
+#define NODE_STATS_N_SUMS 2
+extern const char *const node_stats_counters[NODE_STATS_N_COUNTERS]; /* integers, summed */
+extern const char *const node_stats_sums[NODE_STATS_N_SUMS];         /* reals, summed */
+/* Adds a PROTO_STATS report from worker process slot `p`. */
+void node_stats_add(node *n, node_proc *p, json_t *body);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
-void node_tenants_proc_gone(node *n, node_proc *p);
-/* 1 when every ready shared worker process protects its isolates with memory
- * protection keys (and there is at least one), 0 otherwise. */
-int node_mpk_enabled(const node *n);
+void node_stats_proc_gone(node *n, node_proc *p);
+void node_stats_free(node *n);
 
-/* Restart back-off of a child process: 100 ms doubling to 10 s, reset once
- * a process lived 30 s. Returns the delay to wait and advances *backoff_ms. */
-#define NODE_BACKOFF_MIN_MS 100
-#define NODE_BACKOFF_MAX_MS 10000
-#define NODE_STABLE_AFTER_MS 30000
-uint64_t node_backoff_next(uint64_t *backoff_ms, uint64_t lived_ms);
-/* GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
+/* tenants.c: GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);
-void node_tenants_free(node *n);
 
-/* egress.c: the egress process, the allow-lists and secrets routes. */
-/* Spawns edgenode-egress (if it was built) and opens the allow-list store. */
+/* egress.c: the egress process, and pushing the allow-lists to it. */
+/* Spawns edgenode-egress (if it was built). */
 int node_egress_start(node *n, char **err);
 /* The socket worker processes reach the egress on; NULL when there is no egress. */
 const char *node_egress_socket(const node *n);
@@ -354,12 +497,21 @@ int node_egress_ready(const node *n);
 /* Shutdown: stop the egress (after the workers are gone) / kill it now. */
 void node_egress_stop(node *n);
 void node_egress_kill(node *n);
-/* /v1/secrets, /v1/secrets/{name}, /v1/workers/{name}/egress: 1 when handled. */
+/* What a control request asks the egress process (it keeps the secrets). */
+typedef enum node_egress_ask {
+  NODE_EGRESS_SECRET_PUT,    /* {"name", "value"} */
+  NODE_EGRESS_SECRET_LIST,   /* {} */
+  NODE_EGRESS_SECRET_DELETE, /* {"name"} */
+} node_egress_ask;
+/* Sends `body` to the egress process; `req` is answered with what it says
+ * (503 when it is not running or does not answer in time). */
+void node_egress_forward(node *n, http_request *req, node_egress_ask ask, json_t *body);
+
+/* egress_routes.c: /v1/secrets, /v1/secrets/{name}, /v1/workers/{name}/egress: 1 when handled. */
 int node_egress_route(node *n, http_request *req, const char *path);
-/* node_deploy, storing the spec's "egress" rules once the code is committed. */
-void node_egress_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, void *data);
-/* The worker was deleted: its rules go too. */
-void node_egress_forget(node *n, const char *name);
+/* Sends a worker's rules as stored in node.db (NULL: it has none any more) to
+ * the egress process, when it runs; it gets them all whenever it starts. */
+void node_egress_push(node *n, const char *name, json_t *rules);
 
 /* procs.c, for drain.c's rolling restarts: slot capacity, spawning, resizing. */
 #define NODE_PROCS_CAPACITY (NODE_CONFIG_MAX_WORKERS + 1) /* + one surge slot */
@@ -390,21 +542,16 @@ void node_drain_finished(node *n);
 const char *node_state_name(const node *n);
 /* POST /v1/node/drain; returns 0 when `path` is not its route. */
 int node_drain_route(node *n, http_request *req, const char *path);
-/* procs.c, from a process's exit: 1 when drain.c asked for the exit (a reload)
- * and took care of the slot, 0 for the usual restart path. */
-int node_proc_planned_exit(node_proc *p, int64_t status, int sig);
 /* sd_notify(3) when built with libsystemd; a no-op otherwise ("READY=1"). */
 void node_notify(const char *state);
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 int node_metrics_route(node *n, http_request *req, const char *path);
-/* procs.c, for every PROTO_STATS: per-process counters (cold starts, evictions). */
-void node_metrics_on_stats(node_proc *p, json_t *body);
 
 /* events.c: the history of state changes (GET /v1/events), newest first, the
  * last NODE_EVENTS_MAX kept in memory and in node.db (table events). */
 #define NODE_EVENTS_MAX 1000
-/* Opens its own connection to DATA/node.db and loads the kept history. */
+/* Loads the history kept in node.db. */
 int node_events_open(node *n, char **err);
 void node_events_close(node *n);
 /*
@@ -420,52 +567,41 @@ void node_event_new(node *n, const char *kind, const char *tenant, json_t *detai
 /* GET /v1/events; returns 0 when `path` is not its route. */
 int node_events_route(node *n, http_request *req, const char *path);
 
-/* procs.c, for cordons.c */
-/* Schedules the slot's restart with its back-off; returns the delay. */
-uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms);
+/* procs.c, for cordons.c and memwatch.c: dedicated processes, budgets. */
+/* A dedicated process slot for `tenant` serving on `listen_fd` (borrowed; kept
+ * open by the caller for as long as the slot lives); no process yet. */
+node_proc *node_proc_new_dedicated(node *n, int id, const char *tenant, int listen_fd);
+/* The slot is not wanted any more: procs.c frees it once its process and
+ * handles are gone (listener->dedicated_gone first). */
+void node_proc_release(node_proc *p);
+/* Iterates the dedicated processes: pass NULL first. */
+node_proc *node_procs_next_dedicated(node *n, node_proc *prev);
 /* Sends a JSON frame to one process; 0 or a negative error (logged). */
 int node_proc_send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body);
 /* 1 when the process's channel can take frames. */
 int node_proc_usable(const node_proc *p);
+/* RSS budget of a shared / a dedicated worker process. */
+uint64_t node_worker_memory_budget(const node *n);
+uint64_t node_dedicated_memory_budget(const node *n);
+/* 1 when every ready shared worker process protects its isolates with memory
+ * protection keys (and there is at least one), 0 otherwise. */
+int node_mpk_enabled(const node *n);
+/* Frees the slots at exit, once the loop is closed. */
+void node_procs_free(node *n);
 
 /* cordons.c: cordoned tenants, their dedicated processes, the cordon monitor.
  * The state lives in the table `cordons` of node.db and survives restarts. */
-/* Opens the table (own connection), loads the state, builds the monitor. */
+/* Loads the state from node.db, builds the monitor, listens to the worker processes. */
 int node_cordons_open(node *n, char **err);
 /* Starts the dedicated processes of the cordoned tenants (after the shared ones). */
 void node_cordons_start(node *n);
 void node_cordons_close(node *n);
-/* From procs.c: a report, a worker event, a HELLO, a PROTO_CORDON_DONE. */
-void node_cordons_on_stats(node *n, node_proc *p, json_t *body);
-void node_cordons_on_event(node *n, node_proc *p, json_t *body);
 /* The configuration's rules changed (SIGHUP): a new monitor, counts from zero. */
 void node_cordons_reload_rules(node *n);
 /* A deleted worker's cordon goes with it: its dedicated process drains away. */
 void node_cordons_worker_deleted(node *n, const char *name);
-void node_cordons_on_hello(node_proc *p);
-void node_cordons_on_done(node_proc *p, json_t *body);
-/* From procs.c when a shared process died: the tenant whose code ran, or NULL. */
-const char *node_cordons_crash_tenant(node_proc *p);
-/* A shared process exited: it forwards nothing any more (uncordons stop waiting for it). */
-void node_cordons_shared_exit(node_proc *p);
-/* A shared process crashed while `tenant`'s code ran (feeds the monitor). */
-void node_cordons_on_crash(node *n, const char *tenant, json_t *details);
-/* A dedicated process exited (procs.c did the common part). */
-void node_cordons_proc_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms);
-/* A dedicated process's handle closed; frees the slot once all are. */
-void node_cordons_proc_closed(node_proc *p);
-/* Node drain / kill / liveness / shutdown, for the dedicated processes. */
-void node_cordons_drain(node *n);
-void node_cordons_kill(node *n);
-int node_cordons_live(const node *n);
+/* Closes the cordons' own handles at shutdown. */
 void node_cordons_stop(node *n);
-/* Iterates the dedicated processes: pass NULL first. */
-node_proc *node_cordons_next_proc(node *n, node_proc *prev);
-/* For spawning a dedicated process: its tenant and its private listening socket. */
-const char *node_cordons_tenant_name(const node_proc *p);
-int node_cordons_listen_fd(const node_proc *p);
-/* RSS budget of a dedicated process. */
-uint64_t node_cordon_memory_budget(const node *n);
 /* "active", "cordoned" or "suspended". */
 const char *node_cordon_state(const node *n, const char *name);
 /* The tenant's cordon as shown by the API (state, reason, rule, since, by,
@@ -474,13 +610,9 @@ json_t *node_cordon_view(const node *n, const char *name);
 /* POST /v1/tenants/{name}/cordon|uncordon: 1 when `sub` is one of them. */
 int node_cordons_route(node *n, http_request *req, const char *name, const char *sub);
 
-/* main.c */
-/* Called by procs.c whenever a process became ready or exited. */
-void node_on_procs_changed(node *n);
+/* main.c: startup, shutdown and the hooks in struct node. */
 /* Logs "ready", records the start event and tells systemd: once all worker
  * processes are up (and, with --dev, hello is deployed). */
 void node_announce_ready(node *n);
-/* Called by procs.c when, during shutdown, the last process and its handles are gone. */
-void node_on_procs_stopped(node *n);
 
 #endif

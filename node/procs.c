@@ -1,9 +1,14 @@
 /*
- * Worker processes: the ingress socket they share, spawning, the proto
- * channel to each, restarts with backoff, and validation requests.
+ * Worker processes: the ingress socket the shared ones share, their command
+ * lines, the frames they send, what happens when one exits, requests that a
+ * worker process answers (validations, one-shot runs), their memory budgets,
+ * and the slots of the dedicated processes of cordoned tenants. The
+ * processes themselves are node_child (child.c: spawning, back-off). What a
+ * process reports goes up through n->proc_listener (cordons.c) and main.c's
+ * hooks; nothing here calls the modules above.
  *
- * A slot (node_proc) lives as long as the node; its process and channel
- * handles are re-initialised for every restart, only after both were closed.
+ * A shared slot lives as long as the node, in n->procs; a dedicated slot is
+ * made for a cordon and freed once released and its process is gone.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,17 +26,7 @@
 #define LISTEN_BACKLOG 1024
 
 static int spawn_proc(node_proc *p);
-static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms);
-
-const char *node_proc_state_name(node_proc_state s) {
-  switch (s) {
-    case NODE_PROC_STARTING: return "starting";
-    case NODE_PROC_READY: return "ready";
-    case NODE_PROC_RESTARTING: return "restarting";
-    case NODE_PROC_STOPPED: return "stopped";
-  }
-  return "unknown";
-}
+static const node_child_ops proc_ops;
 
 static void format_addr(const char *host, int port, char out[96]) {
   if (strchr(host, ':')) snprintf(out, 96, "[%s]:%d", host, port);
@@ -77,16 +72,11 @@ int node_listen_socket(node *n, char **err) {
 /* ---- sending ------------------------------------------------------------------ */
 
 
-static int channel_usable(const node_proc *p) {
-  return p->channel_started && !p->channel.closing;
-}
+static int channel_usable(const node_proc *p) { return node_child_usable(&p->child); }
 
 static int send_json(node_proc *p, uint8_t type, uint32_t id, json_t *body) {
   if (!channel_usable(p)) return UV_EPIPE;
-  char *text = json_dumps(body, JSON_COMPACT);
-  if (text == NULL) return UV_EINVAL;
-  int rc = proto_channel_send(&p->channel, type, id, text, strlen(text));
-  free(text);
+  int rc = node_child_send_json(&p->child, type, id, body);
   if (rc != 0)
     log_write(LOG_WARN, NULL, NULL, NULL, "worker-%d: sending %s failed: %s", p->id,
               proto_type_name(type), proto_strerror(rc));
@@ -149,7 +139,7 @@ static node_validation *find_validation(node_proc *p, uint32_t id) {
 static node_proc *pick_ready(node *n) {
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[(n->next_proc + i) % n->n_procs];
-    if (p->state == NODE_PROC_READY && channel_usable(p) && !p->retiring && !p->recycling) {
+    if (p->child.state == NODE_PROC_READY && channel_usable(p) && !p->retiring && !p->recycling) {
       n->next_proc = (int)(p - n->procs + 1) % n->n_procs;
       return p;
     }
@@ -168,7 +158,7 @@ void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms
     cb(n, data, UV_EAGAIN, NULL);
     return;
   }
-  uint32_t id = proto_channel_request_id(&p->channel);
+  uint32_t id = proto_channel_request_id(&p->child.channel);
   int rc = send_json(p, type, id, body);
   if (rc != 0) {
     cb(n, data, rc, NULL);
@@ -184,6 +174,62 @@ void node_procs_request(node *n, uint8_t type, json_t *body, uint64_t timeout_ms
   uv_timer_start(&v->timer, on_validate_timeout, timeout_ms, 0);
   v->next = n->validations;
   n->validations = v;
+}
+
+/* ---- what a worker process reports -------------------------------------------------- */
+
+/* Per-slot counters for /metrics (cold starts, evictions), from every PROTO_STATS. */
+static void count_stats(node_proc *p, json_t *body) {
+  const char *name;
+  json_t *delta;
+  json_object_foreach(json_object_get(body, "tenants"), name, delta) {
+    json_int_t c = json_integer_value(json_object_get(delta, "cold_starts"));
+    if (c > 0) p->cold_starts_total += (uint64_t)c;
+  }
+  json_t *evictions = json_object_get(json_object_get(body, "process"), "evictions");
+  if (!json_is_integer(evictions)) return;
+  /* The process counts since it started; the slot's counter must not go back
+   * when a new process takes over. */
+  uint64_t seen = (uint64_t)json_integer_value(evictions);
+  if (p->stats_pid != p->child.pid) {
+    p->stats_pid = p->child.pid;
+    p->evictions_seen = 0;
+  }
+  if (seen >= p->evictions_seen) p->evictions_total += seen - p->evictions_seen;
+  p->evictions_seen = seen;
+}
+
+/* The tenant whose code ran in a shared process when it died, from the page
+ * it names the running tenant in; NULL when none (or killed for memory). */
+static const char *crash_tenant(node_proc *p) {
+  proto_running *r = p->running;
+  if (r == NULL || r->magic != PROTO_RUNNING_MAGIC || !r->running || p->memory_killed) return NULL;
+  static char name[PROTO_RUNNING_NAME_MAX];
+  memcpy(name, (const char *)r->tenant, sizeof name);
+  name[sizeof name - 1] = '\0';
+  return worker_name_valid(name, strlen(name)) ? name : NULL;
+}
+
+/* A shared process drained for a reload (drain.c set the flags): 1 when the
+ * exit was that and is taken care of, 0 for the usual restart path. */
+static int planned_exit(node_proc *p, int64_t status, int sig) {
+  node *n = p->owner;
+  if (n->state != NODE_SERVING || (!p->retiring && !p->recycling)) return 0;
+  json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:s}", "worker", p->id, "pid", p->child.pid,
+                            "exit_status", (json_int_t)status, "signal", sig, "reason",
+                            p->retiring ? "retired" : "replaced");
+  char *text = json_dumps(extra, JSON_COMPACT);
+  log_write(LOG_INFO, NULL, NULL, text, "worker exited (reload)");
+  free(text);
+  json_decref(extra);
+  if (p->retiring) {
+    p->child.state = NODE_PROC_STOPPED;
+    return 1;
+  }
+  /* Replaced: a new process with the new flags right away, no back-off. */
+  p->recycling = 0;
+  node_child_respawn(&p->child);
+  return 1;
 }
 
 /* ---- frames from a worker ------------------------------------------------------ */
@@ -208,21 +254,21 @@ static void on_hello(node_proc *p, json_t *body) {
   json_t *mpk = json_object_get(body, "mpk");
   p->mpk_enabled = json_is_true(json_object_get(mpk, "enabled"));
   p->mpk_keys = (int)json_integer_value(json_object_get(mpk, "keys"));
-  if (p->state != NODE_PROC_STARTING) return;
-  p->state = NODE_PROC_READY;
+  if (p->child.state != NODE_PROC_STARTING) return;
+  p->child.state = NODE_PROC_READY;
   char extra[128];
-  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
-  log_write(LOG_INFO, p->cordon ? node_cordons_tenant_name(p) : NULL, NULL, extra, "worker ready");
+  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
+  log_write(LOG_INFO, p->tenant, NULL, extra, "worker ready");
   /* Before any spec request of the process is answered: where tenants run. */
-  node_cordons_on_hello(p);
-  if (!p->cordon) node_on_procs_changed(n);
+  if (n->proc_listener) n->proc_listener->hello(p);
+  if (!p->tenant) n->procs_changed(n);
 }
 
 int node_mpk_enabled(const node *n) {
   int ready = 0;
   for (int i = 0; i < n->n_procs; i++) {
     const node_proc *p = &n->procs[i];
-    if (p->state != NODE_PROC_READY) continue;
+    if (p->child.state != NODE_PROC_READY) continue;
     if (!p->mpk_enabled) return 0;
     ready++;
   }
@@ -237,14 +283,14 @@ static void on_worker_get(node_proc *p, uint32_t id, json_t *body) {
     return;
   }
   json_t *row = NULL;
-  int rc = node_registry_get(p->owner->registry, name, &row);
+  int rc = node_db_worker_get(p->owner->db, name, &row);
   if (rc == -ENOENT) {
     send_error(p, id, 404, "unknown worker");
     return;
   }
   if (rc != 0) {
     log_write(LOG_ERROR, name, NULL, NULL, "registry read failed: %s",
-              node_registry_errmsg(p->owner->registry));
+              node_db_errmsg(p->owner->db));
     send_error(p, id, 500, "registry read failed");
     return;
   }
@@ -252,9 +298,9 @@ static void on_worker_get(node_proc *p, uint32_t id, json_t *body) {
   json_object_del(row, "updated_at");
   json_t *limits = json_object_get(row, "limits");
   if (json_object_get(limits, "cpu_ms") == NULL)
-    json_object_set_new(limits, "cpu_ms", json_integer(NODE_DEFAULT_CPU_MS));
+    json_object_set_new(limits, "cpu_ms", json_integer(PROTO_SPEC_DEFAULT_CPU_MS));
   if (json_object_get(limits, "memory_mb") == NULL)
-    json_object_set_new(limits, "memory_mb", json_integer(NODE_DEFAULT_MEMORY_MB));
+    json_object_set_new(limits, "memory_mb", json_integer(PROTO_SPEC_DEFAULT_MEMORY_MB));
   send_json(p, PROTO_WORKER_SPEC, id, row);
   json_decref(row);
 }
@@ -280,8 +326,9 @@ static void on_validate_reply(node_proc *p, const proto_frame *f, json_t *body) 
   finish_validation(v, 0, body);
 }
 
-static void on_frame(proto_channel *ch, const proto_frame *f) {
-  node_proc *p = ch->data;
+static void on_frame(node_child *c, const proto_frame *f) {
+  node_proc *p = c->data;
+  proto_channel *ch = &c->channel;
   json_t *body = f->length ? frame_json(f) : NULL;
   switch (f->type) {
     case PROTO_HELLO:
@@ -299,15 +346,15 @@ static void on_frame(proto_channel *ch, const proto_frame *f) {
       proto_channel_send(ch, PROTO_PONG, f->id, NULL, 0);
       break;
     case PROTO_STATS:
-      node_metrics_on_stats(p, body);
-      node_tenants_on_stats(p->owner, p, body);
-      node_cordons_on_stats(p->owner, p, body);
+      count_stats(p, body);
+      node_stats_add(p->owner, p, body);
+      if (p->owner->proc_listener) p->owner->proc_listener->stats(p, body);
       break;
     case PROTO_EVENT:
-      node_cordons_on_event(p->owner, p, body);
+      if (p->owner->proc_listener) p->owner->proc_listener->event(p, body);
       break;
     case PROTO_CORDON_DONE:
-      node_cordons_on_done(p, body);
+      if (p->owner->proc_listener) p->owner->proc_listener->cordon_done(p, body);
       break;
     case PROTO_PONG:
       break;
@@ -321,7 +368,7 @@ static void on_frame(proto_channel *ch, const proto_frame *f) {
 /* ---- process lifecycle ----------------------------------------------------------- */
 
 static void check_stopped(node *n) {
-  if (n->state == NODE_DRAINING && node_procs_live(n) == 0) node_on_procs_stopped(n);
+  if (n->state == NODE_DRAINING && node_procs_live(n) == 0) n->procs_stopped(n);
 }
 
 /* How a channel ended tells whether the worker is to be trusted. While the
@@ -333,118 +380,106 @@ static int channel_failed(const node_proc *p, int reason) {
   return !(reason == UV_ECONNRESET && p->owner->state == NODE_DRAINING);
 }
 
-static void on_channel_close(proto_channel *ch, int reason) {
-  node_proc *p = ch->data;
-  p->channel_open = 0;
-  p->channel_started = 0;
-  if (channel_failed(p, reason) && p->alive) {
+static void on_channel_closed(node_child *c, int reason) {
+  node_proc *p = c->data;
+  if (channel_failed(p, reason) && c->alive) {
     /* A worker that speaks garbage cannot be trusted with requests: kill it
      * and let the restart path bring a fresh one. */
     char extra[96];
-    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, c->pid);
     log_write(LOG_WARN, NULL, NULL, extra, "channel to worker failed (%s): killing it",
               proto_strerror(reason));
-    uv_process_kill(&p->process, SIGKILL);
+    node_child_kill(c, SIGKILL);
   }
   fail_validations(p, UV_ECANCELED);
+}
+
+static void dedicated_unlink(node_proc *p) {
+  for (node_proc **pp = &p->owner->dedicated; *pp; pp = &(*pp)->next) {
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  }
+}
+
+static void proc_free(node_proc *p) {
+  json_decref(p->process_stats);
+  free(p->tenant);
+  free(p);
+}
+
+static void on_closed(node_child *c) {
+  node_proc *p = c->data;
   node *n = p->owner;
-  if (p->cordon) node_cordons_proc_closed(p); /* may free p */
+  if (p->tenant && p->released && node_child_gone(c)) { /* the slot goes */
+    dedicated_unlink(p);
+    if (n->proc_listener) n->proc_listener->dedicated_gone(p);
+    proc_free(p);
+  }
   check_stopped(n);
 }
 
-static void on_process_closed(uv_handle_t *h) {
-  node_proc *p = container_of((uv_process_t *)h, node_proc, process);
+static void on_restarted(node_child *c) {
+  node_proc *p = c->data;
+  node_event_new(p->owner, "restart", p->tenant,
+                 json_pack("{s:i, s:i, s:i}", "worker", p->id, "pid", c->pid, "restarts",
+                           (int)c->restarts));
+}
+
+static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms) {
+  node_proc *p = c->data;
   node *n = p->owner;
-  p->process_open = 0;
-  if (p->cordon) node_cordons_proc_closed(p); /* may free p */
-  check_stopped(n);
-}
-
-static void on_restart_timer(uv_timer_t *t) {
-  node_proc *p = container_of(t, node_proc, restart_timer);
-  if (p->owner->state == NODE_DRAINING) return;
-  if (p->process_open || p->channel_open) {
-    /* The old process's handles are still closing; they never take long. */
-    uv_timer_start(&p->restart_timer, on_restart_timer, 10, 0);
-    return;
-  }
-  if (spawn_proc(p) == 0)
-    node_event_new(p->owner, "restart", p->cordon ? node_cordons_tenant_name(p) : NULL,
-                   json_pack("{s:i, s:i, s:i}", "worker", p->id, "pid", p->pid, "restarts",
-                             (int)p->restarts));
-}
-
-uint64_t node_proc_schedule_restart(node_proc *p, uint64_t lived_ms) { return schedule_restart(p, lived_ms); }
-
-uint64_t node_backoff_next(uint64_t *backoff_ms, uint64_t lived_ms) {
-  if (lived_ms >= NODE_STABLE_AFTER_MS || *backoff_ms == 0) *backoff_ms = NODE_BACKOFF_MIN_MS;
-  uint64_t delay = *backoff_ms;
-  *backoff_ms = delay * 2 > NODE_BACKOFF_MAX_MS ? NODE_BACKOFF_MAX_MS : delay * 2;
-  return delay;
-}
-
-/* Returns the delay chosen. */
-static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms) {
-  uint64_t delay = node_backoff_next(&p->backoff_ms, lived_ms);
-  p->restarts++;
-  p->state = NODE_PROC_RESTARTING;
-  uv_timer_start(&p->restart_timer, on_restart_timer, delay, 0);
-  return delay;
-}
-
-static void on_proc_exit(uv_process_t *h, int64_t status, int sig) {
-  node_proc *p = container_of(h, node_proc, process);
-  node *n = p->owner;
-  p->alive = 0;
-  uv_close((uv_handle_t *)h, on_process_closed);
-  if (p->channel_started) proto_channel_close(&p->channel);
   fail_validations(p, UV_ECANCELED);
-  node_tenants_proc_gone(n, p);
-  uint64_t lived_ms = (time_mono_ns() - p->started_mono_ns) / 1000000u;
-  if (p->cordon) {
-    node_cordons_proc_exit(p, status, sig, lived_ms);
+  node_stats_proc_gone(n, p);
+  if (p->tenant) {
+    if (n->proc_listener) n->proc_listener->dedicated_exit(p, status, sig, lived_ms);
     return;
   }
-  node_cordons_shared_exit(p);
-  if (node_proc_planned_exit(p, status, sig)) return;
+  if (n->proc_listener) n->proc_listener->shared_exit(p);
+  if (planned_exit(p, status, sig)) return;
   char extra[256];
   if (n->state == NODE_DRAINING) {
-    p->state = NODE_PROC_STOPPED;
+    c->state = NODE_PROC_STOPPED;
     snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d}",
-             p->id, p->pid, (long long)status, sig);
+             p->id, c->pid, (long long)status, sig);
     log_write(status == 0 && sig == 0 ? LOG_INFO : LOG_WARN, NULL, NULL, extra, "worker exited");
     check_stopped(n);
     return;
   }
-  const char *tenant = status == 0 && sig == 0 ? NULL : node_cordons_crash_tenant(p);
+  const char *tenant = status == 0 && sig == 0 ? NULL : crash_tenant(p);
   p->memory_killed = 0;
-  uint64_t delay = schedule_restart(p, lived_ms);
+  uint64_t delay = node_child_restart(c, lived_ms);
   snprintf(extra, sizeof extra,
            "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d,\"restarts\":%u,"
            "\"delay_ms\":%llu,\"uptime_ms\":%llu}",
-           p->id, p->pid, (long long)status, sig, p->restarts, (unsigned long long)delay,
+           p->id, c->pid, (long long)status, sig, c->restarts, (unsigned long long)delay,
            (unsigned long long)lived_ms);
   log_write(LOG_WARN, tenant, NULL, extra, "worker exited: restarting");
   json_t *details = json_loads(extra, 0, NULL);
   /* The tenant whose code was running when the process died (running slot). */
   if (tenant) json_object_set_new(details, "running", json_string(tenant));
   node_event(n, status == 0 && sig == 0 ? "exit" : "crash", tenant, details);
-  if (tenant) node_cordons_on_crash(n, tenant, details);
+  if (tenant && n->proc_listener) n->proc_listener->crash(p, tenant);
   json_decref(details);
-  node_on_procs_changed(n);
+  n->procs_changed(n);
 }
 
-/* The pipe was closed by us, not through the channel (it never started). */
-static void on_pipe_closed(uv_handle_t *h) {
-  node_proc *p = container_of((uv_pipe_t *)h, node_proc, channel.pipe);
-  p->channel_open = 0;
-  check_stopped(p->owner);
-}
+static int spawn_child(node_child *c) { return spawn_proc(c->data); }
+
+static const node_child_ops proc_ops = {
+    .spawn = spawn_child,
+    .frame = on_frame,
+    .channel_closed = on_channel_closed,
+    .exited = on_exited,
+    .closed = on_closed,
+    .restarted = on_restarted,
+};
 
 /* The shared page a shared worker process names its running tenant in; made
  * once per slot and zeroed for every process. 0, or -1 when unavailable. */
 static int running_slot(node_proc *p) {
-  if (p->cordon) return -1;
+  if (p->tenant) return -1;
   if (p->running == NULL) {
     size_t size = (sizeof(proto_running) + 4095) & ~(size_t)4095;
     int fd = memfd_create("edgenode-running", MFD_CLOEXEC);
@@ -486,12 +521,12 @@ static int spawn_proc(node_proc *p) {
   char *extra_args[8] = {NULL};
   int listen_fd = n->listen_fd;
   int has_running = running_slot(p) == 0;
-  if (p->cordon) {
+  if (p->tenant) {
     extra_args[0] = "--tenant";
-    extra_args[1] = (char *)node_cordons_tenant_name(p);
-    listen_fd = node_cordons_listen_fd(p);
+    extra_args[1] = p->tenant;
+    listen_fd = p->listen_fd;
     snprintf(isolate_memory, sizeof isolate_memory, "%llu",
-             (unsigned long long)(node_cordon_memory_budget(n) >> 20) / 2);
+             (unsigned long long)(node_dedicated_memory_budget(n) >> 20) / 2);
   } else if (has_running) {
     extra_args[0] = "--running-fd";
     extra_args[1] = "5";
@@ -502,60 +537,20 @@ static int spawn_proc(node_proc *p) {
   for (size_t i = 0; extra_args[i]; i++) all_args[k++] = extra_args[i];
   all_args[k] = NULL;
 
-  memset(&p->channel, 0, sizeof p->channel);
-  int rc = uv_pipe_init(n->loop, &p->channel.pipe, 0);
+  char label[32];
+  snprintf(label, sizeof label, "worker-%d", p->id);
+  node_child_cmd cmd = {
+      .file = n->worker_path,
+      .args = all_args,
+      .label = label,
+      .fds = {listen_fd, has_running ? p->running_fd : -1},
+      .n_fds = 2,
+  };
+  int rc = node_child_spawn(&p->child, &cmd);
   if (rc != 0) return rc;
-  uv_stdio_container_t stdio[6];
-  stdio[0].flags = UV_IGNORE;
-  stdio[1].flags = UV_INHERIT_FD;
-  stdio[1].data.fd = 1;
-  stdio[2].flags = UV_INHERIT_FD;
-  stdio[2].data.fd = 2;
-  stdio[3].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
-  stdio[3].data.stream = (uv_stream_t *)&p->channel.pipe;
-  stdio[4].flags = UV_INHERIT_FD;
-  stdio[4].data.fd = listen_fd;
-  stdio[5].flags = has_running ? UV_INHERIT_FD : UV_IGNORE;
-  stdio[5].data.fd = p->running_fd;
-
-  uv_process_options_t opts;
-  memset(&opts, 0, sizeof opts);
-  opts.exit_cb = on_proc_exit;
-  opts.file = n->worker_path;
-  opts.args = all_args;
-  opts.stdio_count = 6;
-  opts.stdio = stdio;
-
-  p->started_mono_ns = time_mono_ns();
-  p->started_at_ms = time_now_ms();
-  p->state = NODE_PROC_STARTING;
-  rc = uv_spawn(n->loop, &p->process, &opts);
-  if (rc != 0) {
-    log_write(LOG_ERROR, NULL, NULL, NULL, "worker-%d: spawn %s failed: %s", p->id,
-              n->worker_path, uv_strerror(rc));
-    p->process_open = 1;
-    p->channel_open = 1;
-    uv_close((uv_handle_t *)&p->process, on_process_closed);
-    uv_close((uv_handle_t *)&p->channel.pipe, on_pipe_closed);
-    schedule_restart(p, 0);
-    return rc;
-  }
-  p->process_open = 1;
-  p->channel_open = 1;
-  p->alive = 1;
-  p->pid = p->process.pid;
   p->memory_killed = 0;
-  rc = proto_channel_start(&p->channel, on_frame, on_channel_close, p);
-  if (rc != 0) {
-    log_write(LOG_ERROR, NULL, NULL, NULL, "worker-%d: channel start failed: %s", p->id,
-              uv_strerror(rc));
-    uv_close((uv_handle_t *)&p->channel.pipe, on_pipe_closed);
-    uv_process_kill(&p->process, SIGKILL);
-    return rc;
-  }
-  p->channel_started = 1;
   char extra[96];
-  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
   log_write(LOG_INFO, NULL, NULL, extra, "worker spawned");
   return 0;
 }
@@ -574,10 +569,8 @@ int node_procs_start(node *n, char **err) {
     node_proc *p = &n->procs[i];
     p->owner = n;
     p->id = i + 1;
-    p->backoff_ms = NODE_BACKOFF_MIN_MS;
-    p->state = NODE_PROC_STOPPED;
     p->running_fd = -1;
-    uv_timer_init(n->loop, &p->restart_timer);
+    node_child_init(&p->child, n->loop, &proc_ops, p);
   }
   for (int i = 0; i < n->n_procs; i++) spawn_proc(&n->procs[i]);
   return 0;
@@ -585,24 +578,68 @@ int node_procs_start(node *n, char **err) {
 
 int node_proc_spawn(node_proc *p) { return spawn_proc(p); }
 
+node_proc *node_proc_new_dedicated(node *n, int id, const char *tenant, int listen_fd) {
+  node_proc *p = xcalloc(1, sizeof *p);
+  p->owner = n;
+  p->id = id;
+  p->running_fd = -1;
+  p->tenant = xstrdup(tenant);
+  p->listen_fd = listen_fd;
+  node_child_init(&p->child, n->loop, &proc_ops, p);
+  p->next = n->dedicated;
+  n->dedicated = p;
+  return p;
+}
+
+void node_proc_release(node_proc *p) {
+  p->released = 1;
+  p->child.state = NODE_PROC_STOPPED;
+  node_child_close(&p->child);
+}
+
+void node_procs_free(node *n) {
+  for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++) json_decref(n->procs[i].process_stats);
+  free(n->procs);
+  n->procs = NULL;
+  while (n->dedicated) { /* only at exit: the loop is gone, and with it every handle */
+    node_proc *p = n->dedicated;
+    n->dedicated = p->next;
+    proc_free(p);
+  }
+}
+
+node_proc *node_procs_next_dedicated(node *n, node_proc *prev) {
+  return prev ? prev->next : n->dedicated;
+}
+
+uint64_t node_worker_memory_budget(const node *n) {
+  if (n->cfg.worker_memory_mb > 0) return (uint64_t)n->cfg.worker_memory_mb << 20;
+  uint64_t total = uv_get_constrained_memory();
+  if (total == 0 || total > uv_get_total_memory()) total = uv_get_total_memory();
+  uint64_t share = total / 4 * 3 / (uint64_t)(n->n_procs > 0 ? n->n_procs : 1);
+  return share < (256u << 20) ? (256u << 20) : share;
+}
+
+uint64_t node_dedicated_memory_budget(const node *n) {
+  if (n->cfg.cordon_memory_mb > 0) return (uint64_t)n->cfg.cordon_memory_mb << 20;
+  return node_worker_memory_budget(n);
+}
+
 node_proc *node_procs_add(node *n) {
   if (n->procs == NULL || n->n_procs >= NODE_PROCS_CAPACITY) return NULL;
   node_proc *p = &n->procs[n->n_procs++];
-  uv_timer_stop(&p->restart_timer);
-  p->restarts = 0;
-  p->backoff_ms = NODE_BACKOFF_MIN_MS;
+  node_child_reset(&p->child);
   p->ever_ready = 0;
   p->retiring = p->recycling = 0;
   p->cold_starts_total = p->evictions_total = p->evictions_seen = 0;
   p->stats_pid = 0;
-  p->pid = 0;
   spawn_proc(p);
   return p;
 }
 
 void node_proc_drain(node_proc *p) {
   json_t *body = json_pack("{s:I}", "grace_ms", (json_int_t)p->owner->cfg.grace_ms);
-  if (send_json(p, PROTO_DRAIN, 0, body) != 0) uv_process_kill(&p->process, SIGTERM);
+  if (send_json(p, PROTO_DRAIN, 0, body) != 0) node_child_kill(&p->child, SIGTERM);
   json_decref(body);
 }
 
@@ -610,49 +647,49 @@ void node_procs_drain(node *n) {
   json_t *body = json_pack("{s:I}", "grace_ms", (json_int_t)n->cfg.grace_ms);
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[i];
-    if (p->state == NODE_PROC_RESTARTING) {
-      uv_timer_stop(&p->restart_timer);
-      p->state = NODE_PROC_STOPPED;
-    }
-    if (!p->alive) continue;
+    node_child_hold(&p->child);
+    if (!p->child.alive) continue;
     /* Without a channel the drain cannot be asked for; SIGTERM means the same. */
-    if (send_json(p, PROTO_DRAIN, 0, body) != 0) uv_process_kill(&p->process, SIGTERM);
+    if (send_json(p, PROTO_DRAIN, 0, body) != 0) node_child_kill(&p->child, SIGTERM);
   }
   json_decref(body);
-  node_cordons_drain(n);
+  for (node_proc *p = n->dedicated; p; p = p->next) {
+    node_child_hold(&p->child);
+    if (p->child.alive) node_proc_drain(p);
+  }
 }
 
 void node_procs_kill(node *n) {
   for (int i = 0; i < n->n_procs; i++) {
     node_proc *p = &n->procs[i];
-    if (!p->alive) continue;
+    if (!p->child.alive) continue;
     char extra[96];
-    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->pid);
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
     log_write(LOG_WARN, NULL, NULL, extra, "killing worker");
-    uv_process_kill(&p->process, SIGKILL);
+    node_child_kill(&p->child, SIGKILL);
   }
-  node_cordons_kill(n);
+  for (node_proc *p = n->dedicated; p; p = p->next) node_child_kill(&p->child, SIGKILL);
 }
 
 void node_procs_close(node *n) {
-  for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++)
-    if (!uv_is_closing((uv_handle_t *)&n->procs[i].restart_timer))
-      uv_close((uv_handle_t *)&n->procs[i].restart_timer, NULL);
-  node_cordons_stop(n);
+  for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++) node_child_close(&n->procs[i].child);
+  for (node_proc *p = n->dedicated; p; p = p->next) node_child_close(&p->child);
 }
 
 int node_procs_live(const node *n) {
   int live = 0;
   for (int i = 0; i < n->n_procs; i++) {
     const node_proc *p = &n->procs[i];
-    if (p->alive || p->process_open || p->channel_open) live++;
+    if (node_child_live(&p->child)) live++;
   }
-  return live + node_cordons_live(n);
+  for (const node_proc *p = n->dedicated; p; p = p->next)
+    if (node_child_live(&p->child)) live++;
+  return live;
 }
 
 int node_procs_all_ready(const node *n) {
   for (int i = 0; i < n->n_procs; i++)
-    if (n->procs[i].state != NODE_PROC_READY) return 0;
+    if (n->procs[i].child.state != NODE_PROC_READY) return 0;
   return n->n_procs > 0 && node_egress_ready(n);
 }
 
@@ -661,9 +698,8 @@ void node_procs_broadcast_changed(node *n, const char *name) {
   for (int i = 0; i < n->n_procs; i++) send_json(&n->procs[i], PROTO_WORKER_CHANGED, 0, body);
   /* A cordoned tenant is served by its dedicated process: it must hear of
    * a redeploy too, or it serves the old code until the uncordon. */
-  for (node_proc *p = node_cordons_next_proc(n, NULL); p; p = node_cordons_next_proc(n, p)) {
-    const char *tenant = node_cordons_tenant_name(p);
-    if (tenant != NULL && strcmp(tenant, name) == 0) send_json(p, PROTO_WORKER_CHANGED, 0, body);
+  for (node_proc *p = n->dedicated; p; p = p->next) {
+    if (strcmp(p->tenant, name) == 0) send_json(p, PROTO_WORKER_CHANGED, 0, body);
   }
   json_decref(body);
 }

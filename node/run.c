@@ -224,7 +224,7 @@ void node_run(node *n, http_request *req) {
   if (extra) json_object_update(spec, extra);
   json_decref(extra);
   json_int_t wall = json_integer_value(json_object_get(json_object_get(spec, "limits"), "wall_ms"));
-  uint64_t timeout = (uint64_t)(wall > 0 ? wall : NODE_DEFAULT_WALL_MS) + RUN_REPLY_MARGIN_MS;
+  uint64_t timeout = (uint64_t)(wall > 0 ? wall : PROTO_SPEC_DEFAULT_WALL_MS) + RUN_REPLY_MARGIN_MS;
   node_procs_request(n, PROTO_RUN, spec, timeout, on_ran, req);
   json_decref(spec);
 }

@@ -1,6 +1,8 @@
 /*
- * Deploy bodies: what PUT /v1/workers/{name} accepts, checked before any
- * worker process sees it. Every rejection names the offending part.
+ * Deploy bodies: what PUT /v1/workers/{name} (and POST /v1/run) accepts,
+ * checked before any worker process sees it, with the limits a spec does not
+ * name filled with proto.h's PROTO_SPEC_DEFAULT_*. Every rejection names the
+ * offending part. Also the time format the control API shows (node_iso8601).
  */
 #include <stdio.h>
 #include <string.h>
@@ -147,11 +149,11 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
     }
   }
   *out = json_object();
-  int status = parse_limit(limits, "cpu_ms", 1, 30000, NODE_DEFAULT_CPU_MS, *out, error);
+  int status = parse_limit(limits, "cpu_ms", 1, 30000, PROTO_SPEC_DEFAULT_CPU_MS, *out, error);
   if (status == 0)
-    status = parse_limit(limits, "memory_mb", 8, 4096, NODE_DEFAULT_MEMORY_MB, *out, error);
+    status = parse_limit(limits, "memory_mb", 8, 4096, PROTO_SPEC_DEFAULT_MEMORY_MB, *out, error);
   if (status == 0)
-    status = parse_limit(limits, "wall_ms", 10, 300000, NODE_DEFAULT_WALL_MS, *out, error);
+    status = parse_limit(limits, "wall_ms", 10, 300000, PROTO_SPEC_DEFAULT_WALL_MS, *out, error);
   /* Only when given: the facet size limit otherwise follows the node's default. */
   if (status == 0 && json_object_get(limits, "facet_mb"))
     status = parse_limit(limits, "facet_mb", 1, 1048576, 1024, *out, error);
@@ -299,8 +301,8 @@ json_t *node_spec_single(const char *source, size_t len) {
   json_t *src = json_stringn(source, len);
   if (src == NULL) return NULL;
   return json_pack("{s:s, s:{s:o}, s:{}, s:{s:i, s:i, s:i}}", "main_module", "index.js", "modules",
-                   "index.js", src, "bindings", "limits", "cpu_ms", NODE_DEFAULT_CPU_MS,
-                   "memory_mb", NODE_DEFAULT_MEMORY_MB, "wall_ms", NODE_DEFAULT_WALL_MS);
+                   "index.js", src, "bindings", "limits", "cpu_ms", PROTO_SPEC_DEFAULT_CPU_MS,
+                   "memory_mb", PROTO_SPEC_DEFAULT_MEMORY_MB, "wall_ms", PROTO_SPEC_DEFAULT_WALL_MS);
 }
 
 /* The media type without parameters, compared case-insensitively. */

@@ -1,85 +1,13 @@
 /*
- * Per-tenant statistics. Worker processes report deltas every second
- * (PROTO_STATS); counters are summed here across processes and restarts,
- * heap figures are gauges kept per process slot and summed when shown.
+ * The routes GET /v1/tenants and /v1/tenants/{name}: every deployed tenant
+ * with where it runs (cordons.c), its statistics (stats.c) and its limits
+ * (node.db).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "node.h"
-
-static const char *const counters[] = {
-    "requests",        "errors",      "cpu_limit_hits",  "memory_limit_hits",
-    "wall_limit_hits", "cold_starts", "uncaught_errors",
-};
-static const char *const sums[] = {"cpu_ms", "wall_ms"};
-
-static json_t *tenant_entry(node *n, const char *name) {
-  if (n->tenants == NULL) n->tenants = json_object();
-  json_t *t = json_object_get(n->tenants, name);
-  if (t) return t;
-  t = json_pack("{s:{}, s:I}", "procs", "heap_peak", (json_int_t)0);
-  for (size_t i = 0; i < ARRAY_SIZE(counters); i++) json_object_set_new(t, counters[i], json_integer(0));
-  for (size_t i = 0; i < ARRAY_SIZE(sums); i++) json_object_set_new(t, sums[i], json_real(0));
-  json_object_set_new(n->tenants, name, t);
-  return t;
-}
-
-static void add_counter(json_t *t, const char *key, json_t *delta) {
-  json_int_t v = json_integer_value(json_object_get(t, key)) + json_integer_value(delta);
-  json_object_set_new(t, key, json_integer(v));
-}
-
-static void add_sum(json_t *t, const char *key, json_t *delta) {
-  double v = json_number_value(json_object_get(t, key)) + json_number_value(delta);
-  json_object_set_new(t, key, json_real(v));
-}
-
-void node_tenants_on_stats(node *n, node_proc *p, json_t *body) {
-  json_t *process = json_object_get(body, "process");
-  if (json_is_object(process)) {
-    json_decref(p->process_stats);
-    p->process_stats = json_incref(process);
-  }
-  int proc_id = p->id;
-  const char *name;
-  json_t *delta;
-  char slot[16];
-  snprintf(slot, sizeof slot, "%d", proc_id);
-  json_object_foreach(json_object_get(body, "tenants"), name, delta) {
-    if (!worker_name_valid(name, strlen(name)) || !json_is_object(delta)) continue;
-    json_t *t = tenant_entry(n, name);
-    for (size_t i = 0; i < ARRAY_SIZE(counters); i++)
-      add_counter(t, counters[i], json_object_get(delta, counters[i]));
-    for (size_t i = 0; i < ARRAY_SIZE(sums); i++) add_sum(t, sums[i], json_object_get(delta, sums[i]));
-    json_int_t peak = json_integer_value(json_object_get(delta, "heap_peak"));
-    if (peak > json_integer_value(json_object_get(t, "heap_peak")))
-      json_object_set_new(t, "heap_peak", json_integer(peak));
-    json_object_set_new(json_object_get(t, "procs"), slot,
-                        json_pack("{s:O?, s:O?}", "heap_used", json_object_get(delta, "heap_used"),
-                                  "loaded", json_object_get(delta, "loaded")));
-    json_object_set_new(t, "last_request_at", json_integer(time_now_ms()));
-  }
-}
-
-void node_tenants_proc_gone(node *n, node_proc *p) {
-  int proc_id = p->id;
-  json_decref(p->process_stats);
-  p->process_stats = NULL;
-  p->mpk_enabled = 0;
-  p->mpk_keys = 0;
-  char slot[16];
-  snprintf(slot, sizeof slot, "%d", proc_id);
-  const char *name;
-  json_t *t;
-  json_object_foreach(n->tenants, name, t) json_object_del(json_object_get(t, "procs"), slot);
-}
-
-void node_tenants_free(node *n) {
-  json_decref(n->tenants);
-  n->tenants = NULL;
-}
 
 /* The shown form: where it runs, totals, heap summed over processes, where it is loaded. */
 static json_t *tenant_view(node *n, const char *name, json_t *t) {
@@ -92,10 +20,10 @@ static json_t *tenant_view(node *n, const char *name, json_t *t) {
   json_int_t heap = 0;
   json_t *loaded_in = json_array();
   if (t) {
-    for (size_t i = 0; i < ARRAY_SIZE(counters); i++)
-      json_object_set(out, counters[i], json_object_get(t, counters[i]));
-    for (size_t i = 0; i < ARRAY_SIZE(sums); i++)
-      json_object_set(out, sums[i], json_object_get(t, sums[i]));
+    for (size_t i = 0; i < NODE_STATS_N_COUNTERS; i++)
+      json_object_set(out, node_stats_counters[i], json_object_get(t, node_stats_counters[i]));
+    for (size_t i = 0; i < NODE_STATS_N_SUMS; i++)
+      json_object_set(out, node_stats_sums[i], json_object_get(t, node_stats_sums[i]));
     const char *slot;
     json_t *g;
     json_object_foreach(json_object_get(t, "procs"), slot, g) {
@@ -110,8 +38,8 @@ static json_t *tenant_view(node *n, const char *name, json_t *t) {
       json_object_set_new(out, "last_report_at", json_string(when));
     }
   } else {
-    for (size_t i = 0; i < ARRAY_SIZE(counters); i++) json_object_set_new(out, counters[i], json_integer(0));
-    for (size_t i = 0; i < ARRAY_SIZE(sums); i++) json_object_set_new(out, sums[i], json_real(0));
+    for (size_t i = 0; i < NODE_STATS_N_COUNTERS; i++) json_object_set_new(out, node_stats_counters[i], json_integer(0));
+    for (size_t i = 0; i < NODE_STATS_N_SUMS; i++) json_object_set_new(out, node_stats_sums[i], json_real(0));
     json_object_set_new(out, "heap_peak", json_integer(0));
   }
   json_object_set_new(out, "heap_used", json_integer(heap));
@@ -121,7 +49,7 @@ static json_t *tenant_view(node *n, const char *name, json_t *t) {
 
 static void list_tenants(node *n, http_request *req) {
   json_t *rows = NULL;
-  if (node_registry_list(n->registry, &rows) != 0) {
+  if (node_db_worker_list(n->db, &rows) != 0) {
     node_respond_error(req, 500, "registry unavailable");
     return;
   }
@@ -141,7 +69,7 @@ static void list_tenants(node *n, http_request *req) {
 static void show_tenant(node *n, http_request *req, const char *name) {
   json_t *row = NULL;
   json_t *stats = json_object_get(n->tenants, name);
-  if (node_registry_get(n->registry, name, &row) != 0 && stats == NULL &&
+  if (node_db_worker_get(n->db, name, &row) != 0 && stats == NULL &&
       strcmp(node_cordon_state(n, name), "active") == 0) {
     json_t *body = json_pack("{s:s, s:s}", "error", "unknown tenant", "name", name);
     node_respond_json(req, 404, body, NULL);
@@ -165,13 +93,7 @@ int node_tenants_route(node *n, http_request *req, const char *path) {
   }
   if (strncmp(path, prefix, sizeof prefix - 1) != 0) return 0;
   const char *name = path + sizeof prefix - 1;
-  const char *slash = strchr(name, '/');
-  if (slash != NULL) {
-    char *tenant = xstrndup(name, (size_t)(slash - name));
-    int handled = node_cordons_route(n, req, tenant, slash + 1);
-    free(tenant);
-    return handled;
-  }
+  if (strchr(name, '/') != NULL) return 0; /* a sub-route: cordon, uncordon */
   if (strcmp(req->method, "GET") != 0) node_respond_method(req, "GET");
   else if (!worker_name_valid(name, strlen(name))) node_respond_invalid_name(req, name);
   else show_tenant(n, req, name);

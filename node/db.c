@@ -1,0 +1,549 @@
+/*
+ * node.db, the node's own SQLite database in the data directory: this file
+ * owns its connections, its schema and the migrations between schema
+ * versions, and every statement run against it. The rest of the supervisor
+ * sees rows as JSON objects.
+ *
+ * What is kept: the deployed workers (table workers, with the last version
+ * handed out per name in worker_versions), their egress allow-lists
+ * (egress_rules), the cordoned tenants (cordons) and the event history
+ * (events).
+ *
+ * Two connections, both opened here: one with synchronous=FULL for what an
+ * operator wrote (a deploy or a cordon must survive a crash of the machine),
+ * and one with synchronous=NORMAL for the history, which is worth less than
+ * an fsync per event (WAL keeps the file consistent either way).
+ *
+ * The schema version is PRAGMA user_version. Version 0 is a data directory
+ * from before the version was kept: its tables are the ones of version 1,
+ * so migrating it only records the version.
+ */
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "egress.h"
+#include "node.h"
+
+#define BUSY_TIMEOUT_MS 5000
+#define HISTORY_BUSY_TIMEOUT_MS 2000
+
+struct node_db {
+  sqlite3 *db;       /* workers, egress rules, cordons: synchronous=FULL */
+  sqlite3 *history;  /* events: synchronous=NORMAL */
+  /* Why the last write failed: the ROLLBACK after it replaces SQLite's own
+   * message (a full disk read "cannot rollback - no transaction is active"). */
+  char failure[256];
+};
+
+/* migrations[v] takes a database from schema version v to v + 1. */
+static const char *const migrations[] = {
+    /* 1: the tables as they were before versions were kept (IF NOT EXISTS:
+     * such a node.db has them already). */
+    "CREATE TABLE IF NOT EXISTS workers ("
+    "  name TEXT PRIMARY KEY,"
+    "  version INTEGER NOT NULL,"
+    "  main_module TEXT NOT NULL,"
+    "  modules TEXT NOT NULL,"
+    "  bindings TEXT NOT NULL,"
+    "  limits TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL);"
+    /* The last version handed out per name, kept across deletes so that a
+     * worker process can never mistake a redeploy for a version it cached. */
+    "CREATE TABLE IF NOT EXISTS worker_versions ("
+    "  name TEXT PRIMARY KEY,"
+    "  last INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS egress_rules ("
+    "  name TEXT PRIMARY KEY,"
+    "  rules TEXT NOT NULL,"
+    "  updated_at INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS cordons ("
+    "  name TEXT PRIMARY KEY,"
+    "  state TEXT NOT NULL,"      /* cordoned | suspended */
+    "  reason TEXT NOT NULL,"
+    "  rule TEXT,"
+    "  by TEXT NOT NULL,"
+    "  since INTEGER NOT NULL);"  /* milliseconds since the epoch */
+    "CREATE TABLE IF NOT EXISTS events ("
+    "  id INTEGER PRIMARY KEY,"
+    "  time INTEGER NOT NULL,"    /* milliseconds since the epoch */
+    "  kind TEXT NOT NULL,"
+    "  tenant TEXT,"
+    "  details TEXT NOT NULL);",
+};
+
+_Static_assert(ARRAY_SIZE(migrations) == NODE_DB_SCHEMA_VERSION,
+               "one migration per schema version");
+
+/* ---- connections and migrations ------------------------------------------------ */
+
+static int exec(sqlite3 *db, const char *sql) {
+  return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+static int open_connection(const char *path, sqlite3 **db, int busy_ms, const char *pragmas,
+                   char **err) {
+  int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc != SQLITE_OK) {
+    *err = xasprintf("%s: %s", path, *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+    return -EIO;
+  }
+  sqlite3_busy_timeout(*db, busy_ms);
+  if (exec(*db, pragmas) != 0) {
+    *err = xasprintf("%s: %s", path, sqlite3_errmsg(*db));
+    return -EIO;
+  }
+  return 0;
+}
+
+static int schema_version(sqlite3 *db, int *version) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK) return -EIO;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *version = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : -EIO;
+}
+
+/* Brings the schema to NODE_DB_SCHEMA_VERSION, one transaction per step. */
+static int migrate(sqlite3 *db, const char *path, char **err) {
+  int version = 0;
+  if (schema_version(db, &version) != 0) {
+    *err = xasprintf("%s: %s", path, sqlite3_errmsg(db));
+    return -EIO;
+  }
+  if (version > NODE_DB_SCHEMA_VERSION) {
+    *err = xasprintf("%s: schema version %d is newer than this edgenode knows (%d): run the "
+                     "edgenode that wrote it",
+                     path, version, NODE_DB_SCHEMA_VERSION);
+    return -EPROTO;
+  }
+  for (; version < NODE_DB_SCHEMA_VERSION; version++) {
+    char set_version[48];
+    snprintf(set_version, sizeof set_version, "PRAGMA user_version = %d", version + 1);
+    if (exec(db, "BEGIN IMMEDIATE") != 0 || exec(db, migrations[version]) != 0 ||
+        exec(db, set_version) != 0 || exec(db, "COMMIT") != 0) {
+      *err = xasprintf("%s: migrating the schema to version %d: %s", path, version + 1,
+                       sqlite3_errmsg(db));
+      if (sqlite3_get_autocommit(db) == 0) exec(db, "ROLLBACK");
+      return -EIO;
+    }
+  }
+  return 0;
+}
+
+int node_db_open(const char *path, node_db **out, char **err) {
+  node_db *d = xcalloc(1, sizeof *d);
+  int rc = open_connection(path, &d->db, BUSY_TIMEOUT_MS, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
+                   err);
+  if (rc == 0) rc = migrate(d->db, path, err);
+  if (rc == 0)
+    rc = open_connection(path, &d->history, HISTORY_BUSY_TIMEOUT_MS, "PRAGMA synchronous=NORMAL;", err);
+  if (rc != 0) {
+    node_db_close(d);
+    return rc == -EPROTO ? rc : -EIO;
+  }
+  *out = d;
+  return 0;
+}
+
+void node_db_close(node_db *d) {
+  if (d == NULL) return;
+  sqlite3_close(d->history);
+  sqlite3_close(d->db);
+  free(d);
+}
+
+const char *node_db_errmsg(node_db *d) {
+  return d->failure[0] ? d->failure : sqlite3_errmsg(d->db);
+}
+
+/* ---- statements ---------------------------------------------------------------- */
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
+  return sqlite3_prepare_v2(db, sql, -1, st, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+/* Runs a prepared statement that returns no rows and finalizes it. */
+static int step_done(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static int bind_json(sqlite3_stmt *st, int idx, json_t *v) {
+  char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+  if (text == NULL) return -EINVAL;
+  return sqlite3_bind_text(st, idx, text, -1, free) == SQLITE_OK ? 0 : -EIO;
+}
+
+static json_t *column_json(sqlite3_stmt *st, int col) {
+  const unsigned char *text = sqlite3_column_text(st, col);
+  int len = sqlite3_column_bytes(st, col);
+  json_t *v = text ? json_loadb((const char *)text, (size_t)len, 0, NULL) : NULL;
+  return v ? v : json_object(); /* a damaged column reads as empty */
+}
+
+static int begin(node_db *d) {
+  d->failure[0] = '\0';
+  return exec(d->db, "BEGIN IMMEDIATE");
+}
+
+/* Ends a failed write, keeping what made it fail (unless `why` says it better). */
+static void rollback(node_db *d, const char *why) {
+  snprintf(d->failure, sizeof d->failure, "%s", why ? why : sqlite3_errmsg(d->db));
+  if (sqlite3_get_autocommit(d->db) == 0 && exec(d->db, "ROLLBACK") != 0)
+    log_warn("node.db: could not roll back: %s", sqlite3_errmsg(d->db));
+}
+
+/* ---- workers ------------------------------------------------------------------- */
+
+#define ROW_COLUMNS "name, version, main_module, modules, bindings, limits, created_at, updated_at"
+
+static json_t *read_row(sqlite3_stmt *st) {
+  return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o, s:I, s:I}",
+                   "name", (const char *)sqlite3_column_text(st, 0),
+                   "version", (json_int_t)sqlite3_column_int64(st, 1),
+                   "main_module", (const char *)sqlite3_column_text(st, 2),
+                   "modules", column_json(st, 3),
+                   "bindings", column_json(st, 4),
+                   "limits", column_json(st, 5),
+                   "created_at", (json_int_t)sqlite3_column_int64(st, 6),
+                   "updated_at", (json_int_t)sqlite3_column_int64(st, 7));
+}
+
+int node_db_worker_get(node_db *d, const char *name, json_t **row) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT " ROW_COLUMNS " FROM workers WHERE name = ?1", &st) != 0) return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  int result;
+  if (rc == SQLITE_ROW) {
+    *row = read_row(st);
+    result = *row ? 0 : -EIO;
+  } else {
+    result = rc == SQLITE_DONE ? -ENOENT : -EIO;
+  }
+  sqlite3_finalize(st);
+  return result;
+}
+
+int node_db_worker_exists(node_db *d, const char *name) {
+  json_t *row = NULL;
+  int rc = node_db_worker_get(d, name, &row);
+  json_decref(row);
+  return rc == 0 ? 1 : rc;
+}
+
+int node_db_worker_list(node_db *d, json_t **rows) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT " ROW_COLUMNS " FROM workers ORDER BY name", &st) != 0) return -EIO;
+  json_t *arr = json_array();
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    json_t *row = read_row(st);
+    if (row) json_array_append_new(arr, row);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) {
+    json_decref(arr);
+    return -EIO;
+  }
+  *rows = arr;
+  return 0;
+}
+
+static int64_t next_version(node_db *d, const char *name) {
+  sqlite3_stmt *st;
+  if (prepare(d->db,
+              "INSERT INTO worker_versions(name, last) VALUES (?1, 1) "
+              "ON CONFLICT(name) DO UPDATE SET last = last + 1 RETURNING last",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -EIO;
+  sqlite3_finalize(st);
+  return v;
+}
+
+/* 1 and *created when the row exists, 0 when it does not, or -EIO. */
+static int existing_created_at(node_db *d, const char *name, int64_t *created) {
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT created_at FROM workers WHERE name = ?1", &st) != 0) return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  int result = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -EIO;
+  if (result == 1) *created = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return result;
+}
+
+static int write_row(node_db *d, const char *name, int64_t version, const char *main_module,
+                     json_t *modules, json_t *bindings, json_t *limits, int64_t created,
+                     int64_t now_ms) {
+  sqlite3_stmt *st;
+  if (prepare(d->db,
+              "INSERT OR REPLACE INTO workers(" ROW_COLUMNS
+              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, version);
+  sqlite3_bind_text(st, 3, main_module, -1, SQLITE_STATIC);
+  if (bind_json(st, 4, modules) != 0 || bind_json(st, 5, bindings) != 0 ||
+      bind_json(st, 6, limits) != 0) {
+    sqlite3_finalize(st);
+    return -EIO;
+  }
+  sqlite3_bind_int64(st, 7, created);
+  sqlite3_bind_int64(st, 8, now_ms);
+  return step_done(st);
+}
+
+/* Stores (or for an empty list removes) a worker's rules inside the caller's transaction. */
+static int write_rules(node_db *d, const char *name, json_t *rules, int64_t now_ms) {
+  sqlite3_stmt *st;
+  int empty = json_array_size(rules) == 0;
+  const char *sql = empty ? "DELETE FROM egress_rules WHERE name = ?1"
+                          : "INSERT OR REPLACE INTO egress_rules(name, rules, updated_at) "
+                            "VALUES (?1, ?2, ?3)";
+  if (prepare(d->db, sql, &st) != 0) return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  if (!empty) {
+    if (bind_json(st, 2, rules) != 0) {
+      sqlite3_finalize(st);
+      return -EIO;
+    }
+    sqlite3_bind_int64(st, 3, now_ms);
+  }
+  return step_done(st);
+}
+
+/* The allow-list rules are checked on the way in by the code the egress runs,
+ * so that nothing node.db hands the egress can be refused there. NULL when
+ * they are fine, or why not (heap). */
+static char *rules_problem(json_t *rules) {
+  if (!json_is_array(rules)) return xstrdup("the egress rules must be an array");
+  char *why = NULL;
+  egress_policy *p = egress_policy_parse(rules, &why);
+  if (p == NULL) return why ? why : xstrdup("the egress rules are invalid");
+  egress_policy_free(p);
+  return NULL;
+}
+
+int node_db_worker_put(node_db *d, const char *name, const node_db_worker *w, int64_t now_ms,
+                       json_t **row) {
+  char *why = w->egress ? rules_problem(w->egress) : NULL;
+  if (why) {
+    snprintf(d->failure, sizeof d->failure, "%s", why);
+    free(why);
+    return -EINVAL;
+  }
+  if (begin(d) != 0) {
+    rollback(d, NULL);
+    return -EIO;
+  }
+  int64_t created = now_ms;
+  int exists = existing_created_at(d, name, &created);
+  int64_t version = exists < 0 ? -EIO : next_version(d, name);
+  if (exists < 0 || version < 0 ||
+      write_row(d, name, version, w->main_module, w->modules, w->bindings, w->limits, created,
+                now_ms) != 0 ||
+      (w->egress && write_rules(d, name, w->egress, now_ms) != 0) || exec(d->db, "COMMIT") != 0) {
+    rollback(d, NULL);
+    return -EIO;
+  }
+  if (row) {
+    *row = json_pack("{s:s, s:I, s:s, s:O, s:O, s:O, s:I, s:I}", "name", name, "version",
+                     (json_int_t)version, "main_module", w->main_module, "modules", w->modules,
+                     "bindings", w->bindings, "limits", w->limits, "created_at",
+                     (json_int_t)created, "updated_at", (json_int_t)now_ms);
+  }
+  return exists ? 0 : 1;
+}
+
+int node_db_worker_delete(node_db *d, const char *name) {
+  if (begin(d) != 0) {
+    rollback(d, NULL);
+    return -EIO;
+  }
+  sqlite3_stmt *st;
+  int rc = prepare(d->db, "DELETE FROM workers WHERE name = ?1", &st);
+  if (rc == 0) {
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = step_done(st);
+  }
+  int gone = rc == 0 ? sqlite3_changes(d->db) : 0;
+  /* Its allow-list goes with it, in the same transaction. */
+  if (rc == 0 && gone > 0) rc = write_rules(d, name, NULL, 0);
+  if (rc == 0 && gone == 0) {
+    exec(d->db, "ROLLBACK");
+    return -ENOENT;
+  }
+  if (rc != 0 || exec(d->db, "COMMIT") != 0) {
+    rollback(d, NULL);
+    return -EIO;
+  }
+  return 0;
+}
+
+/* ---- egress rules ---------------------------------------------------------------- */
+
+json_t *node_db_egress_get(node_db *d, const char *name, int64_t *updated_at) {
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT rules, updated_at FROM egress_rules WHERE name = ?1", &st) != 0)
+    return NULL;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  json_t *rules = NULL;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    rules = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+    if (updated_at) *updated_at = sqlite3_column_int64(st, 1);
+  } else if (rc == SQLITE_DONE) {
+    rules = json_array();
+    if (updated_at) *updated_at = 0;
+  }
+  sqlite3_finalize(st);
+  return rules;
+}
+
+int node_db_egress_put(node_db *d, const char *name, json_t *rules, int64_t now_ms) {
+  char *why = rules_problem(rules);
+  if (why) {
+    snprintf(d->failure, sizeof d->failure, "%s", why);
+    free(why);
+    return -EINVAL;
+  }
+  d->failure[0] = '\0';
+  return write_rules(d, name, rules, now_ms);
+}
+
+json_t *node_db_egress_all(node_db *d) {
+  json_t *all = json_object();
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT name, rules FROM egress_rules", &st) != 0) return all;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    json_t *rules = json_loads((const char *)sqlite3_column_text(st, 1), 0, NULL);
+    if (rules) json_object_set_new(all, (const char *)sqlite3_column_text(st, 0), rules);
+  }
+  sqlite3_finalize(st);
+  return all;
+}
+
+/* ---- cordons ------------------------------------------------------------------------ */
+
+int node_db_cordon_put(node_db *d, const char *name, const char *state, const char *reason,
+                       const char *rule, const char *by, int64_t since_ms) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db,
+              "INSERT OR REPLACE INTO cordons (name, state, reason, rule, by, since) "
+              "VALUES (?, ?, ?, ?, ?, ?)",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, reason, -1, SQLITE_STATIC);
+  if (rule) sqlite3_bind_text(st, 4, rule, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 4);
+  sqlite3_bind_text(st, 5, by, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 6, since_ms);
+  return step_done(st);
+}
+
+int node_db_cordon_delete(node_db *d, const char *name) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db, "DELETE FROM cordons WHERE name = ?", &st) != 0) return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  return step_done(st);
+}
+
+int node_db_cordon_list(node_db *d, json_t **rows) {
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT name, state, reason, rule, by, since FROM cordons ORDER BY name",
+              &st) != 0)
+    return -EIO;
+  json_t *arr = json_array();
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    if (name == NULL) continue;
+    json_t *row = json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:I}", "name", name, "state",
+                            (const char *)sqlite3_column_text(st, 1), "reason",
+                            (const char *)sqlite3_column_text(st, 2), "rule",
+                            (const char *)sqlite3_column_text(st, 3), "by",
+                            (const char *)sqlite3_column_text(st, 4), "since",
+                            (json_int_t)sqlite3_column_int64(st, 5));
+    if (row) json_array_append_new(arr, row);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) {
+    json_decref(arr);
+    return -EIO;
+  }
+  *rows = arr;
+  return 0;
+}
+
+/* ---- events ---------------------------------------------------------------------- */
+
+int64_t node_db_event_add(node_db *d, int64_t time_ms, const char *kind, const char *tenant,
+                          const char *details, int64_t keep) {
+  sqlite3_stmt *st;
+  if (prepare(d->history, "INSERT INTO events (time, kind, tenant, details) VALUES (?, ?, ?, ?)",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_int64(st, 1, time_ms);
+  sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+  if (tenant) sqlite3_bind_text(st, 3, tenant, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 3);
+  sqlite3_bind_text(st, 4, details, -1, SQLITE_STATIC);
+  if (step_done(st) != 0) return -EIO;
+  int64_t id = sqlite3_last_insert_rowid(d->history);
+  if (id > keep && id % 64 == 0 && prepare(d->history, "DELETE FROM events WHERE id <= ?", &st) == 0) {
+    /* pruned now and then, not on every insert; a failure only leaves old rows */
+    sqlite3_bind_int64(st, 1, id - keep);
+    (void)step_done(st);
+  }
+  return id;
+}
+
+int node_db_event_list(node_db *d, int64_t max, json_t **rows) {
+  sqlite3_stmt *st;
+  if (prepare(d->history,
+              "SELECT id, time, kind, tenant, details FROM "
+              "(SELECT * FROM events ORDER BY id DESC LIMIT ?) ORDER BY id",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_int64(st, 1, max);
+  json_t *arr = json_array();
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *kind = (const char *)sqlite3_column_text(st, 2);
+    const char *details = (const char *)sqlite3_column_text(st, 4);
+    json_t *parsed = details ? json_loads(details, 0, NULL) : NULL;
+    json_t *row = json_pack("{s:I, s:I, s:s, s:s?, s:o}", "id",
+                            (json_int_t)sqlite3_column_int64(st, 0), "time",
+                            (json_int_t)sqlite3_column_int64(st, 1), "kind",
+                            kind ? kind : "unknown", "tenant",
+                            (const char *)sqlite3_column_text(st, 3), "details",
+                            json_is_object(parsed) ? parsed : json_object());
+    if (!json_is_object(parsed)) json_decref(parsed);
+    if (row) json_array_append_new(arr, row);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) {
+    json_decref(arr);
+    return -EIO;
+  }
+  *rows = arr;
+  return 0;
+}
+
+const char *node_db_history_errmsg(node_db *d) { return sqlite3_errmsg(d->history); }

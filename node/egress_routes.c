@@ -1,0 +1,233 @@
+/*
+ * The control API routes of egress: a worker's allow-list
+ * (GET|PUT|DELETE /v1/workers/{name}/egress, stored in node.db and pushed to
+ * the egress process) and the write-only secrets (PUT|DELETE
+ * /v1/secrets/{name}, GET /v1/secrets for their names), which only the egress
+ * process keeps: they are forwarded to it (egress.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "egress.h"
+#include "node.h"
+
+/* As node_respond_json, taking over the reference to body. */
+static void respond(http_request *req, int status, json_t *body, const char *allow) {
+  node_respond_json(req, status, body, allow);
+  json_decref(body);
+}
+
+static void respond_error(http_request *req, int status, const char *message) {
+  respond(req, status, json_pack("{s:s}", "error", message), NULL);
+}
+
+static void respond_method(http_request *req, const char *allow, const char *why) {
+  json_t *body = json_pack("{s:s, s:s, s:s}", "error", why ? why : "method not allowed", "method",
+                           req->method, "allow", allow);
+  respond(req, 405, body, allow);
+}
+
+
+static int worker_exists(node *n, const char *name, http_request *req) {
+  int rc = node_db_worker_exists(n->db, name);
+  if (rc == 1) return 1;
+  if (rc == -ENOENT)
+    respond(req, 404, json_pack("{s:s, s:s}", "error", "unknown worker", "name", name), NULL);
+  else
+    respond_error(req, 500, "registry read failed");
+  return 0;
+}
+
+static void rules_route(node *n, http_request *req, const char *name) {
+  const char *m = req->method;
+  int get = strcmp(m, "GET") == 0, put = strcmp(m, "PUT") == 0, del = strcmp(m, "DELETE") == 0;
+  if (!get && !put && !del) {
+    respond_method(req, "GET, PUT, DELETE", NULL);
+    return;
+  }
+  if (!worker_name_valid(name, strlen(name))) {
+    respond_error(req, 400, "invalid worker name: must match [a-z0-9][a-z0-9-]{0,62}");
+    return;
+  }
+  if (!worker_exists(n, name, req)) return;
+  json_t *rules = NULL;
+  if (get) {
+    int64_t updated = 0;
+    rules = node_db_egress_get(n->db, name, &updated);
+    if (rules == NULL) {
+      respond_error(req, 500, "reading the egress rules failed");
+      return;
+    }
+    json_t *body = json_pack("{s:s, s:o}", "worker", name, "rules", rules);
+    if (updated) {
+      char when[32];
+      node_iso8601(updated, when);
+      json_object_set_new(body, "updated_at", json_string(when));
+    }
+    respond(req, 200, body, NULL);
+    return;
+  }
+  if (put) {
+    if (req->body_len == 0) {
+      respond_error(req, 400, "the body is empty: send {\"rules\": [...]} or an array of rules");
+      return;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+      respond(req, 400, json_pack("{s:s+}", "error", "invalid JSON: ", jerr.text), NULL);
+      return;
+    }
+    if (json_is_object(root)) {
+      /* As a deploy body: a key that is not understood is refused, not
+       * dropped (a misspelt "rules" would otherwise clear them all). */
+      const char *key;
+      json_t *value;
+      json_object_foreach(root, key, value) {
+        if (strcmp(key, "rules") == 0) continue;
+        respond(req, 400,
+                json_pack("{s:s, s:s}", "error", "unknown key: the body holds only \"rules\"",
+                          "key", key),
+                NULL);
+        json_decref(root);
+        return;
+      }
+    }
+    rules = json_is_object(root) ? json_incref(json_object_get(root, "rules")) : json_incref(root);
+    json_decref(root);
+    char *why = NULL;
+    egress_policy *p = egress_policy_parse(rules, &why);
+    if (p == NULL) {
+      log_write(LOG_INFO, name, req->id, NULL, "egress rules rejected: %s", why);
+      respond_error(req, 400, why);
+      free(why);
+      json_decref(rules);
+      return;
+    }
+    egress_policy_free(p);
+  } else {
+    rules = json_array();
+  }
+  if (node_db_egress_put(n->db, name, rules, time_now_ms()) != 0) {
+    log_write(LOG_ERROR, name, req->id, NULL, "storing the egress rules failed: %s",
+              node_db_errmsg(n->db));
+    respond_error(req, 500, "storing the egress rules failed");
+    json_decref(rules);
+    return;
+  }
+  node_egress_push(n, name, rules);
+  char extra[64];
+  snprintf(extra, sizeof extra, "{\"rules\":%zu}", json_array_size(rules));
+  log_write(LOG_INFO, name, req->id, extra, "egress rules %s", put ? "set" : "cleared");
+  respond(req, 200, json_pack("{s:s, s:o}", "worker", name, "rules", rules), NULL);
+}
+
+/* A secret's value: the raw body (one trailing newline dropped, as `echo` adds
+ * one) or {"value": "..."} with a JSON content type. NULL with *why otherwise. */
+static char *secret_value(http_request *req, size_t *len, const char **why) {
+  const char *ct = http_request_header(req, "Content-Type");
+  *why = "secret values are text of at most 8192 bytes without control characters (tab allowed)";
+  char *value;
+  if (ct && strncasecmp(ct, "application/json", 16) == 0) {
+    json_t *root = json_loadb((const char *)req->body, req->body_len, 0, NULL);
+    json_t *v = json_object_get(root, "value");
+    if (!json_is_string(v)) {
+      json_decref(root);
+      *why = "a JSON body is {\"value\": \"...\"}";
+      return NULL;
+    }
+    *len = json_string_length(v);
+    value = xstrndup(json_string_value(v), *len);
+    json_decref(root);
+  } else {
+    *len = req->body_len;
+    if (*len > 0 && req->body[*len - 1] == '\n') (*len)--;
+    if (*len > 0 && req->body[*len - 1] == '\r') (*len)--;
+    value = xstrndup(req->body ? (const char *)req->body : "", *len);
+  }
+  /* An empty secret would inject an empty credential; edgectl refuses it too. */
+  if (*len == 0) *why = "the secret value is empty";
+  if (*len == 0 || strlen(value) != *len || !egress_secret_value_valid(value, *len)) {
+    memset(value, 0, *len);
+    free(value);
+    return NULL;
+  }
+  return value;
+}
+
+static void secret_route(node *n, http_request *req, const char *name) {
+  int put = strcmp(req->method, "PUT") == 0, del = strcmp(req->method, "DELETE") == 0;
+  if (!put && !del) {
+    respond_method(req, "PUT, DELETE",
+                   strcmp(req->method, "GET") == 0
+                       ? "secrets are write-only: GET /v1/secrets lists their names"
+                       : NULL);
+    return;
+  }
+  if (!egress_secret_name_valid(name, strlen(name))) {
+    respond_error(req, 400,
+                  "invalid secret name: letters, digits and '_', not starting with a digit, "
+                  "at most 64");
+    return;
+  }
+  if (del) {
+    json_t *body = json_pack("{s:s}", "name", name);
+    node_egress_forward(n, req, NODE_EGRESS_SECRET_DELETE, body);
+    json_decref(body);
+    return;
+  }
+  size_t len = 0;
+  const char *why = NULL;
+  char *value = secret_value(req, &len, &why);
+  if (value == NULL) {
+    respond_error(req, 400, why);
+    return;
+  }
+  json_t *v = json_stringn(value, len);
+  memset(value, 0, len);
+  free(value);
+  if (v == NULL) {
+    respond_error(req, 400, "secret values must be UTF-8 text");
+    return;
+  }
+  json_t *body = json_pack("{s:s, s:o}", "name", name, "value", v);
+  node_egress_forward(n, req, NODE_EGRESS_SECRET_PUT, body);
+  json_decref(body);
+}
+
+int node_egress_route(node *n, http_request *req, const char *path) {
+  static const char secrets[] = "/v1/secrets";
+  static const char workers[] = "/v1/workers/";
+  static const char suffix[] = "/egress";
+  if (strcmp(path, secrets) == 0) {
+    if (strcmp(req->method, "GET") != 0) {
+      respond_method(req, "GET", NULL);
+    } else {
+      json_t *body = json_object();
+      node_egress_forward(n, req, NODE_EGRESS_SECRET_LIST, body);
+      json_decref(body);
+    }
+    return 1;
+  }
+  if (strncmp(path, secrets, sizeof secrets - 1) == 0 && path[sizeof secrets - 1] == '/' &&
+      strchr(path + sizeof secrets, '/') == NULL) {
+    secret_route(n, req, path + sizeof secrets);
+    return 1;
+  }
+  size_t len = strlen(path);
+  if (strncmp(path, workers, sizeof workers - 1) == 0 && len > sizeof workers - 1 + sizeof suffix - 1 &&
+      strcmp(path + len - (sizeof suffix - 1), suffix) == 0) {
+    char *name = xstrndup(path + sizeof workers - 1, len - (sizeof workers - 1) - (sizeof suffix - 1));
+    if (strchr(name, '/') == NULL) {
+      if (n->egress == NULL) respond_error(req, 503, "the egress rule store is not available");
+      else rules_route(n, req, name);
+      free(name);
+      return 1;
+    }
+    free(name);
+  }
+  return 0;
+}
