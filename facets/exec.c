@@ -12,6 +12,7 @@
 
 #include "base.h"
 #include "internal.h"
+#include "isolate.h"
 
 /* Largest encoded result: rows beyond this belong behind a LIMIT. */
 #define RESULT_MAX (64u << 20)

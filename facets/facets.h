@@ -37,7 +37,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "isolate.h"
+/* The worker side speaks isolate.h's wire types; the supervisor, which links
+ * only the admin side, never sees isolate.h: the types are named here and
+ * defined there. */
+typedef struct iso_call iso_call;
+typedef struct iso_wire iso_wire;
+typedef struct iso_wire_value iso_wire_value;
+typedef struct iso_numbers iso_numbers;
 
 #define FACET_DEFAULT_LIMIT_MB 1024
 #define FACET_DEFAULT_BUSY_TIMEOUT_MS 5000

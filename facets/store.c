@@ -14,6 +14,7 @@
 
 #include "base.h"
 #include "internal.h"
+#include "isolate.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

@@ -1,0 +1,160 @@
+/*
+ * fleet: one node's link to the fleet's NATS JetStream. Key-value buckets
+ * hold what operators write (workers, egress rules, secrets, cordons) and the
+ * fleet's membership; a node reads them through watches and writes them by
+ * compare-and-set, so concurrent writers of one key serialize.
+ *
+ * libnats blocks on everything that waits for a server, and a blocking call
+ * on a loop thread that libnats' libuv adapter drives deadlocks until its
+ * timeout (shared fleet notes). So nothing here blocks the caller's loop:
+ * writes run on a thread of the fleet's own, each watched bucket is read by a
+ * thread of its own, and libnats does its socket I/O on its own threads.
+ * Results and changes come back through one uv_async_t, drained whole on each
+ * wake-up; every callback runs on the loop thread.
+ *
+ * A node must keep serving while NATS is away (static stability): opening a
+ * fleet never waits for a server, and the buckets are bound whenever the
+ * servers are reachable again.
+ *
+ * Records (workers, egress rules, secrets, cordons) are versioned: version
+ * N of key K of a bucket is the one message on subject rec.<bucket>.<K>.<N>
+ * of the stream EDGENODE_RECORDS, a stream that refuses a second message on
+ * a subject (discard new per subject, one message each). That refusal is
+ * applied in the stream's Raft log, so two writers of one version cannot
+ * both win. KV compare-and-set (expected last subject sequence) cannot be
+ * used for this with Debian 12's nats-server 2.9.10: its check is only a
+ * pre-check on the leader, and concurrent updates with the same expected
+ * revision both succeed (nats-server issue 4320, fixed in 2.9.21; measured
+ * here: 8 writers, 1,600 increments, 732 acknowledged, final value 261).
+ * The last FLEET_HISTORY versions of each key are kept.
+ */
+#ifndef EDGENODE_FLEET_H
+#define EDGENODE_FLEET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct fleet fleet;
+
+typedef enum fleet_bucket {
+  FLEET_WORKERS = 0, /* worker name -> its spec and code (versioned) */
+  FLEET_EGRESS,      /* worker name -> its egress rules (versioned) */
+  FLEET_SECRETS,     /* secret name -> its value, encrypted for egress processes (versioned) */
+  FLEET_CORDONS,     /* tenant name -> cordoned or suspended (versioned) */
+  FLEET_MEMBERS,     /* node name -> its heartbeat: a KV bucket whose TTL ages it out */
+  FLEET_BUCKETS
+} fleet_bucket;
+
+#define FLEET_HISTORY 20 /* versions kept per key */
+#define FLEET_KEY_MAX 200
+
+/* The bucket's name ("workers", ...): a subject token of its records. */
+const char *fleet_bucket_name(fleet_bucket b);
+
+/* 1 when s can be a key: 1..FLEET_KEY_MAX of [A-Za-z0-9_-], as subject
+ * tokens must be. */
+int fleet_key_valid(const char *s);
+
+/* Recoverable failures, as negative values (libuv's style). */
+#define FLEET_EUNAVAIL (-1001) /* no server answered within the write deadline */
+#define FLEET_EREJECT (-1002)  /* the transform refused the write; nothing was written */
+#define FLEET_ECLOSED (-1003)  /* the fleet is closing */
+#define FLEET_ENOENT (-1004)   /* fleet_delete: no such key */
+
+/* One key's state as a watch delivered it. */
+typedef struct fleet_entry {
+  fleet_bucket bucket;
+  const char *key;
+  const void *value; /* NULL when deleted */
+  size_t len;
+  uint64_t version;  /* the key's version: 1, 2, ... (FLEET_MEMBERS: the KV revision) */
+  int deleted;       /* a deletion (the version is still counted) */
+} fleet_entry;
+
+typedef struct fleet_callbacks {
+  /* A key changed, or is reported at the start of a watch (its latest
+   * version only); values and keys live until the callback returns. */
+  void (*change)(void *arg, const fleet_entry *e);
+  /* The bucket's initial values have all been delivered (once per watch;
+   * again after a watch is re-created by an outage). */
+  void (*synced)(void *arg, fleet_bucket b);
+  /* The connection to NATS went down (0) or came back (1). */
+  void (*state)(void *arg, int connected);
+  void *arg;
+} fleet_callbacks;
+
+typedef struct fleet_options {
+  const char *servers;       /* "nats://h:p[,nats://h:p...]" */
+  const char *node_name;     /* this node's key in FLEET_MEMBERS */
+  const char *creds_file;    /* NATS credentials (JWT + seed), or NULL */
+  int tls;                   /* require TLS to the servers */
+  const char *ca_file;       /* CA bundle for TLS, or NULL for the system's */
+  int replicas;              /* 0: min(3, number of servers) */
+  int64_t write_deadline_ms; /* how long a write rides through elections; 0: 15000 */
+  int64_t heartbeat_ms;      /* membership heartbeat period; 0: 1000 */
+  int64_t member_ttl_ms;     /* FLEET_MEMBERS' TTL; 0: 5 heartbeats */
+} fleet_options;
+
+/*
+ * Starts connecting (in the background) and returns at once with *out set,
+ * or a negative errno / FLEET_* value with a message in err. The callbacks
+ * start once the buckets are bound. libuv-style: the caller's loop must
+ * run for callbacks to arrive, and fleet_close() ends it all.
+ */
+int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet_callbacks *cb,
+               char *err, size_t errlen);
+
+/* Stops the threads (joined here: at most a watch poll, 250 ms) and closes
+ * the connection. Pending writes are answered FLEET_ECLOSED first. The
+ * memory goes once the loop has run the async handle's close. */
+void fleet_close(fleet *f);
+
+/*
+ * Computes a key's new value from its current one (cur NULL when the key
+ * is absent or deleted). Runs on the fleet's write thread, possibly several
+ * times (once per compare-and-set attempt): it must not touch the caller's
+ * state except arg, which it may only read. Returns 0 with *out (malloc'ed,
+ * taken over) and *out_len set, or -1 with *error (malloc'ed, taken over)
+ * to refuse the write.
+ */
+typedef int (*fleet_transform_fn)(const void *arg, const void *cur, size_t cur_len, uint64_t cur_rev,
+                                  void **out, size_t *out_len, char **error);
+
+/* A write's answer, on the loop: status 0 with the version it wrote, or a
+ * FLEET_* value with a message. arg is the caller's. */
+typedef void (*fleet_done_fn)(void *arg, int status, uint64_t version, const char *error);
+
+/*
+ * Writes the key's next version, computed by transform from the latest
+ * one. A writer that took that version first makes it read and transform
+ * again; an election or a timeout makes it retry until the write deadline,
+ * and a timed-out write that landed after all is recognised by its write
+ * id instead of being written twice. done is called exactly once, unless
+ * this returns an error. Returns 0, or -EINVAL (a members bucket, an
+ * invalid key) / FLEET_ECLOSED.
+ */
+int fleet_update(fleet *f, fleet_bucket b, const char *key, fleet_transform_fn transform,
+                 const void *transform_arg, fleet_done_fn done, void *done_arg);
+
+/* Writes a deletion as the key's next version, as fleet_update writes;
+ * FLEET_ENOENT when the key is absent or deleted already. */
+int fleet_delete(fleet *f, fleet_bucket b, const char *key, fleet_done_fn done, void *done_arg);
+
+/* The heartbeat this node publishes in FLEET_MEMBERS under its name, every
+ * heartbeat period (copied; the latest one wins). */
+void fleet_set_member(fleet *f, const char *json);
+
+typedef struct fleet_status {
+  int connected;        /* a connection to some server is up */
+  int bound;            /* the buckets are bound and watched */
+  unsigned synced_mask; /* 1 << bucket for each bucket whose initial values arrived */
+  uint64_t writes_ok;
+  uint64_t writes_failed;
+  uint64_t write_retries;
+  char server[128];     /* the URL of the server connected to, or "" */
+} fleet_status;
+
+void fleet_get_status(fleet *f, fleet_status *out);
+
+#endif

@@ -1,0 +1,163 @@
+// The fleet tests' harness: a real NATS JetStream cluster (Debian's
+// nats-server), real edgenode nodes joined to it, and a real HAProxy in
+// front of them with the project's own deploy/fleet/haproxy.cfg, all on
+// loopback ports, started and stopped by the tests.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+import { SOURCE_DIR, sleep, startNode, tempDir, waitFor } from '../../e2e/lib/node.mjs';
+
+export { sleep, waitFor };
+
+const live = new Set();
+process.on('exit', () => {
+  for (const p of live) {
+    try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ }
+  }
+});
+
+function findProgram(name) {
+  for (const dir of [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/bin']) {
+    const file = path.join(dir, name);
+    if (dir && existsSync(file)) return file;
+  }
+  throw new Error(`${name} is not installed (deploy/setup.sh installs it)`);
+}
+
+// A free loopback port below the kernel's ephemeral range, so that no
+// outgoing connection takes it between this check and the server's bind.
+const taken = new Set();
+export async function freePort() {
+  for (let i = 0; i < 1000; i++) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    if (taken.has(port)) continue;
+    const ok = await new Promise((resolve) => {
+      const s = net.createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (ok) {
+      taken.add(port);
+      return port;
+    }
+  }
+  throw new Error('no free port');
+}
+
+function spawnLogged(file, args, logFile, env = {}) {
+  const out = [];
+  const proc = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...env } });
+  const keep = (b) => {
+    out.push(b.toString());
+    if (logFile) writeFileSync(logFile, b, { flag: 'a' });
+  };
+  proc.stdout.on('data', keep);
+  proc.stderr.on('data', keep);
+  proc.exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  proc.output = () => out.join('');
+  live.add(proc);
+  proc.on('exit', () => live.delete(proc));
+  proc.unref();
+  return proc;
+}
+
+async function waitListening(port, { timeout = 10000, what = `port ${port}` } = {}) {
+  await waitFor(() => new Promise((resolve) => {
+    const c = net.connect(port, '127.0.0.1');
+    c.once('connect', () => { c.destroy(); resolve(true); });
+    c.once('error', () => resolve(false));
+  }), { timeout, what });
+}
+
+// Three (or n) nats-server processes clustered with JetStream on.
+export async function startNats(n = 3) {
+  const bin = findProgram('nats-server');
+  const dir = tempDir('edgenode-fleet-nats-');
+  const servers = [];
+  for (let i = 0; i < n; i++) servers.push({ name: `n${i}`, port: await freePort(), cport: await freePort() });
+  const cluster = {
+    dir,
+    servers,
+    urls: servers.map((s) => `nats://127.0.0.1:${s.port}`).join(','),
+    start(i) {
+      const s = servers[i];
+      const routes = servers.filter((o) => o !== s).map((o) => `nats-route://127.0.0.1:${o.cport}`).join(',');
+      mkdirSync(path.join(dir, s.name), { recursive: true });
+      s.proc = spawnLogged(bin, ['-n', s.name, '-a', '127.0.0.1', '-p', String(s.port), '-js',
+        '-sd', path.join(dir, s.name), '--cluster_name', 'edge',
+        '-cluster', `nats://127.0.0.1:${s.cport}`, '-routes', routes], path.join(dir, `${s.name}.log`));
+      return waitListening(s.port, { what: `nats-server ${s.name}` });
+    },
+    async kill(i, signal = 'SIGKILL') {
+      const s = servers[i];
+      if (!s.proc || s.proc.exitCode !== null || s.proc.signalCode !== null) return;
+      s.proc.kill(signal);
+      await s.proc.exited;
+    },
+    async stop() {
+      await Promise.all(servers.map((_, i) => cluster.kill(i, 'SIGTERM')));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await Promise.all(servers.map((_, i) => cluster.start(i)));
+  return cluster;
+}
+
+// An edgenode joined to the fleet as `name`.
+export function startFleetNode(name, nats, { extraArgs = [], dataDir, workers = 1, readyTimeout } = {}) {
+  return startNode({
+    workers, dataDir, readyTimeout,
+    extraArgs: ['--fleet', nats.urls, '--node-name', name, ...extraArgs],
+  });
+}
+
+// HAProxy with deploy/fleet/haproxy.cfg in front of three nodes, plus an
+// admin socket (a second config file) that tells which servers it sees up.
+export async function startHaproxy(nodes, { checkInter = '1s' } = {}) {
+  const bin = findProgram('haproxy');
+  const dir = tempDir('edgenode-fleet-haproxy-');
+  const port = await freePort();
+  const sock = path.join(dir, 'admin.sock');
+  const extra = path.join(dir, 'admin.cfg');
+  writeFileSync(extra, `global\n  stats socket ${sock} level admin\n`);
+  const env = { EDGENODE_FRONTEND: `127.0.0.1:${port}`, EDGENODE_CHECK_INTER: checkInter };
+  nodes.forEach((n, i) => {
+    env[`EDGENODE_NODE${i + 1}_ADDR`] = `127.0.0.1:${n.listenPort}`;
+    env[`EDGENODE_NODE${i + 1}_CHECK`] = String(n.controlPort);
+  });
+  const cfg = path.join(SOURCE_DIR, 'deploy', 'fleet', 'haproxy.cfg');
+  const check = spawnSync(bin, ['-c', '-f', cfg, '-f', extra], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  if (check.status !== 0) throw new Error(`haproxy -c: ${check.stdout}${check.stderr}`);
+  const proc = spawnLogged(bin, ['-db', '-f', cfg, '-f', extra], path.join(dir, 'haproxy.log'), env);
+  await waitListening(port, { what: 'haproxy' });
+  return {
+    port,
+    proc,
+    // {node1: 'UP', ...} from the runtime API's "show servers state".
+    async serverStates() {
+      const text = await new Promise((resolve, reject) => {
+        const c = net.connect(sock);
+        let buf = '';
+        c.on('data', (d) => { buf += d; });
+        c.on('end', () => resolve(buf));
+        c.on('error', reject);
+        c.end('show stat\n');
+      });
+      const states = {};
+      for (const line of text.split('\n')) {
+        const f = line.split(',');
+        if (f[0] === 'nodes' && f[1] && f[1] !== 'BACKEND') states[f[1]] = f[17];
+      }
+      return states;
+    },
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill('SIGTERM');
+        await proc.exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
