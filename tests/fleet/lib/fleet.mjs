@@ -59,7 +59,6 @@ function spawnLogged(file, args, logFile, env = {}) {
   proc.output = () => out.join('');
   live.add(proc);
   proc.on('exit', () => live.delete(proc));
-  proc.unref();
   return proc;
 }
 
