@@ -105,9 +105,11 @@ export async function startNats(n = 3) {
 }
 
 // An edgenode joined to the fleet as `name`.
-export function startFleetNode(name, nats, { extraArgs = [], dataDir, workers = 1, readyTimeout } = {}) {
+export function startFleetNode(name, nats, {
+  extraArgs = [], dataDir, workers = 1, readyTimeout, listen, control,
+} = {}) {
   return startNode({
-    workers, dataDir, readyTimeout,
+    workers, dataDir, readyTimeout, listen, control,
     extraArgs: ['--fleet', nats.urls, '--node-name', name, ...extraArgs],
   });
 }
