@@ -9,6 +9,9 @@
  * What is replicated, as fleet/ records (versioned, one writer per version):
  *   workers  name -> {"main_module", "modules", "bindings", "limits"[, "egress"]}
  *   egress   name -> {"rules": [...]} (a change of the rules alone)
+ *   cordons  name -> {"reason", "by", "node"}: an operator's cordon, held on
+ *            every node (deleted: uncordoned). A cordon by a node's own
+ *            monitor, and a suspension, stay that node's.
  * and membership: every node's heartbeat, read for GET /v1/fleet.
  *
  * Static stability: node.db is what the node serves from. With NATS away,
@@ -32,7 +35,7 @@
 #define MEMBER_TTL_MS 5000
 #define APPLY_WAIT_MS 5000
 #define FLEET_OFFLINE_READY_MS 5000
-#define RECORD_BUCKETS ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS))
+#define RECORD_BUCKETS ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_CORDONS))
 
 /* A write waiting to be applied here before it is answered. */
 typedef struct waiter {
@@ -204,6 +207,8 @@ static void apply(struct node_fleet *nf, fleet_bucket b, const char *name, const
     else apply_worker(nf, name, rec, version);
   } else if (b == FLEET_EGRESS) {
     apply_egress(nf, name, rec, deleted);
+  } else if (b == FLEET_CORDONS) {
+    node_cordons_apply(nf->n, name, deleted ? NULL : rec);
   }
   json_decref(rec);
   note_applied(nf, b, name, version);
@@ -390,6 +395,50 @@ void node_fleet_put_egress(node *n, const char *name, json_t *rules, node_fleet_
   json_t *rec = json_pack("{s:O}", "rules", rules);
   write_record(n, FLEET_EGRESS, name, rec, cb, data);
   json_decref(rec);
+}
+
+typedef struct cordon_job {
+  http_request *req;
+  char *name;
+  json_t *answer; /* uncordon: what to answer */
+} cordon_job;
+
+static void on_cordon_written(node *n, void *data, int status, json_t *body) {
+  cordon_job *job = data;
+  if (status == 404 && job->answer) {
+    /* No fleet-wide cordon: this node's monitor cordoned it, here only. */
+    node_cordons_apply(n, job->name, NULL);
+    node_respond_json(job->req, 200, job->answer, NULL);
+  } else if (status != 0) {
+    node_respond_json(job->req, status, body, NULL);
+  } else if (job->answer) {
+    node_respond_json(job->req, 200, job->answer, NULL);
+  } else {
+    json_t *view = node_cordons_view(n, job->name);
+    node_respond_json(job->req, 200, view, NULL);
+    json_decref(view);
+  }
+  json_decref(job->answer);
+  free(job->name);
+  free(job);
+}
+
+void node_fleet_put_cordon(node *n, const char *name, const char *reason, http_request *req) {
+  cordon_job *job = xcalloc(1, sizeof *job);
+  job->req = req;
+  job->name = xstrdup(name);
+  json_t *rec = json_pack("{s:s, s:s, s:s, s:I}", "reason", reason, "by", "operator", "node",
+                          n->fleet->name, "since", (json_int_t)time_now_ms());
+  write_record(n, FLEET_CORDONS, name, rec, on_cordon_written, job);
+  json_decref(rec);
+}
+
+void node_fleet_delete_cordon(node *n, const char *name, json_t *answer_body, http_request *req) {
+  cordon_job *job = xcalloc(1, sizeof *job);
+  job->req = req;
+  job->name = xstrdup(name);
+  job->answer = answer_body;
+  write_record(n, FLEET_CORDONS, name, NULL, on_cordon_written, job);
 }
 
 /* ---- membership ---- */

@@ -565,6 +565,10 @@ typedef void (*node_fleet_cb)(node *n, void *data, int status, json_t *body);
 void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_cb cb, void *data);
 void node_fleet_delete_worker(node *n, const char *name, node_fleet_cb cb, void *data);
 void node_fleet_put_egress(node *n, const char *name, json_t *rules, node_fleet_cb cb, void *data);
+/* An operator's cordon and uncordon, fleet-wide; both answer req themselves
+ * (uncordon with `answer`, taken over, once applied here). */
+void node_fleet_put_cordon(node *n, const char *name, const char *reason, http_request *req);
+void node_fleet_delete_cordon(node *n, const char *name, json_t *answer, http_request *req);
 /* GET /v1/fleet. */
 int node_fleet_route(node *n, http_request *req, const char *path);
 /* The fleet's families of /metrics. */
@@ -634,6 +638,10 @@ const char *node_cordon_state(const node *n, const char *name);
 json_t *node_cordon_view(const node *n, const char *name);
 /* POST /v1/tenants/{name}/cordon|uncordon: 1 when `sub` is one of them. */
 int node_cordons_route(node *n, http_request *req, const char *name, const char *sub);
+/* In a fleet: applies the fleet's cordon record of a tenant here (NULL: uncordoned). */
+void node_cordons_apply(node *n, const char *name, json_t *record);
+/* {"name", "state", ...} of the tenant's cordon on this node (caller decrefs). */
+json_t *node_cordons_view(node *n, const char *name);
 
 /* main.c: startup, shutdown and the hooks in struct node. */
 /* Logs "ready", records the start event and tells systemd: once all worker

@@ -92,6 +92,33 @@ describe('a fleet of three nodes', () => {
     }
   });
 
+  test('an operator cordon on one node holds on every node, and so does the uncordon', async () => {
+    await nodes[0].deployOk('noisy', worker('noisy'));
+    const c = await nodes[1].control('POST', '/v1/tenants/noisy/cordon', { body: { reason: 'too loud' } });
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.state, 'cordoned');
+    for (const n of nodes) {
+      await waitFor(async () => {
+        const t = await n.control('GET', '/v1/tenants');
+        return t.json.tenants.find((x) => x.name === 'noisy')?.state === 'cordoned';
+      }, { timeout: 10000, what: 'cordoned everywhere' });
+      await waitFor(async () => (await body(n, 'noisy')) === '200 noisy',
+        { timeout: 10000, what: 'served from its dedicated process' });
+    }
+    const again = await nodes[2].control('POST', '/v1/tenants/noisy/cordon');
+    assert.equal(again.status, 409);
+    const u = await nodes[2].control('POST', '/v1/tenants/noisy/uncordon');
+    assert.equal(u.status, 200, u.text);
+    assert.equal(u.json.was, 'cordoned');
+    for (const n of nodes) {
+      await waitFor(async () => {
+        const t = await n.control('GET', '/v1/tenants');
+        return t.json.tenants.find((x) => x.name === 'noisy')?.state === 'active';
+      }, { timeout: 10000, what: 'active everywhere' });
+      assert.equal(await body(n, 'noisy'), '200 noisy');
+    }
+  });
+
   test('GET /v1/fleet lists the three nodes, alive and in step; /metrics has the fleet', async () => {
     await waitFor(async () => (await nodes[0].control('GET', '/v1/fleet')).json?.nodes?.length === 3,
       { timeout: 5000, what: 'three members' });
