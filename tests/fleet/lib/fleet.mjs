@@ -51,7 +51,8 @@ function spawnLogged(file, args, logFile, env = {}) {
   const proc = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...env } });
   const keep = (b) => {
     out.push(b.toString());
-    if (logFile) writeFileSync(logFile, b, { flag: 'a' });
+    // the directory goes with stop(); a server's last words may come after
+    try { if (logFile) writeFileSync(logFile, b, { flag: 'a' }); } catch { /* gone */ }
   };
   proc.stdout.on('data', keep);
   proc.stderr.on('data', keep);
