@@ -81,6 +81,7 @@ typedef struct event {
   void *value;
   size_t len;
   uint64_t version;
+  uint64_t sequence;
   int deleted;
   int status; /* EV_DONE; EV_STATE: connected */
   char *error;
@@ -91,6 +92,7 @@ typedef struct event {
 /* A write waiting for the write thread. */
 typedef struct op {
   struct op *next;
+  int64_t queued_ms;
   fleet_bucket bucket;
   char *key;
   int is_delete;
@@ -140,6 +142,8 @@ struct fleet {
   atomic_int connected;
   atomic_int bound;
   atomic_uint synced_mask;
+  _Atomic uint64_t last_sequence;
+  atomic_int resubscribe; /* reconnected: make the records consumer again */
   _Atomic int64_t disconnected_since_ms; /* 0 while connected */
   uint64_t writes_ok, writes_failed, write_retries;
 };
@@ -259,6 +263,7 @@ static void on_wake(uv_async_t *a) {
                              .value = e->deleted ? NULL : e->value,
                              .len = e->deleted ? 0 : e->len,
                              .version = e->version,
+                             .sequence = e->sequence,
                              .deleted = e->deleted};
         f->cb.change(f->cb.arg, &entry);
       }
@@ -298,7 +303,11 @@ static void on_disconnected(natsConnection *nc, void *closure) {
 static void on_reconnected(natsConnection *nc, void *closure) {
   (void)nc;
   fleet *f = closure;
-  if (!atomic_load(&f->stopping)) post_state(f, 1);
+  if (atomic_load(&f->stopping)) return;
+  /* The consumer may have lived on the server we lost: make it again now
+   * rather than after its missed heartbeats. */
+  atomic_store(&f->resubscribe, 1);
+  post_state(f, 1);
 }
 
 /* libnats' last callback for a connection: after it, none of the others can
@@ -368,25 +377,39 @@ static natsStatus bind_members(fleet *f) {
 static void *records_main(void *p);
 static void *members_main(void *p);
 
+/* An ordered consumer over every record, from the one after the last
+ * delivered. Its heartbeat is short so that a consumer lost with its
+ * server is noticed (and made again by libnats) within seconds. */
+static natsStatus subscribe_records(fleet *f, natsSubscription **sub) {
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = RECORDS_STREAM;
+  so.Ordered = true;
+  so.Config.Heartbeat = 1000000000; /* 1 s, in nanoseconds */
+  uint64_t last = atomic_load(&f->last_sequence);
+  if (last > 0) {
+    so.Config.DeliverPolicy = js_DeliverByStartSequence;
+    so.Config.OptStartSeq = last + 1;
+  } else {
+    so.Config.DeliverPolicy = js_DeliverAll;
+  }
+  jsErrCode je = 0;
+  natsStatus s = js_SubscribeSync(sub, f->js, "rec.>", NULL, &so, &je);
+  if (s != NATS_OK) *sub = NULL;
+  return s;
+}
+
 static int bind_all(fleet *f) {
-  if (f->js == NULL && natsConnection_JetStream(&f->js, f->nc, NULL) != NATS_OK) {
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 2000; /* a bind retried every two seconds while leaders are elected */
+  if (f->js == NULL && natsConnection_JetStream(&f->js, f->nc, &jo) != NATS_OK) {
     f->js = NULL;
     return -1;
   }
   if (bind_records(f) != NATS_OK) return -1;
   if (f->members == NULL && bind_members(f) != NATS_OK) return -1;
-  if (f->records_sub == NULL) {
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = RECORDS_STREAM;
-    so.Ordered = true;
-    so.Config.DeliverPolicy = js_DeliverAll;
-    jsErrCode je = 0;
-    if (js_SubscribeSync(&f->records_sub, f->js, "rec.>", NULL, &so, &je) != NATS_OK) {
-      f->records_sub = NULL;
-      return -1;
-    }
-  }
+  if (f->records_sub == NULL && subscribe_records(f, &f->records_sub) != NATS_OK) return -1;
   if (f->members_watch == NULL && kvStore_WatchAll(&f->members_watch, f->members, NULL) != NATS_OK) {
     f->members_watch = NULL;
     return -1;
@@ -435,7 +458,7 @@ static int newer(fleet *f, const char *name, uint64_t version) {
   return 1;
 }
 
-static void deliver_record(fleet *f, natsMsg *m) {
+static void deliver_record(fleet *f, natsMsg *m, uint64_t sequence) {
   fleet_bucket b;
   char key[FLEET_KEY_MAX + 1], name[FLEET_KEY_MAX + 16];
   uint64_t version;
@@ -450,6 +473,7 @@ static void deliver_record(fleet *f, natsMsg *m) {
   ev->bucket = b;
   ev->key = xstrdup(key);
   ev->version = version;
+  ev->sequence = sequence;
   ev->deleted = r.deleted;
   ev->value = xmalloc(r.len + 1);
   memcpy(ev->value, r.value, r.len);
@@ -467,6 +491,21 @@ static void *records_main(void *p) {
     post_records_synced(f);
   if (si) jsStreamInfo_Destroy(si);
   while (!atomic_load(&f->stopping)) {
+    if (atomic_exchange(&f->resubscribe, 0)) {
+      natsSubscription *fresh = NULL;
+      if (subscribe_records(f, &fresh) == NATS_OK) {
+        natsSubscription *old;
+        pthread_mutex_lock(&f->mu);
+        old = f->records_sub;
+        f->records_sub = fresh;
+        pthread_mutex_unlock(&f->mu);
+        (void)natsSubscription_Unsubscribe(old);
+        natsSubscription_Destroy(old);
+      } else {
+        atomic_store(&f->resubscribe, 1); /* the next turn tries again */
+        pause_ms(RETRY_PAUSE_MS);
+      }
+    }
     natsMsg *m = NULL;
     natsStatus s = natsSubscription_NextMsg(&m, f->records_sub, WATCH_POLL_MS);
     if (s == NATS_TIMEOUT) continue;
@@ -475,9 +514,12 @@ static void *records_main(void *p) {
       if (!atomic_load(&f->stopping)) pause_ms(RETRY_PAUSE_MS);
       continue;
     }
-    deliver_record(f, m);
     jsMsgMetaData *meta = NULL;
-    if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
+    if (natsMsg_GetMetaData(&meta, m) != NATS_OK) meta = NULL;
+    uint64_t seq = meta ? meta->Sequence.Stream : 0;
+    if (seq > atomic_load(&f->last_sequence)) atomic_store(&f->last_sequence, seq);
+    deliver_record(f, m, seq);
+    if (meta) {
       if (meta->NumPending == 0) post_records_synced(f);
       jsMsgMetaData_Destroy(meta);
     }
@@ -648,14 +690,14 @@ static int attempt(fleet *f, op *o, unknown_ids *unknown) {
 }
 
 static void run_write(fleet *f, op *o) {
-  int64_t deadline = now_ms() + f->write_deadline_ms;
+  int64_t deadline = o->queued_ms + f->write_deadline_ms;
   unknown_ids unknown = {.n = 0};
   for (int attempts = 0;; attempts++) {
     if (atomic_load(&f->stopping)) {
       post_done(f, o, FLEET_ECLOSED, 0, "the node is shutting down");
       return;
     }
-    if (now_ms() > deadline || unavailable(f) || !atomic_load(&f->bound)) {
+    if (now_ms() > deadline || unavailable(f)) {
       post_done(f, o, FLEET_EUNAVAIL, 0, "fleet unavailable");
       return;
     }
@@ -670,18 +712,32 @@ static void run_write(fleet *f, op *o) {
   }
 }
 
-static void fail_queued(fleet *f, int status, const char *why) {
+/* Answers the queued writes that cannot be done: every one (all), or those
+ * past their deadline, or all of them when the servers are away. */
+static void fail_queued(fleet *f, int status, const char *why, int all) {
+  int64_t now = now_ms();
+  int away = unavailable(f);
+  op *failed = NULL;
   pthread_mutex_lock(&f->mu);
-  op *o = f->ops_head;
-  f->ops_head = NULL;
+  for (op **p = &f->ops_head; *p;) {
+    op *o = *p;
+    if (all || away || now > o->queued_ms + f->write_deadline_ms) {
+      *p = o->next;
+      o->next = failed;
+      failed = o;
+    } else {
+      p = &o->next;
+    }
+  }
   f->ops_tail = &f->ops_head;
+  while (*f->ops_tail) f->ops_tail = &(*f->ops_tail)->next;
   pthread_mutex_unlock(&f->mu);
-  while (o) {
-    op *next = o->next;
-    post_done(f, o, status, 0, why);
-    free(o->key);
-    free(o);
-    o = next;
+  while (failed) {
+    op *next = failed->next;
+    post_done(f, failed, status, 0, why);
+    free(failed->key);
+    free(failed);
+    failed = next;
   }
 }
 
@@ -689,9 +745,10 @@ static void *write_main(void *p) {
   fleet *f = p;
   while (!atomic_load(&f->stopping)) {
     if (!atomic_load(&f->bound) && bind_all(f) != 0) {
-      /* Not reachable yet: writes asked for meanwhile fail as unavailable. */
-      fail_queued(f, FLEET_EUNAVAIL, "fleet unavailable");
-      pause_ms(RETRY_PAUSE_MS * 2);
+      /* Not bound yet (a new cluster elects its leaders, or the servers are
+       * away): writes wait for it within their deadline. */
+      fail_queued(f, FLEET_EUNAVAIL, "fleet unavailable", 0);
+      pause_ms(RETRY_PAUSE_MS);
       continue;
     }
     pthread_mutex_lock(&f->mu);
@@ -708,7 +765,7 @@ static void *write_main(void *p) {
     free(o);
   }
   /* Whatever is left is answered, so every done is called exactly once. */
-  fail_queued(f, FLEET_ECLOSED, "the node is shutting down");
+  fail_queued(f, FLEET_ECLOSED, "the node is shutting down", 1);
   return NULL;
 }
 
@@ -721,6 +778,7 @@ static int enqueue(fleet *f, fleet_bucket b, const char *key, int is_delete,
   if (atomic_load(&f->stopping)) return FLEET_ECLOSED;
   op *o = xcalloc(1, sizeof *o);
   o->bucket = b;
+  o->queued_ms = now_ms();
   o->key = xstrdup(key);
   o->is_delete = is_delete;
   o->transform = transform;
@@ -957,6 +1015,7 @@ void fleet_get_status(fleet *f, fleet_status *out) {
   out->connected = atomic_load(&f->connected);
   out->bound = atomic_load(&f->bound);
   out->synced_mask = atomic_load(&f->synced_mask);
+  out->last_sequence = atomic_load(&f->last_sequence);
   pthread_mutex_lock(&f->mu);
   out->writes_ok = f->writes_ok;
   out->writes_failed = f->writes_failed;

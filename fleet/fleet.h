@@ -70,6 +70,7 @@ typedef struct fleet_entry {
   size_t len;
   uint64_t version;  /* the key's version: 1, 2, ... (FLEET_MEMBERS: the KV revision) */
   int deleted;       /* a deletion (the version is still counted) */
+  uint64_t sequence; /* records: the stream sequence of this version (0 for members) */
 } fleet_entry;
 
 typedef struct fleet_callbacks {
@@ -152,6 +153,7 @@ typedef struct fleet_status {
   uint64_t writes_ok;
   uint64_t writes_failed;
   uint64_t write_retries;
+  uint64_t last_sequence; /* the highest record sequence the watch delivered */
   char server[128];     /* the URL of the server connected to, or "" */
 } fleet_status;
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "egress.h"
+#include "fleet.h"
 #include "node.h"
 
 typedef enum opt_kind { OPT_ADDR, OPT_STRING, OPT_INT, OPT_BOOL, OPT_LEVEL, OPT_LIST, OPT_RULES } opt_kind;
@@ -43,6 +44,10 @@ static const option_def options[] = {
     {"cordon_idle", OPT_INT, 0, 1},
     {"cordon_suspend_crashes", OPT_INT, 0, 1000},
     {"cordon_suspend_window_s", OPT_INT, 1, 86400},
+    {"fleet", OPT_STRING, 0, 0},
+    {"node_name", OPT_STRING, 0, 0},
+    {"fleet_creds", OPT_STRING, 0, 0},
+    {"fleet_ca", OPT_STRING, 0, 0},
 };
 
 static const char usage_text[] =
@@ -83,6 +88,11 @@ static const char usage_text[] =
     "  --cordon-suspend-crashes N  crashes of a dedicated process that suspend its tenant\n"
     "                              (default 3; 0 never suspends) ...\n"
     "  --cordon-suspend-window-s S ... within S seconds (default 600)\n"
+    "  --fleet URLS                join a fleet: its NATS servers, nats://H:P[,nats://H:P...]\n"
+    "                              (tls://H:P for TLS); without it the node is on its own\n"
+    "  --node-name NAME            this node's name in the fleet (default: the host name)\n"
+    "  --fleet-creds FILE          NATS credentials (.creds) for the fleet\n"
+    "  --fleet-ca FILE             CA certificates for TLS to the fleet's NATS servers\n"
     "  --help                      this text\n"
     "  --version                   print the version\n"
     "\n"
@@ -131,6 +141,11 @@ void node_config_free(node_config *c) {
   free(c->config_file);
   free(c->control_token_file);
   c->data_dir = c->config_file = c->control_token_file = NULL;
+  free(c->fleet);
+  free(c->node_name);
+  free(c->fleet_creds);
+  free(c->fleet_ca);
+  c->fleet = c->node_name = c->fleet_creds = c->fleet_ca = NULL;
   for (size_t i = 0; i < c->n_egress_allow_cidr; i++) free(c->egress_allow_cidr[i]);
   for (size_t i = 0; i < c->n_ca_files; i++) free(c->ca_files[i]);
   free(c->egress_allow_cidr);
@@ -209,6 +224,26 @@ static void set_string(char **slot, const char *value) {
   *slot = xstrdup(value);
 }
 
+/* The fleet's servers: a comma-separated list of nats:// or tls:// URLs. */
+static const char *set_fleet(node_config *c, const char *s) {
+  char *copy = xstrdup(s), *save = NULL;
+  int n = 0, bad = 0;
+  for (char *url = strtok_r(copy, ",", &save); url; url = strtok_r(NULL, ",", &save)) {
+    char host[64];
+    int port;
+    const char *rest = strncmp(url, "nats://", 7) == 0 ? url + 7
+                       : strncmp(url, "tls://", 6) == 0 ? url + 6 : NULL;
+    if (rest == NULL || parse_host_port(rest, host, &port) != 0 || port == 0) bad = 1;
+    n++;
+  }
+  free(copy);
+  if (n == 0 || bad)
+    return "must be nats://HOST:PORT or tls://HOST:PORT URLs, separated by commas";
+  set_string(&c->fleet, s);
+  c->fleet_tls = strstr(s, "tls://") != NULL;
+  return NULL;
+}
+
 /*
  * Stores one option. Exactly one of `text` (from a flag) and `json` (from the
  * file) is set. Returns NULL, or what is wrong with the value (a constant or
@@ -236,6 +271,13 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       if (s[0] == '\0') return "must not be empty";
       if (strcmp(o->key, "data") == 0) set_string(&c->data_dir, s);
       else if (strcmp(o->key, "config") == 0) set_string(&c->config_file, s);
+      else if (strcmp(o->key, "fleet") == 0) return set_fleet(c, s);
+      else if (strcmp(o->key, "node_name") == 0) {
+        if (!fleet_key_valid(s) || strlen(s) > 64)
+          return "must be 1..64 letters, digits, '-' or '_'";
+        set_string(&c->node_name, s);
+      } else if (strcmp(o->key, "fleet_creds") == 0) set_string(&c->fleet_creds, s);
+      else if (strcmp(o->key, "fleet_ca") == 0) set_string(&c->fleet_ca, s);
       else set_string(&c->control_token_file, s);
       return NULL;
     }

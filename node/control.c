@@ -110,14 +110,14 @@ static int facet_route(node *n, http_request *req, const char *path) {
 static int (*const routes[])(node *, http_request *, const char *) = {
     node_route,         node_drain_route,   node_metrics_route, node_events_route,
     node_workers_route, run_route,          node_tenants_route, cordon_route,
-    node_egress_route,  facet_route,
+    node_egress_route,  facet_route,        node_fleet_route,
 };
 
 /* Before the first "ready", every process must be up; after it, one serving
  * process is enough: a crash or a rolling restart (one process at a time)
  * must not take the node out of a load balancer. */
 static int node_ready(const node *n) {
-  if (n->state != NODE_SERVING) return 0;
+  if (n->state != NODE_SERVING || !node_fleet_ready(n)) return 0;
   if (!n->ready_logged) return node_procs_all_ready(n);
   for (int i = 0; i < n->n_procs; i++)
     if (n->procs[i].child.state == NODE_PROC_READY) return node_egress_ready(n);
@@ -140,6 +140,7 @@ static void health_route(node *n, http_request *req, int readyz) {
                        : json_pack("{s:b, s:s}", "ready", 0, "error",
                                    n->state != NODE_SERVING ? (n->drain_exit ? "the node is shutting down"
                                                           : "the node is draining")
+                                   : !node_fleet_ready(n) ? node_fleet_unready_reason(n)
                                    : n->ready_logged ? "no worker process is ready"
                                                      : "worker processes are starting");
   node_respond_json(req, ready ? 200 : 503, body, NULL);

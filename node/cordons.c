@@ -705,6 +705,27 @@ static json_t *answer(const char *name, const node_cordon *c) {
   return v;
 }
 
+/* ---- in a fleet: an operator's cordon holds on every node ---- */
+
+void node_cordons_apply(node *n, const char *name, json_t *record) {
+  if (n->cordons == NULL || n->state == NODE_DRAINING) return;
+  node_cordon *c = find(n, name);
+  if (record == NULL) {
+    if (c) uncordon(n, c, "fleet");
+    return;
+  }
+  if (c) return; /* cordoned here already, by this node's monitor or the fleet */
+  const char *reason = json_string_value(json_object_get(record, "reason"));
+  const char *from = json_string_value(json_object_get(record, "node"));
+  json_t *details = json_pack("{s:s?}", "from_node", from);
+  if (cordon(n, name, reason ? reason : "cordoned by an operator", NULL, "operator", details) == NULL)
+    log_write(LOG_ERROR, name, NULL, NULL, "fleet: cannot cordon the tenant here");
+  json_decref(details);
+}
+
+/* The view of a tenant's cordon as this node holds it (for answers). */
+json_t *node_cordons_view(node *n, const char *name) { return answer(name, find(n, name)); }
+
 static void post_cordon(node *n, http_request *req, const char *name) {
   if (n->state == NODE_DRAINING) {
     /* As deploys: a dedicated process started now would outlive the drain. */
@@ -717,6 +738,8 @@ static void post_cordon(node *n, http_request *req, const char *name) {
   if (c) {
     respond(req, 409, json_pack("{s:s, s:s, s:s}", "error", "tenant is already cordoned", "name",
                                 name, "state", state_name(c->state)));
+  } else if (node_fleet_on(n)) {
+    node_fleet_put_cordon(n, name, reason, req);
   } else if ((c = cordon(n, name, reason, NULL, "operator", NULL)) == NULL) {
     node_respond_error(req, 500, "cannot record the cordon in node.db");
   } else {
@@ -739,6 +762,10 @@ static void post_uncordon(node *n, http_request *req, const char *name) {
   }
   const char *was = state_name(c->state);
   json_t *body = json_pack("{s:s, s:s, s:s}", "name", name, "state", "active", "was", was);
+  if (node_fleet_on(n)) {
+    node_fleet_delete_cordon(n, name, body, req);
+    return;
+  }
   uncordon(n, c, "operator");
   respond(req, 200, body);
 }

@@ -271,6 +271,21 @@ static int64_t next_version(node_db *d, const char *name) {
   return v;
 }
 
+/* A fleet's version for the name: taken when newer than the last one handed
+ * out (1), refused as stale (0), or -EIO. */
+static int take_version(node_db *d, const char *name, int64_t version) {
+  sqlite3_stmt *st;
+  if (prepare(d->db,
+              "INSERT INTO worker_versions(name, last) VALUES (?1, ?2) "
+              "ON CONFLICT(name) DO UPDATE SET last = ?2 WHERE last < ?2",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, version);
+  int rc = step_done(st);
+  return rc != 0 ? -EIO : sqlite3_changes(d->db) > 0;
+}
+
 /* 1 and *created when the row exists, 0 when it does not, or -EIO. */
 static int existing_created_at(node_db *d, const char *name, int64_t *created) {
   sqlite3_stmt *st;
@@ -327,7 +342,7 @@ static int write_rules(node_db *d, const char *name, json_t *rules, int64_t now_
 /* The allow-list rules are checked on the way in by the code the egress runs,
  * so that nothing node.db hands the egress can be refused there. NULL when
  * they are fine, or why not (heap). */
-static char *rules_problem(json_t *rules) {
+char *node_db_rules_problem(json_t *rules) {
   if (!json_is_array(rules)) return xstrdup("the egress rules must be an array");
   char *why = NULL;
   egress_policy *p = egress_policy_parse(rules, &why);
@@ -338,7 +353,7 @@ static char *rules_problem(json_t *rules) {
 
 int node_db_worker_put(node_db *d, const char *name, const node_db_worker *w, int64_t now_ms,
                        json_t **row) {
-  char *why = w->egress ? rules_problem(w->egress) : NULL;
+  char *why = w->egress ? node_db_rules_problem(w->egress) : NULL;
   if (why) {
     snprintf(d->failure, sizeof d->failure, "%s", why);
     free(why);
@@ -350,7 +365,19 @@ int node_db_worker_put(node_db *d, const char *name, const node_db_worker *w, in
   }
   int64_t created = now_ms;
   int exists = existing_created_at(d, name, &created);
-  int64_t version = exists < 0 ? -EIO : next_version(d, name);
+  int64_t version = w->version;
+  if (exists >= 0 && version > 0) {
+    int fresh = take_version(d, name, version);
+    if (fresh == 0) {
+      exec(d->db, "ROLLBACK");
+      return -EALREADY;
+    }
+    if (fresh < 0) version = -EIO;
+  } else if (exists >= 0) {
+    version = next_version(d, name);
+  } else {
+    version = -EIO;
+  }
   if (exists < 0 || version < 0 ||
       write_row(d, name, version, w->main_module, w->modules, w->bindings, w->limits, created,
                 now_ms) != 0 ||
@@ -413,7 +440,7 @@ json_t *node_db_egress_get(node_db *d, const char *name, int64_t *updated_at) {
 }
 
 int node_db_egress_put(node_db *d, const char *name, json_t *rules, int64_t now_ms) {
-  char *why = rules_problem(rules);
+  char *why = node_db_rules_problem(rules);
   if (why) {
     snprintf(d->failure, sizeof d->failure, "%s", why);
     free(why);

@@ -73,7 +73,47 @@ static json_t *rejection(json_t *result) {
   return body;
 }
 
+/* In a fleet the record goes to the fleet, and the answer waits until it is
+ * applied here, by the same path that applies other nodes' deploys. */
+static void on_fleet_committed(node *n, void *data, int status, json_t *body) {
+  deploy_job *job = data;
+  if (status != 0) {
+    const char *msg = json_string_value(json_object_get(body, "error"));
+    log_write(LOG_WARN, job->name, NULL, NULL, "deploy not stored: %s", msg ? msg : "fleet error");
+    job_done(n, job, status, json_incref(body));
+    return;
+  }
+  /* The answer describes this write's version, even when a newer one from
+   * another node was applied here meanwhile. */
+  json_t *spec = job->spec;
+  int64_t now = time_now_ms();
+  json_t *row = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:I, s:I}", "name", job->name, "version",
+                          json_object_get(body, "version"), "main_module",
+                          json_object_get(spec, "main_module"), "modules",
+                          json_object_get(spec, "modules"), "bindings",
+                          json_object_get(spec, "bindings"), "limits",
+                          json_object_get(spec, "limits"), "created_at", (json_int_t)now,
+                          "updated_at", (json_int_t)now);
+  json_t *meta = node_worker_metadata(row, 0);
+  json_decref(row);
+  json_t *rules = json_object_get(spec, "egress");
+  if (rules && meta) json_object_set(meta, "egress", rules);
+  job_done(n, job, json_is_true(json_object_get(body, "created")) ? 201 : 200, meta);
+}
+
 static void commit(node *n, deploy_job *job) {
+  if (node_fleet_on(n)) {
+    json_t *rules = json_object_get(job->spec, "egress");
+    char *why = rules ? node_db_rules_problem(rules) : NULL;
+    if (why) { /* refused before anything is written anywhere */
+      log_write(LOG_INFO, job->name, NULL, NULL, "deploy rejected: %s", why);
+      job_done(n, job, 400, error_json(why));
+      free(why);
+      return;
+    }
+    node_fleet_put_worker(n, job->name, job->spec, on_fleet_committed, job);
+    return;
+  }
   json_t *spec = job->spec;
   json_t *rules = json_object_get(spec, "egress");
   node_db_worker w = {
@@ -218,9 +258,44 @@ static int read_purge(http_request *req, const char *name, int *purge) {
   return -1;
 }
 
+typedef struct delete_job {
+  http_request *req;
+  char *name;
+  int purge;
+} delete_job;
+
+static void deleted(node *n, http_request *req, const char *name, int purge) {
+  /* The facet outlives a delete unless the operator asks for it to go. */
+  node_event_new(n, "delete", name, json_pack("{s:b}", "purge", purge));
+  if (purge && node_facet_purge(n, name) != 0) {
+    node_respond_error(req, 500, "worker deleted, but its facet could not be purged");
+    return;
+  }
+  json_t *body = json_pack("{s:s, s:b}", "deleted", name, "facet_purged", purge);
+  node_respond_json(req, 200, body, NULL);
+  json_decref(body);
+}
+
+static void on_fleet_deleted(node *n, void *data, int status, json_t *body) {
+  delete_job *job = data;
+  if (status == 404) node_respond_unknown_worker(job->req, job->name);
+  else if (status != 0) node_respond_json(job->req, status, body, NULL);
+  else deleted(n, job->req, job->name, job->purge);
+  free(job->name);
+  free(job);
+}
+
 static void delete_worker(node *n, http_request *req, const char *name) {
   int purge;
   if (read_purge(req, name, &purge) != 0) return;
+  if (node_fleet_on(n)) {
+    delete_job *job = xcalloc(1, sizeof *job);
+    job->req = req;
+    job->name = xstrdup(name);
+    job->purge = purge;
+    node_fleet_delete_worker(n, name, on_fleet_deleted, job);
+    return;
+  }
   int rc = node_db_worker_delete(n->db, name);
   if (rc == -ENOENT) {
     node_respond_unknown_worker(req, name);
@@ -236,15 +311,7 @@ static void delete_worker(node *n, http_request *req, const char *name) {
   node_egress_push(n, name, NULL);
   node_cordons_worker_deleted(n, name);
   log_write(LOG_INFO, name, NULL, NULL, "deleted");
-  /* The facet outlives a delete unless the operator asks for it to go. */
-  node_event_new(n, "delete", name, json_pack("{s:b}", "purge", purge));
-  if (purge && node_facet_purge(n, name) != 0) {
-    node_respond_error(req, 500, "worker deleted, but its facet could not be purged");
-    return;
-  }
-  json_t *body = json_pack("{s:s, s:b}", "deleted", name, "facet_purged", purge);
-  node_respond_json(req, 200, body, NULL);
-  json_decref(body);
+  deleted(n, req, name, purge);
 }
 
 static void on_deployed(node *n, void *data, int status, json_t *body) {

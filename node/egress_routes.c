@@ -41,6 +41,30 @@ static int worker_exists(node *n, const char *name, http_request *req) {
   return 0;
 }
 
+/* A change of rules in a fleet, answered once applied here. */
+typedef struct rules_job {
+  http_request *req;
+  char *name;
+  json_t *rules;
+  int put;
+} rules_job;
+
+static void on_fleet_rules(node *n, void *data, int status, json_t *body) {
+  (void)n;
+  rules_job *job = data;
+  if (status != 0) {
+    respond(job->req, status, json_incref(body), NULL);
+  } else {
+    char extra[64];
+    snprintf(extra, sizeof extra, "{\"rules\":%zu}", json_array_size(job->rules));
+    log_write(LOG_INFO, job->name, job->req->id, extra, "egress rules %s", job->put ? "set" : "cleared");
+    respond(job->req, 200, json_pack("{s:s, s:O}", "worker", job->name, "rules", job->rules), NULL);
+  }
+  json_decref(job->rules);
+  free(job->name);
+  free(job);
+}
+
 static void rules_route(node *n, http_request *req, const char *name) {
   const char *m = req->method;
   int get = strcmp(m, "GET") == 0, put = strcmp(m, "PUT") == 0, del = strcmp(m, "DELETE") == 0;
@@ -110,6 +134,15 @@ static void rules_route(node *n, http_request *req, const char *name) {
     egress_policy_free(p);
   } else {
     rules = json_array();
+  }
+  if (node_fleet_on(n)) {
+    rules_job *job = xcalloc(1, sizeof *job);
+    job->req = req;
+    job->name = xstrdup(name);
+    job->rules = rules;
+    job->put = put;
+    node_fleet_put_egress(n, name, rules, on_fleet_rules, job);
+    return;
   }
   if (node_db_egress_put(n->db, name, rules, time_now_ms()) != 0) {
     log_write(LOG_ERROR, name, req->id, NULL, "storing the egress rules failed: %s",

@@ -65,6 +65,7 @@ static void on_procs_stopped(node *n) {
   node_procs_close(n);
   node_cordons_stop(n);
   node_egress_stop(n); /* last: draining requests may still have been fetching */
+  node_fleet_stop(n);
   node_memwatch_stop(n);
   if (n->control_open) http_server_close(&n->control, on_control_closed);
   n->control_open = 0;
@@ -123,6 +124,7 @@ static int start(node *n, int argc, char **argv) {
   if (rc == 0) rc = node_cordons_open(n, &err);
   if (rc == 0) rc = node_listen_socket(n, &err);
   if (rc == 0) rc = node_control_start(n, &err);
+  if (rc == 0) rc = node_fleet_start(n, &err);
   if (rc == 0 && (rc = start_signals(n)) != 0) err = xasprintf("signals: %s", uv_strerror(rc));
   if (rc == 0 && (rc = node_lifecycle_start(n, argc, argv)) != 0)
     err = xasprintf("SIGHUP: %s", uv_strerror(rc));
@@ -147,6 +149,7 @@ static int start(node *n, int argc, char **argv) {
 }
 
 static void cleanup(node *n) {
+  node_fleet_free(n);
   node_cordons_close(n);
   node_events_close(n);
   node_db_close(n->db);

@@ -245,6 +245,7 @@ static void respond_metrics(node *n, http_request *req) {
   node_metrics(f, n);
   proc_metrics(f, n);
   tenant_metrics(f, n);
+  node_fleet_metrics(n, f);
   if (fclose(f) != 0) abort();
   http_header headers[] = {
       {"Content-Type", CONTENT_TYPE},

@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <uv.h>
 
 #include "base.h"
@@ -60,6 +61,11 @@ typedef struct node_config {
   int cordon_idle;           /* 1: dedicated processes run under SCHED_IDLE */
   int cordon_suspend_crashes; /* dedicated-process crashes that suspend the tenant ... */
   int64_t cordon_suspend_window_s; /* ... within this many seconds */
+  char *fleet;               /* owned; the fleet's NATS URLs, NULL: a node on its own */
+  int fleet_tls;             /* a tls:// URL among them */
+  char *node_name;           /* owned; the name in the fleet, NULL: the host name */
+  char *fleet_creds;         /* owned; NATS credentials file, or NULL */
+  char *fleet_ca;            /* owned; CA file for TLS to NATS, or NULL */
 } node_config;
 
 enum {
@@ -123,6 +129,8 @@ typedef struct node_db_worker {
   json_t *bindings;
   json_t *limits;
   json_t *egress;    /* the worker's egress rules (an array); NULL keeps the stored ones */
+  int64_t version;   /* 0: the next version; > 0: this one (the fleet's), stored only when
+                        newer than any the name had: -EALREADY otherwise */
 } node_db_worker;
 
 /*
@@ -149,6 +157,8 @@ int node_db_worker_delete(node_db *db, const char *name);
 /* 0 and *rows = array of rows sorted by name (caller decrefs), or -EIO. */
 int node_db_worker_list(node_db *db, json_t **rows);
 
+/* Why these egress rules would be refused (heap), or NULL when they are fine. */
+char *node_db_rules_problem(json_t *rules);
 /* A worker's egress rules ([] when none; *updated_at 0 then), or NULL on a database error. */
 json_t *node_db_egress_get(node_db *db, const char *name, int64_t *updated_at);
 /* Stores (an empty array: removes) a worker's rules: 0, -EINVAL (refused) or -EIO. */
@@ -385,6 +395,7 @@ struct node {
    * ready or exited; during a drain, the last process and its handles are gone. */
   void (*procs_changed)(node *n);
   void (*procs_stopped)(node *n);
+  struct node_fleet *fleet; /* fleet_sync.c: with --fleet; NULL otherwise */
 };
 
 /* datadir.c */
@@ -545,6 +556,34 @@ int node_drain_route(node *n, http_request *req, const char *path);
 /* sd_notify(3) when built with libsystemd; a no-op otherwise ("READY=1"). */
 void node_notify(const char *state);
 
+/* fleet_sync.c: the node in a fleet (--fleet). Without --fleet, every
+ * function here is a no-op and node_fleet_on() is 0. */
+int node_fleet_start(node *n, char **err);
+/* Closes the link (the loop then finishes closing it); node_fleet_free after the loop. */
+void node_fleet_stop(node *n);
+void node_fleet_free(node *n);
+int node_fleet_on(const node *n);
+/* 1 once the node holds the fleet's state (or serves its earlier copy while
+ * the fleet is unreachable); always 1 without --fleet. */
+int node_fleet_ready(const node *n);
+const char *node_fleet_unready_reason(const node *n);
+/* A control write through the fleet, answered once applied on this node:
+ * status 0 with body {"version": N, "created": bool} (borrowed; N is this
+ * write's version), or an HTTP status with a JSON error body (borrowed):
+ * 503 {"error": "fleet unavailable"}, 404 (nothing to delete), 400, 409. */
+typedef void (*node_fleet_cb)(node *n, void *data, int status, json_t *body);
+void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_cb cb, void *data);
+void node_fleet_delete_worker(node *n, const char *name, node_fleet_cb cb, void *data);
+void node_fleet_put_egress(node *n, const char *name, json_t *rules, node_fleet_cb cb, void *data);
+/* An operator's cordon and uncordon, fleet-wide; both answer req themselves
+ * (uncordon with `answer`, taken over, once applied here). */
+void node_fleet_put_cordon(node *n, const char *name, const char *reason, http_request *req);
+void node_fleet_delete_cordon(node *n, const char *name, json_t *answer, http_request *req);
+/* GET /v1/fleet. */
+int node_fleet_route(node *n, http_request *req, const char *path);
+/* The fleet's families of /metrics. */
+void node_fleet_metrics(node *n, FILE *f);
+
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 int node_metrics_route(node *n, http_request *req, const char *path);
 
@@ -609,6 +648,10 @@ const char *node_cordon_state(const node *n, const char *name);
 json_t *node_cordon_view(const node *n, const char *name);
 /* POST /v1/tenants/{name}/cordon|uncordon: 1 when `sub` is one of them. */
 int node_cordons_route(node *n, http_request *req, const char *name, const char *sub);
+/* In a fleet: applies the fleet's cordon record of a tenant here (NULL: uncordoned). */
+void node_cordons_apply(node *n, const char *name, json_t *record);
+/* {"name", "state", ...} of the tenant's cordon on this node (caller decrefs). */
+json_t *node_cordons_view(node *n, const char *name);
 
 /* main.c: startup, shutdown and the hooks in struct node. */
 /* Logs "ready", records the start event and tells systemd: once all worker

@@ -62,7 +62,8 @@ static int put_with(fixture *f, const char *name, const char *src, const char *e
   json_t *limits = json_pack("{s:i, s:i}", "cpu_ms", 50, "memory_mb", 128);
   json_t *rules = egress ? json_loads(egress, 0, NULL) : NULL;
   if (egress) assert_non_null(rules);
-  node_db_worker w = {"index.js", modules, bindings, limits, rules};
+  node_db_worker w = {.main_module = "index.js", .modules = modules, .bindings = bindings,
+                      .limits = limits, .egress = rules};
   int rc = node_db_worker_put(f->r, name, &w, now, row);
   json_decref(modules);
   json_decref(bindings);

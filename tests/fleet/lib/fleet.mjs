@@ -51,7 +51,8 @@ function spawnLogged(file, args, logFile, env = {}) {
   const proc = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...env } });
   const keep = (b) => {
     out.push(b.toString());
-    if (logFile) writeFileSync(logFile, b, { flag: 'a' });
+    // the directory goes with stop(); a server's last words may come after
+    try { if (logFile) writeFileSync(logFile, b, { flag: 'a' }); } catch { /* gone */ }
   };
   proc.stdout.on('data', keep);
   proc.stderr.on('data', keep);
@@ -59,7 +60,6 @@ function spawnLogged(file, args, logFile, env = {}) {
   proc.output = () => out.join('');
   live.add(proc);
   proc.on('exit', () => live.delete(proc));
-  proc.unref();
   return proc;
 }
 
@@ -106,9 +106,11 @@ export async function startNats(n = 3) {
 }
 
 // An edgenode joined to the fleet as `name`.
-export function startFleetNode(name, nats, { extraArgs = [], dataDir, workers = 1, readyTimeout } = {}) {
+export function startFleetNode(name, nats, {
+  extraArgs = [], dataDir, workers = 1, readyTimeout, listen, control,
+} = {}) {
   return startNode({
-    workers, dataDir, readyTimeout,
+    workers, dataDir, readyTimeout, listen, control,
     extraArgs: ['--fleet', nats.urls, '--node-name', name, ...extraArgs],
   });
 }
