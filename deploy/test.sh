@@ -2,9 +2,17 @@
 # Sets everything up and runs the whole test suite with ctest.
 #   deploy/test.sh             normal build (build/)
 #   deploy/test.sh --sanitize  C code under AddressSanitizer + UBSan (build-asan/)
+#   deploy/test.sh --fuzz [-t SECONDS] [TARGET...]
+#                              the libFuzzer targets, 60 s each (build-fuzz/,
+#                              clang; see tests/fuzz/run.sh), instead of ctest
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$top/deploy/setup.sh"
+
+if [ "${1:-}" = "--fuzz" ]; then
+  shift
+  exec "$top/tests/fuzz/run.sh" "$@"
+fi
 
 build="$top/build"
 if [ "${1:-}" = "--sanitize" ]; then

@@ -103,7 +103,8 @@ static int valid_target_char(unsigned char c) {
 static const char *check_name(char *host, size_t len) {
   if (len == 0) return "URL has no host";
   if (len > 253) return "URL host is too long";
-  if (host[0] == '.') return "URL host has an empty label";
+  /* The root label's dot is gone already: one more is an empty label. */
+  if (host[0] == '.' || host[len - 1] == '.') return "URL host has an empty label";
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)host[i];
     if (c >= 'A' && c <= 'Z') host[i] = (char)(c - 'A' + 'a');

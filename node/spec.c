@@ -256,6 +256,10 @@ static int parse_json_body(const uint8_t *body, size_t len, json_t **spec, json_
   if (root == NULL) {
     *error = json_pack("{s:s+, s:i, s:i, s:i}", "error", "invalid JSON: ", jerr.text, "line",
                        jerr.line, "column", jerr.column, "position", jerr.position);
+    /* jansson's text quotes the body near the error, which may not be UTF-8. */
+    if (*error == NULL)
+      *error = json_pack("{s:s, s:i, s:i, s:i}", "error", "invalid JSON", "line", jerr.line,
+                         "column", jerr.column, "position", jerr.position);
     return 400;
   }
   int status = 400;
@@ -326,6 +330,12 @@ int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, j
     }
     if (len == 0) {
       *error = error_body(NULL, NULL, "the script is empty");
+      return 400;
+    }
+    /* A JSON body cannot carry U+0000 either, and the registry reads
+     * modules back as JSON: such a worker would come back empty. */
+    if (memchr(body, '\0', len) != NULL) {
+      *error = error_body(NULL, NULL, "the script has a NUL byte");
       return 400;
     }
     *spec = node_spec_single((const char *)body, len);

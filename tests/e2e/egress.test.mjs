@@ -672,6 +672,7 @@ test('limits: subrequests per request (redirects count), 6 at a time, response s
   const slow = { url: `http://127.0.0.1:${P}/x/slow?ms=250` };
   const t0 = Date.now();
   const many = await call({ parallel: Array(10).fill(slow) });
+  assert.equal(many.results.length, 10, JSON.stringify(many.results));
   assert.ok(many.results.every((r) => r.ok && r.body === 'slow done'), JSON.stringify(many.results));
   assert.equal(state.maxActive, 6, 'at most 6 at once, and 6 are used');
   assert.ok(Date.now() - t0 >= 450, 'the last 4 waited for a slot');

@@ -121,6 +121,7 @@ test('a request body over the frame limit fails with the limit named; other fetc
 test('parallel fetches following redirects share the budget: limit 5, three chains of 4', async () => {
   const results = await run('five', { urls: [1, 2, 3].map(() => chain(4, 'five')) });
   assert.equal(counts.five, 5, 'the upstream got exactly sub_requests requests');
+  assert.equal(results.length, 3, JSON.stringify(results));
   assert.ok(results.every((r) => !r.ok), JSON.stringify(results));
   for (const r of results) {
     assert.equal(r.name, 'TypeError');
@@ -131,6 +132,7 @@ test('parallel fetches following redirects share the budget: limit 5, three chai
 test('ten fetches at once (six run, four queue), nine redirects each, limit 10', async () => {
   const results = await run('ten', { urls: Array.from({ length: 10 }, () => chain(9, 'ten')) });
   assert.equal(counts.ten, 10, 'the upstream got exactly sub_requests requests');
+  assert.equal(results.length, 10, JSON.stringify(results));
   assert.ok(results.every((r) => !r.ok && r.message === LIMIT_MESSAGE(10)), JSON.stringify(results));
 });
 

@@ -69,23 +69,27 @@ test('over the heap budget, least recently used isolates are evicted; every work
   // the same isolate only while no sweep ran in between, so send none
 
   // the process figures and the tenants' heap figures come in one report:
-  // poll until both show the same resident set
+  // poll until they agree, the newest is loaded, and the evictions have
+  // settled (the same count for longer than a sweep and a report), so that
+  // what the sweeps left can be checked against the budget here
+  let settled = null; // { evictions, since } of the consistent reports seen
   const { info, heavy } = await waitFor(async () => {
     const p = proc(await node.nodeInfo());
     const list = (await node.control('GET', '/v1/tenants')).json.tenants.filter((t) => names.includes(t.name));
     const loaded = list.filter((t) => t.heap_used > 0);
-    const heap = loaded.reduce((sum, t) => sum + t.heap_used, 0);
-    // a sweep may have run before the last ones were loaded: wait for the next
-    const within = heap <= 16 * 1048576 || loaded.length === 1;
-    return p.evictions >= 3 && loaded.length === p.isolates && within ? { info: p, heavy: list } : null;
-  }, { timeout: 6000, interval: 100, what: 'at least 3 evictions and the rest within the budget' });
-  assert.ok(info.isolates <= 3, `isolates left: ${info.isolates}`);
-  assert.ok(info.isolates >= 1, 'the most recently used one stays');
+    const consistent = loaded.length === p.isolates && loaded.some((t) => t.name === 'heavy-5');
+    if (!consistent) settled = null;
+    else if (settled === null || settled.evictions !== p.evictions) settled = { evictions: p.evictions, since: Date.now() };
+    return settled && Date.now() - settled.since >= 2500 ? { info: p, heavy: list } : null;
+  }, { timeout: 12000, interval: 100, what: 'a consistent report with the evictions settled' });
 
   // what is left fits in the budget
   const resident = heavy.filter((t) => t.heap_used > 0);
   const heapMiB = resident.reduce((sum, t) => sum + t.heap_used, 0) / 1048576;
   assert.ok(heapMiB <= 16 || resident.length === 1, `resident heap ${heapMiB.toFixed(1)} MiB`);
+  assert.ok(info.evictions >= 3, `evictions: ${info.evictions}`);
+  assert.ok(info.isolates <= 3, `isolates left: ${info.isolates}`);
+  assert.ok(info.isolates >= 1, 'the most recently used one stays');
   for (const t of heavy) assert.ok(t.heap_peak >= 4 * 1048576, `${t.name} held its ballast: ${t.heap_peak}`);
   // the oldest went, the newest stayed
   assert.equal(heavy.find((t) => t.name === 'heavy-0').heap_used, 0);

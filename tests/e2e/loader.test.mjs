@@ -48,6 +48,9 @@ async function text(stub, input = 'http://child.example/path', init) {
   return { status: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };
 }
 const routes = {
+  binding(url, env) {
+    return { load: typeof env.LOADER?.load, get: typeof env.LOADER?.get };
+  },
   async load(url, env) {
     return text(env.LOADER.load(code({ env: { tag: url.searchParams.get('tag') } })));
   },
@@ -153,9 +156,12 @@ async function isolates() {
   return proc?.isolates;
 }
 
-test('deploy a parent with a loader binding', async () => {
+test('deploy a parent with a loader binding: it runs with env.LOADER', async () => {
   // CPU to spare for a parent's cold first request on slow (sanitizer) builds
-  await node.deployOk('parent', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 500 } });
+  const r = await node.deployOk('parent', { 'index.js': PARENT }, { bindings: LOADER, limits: { cpu_ms: 500 } });
+  assert.equal(r.status, 201, r.text);
+  const seen = await call('parent', '/binding');
+  assert.deepEqual(seen.ok, { load: 'function', get: 'function' }, JSON.stringify(seen));
 });
 
 test('load(): a fresh isolate every time', async () => {
@@ -627,6 +633,9 @@ const tryFetch = \`export default { async fetch() {
   return Response.json(seen);
 } };\`;
 const routes = {
+  binding(url, env) {
+    return { load: typeof env.LOADER?.load, get: typeof env.LOADER?.get };
+  },
   async subrequests(url, env) {
     // Two fetch() calls per request, three allowed per request.
     const stub = env.LOADER.get('sub', async () => code({ 'a.js': tryFetch }, { limits: { subRequests: 3 } }));
@@ -691,8 +700,11 @@ export default {
   },
 };`;
 
-test('ported parent scripts: deploy', async () => {
-  await node.deployOk('qa', { 'index.js': QA_PARENT }, { bindings: LOADER, limits: { cpu_ms: 2000 } });
+test('ported parent scripts: deploy; the parent runs with its loader binding', async () => {
+  const r = await node.deployOk('qa', { 'index.js': QA_PARENT }, { bindings: LOADER, limits: { cpu_ms: 2000 } });
+  assert.equal(r.status, 201, r.text);
+  const seen = await call('qa', '/binding');
+  assert.deepEqual(seen.ok, { load: 'function', get: 'function' }, JSON.stringify(seen));
 });
 
 test('limits.subRequests is per request: a cached get() child does not run dry', async () => {

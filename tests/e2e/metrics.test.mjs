@@ -5,7 +5,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
-import { sleep, startNode, tempDir, waitFor, writeFile } from './lib/node.mjs';
+import { missingInput, sleep, startNode, tempDir, waitFor, writeFile } from './lib/node.mjs';
 
 const OK = `export default { fetch() { return new Response('ok'); } };\n`;
 const SPIN = `export default { fetch() { while (true) {} } };\n`;
@@ -156,9 +156,10 @@ async function promQuery(port, query) {
   return body.data.result;
 }
 
-test('a real Prometheus server scrapes /metrics with the bearer token', {
-  skip: which('prometheus') ? false : 'prometheus missing (Debian package prometheus)',
-}, async (t) => {
+test('a real Prometheus server scrapes /metrics with the bearer token', async (t) => {
+  if (!which('prometheus')) {
+    return missingInput(t, 'prometheus is missing', 'install the Debian package prometheus (deploy/setup.sh does)');
+  }
   const node = await startNode({ workers: 1 });
   t.after(() => node.stop({ clean: true }));
   await node.deployOk('ok', OK);

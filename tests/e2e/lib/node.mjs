@@ -16,6 +16,20 @@ export const BIN_DIR = process.env.EDGENODE_BIN_DIR ?? path.join(SOURCE_DIR, 'bu
 export const EDGENODE = path.join(BIN_DIR, 'edgenode');
 export const EDGECTL = path.join(BIN_DIR, 'edgectl');
 
+// CI exports EDGENODE_CI=1 (.ci/run): there every input a test needs (a
+// tool, an npm package, the conformance vectors) must be present, and a
+// missing one fails the test instead of skipping it, so that a green run
+// cannot hide a suite that did not run.
+export const INPUTS_REQUIRED = process.env.EDGENODE_CI === '1';
+
+// For a test (t: its context) whose input is missing: `what` is missing,
+// `how` says how to get it. Skips, or under EDGENODE_CI=1 fails.
+export function missingInput(t, what, how) {
+  const message = `${what}; ${how}`;
+  if (INPUTS_REQUIRED) throw new Error(`${message} (EDGENODE_CI=1: a missing input fails the test)`);
+  t.skip(message);
+}
+
 const READY_TIMEOUT_MS = 20000;
 
 // Everything started here, so that a failing or interrupted test never leaves
