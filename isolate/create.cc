@@ -228,6 +228,8 @@ bool worker_load(iso_worker *w, const iso_worker_options *o, iso_error *err) {
   w->host = *o->host;
   if (o->calls != nullptr)
     w->host_calls = *o->calls;
+  if (o->stream != nullptr)
+    w->host_stream = *o->stream;
   w->cpu_limit_ns = (uint64_t)(o->limits.cpu_ms ? o->limits.cpu_ms : 50) * 1000000u;
   v8::Isolate *isolate = w->isolate;
   v8::Isolate::Scope isolate_scope(isolate);
@@ -256,6 +258,7 @@ void worker_destroy(iso_worker *w) {
   if (w->isolate != nullptr) {
     w->modules.clear();
     w->async_calls.clear();
+    w->drains.clear();
     w->object_proto.Reset();
     for (iso::name_memo &memo : w->direct_names)
       memo.js.Reset();
@@ -319,6 +322,12 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
   if (o == nullptr || o->host == nullptr || o->host->respond == nullptr ||
       o->host->done == nullptr) {
     error_set(err, ISO_ERR_INTERNAL, "the host has no respond or done callback");
+    return nullptr;
+  }
+  const iso_host_stream *st = o->stream;
+  if (st != nullptr &&
+      (st->start == nullptr || st->write == nullptr || st->end == nullptr || st->abort == nullptr)) {
+    error_set(err, ISO_ERR_INTERNAL, "the host's stream callbacks are incomplete");
     return nullptr;
   }
   uint32_t memory_mb = o->limits.memory_mb ? o->limits.memory_mb : kDefaultMemoryMb;

@@ -88,6 +88,8 @@ void request_done(iso_worker *w, uint64_t token) {
   }
   pending_request *outer = w->finishing;
   pending_remove(w, token);
+  if (!w->drains.empty())
+    w->drains.erase(token);  /* its stream will not go on */
   w->finishing = &finished;
   w->host.done(w->host.data, token);
   w->finishing = outer;
@@ -184,7 +186,7 @@ int worker_dispatch(iso_worker *w, uint64_t token, const iso_request *req, bool 
       fail_all(w, ISO_ERR_MEMORY, "exceeded memory limit");
     return -1;
   }
-  w->pending.push_back(pending_request{token, false, 0, w->array_buffers->refusals()});
+  w->pending.push_back(pending_request{token, false, false, 0, w->array_buffers->refusals()});
   *started = true;
   run_function(w, context, token, w->dispatch, 5, argv);
   return 0;

@@ -184,6 +184,7 @@ struct module_entry {
 struct pending_request {
   uint64_t token;
   bool responded;
+  bool streaming;   /* its body is going out through iso_host_stream (respond.cc) */
   uint64_t cpu_ns;  /* used by the entries made for it, the current one excepted */
   uint64_t refusals; /* the allocator's refusals() when it started */
 };
@@ -221,6 +222,7 @@ struct scratch {
 struct iso_worker {
   iso_host host;
   iso_host_calls host_calls{};  /* all NULL when the host gave none */
+  iso_host_stream host_stream{}; /* all NULL when responses are not streamed */
   uint64_t cpu_limit_ns;
   size_t memory_cap;  /* bytes: V8's heap, and separately ArrayBuffer contents */
   v8::Isolate *isolate = nullptr;
@@ -240,6 +242,8 @@ struct iso_worker {
   std::vector<iso::pending_request> pending;
   iso::pending_request *finishing = nullptr; /* during the done callback */
   std::unordered_map<uint32_t, iso::async_call> async_calls;
+  /* Streamed responses waiting for iso_worker_stream_drained(), by token. */
+  std::unordered_map<uint64_t, v8::Global<v8::Promise::Resolver>> drains;
   uint32_t last_call_id = 0;
   v8::Global<v8::Value> object_proto;  /* %Object.prototype%: what plain objects inherit */
   iso::name_memo direct_names[2];      /* the direct calls' binding and op */
@@ -353,6 +357,9 @@ void run_function(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
 /* The same for settling async host call `call_id` (hostcall_settle). */
 void run_settle(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, uint32_t call_id,
                 int ok, const uint8_t *value, size_t value_len);
+/* The same for a call of no hot path: `call(arg)` returns false when it threw. */
+void run_call(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
+              bool (*call)(void *arg), void *arg);
 /* Fails every request still pending (the worker can finish none of them). */
 void fail_all(iso_worker *w, iso_error_kind kind, const char *message);
 /* Whether the worker's heap is within its limit; when it is not, the worker
@@ -444,6 +451,49 @@ void hostcall_async(const v8::FunctionCallbackInfo<v8::Value> &info);
  * false when JavaScript was terminated meanwhile. */
 bool hostcall_settle(iso_worker *w, v8::Local<v8::Context> context, uint32_t call_id, bool ok,
                      const uint8_t *value, size_t value_len);
+
+/* ---- native.cc and respond.cc: arguments of the natives ---- */
+
+/* Tokens and timer ids are plain numbers (kMaxSafeToken). */
+inline bool to_token(v8::Isolate *isolate, v8::Local<v8::Value> v, uint64_t *out) {
+  if (v->IsNumber()) {
+    double d = v.As<v8::Number>()->Value();
+    if (d >= 0 && d < (double)kMaxSafeToken) {
+      *out = (uint64_t)d;
+      return true;
+    }
+  }
+  isolate->ThrowException(v8::Exception::TypeError(str(isolate, "expected a request token")));
+  return false;
+}
+
+/* The bytes of a view, without copying. */
+inline bool view_bytes(v8::Local<v8::Value> v, uint8_t **data, size_t *len) {
+  if (v->IsArrayBufferView()) {
+    v8::Local<v8::ArrayBufferView> view = v.As<v8::ArrayBufferView>();
+    *len = view->ByteLength();
+    *data = *len ? (uint8_t *)view->Buffer()->Data() + view->ByteOffset() : nullptr;
+    return true;
+  }
+  if (v->IsArrayBuffer()) {
+    v8::Local<v8::ArrayBuffer> ab = v.As<v8::ArrayBuffer>();
+    *len = ab->ByteLength();
+    *data = *len ? (uint8_t *)ab->Data() : nullptr;
+    return true;
+  }
+  return false;
+}
+
+/* ---- respond.cc: how a response leaves the worker ---- */
+
+/* The core natives of a response: respond(token, status, headers, body)
+ * whole, or streamed: respondStart, respondWrite, respondEnd, respondAbort
+ * (the table in native.cc lists them for the snapshot). */
+void respond_whole(const v8::FunctionCallbackInfo<v8::Value> &info);
+void respond_start(const v8::FunctionCallbackInfo<v8::Value> &info);
+void respond_write(const v8::FunctionCallbackInfo<v8::Value> &info);
+void respond_end(const v8::FunctionCallbackInfo<v8::Value> &info);
+void respond_abort(const v8::FunctionCallbackInfo<v8::Value> &info);
 
 /* ---- native.cc ---- */
 

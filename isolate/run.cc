@@ -217,6 +217,11 @@ void run_settle(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, u
       [&]() { return hostcall_settle(w, context, call_id, ok != 0, value, value_len); });
 }
 
+void run_call(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
+              bool (*call)(void *arg), void *arg) {
+  run(w, context, token, [&]() { return call(arg); });
+}
+
 /* V8 enforces the heap limit only when it collects garbage, and one builtin
  * (Array.from of a huge array-like, from warm code) can grow the heap far
  * past it with no collection in between, even to the end of the request.
