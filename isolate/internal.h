@@ -369,8 +369,10 @@ bool heap_check(iso_worker *w);
 /* V8's near-heap-limit and OOM callbacks for a worker's isolate. */
 size_t near_heap_limit(void *data, size_t current_limit, size_t initial_limit);
 void oom_handler(const char *location, bool is_heap_oom);
-/* The innermost guard of this thread (see guarded()). */
-extern thread_local oom_guard *oom_top;
+/* The innermost guard of this thread (see guarded()). __thread, not
+ * thread_local: shared between files, a thread_local is reached through a
+ * check for a dynamic initializer on every use. */
+extern __thread oom_guard *oom_top;
 /* After the jump: what the skipped frames would have undone. */
 void oom_recover(iso_worker *w);
 

@@ -17,7 +17,7 @@
 
 namespace iso {
 
-thread_local oom_guard *oom_top;
+__thread oom_guard *oom_top;
 
 namespace {
 

@@ -2249,7 +2249,7 @@ static void test_heap_stats(void **state) {
   iso_worker_free(w);
 }
 
-/* Semispaces sized for a server (isolate.cc, size_young_generation) take
+/* Semispaces sized for a server (create.cc, size_young_generation) take
  * their room from the old generation: the heap's limit is still the one
  * asked for, and a loop of short-lived garbage runs in a young generation
  * past V8's 1 MiB semispaces without touching it. */
