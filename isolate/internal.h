@@ -4,6 +4,7 @@
 #ifndef EDGENODE_ISOLATE_INTERNAL_H
 #define EDGENODE_ISOLATE_INTERNAL_H
 
+#include <setjmp.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -15,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <openssl/types.h>
 #include <v8.h>
 
 extern "C" {
@@ -62,7 +64,7 @@ uint64_t watchdog_used(const watch *wt);
  * this is what still says that the entry is over. */
 bool watchdog_fired(watch *wt);
 
-/* ---- isolate.cc: making and disposing workers ---- */
+/* ---- create.cc: making and disposing workers ---- */
 
 /* The default memory limit: pooled isolates are made with it (a heap's
  * limit is fixed when the isolate is created). */
@@ -74,6 +76,9 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err);
 void worker_destroy(iso_worker *w);
 /* What a worker's isolate holds: its heap and its ArrayBuffers, in bytes. */
 size_t worker_held_bytes(iso_worker *w);
+/* Destroys a worker nobody uses any more: on the pool's thread when it can
+ * (disposing takes half a millisecond or more), here otherwise. */
+void worker_release(iso_worker *w);
 
 /* ---- pool.cc: blank workers made ahead ---- */
 
@@ -99,7 +104,7 @@ double platform_now();
  * A worker's foreground tasks: what V8 queues for the isolate's own thread
  * (a FinalizationRegistry's callbacks, steps of the memory reducer and of
  * incremental marking). Posted from any thread; the worker runs those due
- * at the end of its outermost entries (isolate.cc). In the order posted.
+ * at the end of its outermost entries (run.cc). In the order posted.
  */
 class task_queue {
  public:
@@ -145,7 +150,7 @@ v8::StartupData *snapshot_blob();
 const intptr_t *snapshot_references();
 size_t snapshot_index(snapshot_slot slot);
 
-/* ---- isolate.cc: the worker ---- */
+/* ---- allocator.cc and the worker ---- */
 
 struct arena;
 
@@ -179,6 +184,7 @@ struct module_entry {
 struct pending_request {
   uint64_t token;
   bool responded;
+  bool streaming;   /* its body is going out through iso_host_stream (respond.cc) */
   uint64_t cpu_ns;  /* used by the entries made for it, the current one excepted */
   uint64_t refusals; /* the allocator's refusals() when it started */
 };
@@ -189,8 +195,12 @@ struct async_call {
   v8::Global<v8::Promise::Resolver> resolver;
 };
 
-/* The outermost call into a worker, which V8 running out of memory returns to (isolate.cc). */
-struct oom_guard;
+/* The outermost call into a worker, which V8 running out of memory returns to (run.cc). */
+struct oom_guard {
+  sigjmp_buf jmp;
+  iso_worker *w;
+  oom_guard *outer;  /* another worker's, entered from a host callback */
+};
 
 /* A name string the direct host calls saw last, by identity (see
  * hostcalls.cc: direct_name). */
@@ -212,6 +222,7 @@ struct scratch {
 struct iso_worker {
   iso_host host;
   iso_host_calls host_calls{};  /* all NULL when the host gave none */
+  iso_host_stream host_stream{}; /* all NULL when responses are not streamed */
   uint64_t cpu_limit_ns;
   size_t memory_cap;  /* bytes: V8's heap, and separately ArrayBuffer contents */
   v8::Isolate *isolate = nullptr;
@@ -231,6 +242,8 @@ struct iso_worker {
   std::vector<iso::pending_request> pending;
   iso::pending_request *finishing = nullptr; /* during the done callback */
   std::unordered_map<uint32_t, iso::async_call> async_calls;
+  /* Streamed responses waiting for iso_worker_stream_drained(), by token. */
+  std::unordered_map<uint64_t, v8::Global<v8::Promise::Resolver>> drains;
   uint32_t last_call_id = 0;
   v8::Global<v8::Value> object_proto;  /* %Object.prototype%: what plain objects inherit */
   iso::name_memo direct_names[2];      /* the direct calls' binding and op */
@@ -272,8 +285,14 @@ struct iso_worker {
 
 namespace iso {
 
-/* ---- isolate.cc ---- */
+/* ---- dispatch.cc: requests in flight ---- */
 
+inline pending_request *pending_find(iso_worker *w, uint64_t token) {
+  for (pending_request &p : w->pending)
+    if (p.token == token)
+      return &p;
+  return nullptr;
+}
 /* The worker a context belongs to; NULL in the snapshot's own contexts. */
 iso_worker *worker_of(v8::Local<v8::Context> context);
 /* The worker whose code runs in `isolate`, found without asking V8 for
@@ -291,10 +310,6 @@ inline void entry_token_forget(iso_worker *w) {
   if (w != nullptr)
     w->entry_token_valid = false;
 }
-/* Whether the worker's heap is within its limit; when it is not, the worker
- * has hit the limit (as V8's callback would have it) and its JavaScript is
- * being terminated. Measures only when some heap grew since the last time. */
-bool heap_check(iso_worker *w);
 /* The request on whose behalf JavaScript runs right now; `context` (the
  * worker's) may be empty, and is then asked of V8 if it is needed. */
 uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context);
@@ -302,12 +317,93 @@ uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context);
 void request_respond(iso_worker *w, uint64_t token, const iso_response *res,
                      const iso_error *err);
 void request_done(iso_worker *w, uint64_t token);
+
+/* Keeps the worker alive while a public call is on the stack, so that a host
+ * callback may call iso_worker_free() safely. */
+struct call_guard {
+  iso_worker *w;
+  explicit call_guard(iso_worker *worker) : w(worker) { w->calls++; }
+  ~call_guard() {
+    if (--w->calls == 0 && w->free_requested)
+      worker_release(w);
+  }
+};
+
+/* ---- allocator.cc ---- */
+
 /* An ArrayBuffer whose contents count against the worker's cap; empty (with a
  * RangeError thrown) past it. *data points at its uninitialised contents.
  * Without a worker (the snapshot's contexts), a plain one. */
 v8::MaybeLocal<v8::ArrayBuffer> new_buffer(iso_worker *w, size_t len, uint8_t **data);
 /* The same as a Uint8Array over the whole buffer. */
 v8::MaybeLocal<v8::Uint8Array> new_bytes(iso_worker *w, size_t len, uint8_t **data);
+
+/* ---- run.cc: entering JavaScript ---- */
+
+/* One entry into a worker's JavaScript: a host callback may call back into
+ * the worker, and nested entries share the outer one's CPU budget,
+ * accounting and checkpoint. */
+struct entry {
+  uint64_t saved_token;
+  bool outer;
+};
+void entry_begin(iso_worker *w, entry *e, uint64_t token, uint64_t cpu_limit_ns);
+/* Returns why JavaScript was cut short: ISO_OK, ISO_ERR_CPU or ISO_ERR_MEMORY. */
+iso_error_kind entry_end(iso_worker *w, entry *e);
+/* Calls a runtime function on behalf of `token`, then the microtasks (and
+ * V8's tasks), under the CPU limit; failures end the requests concerned. */
+void run_function(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
+                  const v8::Global<v8::Function> &fn, int argc, v8::Local<v8::Value> argv[]);
+/* The same for settling async host call `call_id` (hostcall_settle). */
+void run_settle(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, uint32_t call_id,
+                int ok, const uint8_t *value, size_t value_len);
+/* The same for a call of no hot path: `call(arg)` returns false when it threw. */
+void run_call(iso_worker *w, v8::Local<v8::Context> context, uint64_t token,
+              bool (*call)(void *arg), void *arg);
+/* Fails every request still pending (the worker can finish none of them). */
+void fail_all(iso_worker *w, iso_error_kind kind, const char *message);
+/* Whether the worker's heap is within its limit; when it is not, the worker
+ * has hit the limit (as V8's callback would have it) and its JavaScript is
+ * being terminated. Measures only when some heap grew since the last time. */
+bool heap_check(iso_worker *w);
+/* V8's near-heap-limit and OOM callbacks for a worker's isolate. */
+size_t near_heap_limit(void *data, size_t current_limit, size_t initial_limit);
+void oom_handler(const char *location, bool is_heap_oom);
+/* The innermost guard of this thread (see guarded()). __thread, not
+ * thread_local: shared between files, a thread_local is reached through a
+ * check for a dynamic initializer on every use. */
+extern __thread oom_guard *oom_top;
+/* After the jump: what the skipped frames would have undone. */
+void oom_recover(iso_worker *w);
+
+/* Runs fn(), which enters the worker's isolate. Returns false when V8 ran
+ * out of memory in it: the worker is then broken and its requests failed. */
+template <typename F>
+bool guarded(iso_worker *w, F &&fn) {
+  if (w->oom != nullptr) {  /* an outer call into this worker guards it */
+    fn();
+    return true;
+  }
+  /* Closing it after a jump frees the handle blocks the skipped scopes
+   * would have (a builtin's loop can fill tens of megabytes of them). */
+  v8::HandleScope handles(w->isolate);
+  oom_guard g;
+  g.w = w;
+  g.outer = oom_top;
+  if (sigsetjmp(g.jmp, 0) != 0) {
+    oom_top = g.outer;
+    w->oom = nullptr;
+    w->jumped_out = true;
+    oom_recover(w);
+    return false;
+  }
+  oom_top = &g;
+  w->oom = &g;
+  fn();
+  oom_top = g.outer;
+  w->oom = nullptr;
+  return true;
+}
 
 /* ---- errors.cc ---- */
 
@@ -358,6 +454,49 @@ void hostcall_async(const v8::FunctionCallbackInfo<v8::Value> &info);
 bool hostcall_settle(iso_worker *w, v8::Local<v8::Context> context, uint32_t call_id, bool ok,
                      const uint8_t *value, size_t value_len);
 
+/* ---- native.cc and respond.cc: arguments of the natives ---- */
+
+/* Tokens and timer ids are plain numbers (kMaxSafeToken). */
+inline bool to_token(v8::Isolate *isolate, v8::Local<v8::Value> v, uint64_t *out) {
+  if (v->IsNumber()) {
+    double d = v.As<v8::Number>()->Value();
+    if (d >= 0 && d < (double)kMaxSafeToken) {
+      *out = (uint64_t)d;
+      return true;
+    }
+  }
+  isolate->ThrowException(v8::Exception::TypeError(str(isolate, "expected a request token")));
+  return false;
+}
+
+/* The bytes of a view, without copying. */
+inline bool view_bytes(v8::Local<v8::Value> v, uint8_t **data, size_t *len) {
+  if (v->IsArrayBufferView()) {
+    v8::Local<v8::ArrayBufferView> view = v.As<v8::ArrayBufferView>();
+    *len = view->ByteLength();
+    *data = *len ? (uint8_t *)view->Buffer()->Data() + view->ByteOffset() : nullptr;
+    return true;
+  }
+  if (v->IsArrayBuffer()) {
+    v8::Local<v8::ArrayBuffer> ab = v.As<v8::ArrayBuffer>();
+    *len = ab->ByteLength();
+    *data = *len ? (uint8_t *)ab->Data() : nullptr;
+    return true;
+  }
+  return false;
+}
+
+/* ---- respond.cc: how a response leaves the worker ---- */
+
+/* The core natives of a response: respond(token, status, headers, body)
+ * whole, or streamed: respondStart, respondWrite, respondEnd, respondAbort
+ * (the table in native.cc lists them for the snapshot). */
+void respond_whole(const v8::FunctionCallbackInfo<v8::Value> &info);
+void respond_start(const v8::FunctionCallbackInfo<v8::Value> &info);
+void respond_write(const v8::FunctionCallbackInfo<v8::Value> &info);
+void respond_end(const v8::FunctionCallbackInfo<v8::Value> &info);
+void respond_abort(const v8::FunctionCallbackInfo<v8::Value> &info);
+
 /* ---- native.cc ---- */
 
 /* The `native` object the runtime is called with: the core functions, which
@@ -366,6 +505,69 @@ bool hostcall_settle(iso_worker *w, v8::Local<v8::Context> context, uint32_t cal
 v8::Local<v8::Object> native_new(v8::Local<v8::Context> context);
 /* Their callbacks, null-terminated: the snapshot's external references. */
 const intptr_t *native_references();
+
+/* ---- crypto*.cc: the Web Crypto natives (crypto.cc says which file has what) ---- */
+
+namespace crypto {
+
+using Info = v8::FunctionCallbackInfo<v8::Value>;
+using buf = std::vector<uint8_t>;
+
+struct bytes {
+  const uint8_t *p;
+  size_t n;
+};
+
+/* A non-null pointer for zero-length inputs: some OpenSSL calls reject NULL. */
+extern const uint8_t kEmpty[1];
+
+/* A plain Error (OpenSSL's error queue is cleared first), or a TypeError. */
+void throw_error(v8::Isolate *isolate, const char *msg);
+void throw_type_error(v8::Isolate *isolate, const char *msg);
+/* Argument i as bytes (an ArrayBuffer or a view), without copying. The
+ * runtime passes copies it owns, so the bytes do not change during the call. */
+bool arg_bytes(const Info &info, int i, bytes *out);
+/* Same, where null or undefined stand for "absent" (out->p == nullptr). */
+bool arg_bytes_opt(const Info &info, int i, bytes *out);
+/* Argument i as a short ASCII string (an algorithm or format name). */
+bool arg_name(const Info &info, int i, char *dst, size_t cap);
+bool arg_uint(const Info &info, int i, uint32_t *out);
+/* Argument i as a hash name ("SHA-256", ...); throws for others. */
+bool arg_md(const Info &info, int i, const EVP_MD **md);
+bool fits_int(const bytes &b);
+/* A Uint8Array holding a copy of p[0..n). */
+v8::MaybeLocal<v8::Uint8Array> to_js(v8::Isolate *isolate, const uint8_t *p, size_t n);
+void return_bytes(const Info &info, const uint8_t *p, size_t n);
+/* Returns [a, b, ...] of byte arrays; a null item stands for null. */
+void return_list(const Info &info, const std::vector<const buf *> &items);
+/* The whole of `der` as a private key (PKCS#8) or a public one (SPKI). */
+EVP_PKEY *der_key(const bytes &der, bool is_private);
+/* The DER of a key: PKCS#8 with is_private, else SPKI. */
+bool der_of(EVP_PKEY *pkey, bool is_private, buf *out);
+
+/* crypto_digest.cc */
+void crypto_digest(const Info &info);
+void crypto_hmac(const Info &info);
+void crypto_pbkdf2(const Info &info);
+void crypto_hkdf(const Info &info);
+/* crypto_aes.cc */
+void crypto_aes(const Info &info);
+/* crypto_ec.cc */
+void crypto_key_generate(const Info &info);
+void crypto_key_import(const Info &info);
+void crypto_key_export(const Info &info);
+void crypto_sign(const Info &info);
+void crypto_verify(const Info &info);
+void crypto_derive(const Info &info);
+/* crypto_rsa.cc */
+void crypto_rsa_generate(const Info &info);
+void crypto_rsa_import(const Info &info);
+void crypto_rsa_export(const Info &info);
+void crypto_rsa_sign(const Info &info);
+void crypto_rsa_verify(const Info &info);
+void crypto_rsa_oaep(const Info &info);
+
+}  // namespace crypto
 
 /* ---- pages.cc: heap pages kept from one isolate for the next ---- */
 

@@ -83,7 +83,8 @@ typedef struct iso_request {
 extern const uint8_t iso_body_streamed_marker[1];
 #define ISO_BODY_STREAMED (iso_body_streamed_marker)
 
-/* A worker's response; valid only during the respond callback. */
+/* A worker's response; valid only during the respond callback (or, without
+ * its body, the head a streamed response starts with: iso_host_stream). */
 typedef struct iso_response {
   int status;
   const iso_header *headers;
@@ -113,7 +114,9 @@ typedef struct iso_host {
    * Returns 0, or non-zero when the host refuses (JS then gets an exception). */
   int (*timer_start)(void *data, uint64_t token, uint32_t timer_id, double delay_ms);
   void (*timer_cancel)(void *data, uint32_t timer_id);
-  /* The fetch handler produced a response (res) or failed (err); called once per request. */
+  /* The fetch handler produced a response (res) or failed (err); called once
+   * per request (a response whose body is streamed goes to iso_host_stream
+   * instead, and comes here only if the request fails while it streams). */
   void (*respond)(void *data, uint64_t token, const iso_response *res, const iso_error *err);
   /* The request is over: responded, and every ctx.waitUntil() promise settled.
    * Called once per request, after respond. */
@@ -389,6 +392,60 @@ typedef struct iso_host_calls {
                      uint32_t n_args, iso_numbers *numbers, iso_wire *result);
 } iso_host_calls;
 
+/* ---- Streamed responses ----
+ *
+ * A Response whose body is a ReadableStream still being produced can go out
+ * as it is made: its head at once, then each chunk as the stream yields it,
+ * held back while the client is behind. A host that can send a response that
+ * way gives these callbacks (iso_worker_options.stream). Without them, or
+ * when start declines, the body is read to its end and goes to respond
+ * whole, as does every body that is complete already (a string, bytes, a
+ * Blob, a stream closed with all its chunks queued before fetch returned).
+ *
+ * For one request, in this order: start once, write any number of times,
+ * then exactly one of end or abort. respond is not called for a request whose
+ * start was accepted, except with an error (res NULL) when the request fails
+ * while its body is still going out (the CPU or memory limit, the worker
+ * broken): the host then cuts the response short itself, and no stream
+ * callback comes for that request afterwards. done follows as for any
+ * request. `data` is iso_host.data; the callbacks run on the worker's thread,
+ * inside the iso_* call that entered JavaScript, and must not run the
+ * worker's JavaScript.
+ */
+typedef struct iso_host_stream {
+  /* The response's head: head->status and head->headers (head->body is NULL;
+   * all valid only during the call). `length` is the body's size in bytes
+   * when the stream announced it (a FixedLengthStream's), else -1. Returns 0
+   * to stream the body, or non-zero to decline (this request cannot be
+   * streamed): the body then goes to respond whole. */
+  int (*start)(void *data, uint64_t token, const iso_response *head, int64_t length);
+  /* The next bytes of the body, valid only during the call. Returns 0 when
+   * more may follow at once; 1 when the client is behind: the runtime writes
+   * nothing more until the host calls iso_worker_stream_drained() for
+   * `token`, which it must do later, from its loop (not from inside write);
+   * or -1 with *error set to a message of static storage ("the client closed
+   * the connection") when the body cannot go on: JavaScript then cancels
+   * the stream with a TypeError of that message, and abort follows. */
+  int (*write)(void *data, uint64_t token, const uint8_t *bytes, size_t len, const char **error);
+  /* The body is complete. */
+  void (*end)(void *data, uint64_t token);
+  /* The body failed after its head went out (the stream errored, or a write
+   * or a drain failed): the host must cut the response short, so that the
+   * client never takes it for whole. `message` (UTF-8, `len` bytes, valid
+   * only during the call) says why, for logs. */
+  void (*abort)(void *data, uint64_t token, const char *message, size_t len);
+} iso_host_stream;
+
+/* After write returned 1 for `token`: the client caught up (error NULL), and
+ * the runtime writes the next bytes; or it is gone (`error` a message, read
+ * only during the call): the stream is cancelled with a TypeError of it, and
+ * abort follows. Runs microtasks; counts as an entry into JavaScript for
+ * `token` (CPU limit applies). Ignored when `token` waits for no drain (its
+ * request failed or is over), and on a broken worker. A wait is part of its
+ * request (iso_worker_pending() counts the request, iso_worker_pending_calls()
+ * does not count the wait); freeing the worker drops it. */
+void iso_worker_stream_drained(iso_worker *w, uint64_t token, const char *error);
+
 /* Everything a worker is created from (iso_worker_new takes the common subset). */
 typedef struct iso_worker_options {
   const iso_host *host;
@@ -402,6 +459,9 @@ typedef struct iso_worker_options {
    * {"DB": {"type": "facet"}, "LOADER": {"type": "loader"}}. Kept apart from
    * env_json so that no plain value can pose as a binding. */
   const char *bindings_json;
+  /* Streamed responses (all four callbacks); may be NULL: every response
+   * body then reaches respond whole. */
+  const iso_host_stream *stream;
 } iso_worker_options;
 
 /* As iso_worker_new, from options. Returns NULL and fills *err on failure. */

@@ -1,7 +1,9 @@
 /*
  * The `native` object: what the runtime (the files in runtime/) may ask of the host.
  * See runtime/README.md for the contract. Every function finds its worker in
- * its context's embedder data.
+ * its context's embedder data. The natives a response leaves by (respond and
+ * the streamed respondStart...) are in respond.cc; the table below lists
+ * them with the rest.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -35,67 +37,6 @@ void throw_type_error(v8::Isolate *isolate, const char *msg) {
 
 void throw_range_error(v8::Isolate *isolate, const char *msg) {
   isolate->ThrowException(v8::Exception::RangeError(str(isolate, msg)));
-}
-
-/* Tokens and timer ids are plain numbers (kMaxSafeToken). */
-bool to_token(v8::Isolate *isolate, v8::Local<v8::Value> v, uint64_t *out) {
-  if (v->IsNumber()) {
-    double d = v.As<v8::Number>()->Value();
-    if (d >= 0 && d < (double)kMaxSafeToken) {
-      *out = (uint64_t)d;
-      return true;
-    }
-  }
-  throw_type_error(isolate, "expected a request token");
-  return false;
-}
-
-/* The bytes of a view, without copying. */
-bool view_bytes(v8::Local<v8::Value> v, uint8_t **data, size_t *len) {
-  if (v->IsArrayBufferView()) {
-    v8::Local<v8::ArrayBufferView> view = v.As<v8::ArrayBufferView>();
-    *len = view->ByteLength();
-    *data = *len ? (uint8_t *)view->Buffer()->Data() + view->ByteOffset() : nullptr;
-    return true;
-  }
-  if (v->IsArrayBuffer()) {
-    v8::Local<v8::ArrayBuffer> ab = v.As<v8::ArrayBuffer>();
-    *len = ab->ByteLength();
-    *data = *len ? (uint8_t *)ab->Data() : nullptr;
-    return true;
-  }
-  return false;
-}
-
-/* Appends a string to `out`: Latin-1 when every character fits in a byte (the
- * ByteString convention of HTTP headers), UTF-8 otherwise. Returns its length. */
-size_t append_bytes(v8::Isolate *isolate, scratch *out, v8::Local<v8::String> s) {
-  int n = s->Length();
-  if (n == 0)
-    return 0;
-  if (s->IsOneByte() || s->ContainsOnlyOneByte()) {
-    char *dst = out->reserve((size_t)n);
-    s->WriteOneByte(isolate, (uint8_t *)dst, 0, n, v8::String::NO_NULL_TERMINATION);
-    out->len += (size_t)n;
-    return (size_t)n;
-  }
-  size_t len = (size_t)s->Utf8Length(isolate);
-  char *dst = out->reserve(len);
-  s->WriteUtf8(isolate, dst, (int)len, nullptr,
-               v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
-  out->len += len;
-  return len;
-}
-
-size_t append_utf8(v8::Isolate *isolate, scratch *out, v8::Local<v8::String> s) {
-  size_t len = (size_t)s->Utf8Length(isolate);
-  if (len == 0)
-    return 0;
-  char *dst = out->reserve(len);
-  s->WriteUtf8(isolate, dst, (int)len, nullptr,
-               v8::String::NO_NULL_TERMINATION | v8::String::REPLACE_INVALID_UTF8);
-  out->len += len;
-  return len;
 }
 
 /* log(level, message) */
@@ -441,86 +382,6 @@ void native_domain_to_ascii(const Info &info) {
     info.GetReturnValue().Set(ascii);
 }
 
-/* Appends the flat [name, value, ...] array to `buf` and `headers`; the
- * header pointers are set by headers_fix() once the buffer stops moving. */
-bool headers_collect(v8::Isolate *isolate, v8::Local<v8::Context> context, v8::Local<v8::Array> flat,
-                     scratch *buf, std::vector<iso_header> *headers) {
-  uint32_t n = flat->Length();
-  for (uint32_t i = 0; i + 1 < n; i += 2) {
-    v8::Local<v8::Value> name, value;
-    if (!flat->Get(context, i).ToLocal(&name) || !flat->Get(context, i + 1).ToLocal(&value))
-      return false;
-    if (!name->IsString() || !value->IsString()) {
-      throw_type_error(isolate, "header names and values must be strings");
-      return false;
-    }
-    iso_header h = {nullptr, 0, nullptr, 0};
-    h.name_len = append_bytes(isolate, buf, name.As<v8::String>());
-    h.value_len = append_bytes(isolate, buf, value.As<v8::String>());
-    headers->push_back(h);
-  }
-  return true;
-}
-
-void headers_fix(char *base, std::vector<iso_header> *headers) {
-  for (iso_header &h : *headers) {
-    h.name = base;
-    h.value = base + h.name_len;
-    base += h.name_len + h.value_len;
-  }
-}
-
-/* respond(token, status, headers, body) */
-void native_respond(const Info &info) {
-  iso_worker *w = worker(info);
-  if (w == nullptr)
-    return;
-  v8::Isolate *isolate = info.GetIsolate();
-  v8::Local<v8::Context> context = isolate->GetCurrentContext();
-  uint64_t token;
-  if (!to_token(isolate, info[0], &token))
-    return;
-  if (!info[1]->IsInt32() || !info[2]->IsArray()) {
-    throw_type_error(isolate, "respond(token, status, headers, body)");
-    return;
-  }
-  /* Taken, not borrowed: a host callback may re-enter and respond meanwhile. */
-  scratch buf = w->out;
-  std::vector<iso_header> headers = std::move(w->out_headers);
-  w->out = scratch{};
-  buf.len = 0;
-  headers.clear();
-
-  iso_response res = {info[1].As<v8::Int32>()->Value(), nullptr, 0, nullptr, 0};
-  uint8_t *body = nullptr;
-  bool ok = headers_collect(isolate, context, info[2].As<v8::Array>(), &buf, &headers);
-  size_t body_at = buf.len;
-  if (ok && info[3]->IsString()) {
-    res.body_len = append_utf8(isolate, &buf, info[3].As<v8::String>());
-    body = res.body_len ? (uint8_t *)buf.data + body_at : nullptr;
-  } else if (ok && !info[3]->IsNullOrUndefined() && !view_bytes(info[3], &body, &res.body_len)) {
-    throw_type_error(isolate, "the body must be a Uint8Array, a string or null");
-    ok = false;
-  }
-  if (ok && !heap_check(w)) {
-    /* The response is not given: the limit answers for it, now, before
-     * the runtime's code after this call could end the request first. */
-    iso_error err = {};
-    error_set(&err, ISO_ERR_MEMORY, "exceeded memory limit");
-    request_respond(w, token, nullptr, &err);
-    iso_error_clear(&err);
-  } else if (ok) {
-    headers_fix(buf.data, &headers);
-    res.headers = headers.data();
-    res.n_headers = headers.size();
-    res.body = res.body_len ? body : nullptr;
-    request_respond(w, token, &res, nullptr);
-  }
-  free(w->out.data);
-  w->out = buf;
-  w->out_headers = std::move(headers);
-}
-
 /* fail(token, kind, error) */
 void native_fail(const Info &info) {
   iso_worker *w = worker(info);
@@ -568,7 +429,11 @@ const struct {
     {"utf8Encode", native_utf8_encode},
     {"utf8Decode", native_utf8_decode},
     {"structuredClone", native_structured_clone},
-    {"respond", native_respond},
+    {"respond", respond_whole},
+    {"respondStart", respond_start},
+    {"respondWrite", respond_write},
+    {"respondEnd", respond_end},
+    {"respondAbort", respond_abort},
     {"fail", native_fail},
     {"done", native_done},
     {"callSync", hostcall_sync},

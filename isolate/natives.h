@@ -1,9 +1,9 @@
 /*
  * Natives beyond the core contract of runtime/README.md, each group in its
- * own source file: Web Crypto primitives (crypto.cc, OpenSSL 3 EVP), zlib
+ * own source file: Web Crypto primitives (crypto*.cc, OpenSSL 3 EVP), zlib
  * streams (compress.cc) and small helpers (natives.cc). natives_add() adds
  * them all to a worker's `native` object once its context has been
- * deserialized from the startup snapshot (context_start() in isolate.cc).
+ * deserialized from the startup snapshot (context_start() in create.cc).
  * They are not in the snapshot, whose external references only list the
  * core table of native.cc: never call natives_add() from native_new(), or
  * making the snapshot aborts the process.

@@ -62,7 +62,7 @@ constexpr unsigned kNoExecSeal = 0x0008u; /* Linux 6.3 */
 #endif
 
 thread_local bool tearing_down;
-/* Regions asked for, by any isolate: what heap_check() (isolate.cc) looks
+/* Regions asked for, by any isolate: what heap_check() (run.cc) looks
  * at to know whether any heap may have grown. */
 std::atomic<uint64_t> heap_growths;
 

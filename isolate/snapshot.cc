@@ -9,7 +9,7 @@
  * stale or corrupted one.
  *
  * What a snapshot cannot hold is made per context after deserialization (see
- * context_start() in isolate.cc): the worker pointer (embedder data), the
+ * context_start() in create.cc): the worker pointer (embedder data), the
  * natives outside the core table (natives_add()), and the code-generation
  * switch.
  */

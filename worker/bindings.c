@@ -8,9 +8,8 @@
 #include "base.h"
 #include "worker.h"
 
-/* The runtime's own bindings for streamed bodies (stream.c); deployed
- * binding names are identifiers, so none can be these. */
-#define RESPONSE_BINDING " response"
+/* The runtime's own binding for streamed request bodies (stream.c);
+ * deployed binding names are identifiers, so none can be this one. */
 #define REQUEST_BINDING " request"
 
 /* Names are a few bytes: compared here, they cost less than a call to the
@@ -30,8 +29,7 @@ static const char *binding_type(loaded *l, const char *binding) {
   if (binding[0] == '\0') return "fetch";
   if (l->binding_seen != NULL && same_name(binding, l->binding_seen))
     return l->binding_seen_type;
-  if (strcmp(binding, RESPONSE_BINDING) == 0 || strcmp(binding, REQUEST_BINDING) == 0)
-    return "stream";
+  if (strcmp(binding, REQUEST_BINDING) == 0) return "stream";
   json_t *bindings = json_object_get(l->spec, "bindings");
   void *at = json_object_iter_at(bindings, binding);
   if (at == NULL) return NULL;

@@ -1,25 +1,22 @@
 /*
- * Streamed bodies, in both directions, through host calls on two bindings of
- * the runtime's own (names no deployed binding can have: those are
- * identifiers).
+ * Streamed bodies, in both directions.
  *
- * " response": when a fetch handler returns a Response whose body is a
+ * Responses: when a fetch handler returns a Response whose body is a
  * ReadableStream still being produced, the status and headers go out at once
- * and each chunk as it comes:
- *   start(status, [name, value, ...], length)
- *                                      sync: the head goes out, chunked, or
- *                                      with a Content-Length when length >= 0
- *                                      (a FixedLengthStream's body)
- *   write(bytes)                       sync: true when the client is behind
- *   drain()                            async: resolves once it caught up
- *   end()                              sync: the body is complete
- *   abort(message)                     sync: the body failed; cut it short
- * Only requests that came in through the ingress can stream; anything else
- * (dynamic workers, one-shot runs) gets an error from start() and the
+ * and each chunk as it comes, through the isolate's iso_host_stream
+ * callbacks (stream_response_host()): start sends the head, chunked or with a
+ * Content-Length when the stream announced its length (a FixedLengthStream's
+ * body); write queues a chunk and, when the client is behind, waits for the
+ * connection to drain before iso_worker_stream_drained() lets the runtime
+ * write on; end completes the body and abort cuts it short. Only requests
+ * that came in through the ingress can stream; anything else (dynamic
+ * workers, one-shot runs) gives the isolate no stream callbacks and the
  * runtime buffers the body as before.
  *
- * " request": a large or chunked request body (http.h: body_streamed) is
- * read by request.body as it arrives:
+ * Requests: a large or chunked request body (http.h: body_streamed) is read
+ * by request.body as it arrives, through host calls on the runtime's own
+ * binding " request" (a name no deployed binding can have: those are
+ * identifiers):
  *   read(token)   sync: bytes, null at the end, false when none are there yet
  *   wait(token)   async: resolves once read() has something to say
  * The token is the one the body belongs to, so a stream read from another
@@ -31,7 +28,8 @@
 #include "base.h"
 #include "worker.h"
 
-/* A drain() or wait() promise waiting for the connection. */
+/* A response waiting for its connection to drain (response_write), or a
+ * wait() promise. */
 typedef struct stream_wait {
   sched_unit unit;
   loaded *loaded;
@@ -41,68 +39,79 @@ typedef struct stream_wait {
   int resolve_always; /* wait(): the next read() tells what happened */
 } stream_wait;
 
+static const char *const closed_error = "the client closed the connection";
+
 static int fail(iso_wire *result, const char *message) {
   bindings_error(result, "TypeError", message);
   return -1;
 }
 
-/* The ingress request a call speaks for, still waiting for (part of) its response. */
-static inflight *stream_request(worker *w, loaded *l, const iso_call *call) {
-  inflight *f = id_map_get(&w->tokens, call->token);
+static void wait_run(sched_unit *u);
+static void on_ready(void *arg, int status);
+
+/* ---- responses (iso_host_stream) ---- */
+
+/* The ingress request `token` names, still waiting for (part of) its response. */
+static inflight *response_request(loaded *l, uint64_t token) {
+  inflight *f = id_map_get(&worker_self()->tokens, token);
   if (f == NULL || f->loaded != l || f->req == NULL) return NULL;
   return f;
 }
 
-static int start(inflight *f, iso_wire_reader *args, iso_wire *result) {
-  iso_wire_value status, list, v;
-  if (iso_wire_next(args, &status) != 1 || status.type != ISO_WIRE_NUMBER ||
-      iso_wire_next(args, &list) != 1 || list.type != ISO_WIRE_ARRAY || list.count % 2 != 0)
-    return fail(result, "malformed response head");
-  size_t n = list.count / 2;
-  http_header *hs = xcalloc(n ? n : 1, sizeof *hs);
-  int rc = 0;
-  for (size_t i = 0; i < list.count && rc == 0; i++) {
-    if (iso_wire_next(args, &v) != 1 || v.type != ISO_WIRE_STRING) {
-      rc = -1;
-      break;
-    }
-    char *text = xstrndup(v.ptr, v.len);
-    if (i % 2 == 0) hs[i / 2].name = text;
-    else hs[i / 2].value = text;
+static int response_start(void *data, uint64_t token, const iso_response *head, int64_t length) {
+  inflight *f = response_request(data, token);
+  if (f == NULL) return -1;
+  http_header *hs = xcalloc(head->n_headers ? head->n_headers : 1, sizeof *hs);
+  for (size_t i = 0; i < head->n_headers; i++) {
+    hs[i].name = xstrndup(head->headers[i].name, head->headers[i].name_len);
+    hs[i].value = xstrndup(head->headers[i].value, head->headers[i].value_len);
   }
-  /* A FixedLengthStream's body announces its length (Content-Length). */
-  int64_t length = -1;
-  if (rc == 0 && iso_wire_next(args, &v) == 1 && v.type == ISO_WIRE_NUMBER && v.number >= 0 &&
-      v.number <= 9007199254740991.0 && v.number == (double)(int64_t)v.number)
-    length = (int64_t)v.number;
-  if (rc == 0) {
-    int code = (int)status.number;
-    f->status = code;
-    if (http_respond_start(f->req, code, hs, n, length) != 0) rc = -2;
-  }
-  for (size_t i = 0; i < n; i++) {
+  f->status = head->status;
+  int rc = http_respond_start(f->req, head->status, hs, head->n_headers, length);
+  for (size_t i = 0; i < head->n_headers; i++) {
     free(hs[i].name);
     free(hs[i].value);
   }
   free(hs);
-  if (rc == -1) return fail(result, "malformed response headers");
-  if (rc == -2) return fail(result, "the response cannot be streamed");
-  iso_wire_undefined(result);
-  return 0;
+  return rc == 0 ? 0 : -1;
 }
 
-static int write_chunk(inflight *f, iso_wire_reader *args, iso_wire *result) {
-  iso_wire_value bytes;
-  if (iso_wire_next(args, &bytes) != 1 || bytes.type != ISO_WIRE_BYTES)
-    return fail(result, "a response chunk must be bytes");
-  int rc = http_respond_write(f->req, bytes.ptr, bytes.len);
-  if (rc == UV_E2BIG) return fail(result, "the response body is longer than its announced length");
-  if (rc < 0) return fail(result, "the client closed the connection");
-  iso_wire_bool(result, rc == 1);
-  return 0;
+static int response_write(void *data, uint64_t token, const uint8_t *bytes, size_t len,
+                          const char **error) {
+  loaded *l = data;
+  inflight *f = response_request(l, token);
+  if (f == NULL) {
+    *error = "this request has no client to stream to";
+    return -1;
+  }
+  int rc = http_respond_write(f->req, bytes, len);
+  if (rc == UV_E2BIG) {
+    *error = "the response body is longer than its announced length";
+    return -1;
+  }
+  if (rc < 0) {
+    *error = closed_error;
+    return -1;
+  }
+  if (rc == 0) return 0;
+  /* Behind: the runtime waits until the connection has drained. */
+  stream_wait *d = xcalloc(1, sizeof *d);
+  d->unit.run = wait_run;
+  d->loaded = l;
+  d->token = token;
+  if (http_respond_on_drain(f->req, on_ready, d) != 0) {
+    free(d);
+    *error = closed_error;
+    return -1;
+  }
+  /* Keeps this version alive until the drain has run. */
+  l->units++;
+  return 1;
 }
 
-static void end(inflight *f, iso_wire *result) {
+static void response_end(void *data, uint64_t token) {
+  inflight *f = response_request(data, token);
+  if (f == NULL) return;
   http_request *req = f->req;
   f->req = NULL;
   if (http_respond_end(req) == UV_EPROTO) {
@@ -112,23 +121,31 @@ static void end(inflight *f, iso_wire *result) {
               "response body ended short of its Content-Length; the connection was closed");
     f->status = 500;
   }
-  iso_wire_undefined(result);
 }
 
-static void abort_stream(worker *w, inflight *f, iso_wire_reader *args, iso_wire *result) {
-  (void)w;
-  iso_wire_value why;
-  int has_why = iso_wire_next(args, &why) == 1 && why.type == ISO_WIRE_STRING;
+static void response_abort(void *data, uint64_t token, const char *message, size_t len) {
+  inflight *f = response_request(data, token);
+  if (f == NULL) return;
   log_write(LOG_ERROR, f->tenant->name, f->request_id, NULL,
-            "response body failed after its head was sent: %.*s", has_why ? (int)why.len : 7,
-            has_why ? why.ptr : "unknown");
+            "response body failed after its head was sent: %.*s", (int)len, message);
   http_request *req = f->req;
   f->req = NULL;
   /* The client got a status it cannot trust: count the request as failed. */
   f->status = 500;
   http_respond_abort(req);
-  iso_wire_undefined(result);
 }
+
+const iso_host_stream *stream_response_host(void) {
+  static const iso_host_stream host = {
+      .start = response_start,
+      .write = response_write,
+      .end = response_end,
+      .abort = response_abort,
+  };
+  return &host;
+}
+
+/* ---- request bodies (the " request" binding) ---- */
 
 /* The request whose body a read() or wait() is for: its token is the first argument. */
 static inflight *body_request(worker *w, loaded *l, const iso_call *call) {
@@ -168,38 +185,20 @@ static int body_read(worker *w, loaded *l, const iso_call *call, iso_wire *resul
 }
 
 int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  if (strcmp(call->binding, " request") == 0) {
-    if (strcmp(call->op, "read") == 0) return body_read(w, l, call, result);
-    return fail(result, "unknown request body operation");
-  }
-  inflight *f = stream_request(w, l, call);
-  if (f == NULL) return fail(result, "this request has no client to stream to");
-  iso_wire_reader args;
-  iso_wire_value array;
-  iso_wire_reader_init(&args, call->args, call->args_len);
-  if (iso_wire_next(&args, &array) != 1 || array.type != ISO_WIRE_ARRAY)
-    return fail(result, "malformed arguments");
-  if (strcmp(call->op, "start") == 0) return start(f, &args, result);
-  if (strcmp(call->op, "write") == 0) return write_chunk(f, &args, result);
-  if (strcmp(call->op, "end") == 0) {
-    end(f, result);
-    return 0;
-  }
-  if (strcmp(call->op, "abort") == 0) {
-    abort_stream(w, f, &args, result);
-    return 0;
-  }
-  return fail(result, "unknown response operation");
+  if (strcmp(call->op, "read") == 0) return body_read(w, l, call, result);
+  return fail(result, "unknown request body operation");
 }
 
-/* The isolate's turn: settle the drain() promise. */
+/* The isolate's turn: let the response go on, or settle the wait() promise. */
 static void wait_run(sched_unit *u) {
   stream_wait *d = container_of(u, stream_wait, unit);
   worker *w = worker_self();
   loaded *l = d->loaded;
   l->units--;
   inflight *f = id_map_get(&w->tokens, d->token);
-  if (f != NULL && f->loaded == l) {
+  if (f != NULL && f->loaded == l && !d->resolve_always) {
+    iso_worker_stream_drained(l->iso, d->token, d->status == 0 ? NULL : closed_error);
+  } else if (f != NULL && f->loaded == l) {
     iso_wire v;
     iso_wire_init(&v);
     int ok = d->status == 0 || d->resolve_always;
@@ -221,19 +220,16 @@ static void on_ready(void *arg, int status) {
 }
 
 int stream_link_call_async(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  int request_body = strcmp(call->binding, " request") == 0;
-  inflight *f = request_body ? body_request(w, l, call) : stream_request(w, l, call);
+  inflight *f = body_request(w, l, call);
   if (f == NULL) return fail(result, "this request has no client to stream to");
-  if (strcmp(call->op, request_body ? "wait" : "drain") != 0)
-    return fail(result, "unknown stream operation");
+  if (strcmp(call->op, "wait") != 0) return fail(result, "unknown stream operation");
   stream_wait *d = xcalloc(1, sizeof *d);
   d->unit.run = wait_run;
   d->loaded = l;
   d->token = call->token;
   d->call_id = call->call_id;
-  d->resolve_always = request_body;
-  int rc = request_body ? http_request_body_wait(f->req, on_ready, d)
-                        : http_respond_on_drain(f->req, on_ready, d);
+  d->resolve_always = 1;
+  int rc = http_request_body_wait(f->req, on_ready, d);
   if (rc != 0) {
     free(d);
     return fail(result, "the client closed the connection");

@@ -230,6 +230,7 @@ static loaded *loaded_new(tenant *t, char **error, int *transient) {
       .main_module = main_module,
       .env_json = env,
       .bindings_json = caps,
+      .stream = stream_response_host(),
   };
   iso_error err = {0};
   worker_running_enter(worker_self(), t->name); /* the modules' top-level code runs */

@@ -279,7 +279,9 @@ void loader_compact_idle(worker *w, uint64_t now, int64_t *budget_ns);
 /* At exit, before the tenants go: frees every dynamic worker and one-shot run. */
 void loader_free_all(worker *w);
 
-/* stream.c: streamed response bodies (the runtime's " response" binding). */
+/* stream.c: streamed bodies: responses through the isolate's stream
+ * callbacks, request bodies through the runtime's " request" binding. */
+const iso_host_stream *stream_response_host(void);
 int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result);
 int stream_link_call_async(worker *w, loaded *l, const iso_call *call, iso_wire *result);
 /* Drain completions queued on an isolate that is being freed. */

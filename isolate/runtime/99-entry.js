@@ -135,10 +135,9 @@ function sendResponse(state, response) {
 }
 
 // A body stream still being produced goes to the client chunk by chunk
-// through the host's response binding (worker/stream.c); hosts without one
-// (dynamic workers, one-shot runs) and streams that are complete already get
-// the body in one piece.
-const kResponseBinding = ' response';
+// (native.respondStart, respondWrite, respondEnd, respondAbort: the host's
+// iso_host_stream); hosts that stream no responses (dynamic workers, one-shot
+// runs) and streams that are complete already get the body in one piece.
 
 function streamIsComplete(object) {
   const stream = rsStateOf(object);
@@ -153,7 +152,7 @@ async function sendStreamedResponse(state, response, stream) {
     let started = false;
     try {
       const length = rsStateOf(stream).expectedLength;
-      started = native.callSync(kResponseBinding, 'start', [status, headerList, length])[0] === true;
+      started = native.respondStart(state.token, status, headerList, length) === true;
     } catch {
       // No streaming here: buffered below.
     }
@@ -204,15 +203,15 @@ async function pumpResponseBody(state, object) {
       const result = await readerReadPromise(reader);
       if (result.done) break;
       const bytes = chunkToBytes(result.value);
-      if (hostCallSync(kResponseBinding, 'write', [bytes])) {
-        await hostCallAsync(kResponseBinding, 'drain', []);
-      }
+      // A promise when the client is behind: it settles once it caught up.
+      const behind = native.respondWrite(state.token, bytes);
+      if (behind !== undefined) await behind;
     }
-    hostCallSync(kResponseBinding, 'end', []);
+    native.respondEnd(state.token);
   } catch (err) {
     rsCancel(stream, err).then(undefined, () => {});
     try {
-      native.callSync(kResponseBinding, 'abort', [`${err && err.message !== undefined ? err.message : err}`]);
+      native.respondAbort(state.token, `${err && err.message !== undefined ? err.message : err}`);
     } catch {
       // The host has let go of the request already.
     }

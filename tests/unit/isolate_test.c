@@ -36,6 +36,13 @@ typedef struct {
   int line;
   int column;
   uint64_t cpu_ns; /* iso_worker_request_cpu_ns() in done */
+  /* A streamed response (iso_host_stream): status, headers and body above. */
+  int stream_starts;
+  int stream_writes;
+  int stream_ends;
+  int stream_aborts;
+  int64_t stream_length;
+  char abort_message[256];
 } rec_req;
 
 typedef struct {
@@ -74,6 +81,9 @@ typedef struct {
   int last_level;
   uint64_t last_log_token;
   iso_worker *free_on_done; /* frees this worker from inside done() */
+  int stream_decline;             /* start refuses */
+  int stream_behind;              /* every write says the client is behind */
+  const char *stream_write_error; /* every write fails with this */
 } rec;
 
 static void copy_str(char *dst, size_t cap, const char *src) {
@@ -108,6 +118,17 @@ static void h_timer_cancel(void *data, uint32_t id) {
       r->timers[i].active = 0;
 }
 
+static void record_headers(rec_req *q, const iso_response *res) {
+  size_t at = 0;
+  for (size_t i = 0; i < res->n_headers; i++) {
+    int n = snprintf(q->headers + at, sizeof(q->headers) - at, "%.*s: %.*s\n",
+                     (int)res->headers[i].name_len, res->headers[i].name,
+                     (int)res->headers[i].value_len, res->headers[i].value);
+    if (n > 0 && at + (size_t)n < sizeof(q->headers))
+      at += (size_t)n;
+  }
+}
+
 static void h_respond(void *data, uint64_t token, const iso_response *res, const iso_error *err) {
   rec *r = data;
   assert_true(token < MAX_TOKENS);
@@ -120,14 +141,7 @@ static void h_respond(void *data, uint64_t token, const iso_response *res, const
     if (q->body_len > 0)
       memcpy(q->body, res->body, q->body_len);
     q->body[q->body_len] = '\0';
-    size_t at = 0;
-    for (size_t i = 0; i < res->n_headers; i++) {
-      int n = snprintf(q->headers + at, sizeof(q->headers) - at, "%.*s: %.*s\n",
-                       (int)res->headers[i].name_len, res->headers[i].name,
-                       (int)res->headers[i].value_len, res->headers[i].value);
-      if (n > 0 && at + (size_t)n < sizeof(q->headers))
-        at += (size_t)n;
-    }
+    record_headers(q, res);
     q->kind = ISO_OK;
   } else {
     q->kind = err->kind;
@@ -142,7 +156,9 @@ static void h_respond(void *data, uint64_t token, const iso_response *res, const
 static void h_done(void *data, uint64_t token) {
   rec *r = data;
   assert_true(token < MAX_TOKENS);
-  assert_int_equal(r->req[token].responded, 1);
+  /* A streamed response ends with its stream, unless the request failed. */
+  assert_int_equal(r->req[token].responded + r->req[token].stream_ends +
+                       r->req[token].stream_aborts, 1);
   r->req[token].done++;
   if (r->worker != NULL)
     r->req[token].cpu_ns = iso_worker_request_cpu_ns(r->worker, token);
@@ -1375,6 +1391,296 @@ static void test_stream_body_refusals(void **state) {
               "body.");
 }
 
+/* ---- streamed responses (iso_host_stream) ---- */
+
+static int h_stream_start(void *data, uint64_t token, const iso_response *head, int64_t length) {
+  rec *r = data;
+  assert_true(token < MAX_TOKENS);
+  rec_req *q = &r->req[token];
+  q->stream_starts++;
+  assert_int_equal(q->responded, 0);
+  assert_null(head->body);
+  assert_int_equal(head->body_len, 0);
+  if (r->stream_decline)
+    return -1;
+  q->status = head->status;
+  record_headers(q, head);
+  q->stream_length = length;
+  q->body_len = 0;
+  q->body[0] = '\0';
+  return 0;
+}
+
+static int h_stream_write(void *data, uint64_t token, const uint8_t *bytes, size_t len,
+                          const char **error) {
+  rec *r = data;
+  assert_true(token < MAX_TOKENS);
+  rec_req *q = &r->req[token];
+  /* Only between an accepted start and the end of the stream. */
+  assert_int_equal(q->stream_starts, 1);
+  assert_int_equal(q->stream_ends + q->stream_aborts + q->responded, 0);
+  q->stream_writes++;
+  if (r->stream_write_error != NULL) {
+    *error = r->stream_write_error;
+    return -1;
+  }
+  size_t room = sizeof(q->body) - 1 - q->body_len;
+  size_t n = len < room ? len : room;
+  if (n > 0)
+    memcpy(q->body + q->body_len, bytes, n);
+  q->body_len += n;
+  q->body[q->body_len] = '\0';
+  return r->stream_behind ? 1 : 0;
+}
+
+static void h_stream_end(void *data, uint64_t token) {
+  rec *r = data;
+  rec_req *q = &r->req[token];
+  assert_int_equal(q->stream_starts, 1);
+  assert_int_equal(q->stream_ends + q->stream_aborts + q->responded, 0);
+  q->stream_ends++;
+}
+
+static void h_stream_abort(void *data, uint64_t token, const char *message, size_t len) {
+  rec *r = data;
+  rec_req *q = &r->req[token];
+  assert_int_equal(q->stream_starts, 1);
+  assert_int_equal(q->stream_ends + q->stream_aborts + q->responded, 0);
+  q->stream_aborts++;
+  snprintf(q->abort_message, sizeof(q->abort_message), "%.*s", (int)len, message);
+}
+
+static const iso_host_stream test_stream = {h_stream_start, h_stream_write, h_stream_end,
+                                            h_stream_abort};
+
+/* A worker whose responses may stream through test_stream. */
+static iso_worker *load_streaming(rec *r, const char *src, const iso_limits *limits) {
+  static const iso_limits roomy = {0, 2000};
+  iso_host host = host_for(r);
+  iso_module m = {"index.js", src, strlen(src)};
+  iso_worker_options o = {0};
+  o.host = &host;
+  o.limits = limits ? *limits : roomy;
+  o.modules = &m;
+  o.n_modules = 1;
+  o.main_module = "index.js";
+  o.stream = &test_stream;
+  iso_error err = {0};
+  r->worker = iso_worker_create(&o, &err);
+  if (r->worker == NULL)
+    fail_msg("load failed: %d %s", err.kind, err.message);
+  return r->worker;
+}
+
+/* Chunks made as timers fire: `n` pieces "part<i>;", then the end (or an
+ * error with ?fail); the source's cancel() logs its reason. */
+static const char kStreamer[] =
+    "const enc = new TextEncoder();\n"
+    "export default { fetch(request) {\n"
+    "  const url = new URL(request.url);\n"
+    "  const n = Number(url.searchParams.get('n') ?? 3);\n"
+    "  const fails = url.searchParams.has('fail');\n"
+    "  const spins = url.searchParams.has('spin');\n"
+    "  let i = 0;\n"
+    "  const body = new ReadableStream({\n"
+    "    async pull(c) {\n"
+    "      await new Promise((ok) => setTimeout(ok, 1));\n"
+    "      if (i < n) { c.enqueue(enc.encode('part' + i++ + ';')); return; }\n"
+    "      if (spins) for (;;) {}\n"
+    "      if (fails) c.error(new Error('the upstream broke'));\n"
+    "      else c.close();\n"
+    "    },\n"
+    "    cancel(reason) { console.log('cancelled: ' + reason.name + ': ' + reason.message); },\n"
+    "  });\n"
+    "  if (url.pathname === '/fixed') {\n"
+    "    const { readable, writable } = new FixedLengthStream(6 * n);\n"
+    "    body.pipeTo(writable).catch(() => {});\n"
+    "    return new Response(readable);\n"
+    "  }\n"
+    "  if (url.pathname === '/complete') {\n"
+    "    return new Response(new ReadableStream({\n"
+    "      start(c) { c.enqueue(enc.encode('all at once')); c.close(); },\n"
+    "    }));\n"
+    "  }\n"
+    "  return new Response(body, { status: 201, headers: { 'x-kind': 'streamed' } });\n"
+    "} };";
+
+/* The head goes out before the body exists, then each chunk, then the end:
+ * respond is never called, done once the stream is over. */
+static void test_stream_response(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_worker *w = load_streaming(&r, kStreamer, NULL);
+  assert_int_equal(get(w, 1, "/?n=3"), 0);
+  rec_req *q = &r.req[1];
+  assert_int_equal(q->stream_starts, 1);
+  assert_int_equal(q->status, 201);
+  assert_non_null(strstr(q->headers, "x-kind: streamed\n"));
+  assert_int_equal(q->stream_length, -1);
+  assert_int_equal(q->stream_writes, 0);
+  assert_int_equal(iso_worker_pending(w), 1);
+  run_timers(&r, w);
+  assert_int_equal(q->stream_writes, 3);
+  assert_string_equal(q->body, "part0;part1;part2;");
+  assert_int_equal(q->stream_ends, 1);
+  assert_int_equal(q->stream_aborts, 0);
+  assert_int_equal(q->responded, 0);
+  assert_int_equal(q->done, 1);
+  assert_int_equal(iso_worker_pending(w), 0);
+
+  /* A FixedLengthStream announces its length. */
+  assert_int_equal(get(w, 2, "/fixed?n=2"), 0);
+  run_timers(&r, w);
+  assert_int_equal(r.req[2].stream_length, 12);
+  assert_string_equal(r.req[2].body, "part0;part1;");
+  assert_int_equal(r.req[2].stream_ends, 1);
+  assert_int_equal(r.req[2].done, 1);
+
+  /* A body complete before the response leaves goes to respond whole. */
+  assert_int_equal(get(w, 3, "/complete"), 0);
+  assert_int_equal(r.req[3].stream_starts, 0);
+  assert_int_equal(r.req[3].responded, 1);
+  assert_string_equal(r.req[3].body, "all at once");
+  assert_int_equal(r.req[3].done, 1);
+  iso_worker_free(w);
+}
+
+/* Without stream callbacks, or when start declines, the body is read to its
+ * end and given to respond whole. */
+static void test_stream_response_buffered(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_worker *w = load_ok(&r, kStreamer, NULL);
+  assert_int_equal(get(w, 1, "/?n=2"), 0);
+  run_timers(&r, w);
+  assert_int_equal(r.req[1].responded, 1);
+  assert_int_equal(r.req[1].status, 201);
+  assert_string_equal(r.req[1].body, "part0;part1;");
+  assert_int_equal(r.req[1].done, 1);
+  iso_worker_free(w);
+
+  rec d = {0};
+  d.stream_decline = 1;
+  w = load_streaming(&d, kStreamer, NULL);
+  assert_int_equal(get(w, 1, "/?n=2"), 0);
+  run_timers(&d, w);
+  assert_int_equal(d.req[1].stream_starts, 1);
+  assert_int_equal(d.req[1].stream_writes, 0);
+  assert_int_equal(d.req[1].responded, 1);
+  assert_string_equal(d.req[1].body, "part0;part1;");
+  assert_non_null(strstr(d.req[1].headers, "x-kind: streamed\n"));
+  assert_int_equal(d.req[1].done, 1);
+  iso_worker_free(w);
+}
+
+/* A client behind holds the next write until iso_worker_stream_drained();
+ * one gone for good ends the stream with abort, and the source is
+ * cancelled with the host's reason. */
+static void test_stream_response_backpressure(void **state) {
+  (void)state;
+  rec r = {0};
+  r.stream_behind = 1;
+  iso_worker *w = load_streaming(&r, kStreamer, NULL);
+  assert_int_equal(get(w, 1, "/?n=3"), 0);
+  rec_req *q = &r.req[1];
+  for (int writes = 1; writes <= 3; writes++) {
+    run_timers(&r, w);
+    /* Behind after each write: nothing more comes, timers or not. */
+    assert_int_equal(q->stream_writes, writes);
+    assert_int_equal(q->stream_ends, 0);
+    /* Only the request waiting is drained. */
+    iso_worker_stream_drained(w, 2, NULL);
+    iso_worker_stream_drained(w, 1, NULL);
+  }
+  run_timers(&r, w);
+  assert_string_equal(q->body, "part0;part1;part2;");
+  assert_int_equal(q->stream_ends, 1);
+  assert_int_equal(q->done, 1);
+  /* Its request is over: a late drain is ignored. */
+  iso_worker_stream_drained(w, 1, NULL);
+  assert_int_equal(q->stream_writes, 3);
+
+  assert_int_equal(get(w, 2, "/?n=3"), 0);
+  run_timers(&r, w);
+  assert_int_equal(r.req[2].stream_writes, 1);
+  iso_worker_stream_drained(w, 2, "the client closed the connection");
+  run_timers(&r, w);
+  assert_int_equal(r.req[2].stream_writes, 1);
+  assert_int_equal(r.req[2].stream_ends, 0);
+  assert_int_equal(r.req[2].stream_aborts, 1);
+  assert_string_equal(r.req[2].abort_message, "the client closed the connection");
+  assert_int_equal(r.req[2].responded, 0);
+  assert_int_equal(r.req[2].done, 1);
+  assert_non_null(strstr(r.log, "cancelled: TypeError: the client closed the connection\n"));
+  assert_int_equal(iso_worker_pending(w), 0);
+  iso_worker_free(w);
+}
+
+/* A stream that fails after its head ends with abort, never with end; so
+ * does one whose write the host refuses; a request that fails while its
+ * body streams (the CPU limit) gets respond with the error, and no more
+ * stream callbacks. */
+static void test_stream_response_abort(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_worker *w = load_streaming(&r, kStreamer, NULL);
+  assert_int_equal(get(w, 1, "/?n=2&fail"), 0);
+  run_timers(&r, w);
+  rec_req *q = &r.req[1];
+  assert_int_equal(q->stream_writes, 2);
+  assert_string_equal(q->body, "part0;part1;");
+  assert_int_equal(q->stream_ends, 0);
+  assert_int_equal(q->stream_aborts, 1);
+  assert_string_equal(q->abort_message, "the upstream broke");
+  assert_int_equal(q->responded, 0);
+  assert_int_equal(q->done, 1);
+
+  r.stream_write_error = "the client closed the connection";
+  assert_int_equal(get(w, 2, "/?n=3"), 0);
+  run_timers(&r, w);
+  assert_int_equal(r.req[2].stream_writes, 1);
+  assert_int_equal(r.req[2].stream_aborts, 1);
+  assert_string_equal(r.req[2].abort_message, "the client closed the connection");
+  assert_non_null(strstr(r.log, "cancelled: TypeError: the client closed the connection\n"));
+  assert_int_equal(r.req[2].done, 1);
+  r.stream_write_error = NULL;
+  iso_worker_free(w);
+
+  rec c = {0};
+  iso_limits limits = {0, 50};
+  w = load_streaming(&c, kStreamer, &limits);
+  assert_int_equal(get(w, 1, "/?n=1&spin"), 0);
+  run_timers(&c, w);
+  assert_int_equal(c.req[1].stream_writes, 1);
+  assert_int_equal(c.req[1].stream_ends + c.req[1].stream_aborts, 0);
+  assert_int_equal(c.req[1].responded, 1);
+  assert_int_equal(c.req[1].kind, ISO_ERR_CPU);
+  assert_int_equal(c.req[1].done, 1);
+  assert_int_equal(iso_worker_pending(w), 0);
+  iso_worker_free(w);
+}
+
+/* A host must give all four callbacks, or none. */
+static void test_stream_host_incomplete(void **state) {
+  (void)state;
+  rec r = {0};
+  iso_host host = host_for(&r);
+  iso_host_stream partial = test_stream;
+  partial.abort = NULL;
+  const char *src = "export default { fetch() { return new Response('ok'); } };";
+  iso_module m = {"index.js", src, strlen(src)};
+  iso_worker_options o = {0};
+  o.host = &host;
+  o.modules = &m;
+  o.n_modules = 1;
+  o.main_module = "index.js";
+  o.stream = &partial;
+  iso_error err = {0};
+  assert_null(iso_worker_create(&o, &err));
+  assert_int_equal(err.kind, ISO_ERR_INTERNAL);
+  iso_error_clear(&err);
+}
+
 static void test_wasm_and_atomics_disallowed(void **state) {
   (void)state;
   expect_body("export default { fetch() {\n"
@@ -1943,7 +2249,7 @@ static void test_heap_stats(void **state) {
   iso_worker_free(w);
 }
 
-/* Semispaces sized for a server (isolate.cc, size_young_generation) take
+/* Semispaces sized for a server (create.cc, size_young_generation) take
  * their room from the old generation: the heap's limit is still the one
  * asked for, and a loop of short-lived garbage runs in a young generation
  * past V8's 1 MiB semispaces without touching it. */
@@ -2659,6 +2965,11 @@ int main(void) {
       cmocka_unit_test(test_compact_idle),
       cmocka_unit_test(test_shared_builtins),
       cmocka_unit_test(test_stream_body_refusals),
+      cmocka_unit_test(test_stream_response),
+      cmocka_unit_test(test_stream_response_buffered),
+      cmocka_unit_test(test_stream_response_backpressure),
+      cmocka_unit_test(test_stream_response_abort),
+      cmocka_unit_test(test_stream_host_incomplete),
       cmocka_unit_test(test_costs),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
