@@ -304,7 +304,9 @@ static int first_failure(const jail_config *c, jail_report *r) {
   int rc = 0;
   r->required_off = 0;
   for (int i = 0; i < JAIL_LAYERS; i++) {
-    if (r->layer[i].state != JAIL_OFF || !required(c, (jail_layer)i)) continue;
+    /* Off without an errno: not reached yet. */
+    if (r->layer[i].state != JAIL_OFF || r->layer[i].err == 0 || !required(c, (jail_layer)i))
+      continue;
     r->required_off++;
     if (rc == 0) rc = -(r->layer[i].err ? r->layer[i].err : EPERM);
   }

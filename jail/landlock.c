@@ -52,7 +52,9 @@ typedef struct ruleset_attr {
  * (libgcc_s for a backtrace), time zones, CPU counts, and its own /proc. */
 static const char *const common_readable[] = {
     "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/etc/timezone",
-    "/dev/urandom", "/dev/random", "/sys/devices/system/cpu", "/proc/self", NULL,
+    "/dev/urandom", "/dev/random", "/sys/devices/system/cpu", "/proc/self",
+    "/etc/ssl/openssl.cnf", /* libnode's OpenSSL reads it when first used */
+    NULL,
 };
 
 static const char *const common_writable[] = {"/dev/null", NULL};
