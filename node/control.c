@@ -140,6 +140,7 @@ static void get_node(node *n, http_request *req) {
     if (p->process_stats) json_object_update(entry, p->process_stats);
     json_object_set_new(entry, "mpk", json_pack("{s:b, s:i}", "enabled", p->mpk_enabled, "keys",
                                                 p->mpk_keys));
+    json_object_set_new(entry, "sandbox", node_proc_sandbox_json(p)); /* jail/ */
     json_array_append_new(procs, entry);
   }
   json_t *body = json_pack(

@@ -374,7 +374,7 @@ static void on_pipe_closed(uv_handle_t *h) {
 
 static int spawn_egress(node_egress *eg) {
   node *n = eg->n;
-  size_t max = 12 + 2 * (n->cfg.n_egress_allow_cidr + n->cfg.n_ca_files);
+  size_t max = 12 + 2 * (n->cfg.n_egress_allow_cidr + n->cfg.n_ca_files) + NODE_SANDBOX_ARGS;
   char **args = xcalloc(max, sizeof *args);
   size_t a = 0;
   args[a++] = "edgenode-egress";
@@ -394,6 +394,7 @@ static int spawn_egress(node_egress *eg) {
     args[a++] = "--ca-file";
     args[a++] = n->cfg.ca_files[i];
   }
+  a += node_sandbox_args(n, args + a); /* jail/ */
   args[a] = NULL;
 
   memset(&eg->channel, 0, sizeof eg->channel);
@@ -455,11 +456,13 @@ static char *egress_exe_path(void) {
 }
 
 int node_egress_start(node *n, char **err) {
+  int rc = node_sandbox_prepare(n, err); /* jail/: before the first process is spawned */
+  if (rc != 0) return rc;
   node_egress *eg = xcalloc(1, sizeof *eg);
   eg->n = n;
   eg->path = egress_exe_path();
   eg->backoff_ms = NODE_BACKOFF_MIN_MS;
-  int rc = db_open(eg, err);
+  rc = db_open(eg, err);
   if (rc != 0) {
     sqlite3_close(eg->db);
     free(eg->path);

@@ -52,6 +52,9 @@ typedef struct node_config {
   int cordon_idle;           /* 1: dedicated processes run under SCHED_IDLE */
   int cordon_suspend_crashes; /* dedicated-process crashes that suspend the tenant ... */
   int64_t cordon_suspend_window_s; /* ... within this many seconds */
+  char *user;                /* owned; "UID:GID" the sandboxed processes become, or NULL */
+  int require_sandbox;       /* a sandbox layer refused stops the node */
+  int no_sandbox;            /* worker processes and the egress run unsandboxed */
 } node_config;
 
 enum {
@@ -190,6 +193,7 @@ typedef struct node_proc {
   int timer_closed;        /* cordons.c: a dedicated slot's restart timer is closed (slot going) */
   int mpk_enabled;         /* its HELLO: isolates protected by memory protection keys */
   int mpk_keys;            /* keys it spreads its isolates over */
+  unsigned jail_on, jail_off; /* its HELLO: a bit (1 << jail_layer) per sandbox layer on / refused */
 } node_proc;
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
@@ -333,6 +337,17 @@ void node_tenants_proc_gone(node *n, node_proc *p);
 /* 1 when every ready shared worker process protects its isolates with memory
  * protection keys (and there is at least one), 0 otherwise. */
 int node_mpk_enabled(const node *n);
+
+/* The sandbox (jail/), procs.c: the flags a spawned process gets (at most
+ * NODE_SANDBOX_ARGS), and the check before any is spawned. */
+#define NODE_SANDBOX_ARGS 4
+size_t node_sandbox_args(const node *n, char **out);
+int node_sandbox_prepare(node *n, char **err);
+/* {"seccomp": "on", "netns": "off", ...} from the process's HELLO (new reference). */
+json_t *node_proc_sandbox_json(const node_proc *p);
+/* For each layer name in turn (i from 0 until NULL): 1 when every ready
+ * worker process has it on. */
+const char *node_sandbox_layer(const node *n, int i, int *on);
 
 /* Restart back-off of a child process: 100 ms doubling to 10 s, reset once
  * a process lived 30 s. Returns the delay to wait and advances *backoff_ms. */

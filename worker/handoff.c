@@ -3,8 +3,9 @@
  * process (they share one listening socket, so any of them may get one) are
  * forwarded to the tenant's dedicated process and its answer is relayed back.
  *
- * The dedicated process serves plain HTTP/1.1 on a private loopback socket
- * that the supervisor owns and keeps open across the process's restarts, so
+ * The dedicated process serves plain HTTP/1.1 on a private unix socket
+ * (a worker process makes no other kind: its sandbox, jail/) that the
+ * supervisor owns and keeps open across the process's restarts, so
  * it runs the very same ingress path as a shared process and a request sent
  * while it restarts waits in the socket's backlog. One connection per
  * request ("Connection: close"): nothing is ever sent twice, so a request
@@ -31,7 +32,7 @@
 typedef struct buffer_t buffer_t;
 
 typedef struct handoff {
-  uv_tcp_t tcp;
+  uv_pipe_t conn;              /* to the dedicated process's unix socket */
   uv_connect_t connect;
   uv_write_t write;
   uv_timer_t timer;
@@ -123,7 +124,7 @@ static void handoff_end(handoff *h) {
     return;
   }
   /* Closing already when a retry was under way as the process shut down. */
-  if (!uv_is_closing((uv_handle_t *)&h->tcp)) uv_close((uv_handle_t *)&h->tcp, on_handle_closed);
+  if (!uv_is_closing((uv_handle_t *)&h->conn)) uv_close((uv_handle_t *)&h->conn, on_handle_closed);
   if (!uv_is_closing((uv_handle_t *)&h->timer)) uv_close((uv_handle_t *)&h->timer, on_handle_closed);
 }
 
@@ -345,32 +346,29 @@ static void on_connect(uv_connect_t *c, int status) {
   handoff *h = c->data;
   if (h->req == NULL) return; /* ended meanwhile (timeout, shutdown): its handles are closing */
   if (status != 0) {
-    uv_close((uv_handle_t *)&h->tcp, on_closed_retry);
+    uv_close((uv_handle_t *)&h->conn, on_closed_retry);
     uv_close((uv_handle_t *)&h->timer, on_closed_retry);
     return;
   }
   serialize(h);
   uv_buf_t buf = uv_buf_init(h->out, (unsigned)h->out_len);
   h->write.data = h;
-  int rc = uv_write(&h->write, (uv_stream_t *)&h->tcp, &buf, 1, on_write);
-  if (rc == 0) rc = uv_read_start((uv_stream_t *)&h->tcp, alloc_cb, on_read);
+  int rc = uv_write(&h->write, (uv_stream_t *)&h->conn, &buf, 1, on_write);
+  if (rc == 0) rc = uv_read_start((uv_stream_t *)&h->conn, alloc_cb, on_read);
   if (rc != 0) fail(h, 502, "cannot reach the tenant's dedicated process");
 }
 
 static void start(handoff *h) {
   worker *w = h->w;
-  struct sockaddr_in addr;
-  uv_ip4_addr("127.0.0.1", h->t->cordon_port, &addr);
-  uv_tcp_init(w->loop, &h->tcp);
+  uv_pipe_init(w->loop, &h->conn, 0);
   uv_timer_init(w->loop, &h->timer);
-  h->tcp.data = h->timer.data = h;
+  h->conn.data = h->timer.data = h;
   h->handles = 2;
   llhttp_init(&h->parser, HTTP_RESPONSE, &parser_settings);
   h->parser.data = h;
   h->connect.data = h;
   uv_timer_start(&h->timer, on_timeout, HANDOFF_TIMEOUT_MS, 0);
-  int rc = uv_tcp_connect(&h->connect, &h->tcp, (const struct sockaddr *)&addr, on_connect);
-  if (rc != 0) fail(h, 503, "cannot reach the tenant's dedicated process");
+  uv_pipe_connect(&h->connect, &h->conn, h->t->cordon_socket, on_connect);
 }
 
 void handoff_submit(worker *w, tenant *t, http_request *req) {
