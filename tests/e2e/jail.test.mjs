@@ -13,7 +13,7 @@ let node;
 function status(pid) {
   const text = readFileSync(`/proc/${pid}/status`, 'utf8');
   const field = (name) => text.match(new RegExp(`^${name}:\\s*(\\S+)`, 'm'))?.[1];
-  return { seccomp: field('Seccomp'), noNewPrivs: field('NoNewPrivs'), capEff: field('CapEff') };
+  return { seccomp: field('Seccomp'), noNewPrivs: field('NoNewPrivs'), capEff: field('CapEff'), uid: field('Uid') };
 }
 
 const netns = (pid) => readlinkSync(`/proc/${pid}/ns/net`);
@@ -99,6 +99,32 @@ test('--require-sandbox starts where the kernel allows every layer; --no-sandbox
     assert.equal(netns(w.pid), netns(off.proc.pid));
   } finally {
     await off.stop();
+  }
+});
+
+const COUNTER = `export default {
+  fetch(request, env) {
+    env.DB.exec('CREATE TABLE IF NOT EXISTS hits (n INTEGER)');
+    env.DB.exec('INSERT INTO hits VALUES (1)');
+    return new Response(String(env.DB.exec('SELECT count(*) AS c FROM hits').one().c));
+  },
+};`;
+
+test('--user: a node started as root runs its worker processes and the egress as that user', { skip: process.getuid() !== 0 && 'not root' }, async () => {
+  const n = await startNode({ workers: 1, extraArgs: ['--user', '65534:65534'] });
+  try {
+    const [w] = await readyWorkers(n, 1);
+    assert.equal(status(w.pid).uid, '65534');
+    const egress = children(n.proc.pid).find((pid) => comm(pid).startsWith('edgenode-egres'));
+    assert.ok(egress, 'the egress process');
+    assert.equal(status(egress).uid, '65534');
+    await n.deployOk('counter', { 'index.js': COUNTER }, { bindings: { DB: { type: 'facet' } } });
+    assert.equal((await n.ingress('counter', '/')).text, '1');
+    assert.equal((await n.ingress('counter', '/')).text, '2');
+    const info = (await n.control('GET', '/v1/node')).json;
+    assert.equal(workerList(info)[0].sandbox.user, 'on');
+  } finally {
+    await n.stop({ clean: true });
   }
 });
 
