@@ -345,10 +345,13 @@ int jail_enter(const jail_config *c, jail_report *r) {
   int missing = broadcast(&others);
   thread_steps();
   /* The main thread's netns and ipcns came from unshare: the descriptors
-   * were only for the others. */
-  if (job.netns_fd >= 0) close(job.netns_fd);
-  if (job.ipcns_fd >= 0) close(job.ipcns_fd);
-  if (ruleset >= 0) close(ruleset);
+   * were only for the others. A thread that has not answered may still
+   * use them: they stay open then, rather than be reused for another file. */
+  if (missing == 0) {
+    if (job.netns_fd >= 0) close(job.netns_fd);
+    if (job.ipcns_fd >= 0) close(job.ipcns_fd);
+    if (ruleset >= 0) close(ruleset);
+  }
 
   static const jail_layer per_thread[] = {JAIL_NETNS, JAIL_IPCNS, JAIL_CAPS, JAIL_NO_NEW_PRIVS,
                                           JAIL_LANDLOCK};
@@ -360,8 +363,8 @@ int jail_enter(const jail_config *c, jail_report *r) {
       continue;
     }
     if (l == JAIL_NO_NEW_PRIVS && err == 0)
-      jail__set(r, l, JAIL_ON, 0, "%d threads", others + 1);
-    if (l == JAIL_CAPS && err == 0) jail__set(r, l, JAIL_ON, 0, "all dropped, %d threads", others + 1);
+      jail__set(r, l, JAIL_ON, 0, "every thread (%d)", others + 1);
+    if (l == JAIL_CAPS && err == 0) jail__set(r, l, JAIL_ON, 0, "all dropped, every thread (%d)", others + 1);
     if (err != 0) {
       jail__set(r, l, JAIL_OFF, err, "a thread: %s", strerror(err));
     } else if (missing > 0 && r->layer[l].state == JAIL_ON) {
