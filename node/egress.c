@@ -54,6 +54,7 @@ typedef struct node_egress {
   uint32_t sync_id;       /* the all-policies message waiting for its answer */
   int stopping;
   pending *pending;
+  unsigned jail_on, jail_off; /* its HELLO: sandbox layers on / refused (jail/) */
 } node_egress;
 
 static int spawn_egress(node_egress *eg);
@@ -274,7 +275,7 @@ static void on_reply(node_egress *eg, const proto_frame *f, json_t *body) {
 /* ---- the process ---- */
 
 static void on_hello(node_egress *eg, json_t *body) {
-  (void)body;
+  node_sandbox_parse(json_object_get(body, "jail"), &eg->jail_on, &eg->jail_off);
   if (eg->state != NODE_PROC_STARTING) return;
   eg->sync_id = proto_channel_request_id(&eg->channel);
   json_t *all = db_all(eg);
@@ -501,6 +502,12 @@ int node_egress_start(node *n, char **err) {
 
 const char *node_egress_socket(const node *n) {
   return n->egress ? n->egress->socket_path : NULL;
+}
+
+json_t *node_egress_sandbox_json(const node *n) {
+  const node_egress *eg = n->egress;
+  if (eg == NULL || eg->socket_path == NULL) return NULL;
+  return node_sandbox_json(eg->jail_on, eg->jail_off);
 }
 
 int node_egress_ready(const node *n) {

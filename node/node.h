@@ -343,8 +343,12 @@ int node_mpk_enabled(const node *n);
 #define NODE_SANDBOX_ARGS 4
 size_t node_sandbox_args(const node *n, char **out);
 int node_sandbox_prepare(node *n, char **err);
-/* {"seccomp": "on", "netns": "off", ...} from the process's HELLO (new reference). */
-json_t *node_proc_sandbox_json(const node_proc *p);
+/* A HELLO's jail report as a bit (1 << jail_layer) per layer on / refused,
+ * and those bits as {"seccomp": "on", "netns": "off", ...} (new reference). */
+void node_sandbox_parse(json_t *report, unsigned *on, unsigned *off);
+json_t *node_sandbox_json(unsigned on, unsigned off);
+/* The egress process's layers (egress.c), or NULL without one. */
+json_t *node_egress_sandbox_json(const node *n);
 /* For each layer name in turn (i from 0 until NULL): 1 when every ready
  * worker process has it on. */
 const char *node_sandbox_layer(const node *n, int i, int *on);

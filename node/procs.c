@@ -24,7 +24,6 @@
 #define LISTEN_BACKLOG 1024
 
 static int spawn_proc(node_proc *p);
-static void node_proc_sandbox_hello(node_proc *p, json_t *report);
 static uint64_t schedule_restart(node_proc *p, uint64_t lived_ms);
 
 const char *node_proc_state_name(node_proc_state s) {
@@ -212,7 +211,7 @@ static void on_hello(node_proc *p, json_t *body) {
   json_t *mpk = json_object_get(body, "mpk");
   p->mpk_enabled = json_is_true(json_object_get(mpk, "enabled"));
   p->mpk_keys = (int)json_integer_value(json_object_get(mpk, "keys"));
-  node_proc_sandbox_hello(p, json_object_get(body, "jail"));
+  node_sandbox_parse(json_object_get(body, "jail"), &p->jail_on, &p->jail_off);
   if (p->state != NODE_PROC_STARTING) return;
   p->state = NODE_PROC_READY;
   char extra[128];
@@ -693,25 +692,24 @@ size_t node_sandbox_args(const node *n, char **out) {
   return k;
 }
 
-/* The jail report of a HELLO ({"layers": {"seccomp": {"state": "on"}, ...}}). */
-static void node_proc_sandbox_hello(node_proc *p, json_t *report) {
-  p->jail_on = p->jail_off = 0;
+void node_sandbox_parse(json_t *report, unsigned *on, unsigned *off) {
+  *on = *off = 0;
   json_t *layers = json_object_get(report, "layers");
   for (int i = 0; i < JAIL_LAYERS; i++) {
     const char *state =
         json_string_value(json_object_get(json_object_get(layers, jail_layer_name(i)), "state"));
-    if (state && strcmp(state, "on") == 0) p->jail_on |= 1u << i;
-    if (state && strcmp(state, "off") == 0) p->jail_off |= 1u << i;
+    if (state && strcmp(state, "on") == 0) *on |= 1u << i;
+    if (state && strcmp(state, "off") == 0) *off |= 1u << i;
   }
 }
 
-json_t *node_proc_sandbox_json(const node_proc *p) {
+json_t *node_sandbox_json(unsigned on, unsigned off) {
   json_t *o = json_object();
   for (int i = 0; i < JAIL_LAYERS; i++)
     json_object_set_new(o, jail_layer_name(i),
-                        json_string(p->jail_on >> i & 1    ? "on"
-                                    : p->jail_off >> i & 1 ? "off"
-                                                           : "not_wanted"));
+                        json_string(on >> i & 1    ? "on"
+                                    : off >> i & 1 ? "off"
+                                                   : "not_wanted"));
   return o;
 }
 

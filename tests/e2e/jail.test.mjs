@@ -70,6 +70,10 @@ test('the egress is sandboxed too, and keeps the network', async () => {
   assert.equal(s.seccomp, '2');
   assert.equal(s.noNewPrivs, '1');
   assert.equal(netns(egress), netns(node.proc.pid));
+  const info = (await node.control('GET', '/v1/node')).json;
+  assert.equal(info.egress_sandbox.seccomp, 'on');
+  assert.equal(info.egress_sandbox.landlock, 'on');
+  assert.equal(info.egress_sandbox.netns, 'not_wanted');
 });
 
 test('GET /v1/node reports each sandbox layer of each worker process', async () => {
