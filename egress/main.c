@@ -15,8 +15,17 @@
 #include <unistd.h>
 
 #include "egress_int.h"
+#include "jail.h"
 
 static egress self;
+
+/* The sandbox (jail/), entered once start-up is done. */
+static struct {
+  int user, strict, off;
+  uid_t uid;
+  gid_t gid;
+  jail_report report;
+} jail_args;
 
 egress *egress_self(void) { return &self; }
 
@@ -26,6 +35,7 @@ static void usage(void) {
           "                       [--allow-cidr CIDR]... [--ca-file FILE]...\n"
           "                       [--connect-timeout-ms N] [--timeout-ms N]\n"
           "                       [--max-response-bytes N] [--log-level debug|info|warn|error]\n"
+          "                       [--jail-user UID:GID] [--require-sandbox] [--no-jail]\n"
           "Started by edgenode; not meant to be run by hand.\n");
 }
 
@@ -40,6 +50,9 @@ static int parse_args(int argc, char **argv, egress_config *c, log_level *level)
       {"timeout-ms", required_argument, NULL, 'T'},
       {"max-response-bytes", required_argument, NULL, 'M'},
       {"log-level", required_argument, NULL, 'v'},
+      {"jail-user", required_argument, NULL, 'U'},
+      {"require-sandbox", no_argument, NULL, 'S'},
+      {"no-jail", no_argument, NULL, 'N'},
       {NULL, 0, NULL, 0},
   };
   c->ipc_fd = -1;
@@ -88,6 +101,12 @@ static int parse_args(int argc, char **argv, egress_config *c, log_level *level)
         else if (strcmp(optarg, "error") == 0) *level = LOG_ERROR;
         else return -1;
         break;
+      case 'U':
+        if (jail_parse_user(optarg, &jail_args.uid, &jail_args.gid)) return -1;
+        jail_args.user = 1;
+        break;
+      case 'S': jail_args.strict = 1; break;
+      case 'N': jail_args.off = 1; break;
       default: return -1;
     }
   }
@@ -317,6 +336,33 @@ static int prepare_dir(const char *data_dir, char **dir, char **err) {
   return 0;
 }
 
+/* Secrets open, CA bundles read, the supervisor link up: lock the process
+ * in. It keeps the network (it is the way out) and its own directory. */
+static int enter_jail(egress *e, const char *dir, char **err) {
+  jail_report *r = &jail_args.report;
+  if (jail_args.off) {
+    for (int i = 0; i < JAIL_LAYERS; i++) r->layer[i].state = JAIL_NOT_WANTED;
+    log_warn("sandbox off (--no-jail)");
+    return 0;
+  }
+  char *socket_dir = xstrdup(e->cfg.socket_path);
+  char *slash = strrchr(socket_dir, '/');
+  if (slash) *slash = '\0';
+  const char *writable[] = {dir, slash ? socket_dir : ".", NULL};
+  jail_config jc = {.kind = JAIL_EGRESS, .writable = writable, .drop_user = jail_args.user,
+                    .uid = jail_args.uid, .gid = jail_args.gid, .strict = jail_args.strict};
+  int rc = jail_enter(&jc, r);
+  free(socket_dir);
+  for (int i = 0; i < JAIL_LAYERS; i++)
+    if (r->layer[i].state == JAIL_OFF)
+      log_warn("sandbox: %s is off: %s", jail_layer_name((jail_layer)i), r->layer[i].detail);
+  if (rc != 0 && jail_args.strict) {
+    *err = xasprintf("sandbox incomplete under --require-sandbox: %s", strerror(-rc));
+    return -1;
+  }
+  return 0;
+}
+
 static int start(egress *e, char **err) {
   char *dir = NULL;
   if (prepare_dir(e->cfg.data_dir, &dir, err) != 0) {
@@ -325,15 +371,21 @@ static int start(egress *e, char **err) {
   }
   if (e->cfg.socket_path == NULL) e->cfg.socket_path = xasprintf("%s/egress.sock", dir);
   int rc = secrets_open(dir, &e->secrets, err);
-  free(dir);
-  if (rc != 0) return -1;
+  if (rc != 0) {
+    free(dir);
+    return -1;
+  }
   e->ssl_ctx = tls_ctx_new(&e->cfg, err);
-  if (e->ssl_ctx == NULL) return -1;
+  if (e->ssl_ctx == NULL) {
+    free(dir);
+    return -1;
+  }
   rc = proto_channel_open_fd(&e->supervisor, e->loop, e->cfg.ipc_fd, on_supervisor_frame,
                              on_supervisor_closed, e);
   if (rc != 0) {
     *err = xasprintf("cannot open the supervisor link on fd %d: %s", e->cfg.ipc_fd,
                      uv_strerror(rc));
+    free(dir);
     return -1;
   }
   uv_signal_init(e->loop, &e->sigterm);
@@ -341,7 +393,11 @@ static int start(egress *e, char **err) {
   e->sigterm.data = e->sigint.data = e;
   uv_signal_start(&e->sigterm, on_signal, SIGTERM);
   uv_signal_start(&e->sigint, on_signal, SIGINT);
+  rc = enter_jail(e, dir, err);
+  free(dir);
+  if (rc != 0) return -1;
   json_t *hello = json_pack("{s:i, s:s}", "pid", (int)getpid(), "process", "egress");
+  json_object_set_new(hello, "jail", jail_report_json(&jail_args.report));
   char *text = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
   rc = proto_channel_send(&e->supervisor, PROTO_HELLO, 0, text, strlen(text));

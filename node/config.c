@@ -48,6 +48,10 @@ static const option_def options[] = {
     {"node_name", OPT_STRING, 0, 0},
     {"fleet_creds", OPT_STRING, 0, 0},
     {"fleet_ca", OPT_STRING, 0, 0},
+    /* the sandbox of worker processes and the egress (jail/) */
+    {"user", OPT_STRING, 0, 0},
+    {"require_sandbox", OPT_BOOL, 0, 0},
+    {"no_sandbox", OPT_BOOL, 0, 0},
 };
 
 static const char usage_text[] =
@@ -93,6 +97,12 @@ static const char usage_text[] =
     "  --node-name NAME            this node's name in the fleet (default: the host name)\n"
     "  --fleet-creds FILE          NATS credentials (.creds) for the fleet\n"
     "  --fleet-ca FILE             CA certificates for TLS to the fleet's NATS servers\n"
+    "  --user UID:GID              when started as root, worker processes and the egress\n"
+    "                              run as this user (the sandbox hands them their\n"
+    "                              directories)\n"
+    "  --require-sandbox           refuse to start unless every sandbox layer is on\n"
+    "                              (default: a layer the kernel refuses is a warning)\n"
+    "  --no-sandbox                run worker processes and the egress unsandboxed\n"
     "  --help                      this text\n"
     "  --version                   print the version\n"
     "\n"
@@ -140,7 +150,8 @@ void node_config_free(node_config *c) {
   free(c->data_dir);
   free(c->config_file);
   free(c->control_token_file);
-  c->data_dir = c->config_file = c->control_token_file = NULL;
+  free(c->user);
+  c->data_dir = c->config_file = c->control_token_file = c->user = NULL;
   free(c->fleet);
   free(c->node_name);
   free(c->fleet_creds);
@@ -269,6 +280,14 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       if (json && !json_is_string(json)) return "must be a string";
       const char *s = text ? text : json_string_value(json);
       if (s[0] == '\0') return "must not be empty";
+      if (strcmp(o->key, "user") == 0) {
+        unsigned uid, gid;
+        char tail;
+        if (sscanf(s, "%u:%u%c", &uid, &gid, &tail) != 2 || strspn(s, "0123456789:") != strlen(s))
+          return "must be UID:GID, two numbers";
+        set_string(&c->user, s);
+        return NULL;
+      }
       if (strcmp(o->key, "data") == 0) set_string(&c->data_dir, s);
       else if (strcmp(o->key, "config") == 0) set_string(&c->config_file, s);
       else if (strcmp(o->key, "fleet") == 0) return set_fleet(c, s);
@@ -306,7 +325,9 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
     }
     case OPT_BOOL:
       if (json && !json_is_boolean(json)) return "must be true or false";
-      c->dev = json ? json_is_true(json) : 1;
+      if (strcmp(o->key, "require_sandbox") == 0) c->require_sandbox = json ? json_is_true(json) : 1;
+      else if (strcmp(o->key, "no_sandbox") == 0) c->no_sandbox = json ? json_is_true(json) : 1;
+      else c->dev = json ? json_is_true(json) : 1;
       return NULL;
     case OPT_LEVEL: {
       if (json && !json_is_string(json)) return "must be one of debug, info, warn, error";

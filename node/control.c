@@ -56,6 +56,7 @@ static void get_node(node *n, http_request *req) {
     if (p->process_stats) json_object_update(entry, p->process_stats);
     json_object_set_new(entry, "mpk", json_pack("{s:b, s:i}", "enabled", p->mpk_enabled, "keys",
                                                 p->mpk_keys));
+    json_object_set_new(entry, "sandbox", node_sandbox_json(p->jail_on, p->jail_off)); /* jail/ */
     json_array_append_new(procs, entry);
   }
   json_t *body = json_pack(
@@ -64,6 +65,8 @@ static void get_node(node *n, http_request *req) {
       "started_at", started, "state", node_state_name(n), "listen",
       n->listen_addr, "control", n->control_addr, "pid", (int)getpid(), "workers", procs);
   json_object_set_new(body, "mpk_enabled", json_boolean(node_mpk_enabled(n)));
+  json_t *egress_sandbox = node_egress_sandbox_json(n); /* jail/ */
+  if (egress_sandbox) json_object_set_new(body, "egress_sandbox", egress_sandbox);
   json_object_set_new(body, "worker_memory_budget_mb",
                       json_integer((json_int_t)(node_worker_memory_budget(n) >> 20)));
   node_respond_json(req, 200, body, NULL);

@@ -33,6 +33,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "node.h"
@@ -56,7 +58,7 @@ typedef struct node_cordon {
   int64_t since_ms;
   node_proc *proc;         /* the dedicated process slot; NULL when suspended */
   int listen_fd;           /* its private socket, -1 when none */
-  int port;
+  char *socket_path;       /* owned: where that socket is (DATA/cordon/N.sock), or NULL */
   int64_t crashes[MAX_CRASHES]; /* monotonic ms of the latest crashes, a ring */
   unsigned n_crashes;
   /* Uncordoning: waiting for the shared processes, then for the process to exit. */
@@ -119,8 +121,17 @@ static node_cordon *entry_new(node *n, const char *name, cordon_state state, con
   return c;
 }
 
-static void entry_free(node_cordon *c) {
+/* Forwarded requests still in its backlog are refused from here on. */
+static void close_private(node_cordon *c) {
   if (c->listen_fd >= 0) close(c->listen_fd);
+  c->listen_fd = -1;
+  if (c->socket_path) unlink(c->socket_path);
+  free(c->socket_path);
+  c->socket_path = NULL;
+}
+
+static void entry_free(node_cordon *c) {
+  close_private(c);
   free(c->name);
   free(c->reason);
   free(c->rule);
@@ -156,7 +167,7 @@ static int load(node *n) {
 static json_t *placement_json(const node_cordon *c, const char *state) {
   json_t *body = json_pack("{s:s, s:s}", "name", c->name, "state", state);
   if (strcmp(state, "cordoned") == 0) {
-    json_object_set_new(body, "port", json_integer(c->port));
+    json_object_set_new(body, "socket", json_string(c->socket_path));
     json_object_set_new(body, "ready", json_boolean(c->proc && c->proc->child.state == NODE_PROC_READY));
   } else if (strcmp(state, "suspended") == 0) {
     char *msg = xasprintf("tenant suspended: %s; an operator must uncordon it", c->reason);
@@ -200,29 +211,52 @@ static void on_hello(node_proc *p) {
 
 /* ---- dedicated processes ---------------------------------------------------------------- */
 
-static int bind_private(node_cordon *c, char **err) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *err = xasprintf("socket: %s", strerror(errno));
-    return -errno;
-  }
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof addr;
-  if (bind(fd, (struct sockaddr *)&addr, len) != 0 || listen(fd, LISTEN_BACKLOG) != 0 ||
-      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+/* A unix socket, not a loopback port: shared worker processes may make no
+ * other kind (their sandbox, jail/). Any user may connect: only the worker
+ * processes get through the data directory. */
+static int bind_private(node *n, node_cordon *c, char **err) {
+  static unsigned seq;
+  char *dir = xasprintf("%s/cordon", n->data_dir);
+  if (mkdir(dir, 0711) != 0 && errno != EEXIST) {
     int rc = -errno;
-    *err = xasprintf("private socket: %s", strerror(errno));
+    *err = xasprintf("%s: %s", dir, strerror(errno));
+    free(dir);
+    return rc;
+  }
+  char *path = xasprintf("%s/%u.sock", dir, ++seq);
+  free(dir);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof addr.sun_path) {
+    *err = xasprintf("private socket %s: path too long", path);
+    free(path);
+    return -ENAMETOOLONG;
+  }
+  memcpy(addr.sun_path, path, strlen(path) + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    int rc = -errno;
+    *err = xasprintf("socket: %s", strerror(errno));
+    free(path);
+    return rc;
+  }
+  unlink(path); /* left by an earlier run */
+  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || chmod(path, 0666) != 0 ||
+      listen(fd, LISTEN_BACKLOG) != 0) {
+    int rc = -errno;
+    *err = xasprintf("private socket %s: %s", path, strerror(errno));
     close(fd);
+    unlink(path);
+    free(path);
     return rc;
   }
   c->listen_fd = fd;
-  c->port = ntohs(addr.sin_port);
+  c->socket_path = path;
   return 0;
 }
 
 static int start_dedicated(node *n, node_cordon *c) {
   char *err = NULL;
-  if (c->listen_fd < 0 && bind_private(c, &err) != 0) {
+  if (c->listen_fd < 0 && bind_private(n, c, &err) != 0) {
     log_write(LOG_ERROR, c->name, NULL, NULL, "cannot start the dedicated process: %s", err);
     free(err);
     return -1;
@@ -277,7 +311,7 @@ static json_t *entry_view(const node_cordon *c) {
   node_iso8601(c->since_ms, since);
   json_t *v = json_pack("{s:s, s:s, s:s?, s:s, s:s}", "state", state_name(c->state), "reason",
                         c->reason, "rule", c->rule, "by", c->by, "since", since);
-  if (c->port) json_object_set_new(v, "port", json_integer(c->port));
+  if (c->socket_path) json_object_set_new(v, "socket", json_string(c->socket_path));
   node_proc *p = c->proc;
   if (p) {
     json_t *d = json_pack("{s:i, s:i, s:s, s:i}", "worker", p->id, "pid", p->child.pid, "state",
@@ -307,8 +341,8 @@ static node_cordon *cordon(node *n, const char *name, const char *reason, const 
   n->cordons->list = c;
   cordon_monitor_forget(n->cordons->monitor, name);
   int started = start_dedicated(n, c) == 0;
-  json_t *extra = json_pack("{s:s, s:s?, s:s, s:i}", "reason", reason, "rule", rule, "by", by,
-                            "port", c->port);
+  json_t *extra = json_pack("{s:s, s:s?, s:s, s:s?}", "reason", reason, "rule", rule, "by", by,
+                            "socket", c->socket_path);
   if (details) json_object_update_missing(extra, details);
   if (c->proc) json_object_set_new(extra, "pid", json_integer(c->proc->child.pid));
   log_json(started ? LOG_WARN : LOG_ERROR, name, extra,
@@ -330,9 +364,7 @@ static void suspend(node *n, node_cordon *c, unsigned crashes) {
     log_write(LOG_ERROR, c->name, NULL, NULL, "cannot record the suspension in node.db: %s",
               node_db_errmsg(n->db));
   /* Forwarded requests still in the backlog are refused now, not left hanging. */
-  if (c->listen_fd >= 0) close(c->listen_fd);
-  c->listen_fd = -1;
-  c->port = 0;
+  close_private(c);
   json_t *extra = json_pack("{s:s, s:i, s:I}", "reason", c->reason, "crashes", (int)crashes,
                             "window_s", (json_int_t)n->cfg.cordon_suspend_window_s);
   log_json(LOG_ERROR, c->name, extra, "tenant suspended: its dedicated process keeps crashing");
@@ -603,11 +635,11 @@ int node_cordons_open(node *n, char **err) {
   }
   cs->monitor = monitor_from_config(n);
   n->proc_listener = &listener;
-  /* The sockets now, so that the first HELLO of a shared process can name the ports. */
+  /* The sockets now, so that the first HELLO of a shared process can name the sockets. */
   for (node_cordon *c = cs->list; c; c = c->next) {
     if (c->state != CORDONED) continue;
     char *why = NULL;
-    if (bind_private(c, &why) != 0) {
+    if (bind_private(n, c, &why) != 0) {
       log_write(LOG_ERROR, c->name, NULL, NULL, "cordon: %s", why);
       free(why);
     }

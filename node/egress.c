@@ -46,6 +46,7 @@ typedef struct node_egress {
   uint32_t sync_id;       /* the all-policies message waiting for its answer */
   int stopping;
   pending *pending;
+  unsigned jail_on, jail_off; /* its HELLO: sandbox layers on / refused (jail/) */
 } node_egress;
 
 static int spawn_egress(node_egress *eg);
@@ -177,7 +178,7 @@ static void on_reply(node_egress *eg, const proto_frame *f, json_t *body) {
 /* ---- the process ---- */
 
 static void on_hello(node_egress *eg, json_t *body) {
-  (void)body;
+  node_sandbox_parse(json_object_get(body, "jail"), &eg->jail_on, &eg->jail_off);
   if (eg->child.state != NODE_PROC_STARTING) return;
   eg->sync_id = proto_channel_request_id(&eg->child.channel);
   json_t *all = node_db_egress_all(eg->n->db);
@@ -257,7 +258,7 @@ static const node_child_ops egress_ops = {
 
 static int spawn_egress(node_egress *eg) {
   node *n = eg->n;
-  size_t max = 12 + 2 * (n->cfg.n_egress_allow_cidr + n->cfg.n_ca_files);
+  size_t max = 12 + 2 * (n->cfg.n_egress_allow_cidr + n->cfg.n_ca_files) + NODE_SANDBOX_ARGS;
   char **args = xcalloc(max, sizeof *args);
   size_t a = 0;
   args[a++] = "edgenode-egress";
@@ -277,6 +278,7 @@ static int spawn_egress(node_egress *eg) {
     args[a++] = "--ca-file";
     args[a++] = n->cfg.ca_files[i];
   }
+  a += node_sandbox_args(n, args + a); /* jail/ */
   args[a] = NULL;
   eg->sync_id = 0;
   node_child_cmd cmd = {.file = eg->path, .args = args, .label = "egress"};
@@ -299,6 +301,8 @@ static char *egress_exe_path(void) {
 }
 
 int node_egress_start(node *n, char **err) {
+  int rc = node_sandbox_prepare(n, err); /* jail/: before the first process is spawned */
+  if (rc != 0) return rc;
   node_egress *eg = xcalloc(1, sizeof *eg);
   eg->n = n;
   eg->path = egress_exe_path();
@@ -333,6 +337,12 @@ int node_egress_start(node *n, char **err) {
 
 const char *node_egress_socket(const node *n) {
   return n->egress ? n->egress->socket_path : NULL;
+}
+
+json_t *node_egress_sandbox_json(const node *n) {
+  const node_egress *eg = n->egress;
+  if (eg == NULL || eg->socket_path == NULL) return NULL;
+  return node_sandbox_json(eg->jail_on, eg->jail_off);
 }
 
 int node_egress_ready(const node *n) {

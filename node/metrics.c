@@ -73,6 +73,13 @@ static void node_metrics(FILE *f, node *n) {
          "1 when isolates' heaps are protected by memory protection keys.");
   sample(f, "edgenode_mpk_enabled", NULL, NULL, node_mpk_enabled(n));
 
+  family(f, "edgenode_sandbox_layer", "gauge",
+         "1 when every ready worker process has this sandbox layer on (jail/).");
+  const char *layer;
+  int on;
+  for (int i = 0; (layer = node_sandbox_layer(n, i, &on)) != NULL; i++)
+    sample(f, "edgenode_sandbox_layer", "layer", layer, on);
+
   family(f, "edgenode_workers_configured", "gauge", "Worker processes the configuration asks for.");
   sample(f, "edgenode_workers_configured", NULL, NULL, n->cfg.workers);
   family(f, "edgenode_worker_memory_budget_bytes", "gauge",

@@ -66,6 +66,9 @@ typedef struct node_config {
   char *node_name;           /* owned; the name in the fleet, NULL: the host name */
   char *fleet_creds;         /* owned; NATS credentials file, or NULL */
   char *fleet_ca;            /* owned; CA file for TLS to NATS, or NULL */
+  char *user;                /* owned; "UID:GID" the sandboxed processes become, or NULL */
+  int require_sandbox;       /* a sandbox layer refused stops the node */
+  int no_sandbox;            /* worker processes and the egress run unsandboxed */
 } node_config;
 
 enum {
@@ -321,6 +324,7 @@ typedef struct node_proc {
   int memory_killed;       /* memwatch killed it: a budget, not a crash of the running tenant */
   int mpk_enabled;         /* its HELLO: isolates protected by memory protection keys */
   int mpk_keys;            /* keys it spreads its isolates over */
+  unsigned jail_on, jail_off; /* its HELLO: a bit (1 << jail_layer) per sandbox layer on / refused */
 } node_proc;
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
@@ -494,6 +498,21 @@ void node_stats_add(node *n, node_proc *p, json_t *body);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
 void node_stats_proc_gone(node *n, node_proc *p);
 void node_stats_free(node *n);
+
+/* The sandbox (jail/), procs.c: the flags a spawned process gets (at most
+ * NODE_SANDBOX_ARGS), and the check before any is spawned. */
+#define NODE_SANDBOX_ARGS 4
+size_t node_sandbox_args(const node *n, char **out);
+int node_sandbox_prepare(node *n, char **err);
+/* A HELLO's jail report as a bit (1 << jail_layer) per layer on / refused,
+ * and those bits as {"seccomp": "on", "netns": "off", ...} (new reference). */
+void node_sandbox_parse(json_t *report, unsigned *on, unsigned *off);
+json_t *node_sandbox_json(unsigned on, unsigned off);
+/* The egress process's layers (egress.c), or NULL without one. */
+json_t *node_egress_sandbox_json(const node *n);
+/* For each layer name in turn (i from 0 until NULL): 1 when every ready
+ * worker process has it on. */
+const char *node_sandbox_layer(const node *n, int i, int *on);
 
 /* tenants.c: GET /v1/tenants and /v1/tenants/{name}; returns 0 when `path` is not one of them. */
 int node_tenants_route(node *n, http_request *req, const char *path);

@@ -18,8 +18,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "jail.h"
 #include "node.h"
 
 #define VALIDATE_TIMEOUT_MS 30000
@@ -254,6 +257,7 @@ static void on_hello(node_proc *p, json_t *body) {
   json_t *mpk = json_object_get(body, "mpk");
   p->mpk_enabled = json_is_true(json_object_get(mpk, "enabled"));
   p->mpk_keys = (int)json_integer_value(json_object_get(mpk, "keys"));
+  node_sandbox_parse(json_object_get(body, "jail"), &p->jail_on, &p->jail_off);
   if (p->child.state != NODE_PROC_STARTING) return;
   p->child.state = NODE_PROC_READY;
   char extra[128];
@@ -459,7 +463,8 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
   json_t *details = json_loads(extra, 0, NULL);
   /* The tenant whose code was running when the process died (running slot). */
   if (tenant) json_object_set_new(details, "running", json_string(tenant));
-  node_event(n, status == 0 && sig == 0 ? "exit" : "crash", tenant, details);
+  node_event(n, status == 0 && sig == 0 ? "exit" : sig == SIGSYS ? "sandbox_violation" : "crash",
+             tenant, details);
   if (tenant && n->proc_listener) n->proc_listener->crash(p, tenant);
   json_decref(details);
   n->procs_changed(n);
@@ -531,10 +536,11 @@ static int spawn_proc(node_proc *p) {
     extra_args[0] = "--running-fd";
     extra_args[1] = "5";
   }
-  char *all_args[ARRAY_SIZE(args) + ARRAY_SIZE(extra_args)];
+  char *all_args[ARRAY_SIZE(args) + ARRAY_SIZE(extra_args) + NODE_SANDBOX_ARGS];
   size_t k = 0;
   for (size_t i = 0; args[i]; i++) all_args[k++] = args[i];
   for (size_t i = 0; extra_args[i]; i++) all_args[k++] = extra_args[i];
+  k += node_sandbox_args(n, all_args + k);
   all_args[k] = NULL;
 
   char label[32];
@@ -556,6 +562,8 @@ static int spawn_proc(node_proc *p) {
 }
 
 int node_procs_start(node *n, char **err) {
+  int rc = node_sandbox_prepare(n, err);
+  if (rc != 0) return rc;
   if (access(n->worker_path, X_OK) != 0) {
     int rc = -errno;
     *err = xasprintf("worker executable %s: %s", n->worker_path, strerror(errno));
@@ -702,4 +710,113 @@ void node_procs_broadcast_changed(node *n, const char *name) {
     if (strcmp(p->tenant, name) == 0) send_json(p, PROTO_WORKER_CHANGED, 0, body);
   }
   json_decref(body);
+}
+
+/* ---- the sandbox of the processes it spawns (jail/) ------------------------------ */
+
+size_t node_sandbox_args(const node *n, char **out) {
+  size_t k = 0;
+  if (n->cfg.no_sandbox) {
+    out[k++] = "--no-jail";
+    return k;
+  }
+  if (n->cfg.require_sandbox) out[k++] = "--require-sandbox";
+  if (n->cfg.user) {
+    out[k++] = "--jail-user";
+    out[k++] = n->cfg.user;
+  }
+  return k;
+}
+
+void node_sandbox_parse(json_t *report, unsigned *on, unsigned *off) {
+  *on = *off = 0;
+  json_t *layers = json_object_get(report, "layers");
+  for (int i = 0; i < JAIL_LAYERS; i++) {
+    const char *state =
+        json_string_value(json_object_get(json_object_get(layers, jail_layer_name(i)), "state"));
+    if (state && strcmp(state, "on") == 0) *on |= 1u << i;
+    if (state && strcmp(state, "off") == 0) *off |= 1u << i;
+  }
+}
+
+json_t *node_sandbox_json(unsigned on, unsigned off) {
+  json_t *o = json_object();
+  for (int i = 0; i < JAIL_LAYERS; i++)
+    json_object_set_new(o, jail_layer_name(i),
+                        json_string(on >> i & 1    ? "on"
+                                    : off >> i & 1 ? "off"
+                                                   : "not_wanted"));
+  return o;
+}
+
+const char *node_sandbox_layer(const node *n, int i, int *on) {
+  if (i < 0 || i >= JAIL_LAYERS) return NULL;
+  int ready = 0, all = 1;
+  for (int k = 0; k < n->n_procs; k++) {
+    const node_proc *p = &n->procs[k];
+    if (p->child.state != NODE_PROC_READY) continue;
+    ready++;
+    all &= p->jail_on >> i & 1;
+  }
+  *on = ready > 0 && all;
+  return jail_layer_name(i);
+}
+
+/* Enters a worker's jail in a throw-away child: what the kernel refuses. */
+static int probe_sandbox(node *n, jail_report *r) {
+  jail_config jc = {.kind = JAIL_WORKER, .new_netns = 1, .strict = 1};
+  if (n->cfg.user && jail_parse_user(n->cfg.user, &jc.uid, &jc.gid) == 0) jc.drop_user = 1;
+  int fds[2];
+  if (pipe(fds) != 0) return -errno;
+  pid_t pid = fork();
+  if (pid < 0) {
+    int rc = -errno;
+    close(fds[0]);
+    close(fds[1]);
+    return rc;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    int rc = jail_enter(&jc, r);
+    _exit(write(fds[1], r, sizeof *r) == (ssize_t)sizeof *r && rc == 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  ssize_t got = read(fds[0], r, sizeof *r);
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (got != (ssize_t)sizeof *r) return -EIO;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
+}
+
+/*
+ * Once, before the egress and the worker processes start. With a user, the
+ * data directory (0700) lets that user's group through to the directories
+ * the sandbox hands it. Under --require-sandbox, a layer the kernel refuses
+ * stops the node here rather than in every process it would restart.
+ */
+int node_sandbox_prepare(node *n, char **err) {
+  static int done;
+  if (done || n->cfg.no_sandbox) return 0;
+  done = 1;
+  uid_t uid;
+  gid_t gid;
+  if (n->cfg.user && geteuid() == 0 && jail_parse_user(n->cfg.user, &uid, &gid) == 0 &&
+      (chown(n->data_dir, (uid_t)-1, gid) != 0 || chmod(n->data_dir, 0710) != 0)) {
+    int rc = -errno;
+    *err = xasprintf("--user: %s: %s", n->data_dir, strerror(errno));
+    return rc;
+  }
+  if (!n->cfg.require_sandbox) return 0;
+  jail_report r;
+  int rc = probe_sandbox(n, &r);
+  if (rc == 0) return 0;
+  for (int i = 0; rc == -EPERM && i < JAIL_LAYERS; i++) {
+    if (r.layer[i].state != JAIL_OFF || r.layer[i].err == 0) continue; /* on, or not reached */
+    *err = xasprintf("--require-sandbox: the kernel refuses %s (%s)",
+                     jail_layer_name((jail_layer)i), r.layer[i].detail);
+    return -EPERM;
+  }
+  *err = xasprintf("--require-sandbox: cannot try the sandbox: %s", strerror(-rc));
+  return rc;
 }

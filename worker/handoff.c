@@ -3,8 +3,9 @@
  * process (they share one listening socket, so any of them may get one) are
  * forwarded to the tenant's dedicated process and its answer is relayed back.
  *
- * The dedicated process serves plain HTTP/1.1 on a private loopback socket
- * that the supervisor owns and keeps open across the process's restarts, so
+ * The dedicated process serves plain HTTP/1.1 on a private unix socket
+ * (a worker process makes no other kind: its sandbox, jail/) that the
+ * supervisor owns and keeps open across the process's restarts, so
  * it runs the very same ingress path as a shared process and a request sent
  * while it restarts waits in the socket's backlog. One connection per
  * request ("Connection: close"): nothing is ever sent twice, so a request
@@ -31,7 +32,7 @@
 #define HANDOFF_TIMEOUT_MS 120000   /* backstop: the dedicated process enforces the wall limit */
 
 typedef struct handoff {
-  uv_tcp_t tcp;
+  uv_pipe_t conn;              /* to the dedicated process's unix socket */
   uv_connect_t connect;
   uv_timer_t timer;            /* until the response head: HANDOFF_TIMEOUT_MS */
   worker *w;
@@ -77,7 +78,7 @@ static void handoff_end(handoff *h) {
   if (h->client) {
     http_client_close(h->client);
     h->client = NULL;
-    h->tcp.data = h; /* the client's while it was open */
+    h->conn.data = h; /* the client's while it was open */
   }
   if (h->handles == 0) {
     worker *w = h->w;
@@ -86,7 +87,7 @@ static void handoff_end(handoff *h) {
     return;
   }
   /* Closing already when a retry was under way as the process shut down. */
-  if (!uv_is_closing((uv_handle_t *)&h->tcp)) uv_close((uv_handle_t *)&h->tcp, on_handle_closed);
+  if (!uv_is_closing((uv_handle_t *)&h->conn)) uv_close((uv_handle_t *)&h->conn, on_handle_closed);
   if (!uv_is_closing((uv_handle_t *)&h->timer)) uv_close((uv_handle_t *)&h->timer, on_handle_closed);
 }
 
@@ -293,7 +294,7 @@ static void on_connect(uv_connect_t *c, int status) {
   handoff *h = c->data;
   if (h->req == NULL) return; /* ended meanwhile (timeout, shutdown): its handles are closing */
   if (status != 0) {
-    uv_close((uv_handle_t *)&h->tcp, on_closed_retry);
+    uv_close((uv_handle_t *)&h->conn, on_closed_retry);
     uv_close((uv_handle_t *)&h->timer, on_closed_retry);
     return;
   }
@@ -309,23 +310,20 @@ static void on_connect(uv_connect_t *c, int status) {
       /* The head is timed by h->timer (from before the connection). */
       .idle_timeout_ms = HANDOFF_TIMEOUT_MS,
   };
-  h->client = http_client_new_stream(h->w->loop, (uv_stream_t *)&h->tcp, &client_callbacks, h);
+  h->client = http_client_new_stream(h->w->loop, (uv_stream_t *)&h->conn, &client_callbacks, h);
   int rc = http_client_send(h->client, &out);
   if (rc != 0) fail(h, 502, "cannot reach the tenant's dedicated process");
 }
 
 static void start(handoff *h) {
   worker *w = h->w;
-  struct sockaddr_in addr;
-  uv_ip4_addr("127.0.0.1", h->t->cordon_port, &addr);
-  uv_tcp_init(w->loop, &h->tcp);
+  uv_pipe_init(w->loop, &h->conn, 0);
   uv_timer_init(w->loop, &h->timer);
-  h->tcp.data = h->timer.data = h;
+  h->conn.data = h->timer.data = h;
   h->handles = 2;
   h->connect.data = h;
   uv_timer_start(&h->timer, on_timeout, HANDOFF_TIMEOUT_MS, 0);
-  int rc = uv_tcp_connect(&h->connect, &h->tcp, (const struct sockaddr *)&addr, on_connect);
-  if (rc != 0) fail(h, 503, "cannot reach the tenant's dedicated process");
+  uv_pipe_connect(&h->connect, &h->conn, h->t->cordon_socket, on_connect);
 }
 
 void handoff_submit(worker *w, tenant *t, http_request *req) {

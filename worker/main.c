@@ -12,10 +12,20 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "jail.h"
 #include "mpk.h"
 #include "worker.h"
 
 static worker self;
+
+/* The sandbox (jail/), entered at the end of start-up. */
+static struct {
+  const char *facets; /* default DATA/facets */
+  int user, strict, off;
+  uid_t uid;
+  gid_t gid;
+  jail_report report;
+} jail_args;
 
 worker *worker_self(void) { return &self; }
 
@@ -26,6 +36,8 @@ static void usage(void) {
           "                       [--isolate-memory-mb M] [--idle-timeout-s S] [--compact-idle-s S]\n"
           "                       [--egress-socket PATH] [--tenant NAME] [--running-fd FD]\n"
           "                       [--log-level debug|info|warn|error]\n"
+          "                       [--jail-facets DIR] [--jail-user UID:GID] [--require-sandbox]\n"
+          "                       [--no-jail]\n"
           "Started by edgenode; not meant to be run by hand.\n");
 }
 
@@ -44,6 +56,10 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"egress-socket", required_argument, NULL, 'g'},
       {"tenant", required_argument, NULL, 'T'},
       {"running-fd", required_argument, NULL, 'r'},
+      {"jail-facets", required_argument, NULL, 'J'},
+      {"jail-user", required_argument, NULL, 'U'},
+      {"require-sandbox", no_argument, NULL, 'S'},
+      {"no-jail", no_argument, NULL, 'N'},
       {NULL, 0, NULL, 0},
   };
   c->id = 0;
@@ -74,6 +90,10 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
         c->dedicated = optarg;
         break;
       case 'r': if (parse_u64(optarg, 0, 65535, &v)) return -1; c->running_fd = (int)v; break;
+      case 'J': jail_args.facets = optarg; break;
+      case 'U': if (jail_parse_user(optarg, &jail_args.uid, &jail_args.gid)) return -1; jail_args.user = 1; break;
+      case 'S': jail_args.strict = 1; break;
+      case 'N': jail_args.off = 1; break;
       case 'v':
         if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
         else if (strcmp(optarg, "info") == 0) *level = LOG_INFO;
@@ -259,10 +279,11 @@ static void on_cordon(worker *w, const proto_frame *frame) {
     return;
   }
   tenant *t = tenant_get_or_add(w, name, strlen(name));
-  json_int_t port = json_integer_value(json_object_get(body, "port"));
+  const char *socket = json_string_value(json_object_get(body, "socket"));
   const char *error = json_string_value(json_object_get(body, "error"));
-  t->cordon_port = port > 0 && port < 65536 ? (int)port : 0;
-  t->cordon_ready = json_is_true(json_object_get(body, "ready")) && t->cordon_port > 0;
+  free(t->cordon_socket);
+  t->cordon_socket = socket ? xstrdup(socket) : NULL;
+  t->cordon_ready = json_is_true(json_object_get(body, "ready")) && t->cordon_socket != NULL;
   free(t->cordon_error);
   t->cordon_error = error ? xstrdup(error) : NULL;
   tenant_set_placement(w, t, placement_of(json_string_value(json_object_get(body, "state"))));
@@ -299,11 +320,41 @@ static int say_hello(worker *w) {
   json_t *hello = json_pack("{s:i,s:i,s:s,s:s?}", "id", w->config.id, "pid", (int)getpid(), "v8",
                             iso_v8_version(), "tenant", w->config.dedicated);
   json_object_set_new(hello, "mpk", mpk_start(w->config.id, w->config.ipc_fd));
+  json_object_set_new(hello, "jail", jail_report_json(&jail_args.report));
   char *text = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
   int rc = proto_channel_send(&w->supervisor, PROTO_HELLO, 0, text, strlen(text));
   free(text);
   return rc;
+}
+
+/* Everything the process needs is open and running: lock it in. Under
+ * --require-sandbox a layer refused ends the process. */
+static int enter_jail(worker *w) {
+  jail_report *r = &jail_args.report;
+  if (jail_args.off) {
+    for (int i = 0; i < JAIL_LAYERS; i++) r->layer[i].state = JAIL_NOT_WANTED;
+    log_warn("sandbox off (--no-jail)");
+    return 0;
+  }
+  char *facets = jail_args.facets ? xstrdup(jail_args.facets) : xasprintf("%s/facets", w->config.data_dir);
+  const char *writable[] = {facets, NULL};
+  /* SQLite's temporary files (VACUUM, large sorts) go where the jail lets
+   * it write, not to /var/tmp. */
+  if (setenv("SQLITE_TMPDIR", facets, 1) != 0) log_warn("cannot set SQLITE_TMPDIR: %s", strerror(errno));
+  jail_config jc = {.kind = JAIL_WORKER, .writable = writable, .new_netns = 1,
+                    .drop_user = jail_args.user, .uid = jail_args.uid, .gid = jail_args.gid,
+                    .strict = jail_args.strict};
+  int rc = jail_enter(&jc, r);
+  free(facets);
+  for (int i = 0; i < JAIL_LAYERS; i++)
+    if (r->layer[i].state == JAIL_OFF)
+      log_warn("sandbox: %s is off: %s", jail_layer_name((jail_layer)i), r->layer[i].detail);
+  if (rc != 0 && jail_args.strict) {
+    log_error("sandbox incomplete under --require-sandbox: %s", strerror(-rc));
+    return -1;
+  }
+  return 0;
 }
 
 static int start(worker *w) {
@@ -353,6 +404,7 @@ static int start(worker *w) {
   uv_signal_start(&w->sigterm, on_signal, SIGTERM);
   uv_signal_start(&w->sigint, on_signal, SIGINT);
   log_info("serving: V8 %s", iso_v8_version());
+  if (enter_jail(w) != 0) return -1;
   return say_hello(w);
 }
 

@@ -21,6 +21,7 @@ static void tenant_remove(worker *w, tenant *t) {
   json_decref(t->spec);
   free(t->load_error);
   free(t->cordon_error);
+  free(t->cordon_socket);
   free(t->name);
   free(t);
 }
@@ -689,6 +690,7 @@ void tenant_free_all(worker *w) {
     json_decref(t->spec);
     free(t->load_error);
     free(t->cordon_error);
+  free(t->cordon_socket);
     free(t->name);
     free(t);
   }

@@ -127,7 +127,7 @@ struct tenant {
   tenant_stats stats;
   size_t refs;           /* loaded versions pointing here (current and retired) */
   tenant_placement placement;
-  int cordon_port;       /* the dedicated process's private port (127.0.0.1) */
+  char *cordon_socket;   /* the dedicated process's private unix socket, or NULL */
   int cordon_ready;      /* the dedicated process is up: forward at once */
   char *cordon_error;    /* suspended: the message clients get */
   uint32_t cordon_done_id; /* a PROTO_CORDON to answer once no handoff is left; 0 = none */

@@ -262,7 +262,8 @@ test('a request still running when its worker is purged does not bring the facet
   try {
     const response = conn.request('POST /hold HTTP/1.1\r\nHost: inflight.localhost\r\n' +
       'Transfer-Encoding: chunked\r\n\r\n1\r\nx\r\n');
-    await waitFor(() => existsSync(file), { what: 'the facet opened by the running request' });
+    // -wal: the facet is open and configured (the file alone appears before that)
+    await waitFor(() => existsSync(`${file}-wal`), { what: 'the facet opened by the running request' });
     const r = await node.control('DELETE', '/v1/workers/inflight?purge=true');
     assert.equal(r.status, 200, r.text);
     assert.equal(existsSync(file), false);
