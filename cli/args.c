@@ -66,6 +66,12 @@ static const cli_command commands[] = {
      "The answer of GET /v1/node: version, uptime, state, addresses, and a table of\n"
      "the worker processes.",
      0, cli_cmd_node},
+    {"fleet", "fleet", "the fleet's nodes: state, version, heartbeat, lag",
+     "GET /v1/fleet on a node started with --fleet: this node's link to NATS, then a\n"
+     "table of every node's last heartbeat (state, version, addresses, age of the\n"
+     "heartbeat, how many records it is behind the most current node).\n"
+     "--json: the answer as it is.",
+     0, cli_cmd_fleet},
     {"tenants", "tenants", "per-tenant statistics: state, requests, errors, CPU, heap",
      "A table of GET /v1/tenants, one row per deployed worker.", 0, cli_cmd_tenants},
     {"tenant", "tenant NAME", "one tenant's statistics, state and limits",

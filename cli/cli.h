@@ -176,6 +176,7 @@ int cli_cmd_list(const cli_options *o);
 int cli_cmd_show(const cli_options *o);
 int cli_cmd_delete(const cli_options *o);
 int cli_cmd_node(const cli_options *o);
+int cli_cmd_fleet(const cli_options *o);
 int cli_cmd_run(const cli_options *o);
 int cli_cmd_tenants(const cli_options *o);
 int cli_cmd_tenant(const cli_options *o);

@@ -442,6 +442,40 @@ int cli_cmd_node(const cli_options *o) {
   return 0;
 }
 
+static void print_fleet(json_t *j) {
+  printf("node: %s (%s to %s, %s)\n", cli_jstr(j, "node", "?"),
+         json_is_true(json_object_get(j, "connected")) ? "connected" : "NOT connected",
+         cli_jstr(j, "server", "-"), json_is_true(json_object_get(j, "synced")) ? "in sync" : "syncing");
+  static const char *const heads[] = {"NAME", "STATE", "ALIVE", "VERSION", "LISTEN", "CONTROL",
+                                      "HEARTBEAT", "BEHIND"};
+  static const int right[] = {0, 0, 0, 0, 0, 0, 1, 1};
+  cli_table t = {.ncols = 8, .heads = heads, .right = right};
+  size_t i;
+  json_t *m;
+  json_array_foreach(json_object_get(j, "nodes"), i, m) {
+    char **row = xcalloc(8, sizeof *row);
+    row[0] = xasprintf("%s%s", cli_jstr(m, "name", "?"),
+                       json_is_true(json_object_get(m, "self")) ? " *" : "");
+    row[1] = xstrdup(cli_jstr(m, "state", "?"));
+    row[2] = xstrdup(json_is_true(json_object_get(m, "alive")) ? "yes" : "NO");
+    row[3] = xstrdup(cli_jstr(m, "version", "?"));
+    row[4] = xstrdup(cli_jstr(m, "listen", "-"));
+    row[5] = xstrdup(cli_jstr(m, "control", "-"));
+    row[6] = xasprintf("%.1f s ago", cli_jnum(m, "heartbeat_age_ms") / 1000.0);
+    row[7] = xasprintf("%.0f", cli_jnum(m, "behind"));
+    cli_table_add(&t, row);
+  }
+  cli_table_print(&t, 0);
+}
+
+int cli_cmd_fleet(const cli_options *o) {
+  cli_expect_operands(o, 0, 0);
+  cli_response r = call(o, "GET", "/v1/fleet", NULL);
+  print_answer(o, &r, print_fleet);
+  cli_response_free(&r);
+  return 0;
+}
+
 /* run: a result shaped like a response prints as one; anything else as fields. */
 static void print_run_result(json_t *j) {
   json_t *status = json_object_get(j, "status");

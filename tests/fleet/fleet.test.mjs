@@ -4,6 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
+import path from 'node:path';
+
+import { EDGECTL, runProcess } from '../e2e/lib/node.mjs';
 import { startFleetNode, startNats, sleep, waitFor } from './lib/fleet.mjs';
 
 const worker = (text) => `export default { fetch() { return new Response(${JSON.stringify(text)}); } };`;
@@ -135,6 +138,14 @@ describe('a fleet of three nodes', () => {
     }
     await waitFor(async () => (await nodes[0].control('GET', '/v1/fleet')).json.nodes.every((m) => m.behind === 0),
       { timeout: 5000, what: 'no node behind' });
+    // edgectl fleet: the same as a table
+    const ctl = await runProcess(EDGECTL, ['--node', `http://127.0.0.1:${nodes[1].controlPort}`,
+      '--token-file', path.join(nodes[1].dataDir, 'control.token'), 'fleet']);
+    assert.equal(ctl.code, 0, ctl.stderr);
+    assert.match(ctl.stdout, /^node: node2 \(connected to nats:\/\/127\.0\.0\.1:\d+, in sync\)$/m);
+    for (const name of ['node1', 'node2 \\*', 'node3']) {
+      assert.match(ctl.stdout, new RegExp(`^${name}\\s+serving\\s+yes\\s+0\\.1\\.0\\s`, 'm'));
+    }
     const m = await nodes[2].control('GET', '/metrics');
     assert.match(m.text, /^edgenode_fleet_connected 1$/m);
     assert.match(m.text, /^edgenode_fleet_synced 1$/m);
