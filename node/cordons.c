@@ -625,6 +625,9 @@ static const node_proc_listener listener = {
     .dedicated_gone = on_dedicated_gone,
 };
 
+static void fleet_apply(node *n, const char *name, json_t *record);
+static json_t *fleet_view(node *n, const char *name);
+
 int node_cordons_open(node *n, char **err) {
   struct node_cordons *cs = xcalloc(1, sizeof *cs);
   n->cordons = cs;
@@ -635,6 +638,9 @@ int node_cordons_open(node *n, char **err) {
   }
   cs->monitor = monitor_from_config(n);
   n->proc_listener = &listener;
+  static const node_cordon_hooks hooks = {
+      .apply = fleet_apply, .view = fleet_view, .worker_deleted = node_cordons_worker_deleted};
+  n->cordon_hooks = &hooks;
   /* The sockets now, so that the first HELLO of a shared process can name the sockets. */
   for (node_cordon *c = cs->list; c; c = c->next) {
     if (c->state != CORDONED) continue;
@@ -739,7 +745,7 @@ static json_t *answer(const char *name, const node_cordon *c) {
 
 /* ---- in a fleet: an operator's cordon holds on every node ---- */
 
-void node_cordons_apply(node *n, const char *name, json_t *record) {
+static void fleet_apply(node *n, const char *name, json_t *record) {
   if (n->cordons == NULL || n->state == NODE_DRAINING) return;
   node_cordon *c = find(n, name);
   if (record == NULL) {
@@ -756,7 +762,7 @@ void node_cordons_apply(node *n, const char *name, json_t *record) {
 }
 
 /* The view of a tenant's cordon as this node holds it (for answers). */
-json_t *node_cordons_view(node *n, const char *name) { return answer(name, find(n, name)); }
+static json_t *fleet_view(node *n, const char *name) { return answer(name, find(n, name)); }
 
 static void post_cordon(node *n, http_request *req, const char *name) {
   if (n->state == NODE_DRAINING) {

@@ -148,7 +148,7 @@ static void apply_worker_deleted(struct node_fleet *nf, const char *name) {
   }
   node_procs_broadcast_changed(n, name);
   node_egress_push(n, name, NULL);
-  node_cordons_worker_deleted(n, name);
+  if (n->cordon_hooks) n->cordon_hooks->worker_deleted(n, name);
   log_write(LOG_INFO, name, NULL, NULL, "deleted (fleet)");
 }
 
@@ -208,7 +208,7 @@ static void apply(struct node_fleet *nf, fleet_bucket b, const char *name, const
   } else if (b == FLEET_EGRESS) {
     apply_egress(nf, name, rec, deleted);
   } else if (b == FLEET_CORDONS) {
-    node_cordons_apply(nf->n, name, deleted ? NULL : rec);
+    if (nf->n->cordon_hooks) nf->n->cordon_hooks->apply(nf->n, name, deleted ? NULL : rec);
   }
   json_decref(rec);
   note_applied(nf, b, name, version);
@@ -407,14 +407,14 @@ static void on_cordon_written(node *n, void *data, int status, json_t *body) {
   cordon_job *job = data;
   if (status == 404 && job->answer) {
     /* No fleet-wide cordon: this node's monitor cordoned it, here only. */
-    node_cordons_apply(n, job->name, NULL);
+    if (n->cordon_hooks) n->cordon_hooks->apply(n, job->name, NULL);
     node_respond_json(job->req, 200, job->answer, NULL);
   } else if (status != 0) {
     node_respond_json(job->req, status, body, NULL);
   } else if (job->answer) {
     node_respond_json(job->req, 200, job->answer, NULL);
   } else {
-    json_t *view = node_cordons_view(n, job->name);
+    json_t *view = n->cordon_hooks ? n->cordon_hooks->view(n, job->name) : json_object();
     node_respond_json(job->req, 200, view, NULL);
     json_decref(view);
   }

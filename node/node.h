@@ -9,10 +9,11 @@
  * make up the edgenode executable. Calls go one way, from the top down:
  *   main.c -> control.c -> route modules (deploy.c, tenants.c, metrics.c,
  *   run.c, facet_routes.c, egress_routes.c, and the routes of drain.c,
- *   events.c, cordons.c) -> drain.c, cordons.c, memwatch.c -> procs.c ->
- *   egress.c -> events.c, stats.c, route.c, child.c, db.c, spec.c, config.c.
+ *   events.c, cordons.c) -> drain.c, cordons.c, memwatch.c -> fleet_sync.c ->
+ *   procs.c -> egress.c -> sandbox.c, events.c, stats.c, route.c, child.c, db.c,
+ *   spec.c, config.c.
  * Upward notifications are callbacks: node_child_ops, n->proc_listener,
- * n->procs_changed / n->procs_stopped. tests/tools/node_call_cycles.py
+ * n->cordon_hooks, n->procs_changed / n->procs_stopped. tests/tools/node_call_cycles.py
  * checks that no circle of calls between files comes back.
  */
 #ifndef EDGENODE_NODE_H
@@ -400,6 +401,7 @@ struct node {
   void (*procs_changed)(node *n);
   void (*procs_stopped)(node *n);
   struct node_fleet *fleet; /* fleet_sync.c: with --fleet; NULL otherwise */
+  const struct node_cordon_hooks *cordon_hooks; /* cordons.c's, for fleet_sync.c below it */
 };
 
 /* datadir.c */
@@ -667,10 +669,15 @@ const char *node_cordon_state(const node *n, const char *name);
 json_t *node_cordon_view(const node *n, const char *name);
 /* POST /v1/tenants/{name}/cordon|uncordon: 1 when `sub` is one of them. */
 int node_cordons_route(node *n, http_request *req, const char *name, const char *sub);
-/* In a fleet: applies the fleet's cordon record of a tenant here (NULL: uncordoned). */
-void node_cordons_apply(node *n, const char *name, json_t *record);
-/* {"name", "state", ...} of the tenant's cordon on this node (caller decrefs). */
-json_t *node_cordons_view(node *n, const char *name);
+/* What fleet_sync.c, below cordons.c, may ask of it (n->cordon_hooks, set by
+ * node_cordons_open): apply the fleet's cordon record of a tenant here (NULL:
+ * uncordoned), the tenant's cordon as this node holds it (caller decrefs),
+ * and a deleted worker's cordon ended. */
+typedef struct node_cordon_hooks {
+  void (*apply)(node *n, const char *name, json_t *record);
+  json_t *(*view)(node *n, const char *name);
+  void (*worker_deleted)(node *n, const char *name);
+} node_cordon_hooks;
 
 /* main.c: startup, shutdown and the hooks in struct node. */
 /* Logs "ready", records the start event and tells systemd: once all worker
