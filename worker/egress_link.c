@@ -39,7 +39,7 @@
 #include <string.h>
 
 #include "base.h"
-#include "worker.h"
+#include "sandbox.h"
 
 #define EGRESS_MAX_CONCURRENT 6
 #define DEFAULT_SUB_REQUESTS 50
@@ -58,7 +58,7 @@ typedef struct egress_req egress_req;
 typedef struct stream {
   uint32_t id;           /* the PROTO_FETCH frame id; 0 until sent */
   double handle;         /* the isolate's name for it */
-  loaded *loaded;        /* compared, never dereferenced once the token is gone */
+  sandbox *sb;            /* compared, never dereferenced once the token is gone */
   uint64_t token;
   egress_req *req;
   stream_state state;
@@ -86,7 +86,7 @@ struct egress_req {
 
 /* A completion for a call that was made while JavaScript was on the stack. */
 typedef struct deferred {
-  loaded *loaded;
+  sandbox *sb;
   uint64_t token;
   uint32_t call_id;
   int ok;
@@ -109,6 +109,7 @@ static struct {
   uv_idle_t idle;        /* runs deferred completions */
   uv_timer_t sweep;      /* drops what finished requests left behind */
   int handles_ready;
+  worker *w;             /* the process, once a fetch was made */
 } elink;
 
 static void link_connect(worker *w);
@@ -116,35 +117,34 @@ static void link_connect(worker *w);
 /* ---- small helpers ---- */
 
 static void wire_err(iso_wire *out, const char *name, const char *message) {
-  bindings_error(out, name, message);
+  sandbox_call_error(out, name, message);
 }
 
-static int token_live(worker *w, uint64_t token, loaded *l) {
-  inflight *f = id_map_get(&w->tokens, token);
-  return f != NULL && f->loaded == l;
+static int token_live(worker *w, uint64_t token, sandbox *l) {
+  sandbox_request *f = sandbox_request_of(w, token);
+  return f != NULL && f->sb == l;
 }
 
-static unsigned sub_request_limit(const loaded *l) {
+static unsigned sub_request_limit(const sandbox *l) {
   json_int_t n =
       json_integer_value(json_object_get(json_object_get(l->spec, "limits"), "sub_requests"));
   return n > 0 ? (unsigned)n : DEFAULT_SUB_REQUESTS;
 }
 
 /* Settles call_id now; the request's isolate must not be on the stack. */
-static void complete(worker *w, loaded *l, uint64_t token, uint32_t call_id, int ok,
+static void complete(worker *w, sandbox *l, uint64_t token, uint32_t call_id, int ok,
                      iso_wire *value) {
   if (token_live(w, token, l)) {
     /* Its CPU time is the request's: iso_worker_request_cpu_ns counts it. */
-    if (l->tenant) worker_running_enter(w, l->tenant->name);
+    sandbox_enter(l);
     iso_worker_complete(l->iso, token, call_id, ok, value->data, value->len);
-    worker_running_leave(w);
-    /* The completion may have ended the request and retired its isolate. */
-    tenant_collect_retired(w);
+    /* The completion may have ended the request: l may go as it is left. */
+    sandbox_leave(l);
   }
   iso_wire_free(value);
 }
 
-static void complete_error(worker *w, loaded *l, uint64_t token, uint32_t call_id,
+static void complete_error(worker *w, sandbox *l, uint64_t token, uint32_t call_id,
                            const char *name, const char *message) {
   iso_wire v;
   iso_wire_init(&v);
@@ -153,23 +153,23 @@ static void complete_error(worker *w, loaded *l, uint64_t token, uint32_t call_i
 }
 
 static void on_idle(uv_idle_t *h) {
-  worker *w = worker_self();
+  worker *w = elink.w;
   deferred *d = elink.deferred;
   elink.deferred = NULL;
   elink.deferred_tail = &elink.deferred;
   uv_idle_stop(h);
   while (d) {
     deferred *next = d->next;
-    complete(w, d->loaded, d->token, d->call_id, d->ok, &d->value);
+    complete(w, d->sb, d->token, d->call_id, d->ok, &d->value);
     free(d);
     d = next;
   }
 }
 
 /* Settles a call on the next loop turn; takes value over. */
-static void defer(loaded *l, uint64_t token, uint32_t call_id, int ok, iso_wire *value) {
+static void defer(sandbox *l, uint64_t token, uint32_t call_id, int ok, iso_wire *value) {
   deferred *d = xcalloc(1, sizeof *d);
-  d->loaded = l;
+  d->sb = l;
   d->token = token;
   d->call_id = call_id;
   d->ok = ok;
@@ -253,9 +253,9 @@ static stream *stream_by_id(uint32_t id) {
 
 /* Only streams of live requests: a stream left by an isolate that is gone
  * (until the sweep drops it) must not answer for a new one at its address. */
-static stream *stream_by_handle(worker *w, loaded *l, double handle) {
+static stream *stream_by_handle(worker *w, sandbox *l, double handle) {
   for (stream *s = elink.streams; s; s = s->next)
-    if (s->loaded == l && s->handle == handle && token_live(w, s->token, l)) return s;
+    if (s->sb == l && s->handle == handle && token_live(w, s->token, l)) return s;
   return NULL;
 }
 
@@ -305,7 +305,7 @@ static void stream_free(worker *w, stream *s) {
 static void stream_fail(worker *w, stream *s, const char *message) {
   if (s->call_pending) {
     s->call_pending = 0;
-    loaded *l = s->loaded;
+    sandbox *l = s->sb;
     uint64_t token = s->token;
     uint32_t call_id = s->call_id;
     stream_free(w, s);
@@ -427,7 +427,7 @@ static void on_head(worker *w, stream *s, const proto_frame *frame) {
   s->state = STREAM_OPEN;
   int pending = s->call_pending;
   s->call_pending = 0;
-  loaded *l = s->loaded;
+  sandbox *l = s->sb;
   uint64_t token = s->token;
   uint32_t call_id = s->call_id;
   if (done) stream_free(w, s);
@@ -447,7 +447,7 @@ static void on_data(worker *w, stream *s, const proto_frame *frame) {
   iso_wire_bytes(&v, frame->payload + 1, frame->length - 1);
   iso_wire_bool(&v, last);
   s->call_pending = 0;
-  loaded *l = s->loaded;
+  sandbox *l = s->sb;
   uint64_t token = s->token;
   uint32_t call_id = s->call_id;
   if (last) stream_free(w, s);
@@ -466,7 +466,7 @@ static void on_error(worker *w, stream *s, const proto_frame *frame) {
 /* The egress asks for one more subrequest: a redirect it is about to follow. */
 static void on_hop(worker *w, stream *s) {
   egress_req *r = s->req;
-  if (s->state == STREAM_SENT && token_live(w, s->token, s->loaded) && r->used < r->limit) {
+  if (s->state == STREAM_SENT && token_live(w, s->token, s->sb) && r->used < r->limit) {
     r->used++;
     if (proto_channel_send(&elink.ch, PROTO_FETCH, s->id, NULL, 0) != 0)
       stream_fail(w, s, "fetch failed: the egress process went away while the fetch was in progress");
@@ -482,7 +482,7 @@ static void on_hop(worker *w, stream *s) {
 
 static void on_frame(proto_channel *ch, const proto_frame *frame) {
   (void)ch;
-  worker *w = worker_self();
+  worker *w = elink.w;
   stream *s = stream_by_id(frame->id);
   if (s == NULL) return; /* cancelled meanwhile */
   switch (frame->type) {
@@ -496,7 +496,7 @@ static void on_frame(proto_channel *ch, const proto_frame *frame) {
 
 static void on_link_closed(proto_channel *ch, int reason) {
   (void)ch;
-  worker *w = worker_self();
+  worker *w = elink.w;
   int was_up = elink.state == LINK_UP;
   elink.state = LINK_DOWN;
   if (was_up && !w->draining)
@@ -517,7 +517,7 @@ static void on_pipe_closed(uv_handle_t *h) {
   /* Fetches that took a freed slot after the failure deserve their own attempt. */
   for (stream *s = elink.streams; s; s = s->next) {
     if (awaiting_link(s)) {
-      link_connect(worker_self());
+      link_connect(elink.w);
       return;
     }
   }
@@ -527,7 +527,7 @@ static int unsent(const stream *s) { return s->unsent; }
 
 static void on_connected(uv_connect_t *req, int status) {
   (void)req;
-  worker *w = worker_self();
+  worker *w = elink.w;
   if (status == 0 && proto_channel_start(&elink.ch, on_frame, on_link_closed, NULL) == 0) {
     elink.state = LINK_UP;
     /* A stream whose frame did not go fails on its own; the others still go
@@ -590,7 +590,7 @@ static void drop_streams(worker *w, int (*dead)(worker *w, const stream *s, uint
 
 static int request_over(worker *w, const stream *s, uint64_t token) {
   (void)token;
-  return !token_live(w, s->token, s->loaded);
+  return !token_live(w, s->token, s->sb);
 }
 
 static int of_request(worker *w, const stream *s, uint64_t token) {
@@ -599,7 +599,7 @@ static int of_request(worker *w, const stream *s, uint64_t token) {
 }
 
 static void on_sweep(uv_timer_t *t) {
-  worker *w = worker_self();
+  worker *w = elink.w;
   drop_streams(w, request_over, 0);
   reqs_collect(w, 0);
   if (elink.streams == NULL && elink.n_reqs == 0) uv_timer_stop(t);
@@ -613,6 +613,7 @@ void egress_link_request_done(worker *w, uint64_t token) {
 
 static void ensure_handles(worker *w) {
   if (elink.handles_ready) return;
+  elink.w = w;
   uv_idle_init(w->loop, &elink.idle);
   uv_timer_init(w->loop, &elink.sweep);
   uv_unref((uv_handle_t *)&elink.sweep);
@@ -661,9 +662,9 @@ static int parse_fetch_args(const iso_call *call, fetch_args *a) {
   return read_string(&r, &a->redirect);
 }
 
-static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  inflight *f = id_map_get(&w->tokens, call->token);
-  if (f == NULL || f->loaded != l) {
+static int op_fetch(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
+  sandbox_request *f = id_map_get(&w->tokens, call->token);
+  if (f == NULL || f->sb != l) {
     wire_err(result, "Error",
              "fetch() can only be called while handling a request (not from the global scope "
              "or after the request ended)");
@@ -723,7 +724,7 @@ static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result
   if (a.body_len) memcpy(s->frame + 4 + n, a.body, a.body_len);
   free(text);
   s->handle = a.handle;
-  s->loaded = l;
+  s->sb = l;
   s->token = call->token;
   s->req = r;
   s->call_id = call->call_id;
@@ -754,7 +755,7 @@ static int read_handle(const iso_call *call, double *handle) {
   return 0;
 }
 
-static int op_read(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+static int op_read(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
   double handle;
   stream *s = read_handle(call, &handle) == 0 ? stream_by_handle(w, l, handle) : NULL;
   if (s == NULL) {
@@ -788,7 +789,7 @@ static int op_read(worker *w, loaded *l, const iso_call *call, iso_wire *result)
   return 0;
 }
 
-static int op_cancel(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+static int op_cancel(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
   (void)result;
   double handle;
   stream *s = read_handle(call, &handle) == 0 ? stream_by_handle(w, l, handle) : NULL;
@@ -812,7 +813,8 @@ static int op_cancel(worker *w, loaded *l, const iso_call *call, iso_wire *resul
   return 0;
 }
 
-int egress_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+int egress_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
+  worker *w = l->w;
   if (w->config.egress_socket == NULL) {
     wire_err(result, "TypeError", "fetch() is not available on this node (no egress process)");
     return -1;

@@ -271,15 +271,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- the request ---- */
 
-int handoff_hop_by_hop(const char *name) {
-  static const char *const names[] = {"connection", "keep-alive", "transfer-encoding",
-                                      "content-length", "te", "upgrade", "expect",
-                                      "proxy-connection", "trailer"};
-  for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-    if (strcasecmp(name, names[i]) == 0) return 1;
-  return 0;
-}
-
 static void serialize(handoff *h) {
   http_request *req = h->req;
   buffer_t *b = NULL;
@@ -292,7 +283,7 @@ static void serialize(handoff *h) {
      * the headers it would have seen in a shared process; a client's header
      * that looks like one of those is not passed on. */
     if (strncasecmp(hd->name, HANDOFF_HOP_PREFIX, strlen(HANDOFF_HOP_PREFIX)) == 0) continue;
-    if (handoff_hop_by_hop(hd->name)) buf_append(&b, HANDOFF_HOP_PREFIX, strlen(HANDOFF_HOP_PREFIX));
+    if (route_hop_by_hop(hd->name)) buf_append(&b, HANDOFF_HOP_PREFIX, strlen(HANDOFF_HOP_PREFIX));
     buf_append(&b, hd->name, strlen(hd->name));
     buf_append(&b, ": ", 2);
     buf_append(&b, hd->value, strlen(hd->value));

@@ -29,12 +29,12 @@
 #include <string.h>
 
 #include "base.h"
-#include "worker.h"
+#include "sandbox.h"
 
 /* A drain() or wait() promise waiting for the connection. */
 typedef struct stream_wait {
   sched_unit unit;
-  loaded *loaded;
+  sandbox *loaded;
   uint64_t token;
   uint32_t call_id;
   int status;
@@ -42,18 +42,18 @@ typedef struct stream_wait {
 } stream_wait;
 
 static int fail(iso_wire *result, const char *message) {
-  bindings_error(result, "TypeError", message);
+  sandbox_call_error(result, "TypeError", message);
   return -1;
 }
 
 /* The ingress request a call speaks for, still waiting for (part of) its response. */
-static inflight *stream_request(worker *w, loaded *l, const iso_call *call) {
-  inflight *f = id_map_get(&w->tokens, call->token);
-  if (f == NULL || f->loaded != l || f->req == NULL) return NULL;
+static sandbox_request *stream_request(worker *w, sandbox *l, const iso_call *call) {
+  sandbox_request *f = id_map_get(&w->tokens, call->token);
+  if (f == NULL || f->sb != l || f->req == NULL) return NULL;
   return f;
 }
 
-static int start(inflight *f, iso_wire_reader *args, iso_wire *result) {
+static int start(sandbox_request *f, iso_wire_reader *args, iso_wire *result) {
   iso_wire_value status, list, v;
   if (iso_wire_next(args, &status) != 1 || status.type != ISO_WIRE_NUMBER ||
       iso_wire_next(args, &list) != 1 || list.type != ISO_WIRE_ARRAY || list.count % 2 != 0)
@@ -91,7 +91,7 @@ static int start(inflight *f, iso_wire_reader *args, iso_wire *result) {
   return 0;
 }
 
-static int write_chunk(inflight *f, iso_wire_reader *args, iso_wire *result) {
+static int write_chunk(sandbox_request *f, iso_wire_reader *args, iso_wire *result) {
   iso_wire_value bytes;
   if (iso_wire_next(args, &bytes) != 1 || bytes.type != ISO_WIRE_BYTES)
     return fail(result, "a response chunk must be bytes");
@@ -102,7 +102,7 @@ static int write_chunk(inflight *f, iso_wire_reader *args, iso_wire *result) {
   return 0;
 }
 
-static void end(inflight *f, iso_wire *result) {
+static void end(sandbox_request *f, iso_wire *result) {
   http_request *req = f->req;
   f->req = NULL;
   if (http_respond_end(req) == UV_EPROTO) {
@@ -115,7 +115,7 @@ static void end(inflight *f, iso_wire *result) {
   iso_wire_undefined(result);
 }
 
-static void abort_stream(worker *w, inflight *f, iso_wire_reader *args, iso_wire *result) {
+static void abort_stream(worker *w, sandbox_request *f, iso_wire_reader *args, iso_wire *result) {
   (void)w;
   iso_wire_value why;
   int has_why = iso_wire_next(args, &why) == 1 && why.type == ISO_WIRE_STRING;
@@ -131,23 +131,23 @@ static void abort_stream(worker *w, inflight *f, iso_wire_reader *args, iso_wire
 }
 
 /* The request whose body a read() or wait() is for: its token is the first argument. */
-static inflight *body_request(worker *w, loaded *l, const iso_call *call) {
+static sandbox_request *body_request(worker *w, sandbox *l, const iso_call *call) {
   iso_wire_reader args;
   iso_wire_value v;
   iso_wire_reader_init(&args, call->args, call->args_len);
   if (iso_wire_next(&args, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count < 1 ||
       iso_wire_next(&args, &v) != 1 || v.type != ISO_WIRE_NUMBER || v.number < 1)
     return NULL;
-  inflight *f = id_map_get(&w->tokens, (uint64_t)v.number);
-  if (f == NULL || f->loaded != l || f->req == NULL || !f->req->body_streamed) return NULL;
+  sandbox_request *f = id_map_get(&w->tokens, (uint64_t)v.number);
+  if (f == NULL || f->sb != l || f->req == NULL || !f->req->body_streamed) return NULL;
   return f;
 }
 
-static int body_error(iso_wire *result, int rc) {
+static int body_error(worker *w, iso_wire *result, int rc) {
   if (rc == UV_E2BIG) {
     char message[96];
     snprintf(message, sizeof message, "The request body is larger than the node's limit of %zu bytes",
-             worker_self()->config.max_body_bytes);
+             w->config.max_body_bytes);
     return fail(result, message);
   }
   if (rc == UV_EPROTO) return fail(result, "The request body is malformed (chunked coding)");
@@ -155,24 +155,24 @@ static int body_error(iso_wire *result, int rc) {
   return fail(result, "The client closed the connection before its request body was complete");
 }
 
-static int body_read(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  inflight *f = body_request(w, l, call);
+static int body_read(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
+  sandbox_request *f = body_request(w, l, call);
   if (f == NULL) return fail(result, "The request body can no longer be read: the response was sent");
   const uint8_t *data = NULL;
   int rc = http_request_body_read(f->req, &data);
   if (rc > 0) iso_wire_bytes(result, data, (size_t)rc);
   else if (rc == 0) iso_wire_null(result);
   else if (rc == UV_EAGAIN) iso_wire_bool(result, 0);
-  else return body_error(result, rc);
+  else return body_error(w, result, rc);
   return 0;
 }
 
-int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+int stream_link_call_sync(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
   if (strcmp(call->binding, " request") == 0) {
     if (strcmp(call->op, "read") == 0) return body_read(w, l, call, result);
     return fail(result, "unknown request body operation");
   }
-  inflight *f = stream_request(w, l, call);
+  sandbox_request *f = stream_request(w, l, call);
   if (f == NULL) return fail(result, "this request has no client to stream to");
   iso_wire_reader args;
   iso_wire_value array;
@@ -195,21 +195,21 @@ int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *
 /* The isolate's turn: settle the drain() promise. */
 static void wait_run(sched_unit *u) {
   stream_wait *d = container_of(u, stream_wait, unit);
-  worker *w = worker_self();
-  loaded *l = d->loaded;
+  sandbox *l = d->loaded;
   l->units--;
-  inflight *f = id_map_get(&w->tokens, d->token);
-  if (f != NULL && f->loaded == l) {
+  sandbox_request *f = sandbox_request_of(l->w, d->token);
+  sandbox_enter(l);
+  if (f != NULL && f->sb == l) {
     iso_wire v;
     iso_wire_init(&v);
     int ok = d->status == 0 || d->resolve_always;
     if (ok) iso_wire_undefined(&v);
-    else bindings_error(&v, "TypeError", "the client closed the connection");
+    else sandbox_call_error(&v, "TypeError", "the client closed the connection");
     iso_worker_complete(l->iso, d->token, d->call_id, ok, v.data, v.len);
     iso_wire_free(&v);
   }
   free(d);
-  tenant_collect_retired(w);
+  sandbox_leave(l);
 }
 
 /* From the connection (progress or close), possibly with another isolate
@@ -217,12 +217,12 @@ static void wait_run(sched_unit *u) {
 static void on_ready(void *arg, int status) {
   stream_wait *d = arg;
   d->status = status;
-  sched_submit(&worker_self()->sched, &d->loaded->queue, &d->unit);
+  sched_submit(&d->loaded->w->sched, &d->loaded->queue, &d->unit);
 }
 
-int stream_link_call_async(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+int stream_link_call_async(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
   int request_body = strcmp(call->binding, " request") == 0;
-  inflight *f = request_body ? body_request(w, l, call) : stream_request(w, l, call);
+  sandbox_request *f = request_body ? body_request(w, l, call) : stream_request(w, l, call);
   if (f == NULL) return fail(result, "this request has no client to stream to");
   if (strcmp(call->op, request_body ? "wait" : "drain") != 0)
     return fail(result, "unknown stream operation");
