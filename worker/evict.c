@@ -68,7 +68,8 @@ size_t evict_lru(worker *w, size_t max) {
   return evicted;
 }
 
-int evict_compact_idle(worker *w, sandbox *sb, uint64_t now, int64_t *budget_ns) {
+/* Compacts sb if it is idle and due; 0 once the sweep's budget is spent. */
+static int compact_idle(worker *w, sandbox *sb, uint64_t now, int64_t *budget_ns) {
   if (*budget_ns <= 0) return 0;
   if (sb->iso == NULL || !sandbox_idle(sb) || sb->compacted_ns == sb->last_used_ns ||
       sb->last_used_ns > now)
@@ -112,9 +113,9 @@ static void evict_sweep(uv_timer_t *timer) {
     if (evict_lru(w, 1) == 0) break;
   int64_t compact_ns = COMPACT_BUDGET_NS;
   for (tenant *t = w->tenants; t && compact_ns > 0; t = t->next)
-    if (t->current) evict_compact_idle(w, t->current, now, &compact_ns);
+    if (t->current) compact_idle(w, t->current, now, &compact_ns);
   for (sandbox *sb = w->sandboxes; sb && compact_ns > 0; sb = sb->all_next)
-    if (evictable_child(sb) && !evict_compact_idle(w, sb, now, &compact_ns)) break;
+    if (evictable_child(sb) && !compact_idle(w, sb, now, &compact_ns)) break;
 }
 
 void evict_start(worker *w) {

@@ -46,7 +46,7 @@ void sandbox_enter(sandbox *sb) {
   if (sb->tenant) worker_running_enter(sb->w, sb->tenant->name);
 }
 
-void sandbox_settle(sandbox *sb) {
+static void sandbox_settle(sandbox *sb) {
   if (sb->ops->settled) sb->ops->settled(sb);
 }
 
@@ -463,8 +463,6 @@ http_request *sandbox_request_hand_over(worker *w, sandbox_request *r) {
   request_free(w, r);
   return req;
 }
-
-size_t sandbox_pending_requests(const worker *w) { return w->version_requests; }
 
 /* The request is no longer the sandbox's to run. */
 static void detach(sandbox_request *r) {

@@ -230,12 +230,11 @@ void sandbox_free_all(worker *w);
 void sandbox_charge_outside(sandbox *sb);
 
 /* Calls into the sandbox's JavaScript are bracketed by these: the process's
- * running slot names its tenant meanwhile, and the sandbox is not freed. */
+ * running slot names its tenant meanwhile, and the sandbox is not freed.
+ * Leaving the last one tells the owner (ops->settled), who may free what
+ * became idle: touch nothing of the sandbox after sandbox_leave(). */
 void sandbox_enter(sandbox *sb);
 void sandbox_leave(sandbox *sb);
-/* After a unit of ours ran in it (a host call's completion): the owner may
- * free what became idle. */
-void sandbox_settle(sandbox *sb);
 
 /* ---- requests ---- */
 
@@ -270,8 +269,6 @@ http_request *sandbox_request_hand_over(worker *w, sandbox_request *r);
 
 /* Starts the wall-time sweep. */
 void sandbox_wall_start(worker *w);
-/* Ingress requests queued or running on versions (what a drain waits for). */
-size_t sandbox_pending_requests(const worker *w);
 
 /* The name and message of a JavaScript error as a wire value {name, message}
  * (for the owner of a sandbox that failed). */

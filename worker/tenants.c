@@ -56,7 +56,9 @@ static void version_request_over(sandbox *sb, uint64_t token) {
   loader_request_done(sb, token);
 }
 
-static void version_settled(sandbox *sb) { tenant_collect_retired(sb->w); }
+static void collect_retired(worker *w);
+
+static void version_settled(sandbox *sb) { collect_retired(sb->w); }
 
 /* Units of the runtime's streams wait on a version's queue too. */
 static void version_unit_dropped(sched_unit *u) {
@@ -136,7 +138,8 @@ static void tenant_moved_out(worker *w, tenant *t) {
   if (t->placement != TENANT_SHARED && t->refs == 0) facet_link_changed(w, t->name);
 }
 
-void tenant_collect_retired(worker *w) {
+/* Frees retired versions that have nothing left to do. */
+static void collect_retired(worker *w) {
   for (sandbox **p = &w->retired; *p;) {
     sandbox *sb = *p;
     if (sandbox_idle(sb)) {
@@ -165,7 +168,7 @@ void tenant_set_placement(worker *w, tenant *t, tenant_placement placement) {
   t->current = NULL;
   t->stats.heap_used = 0;
   t->stats.dirty = 1; /* the next report says it is no longer loaded here */
-  tenant_collect_retired(w);
+  collect_retired(w);
   tenant_moved_out(w, t);
 }
 
@@ -310,7 +313,7 @@ void tenant_changed(worker *w, const char *name) {
   t->load_error = NULL;
   version_retire(w, t->current);
   t->current = NULL;
-  tenant_collect_retired(w);
+  collect_retired(w);
 }
 
 void tenant_free_all(worker *w) {

@@ -262,8 +262,6 @@ void tenant_changed(worker *w, const char *name);
  * its current version retired (running requests finish) and its facet closed
  * once the last of its versions is freed. */
 void tenant_set_placement(worker *w, tenant *t, tenant_placement placement);
-/* Frees retired versions that have nothing left to do. */
-void tenant_collect_retired(worker *w);
 void tenant_free_all(worker *w);
 
 /* bindings.c: host calls from a version's JavaScript, by binding kind. */
@@ -326,8 +324,6 @@ void stats_answered_here(tenant *t, int status);
  * workers), least recently used first; returns how many went. */
 size_t evict_lru(worker *w, size_t max);
 void evict_start(worker *w);
-/* Compacts sb if it is idle and due; 0 once the sweep's budget is spent. */
-int evict_compact_idle(worker *w, sandbox *sb, uint64_t now, int64_t *budget_ns);
 
 /* stray.c: V8's plain-text reports (stdio's stderr) logged as JSON lines.
  * Returns 0, or -1 when they stay as they are. */
