@@ -104,9 +104,6 @@ typedef struct loader_completion {
   iso_wire value;
 } loader_completion;
 
-static loader_child **table;
-static size_t table_cap;  /* power of two, or 0 */
-static size_t table_used;
 
 static const sandbox_ops child_ops;
 static const iso_host_calls child_calls;
@@ -119,11 +116,12 @@ static uint64_t key_hash(const sandbox *parent, int kind, const char *key, size_
   return h;
 }
 
-static void table_grow(void) {
-  size_t cap = table_cap ? table_cap * 2 : 64;
+/* The process's table (worker.loader): every findable child, of every parent. */
+static void table_grow(loader_table *tb) {
+  size_t cap = tb->cap ? tb->cap * 2 : 64;
   loader_child **t = xcalloc(cap, sizeof *t);
-  for (size_t i = 0; i < table_cap; i++) {
-    loader_child *c = table[i];
+  for (size_t i = 0; i < tb->cap; i++) {
+    loader_child *c = tb->slots[i];
     while (c) {
       loader_child *next = c->hnext;
       c->hnext = t[c->hash & (cap - 1)];
@@ -131,15 +129,16 @@ static void table_grow(void) {
       c = next;
     }
   }
-  free(table);
-  table = t;
-  table_cap = cap;
+  free(tb->slots);
+  tb->slots = t;
+  tb->cap = cap;
 }
 
 static loader_child *table_find(const sandbox *parent, int kind, const char *key, size_t len) {
-  if (table_cap == 0) return NULL;
+  const loader_table *tb = &parent->w->loader;
+  if (tb->cap == 0) return NULL;
   uint64_t h = key_hash(parent, kind, key, len);
-  for (loader_child *c = table[h & (table_cap - 1)]; c; c = c->hnext)
+  for (loader_child *c = tb->slots[h & (tb->cap - 1)]; c; c = c->hnext)
     if (c->hash == h && c->owner && c->owner->parent == parent && c->kind == kind &&
         c->key_len == len && memcmp(c->key, key, len) == 0)
       return c;
@@ -147,23 +146,25 @@ static loader_child *table_find(const sandbox *parent, int kind, const char *key
 }
 
 static void table_add(loader_child *c) {
-  if (table_used + 1 > table_cap) table_grow();
-  size_t i = c->hash & (table_cap - 1);
-  c->hnext = table[i];
-  table[i] = c;
-  table_used++;
+  loader_table *tb = &c->sb.w->loader;
+  if (tb->used + 1 > tb->cap) table_grow(tb);
+  size_t i = c->hash & (tb->cap - 1);
+  c->hnext = tb->slots[i];
+  tb->slots[i] = c;
+  tb->used++;
   c->keyed = 1;
 }
 
 static void table_remove(loader_child *c) {
   if (!c->keyed) return;
-  for (loader_child **p = &table[c->hash & (table_cap - 1)]; *p; p = &(*p)->hnext) {
+  loader_table *tb = &c->sb.w->loader;
+  for (loader_child **p = &tb->slots[c->hash & (tb->cap - 1)]; *p; p = &(*p)->hnext) {
     if (*p == c) {
       *p = c->hnext;
       break;
     }
   }
-  table_used--;
+  tb->used--;
   c->keyed = 0;
 }
 
@@ -840,7 +841,6 @@ void loader_parent_free(sandbox *l) {
 
 void loader_free_all(worker *w) {
   sandbox_free_all(w);
-  free(table);
-  table = NULL;
-  table_cap = table_used = 0;
+  free(w->loader.slots);
+  w->loader = (loader_table){0};
 }

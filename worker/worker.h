@@ -126,6 +126,13 @@ typedef struct worker_config {
   int running_fd;             /* the supervisor's running slot (proto_running), or -1 */
 } worker_config;
 
+/* Dynamic workers that can be found again, by (parent, kind, key) (loader_link.c). */
+typedef struct loader_table {
+  struct loader_child **slots; /* chained; made on first use */
+  size_t cap;                  /* power of two, or 0 */
+  size_t used;
+} loader_table;
+
 /* The process: everything it holds is reached from here, and passed down. */
 typedef struct worker {
   uv_loop_t *loop;
@@ -137,6 +144,7 @@ typedef struct worker {
   sandbox *retired;      /* versions replaced or deleted, freed once idle (tenants.c) */
   sandbox *sandboxes;    /* every live sandbox (sandbox.c) */
   sandbox *reap_list;    /* released sandboxes waiting to be freed (sandbox.c) */
+  loader_table loader;   /* findable dynamic workers (loader_link.c) */
   uv_idle_t reaper;      /* frees them from the loop */
   uint64_t next_token;
   id_map tokens;         /* token -> sandbox_request */
