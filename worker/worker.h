@@ -144,8 +144,8 @@ typedef struct worker {
   sandbox *retired;      /* versions replaced or deleted, freed once idle (tenants.c) */
   sandbox *sandboxes;    /* every live sandbox (sandbox.c) */
   sandbox *reap_list;    /* released sandboxes waiting to be freed (sandbox.c) */
-  loader_table loader;   /* findable dynamic workers (loader_link.c) */
   uv_idle_t reaper;      /* frees them from the loop */
+  loader_table loader;   /* findable dynamic workers (loader_link.c) */
   uint64_t next_token;
   id_map tokens;         /* token -> sandbox_request */
   sandbox_request *running; /* requests dispatched and not over, for the wall-time limit */
@@ -169,8 +169,12 @@ typedef struct worker {
 } worker;
 
 /*
- * The folder's modules, each calling only those listed after it (but for
- * the callbacks they register with each other):
+ * The folder's modules. Calls go down this list (callbacks registered with
+ * each other aside), but for three: a handoff refused goes back to
+ * ingress.c, and a tenant that moved out while its request waited has it
+ * answered by ingress.c (handoff.c, tenants.c -> ingress.c); making room
+ * for an isolate evicts one (sandbox.c -> evict.c). tests/tools/
+ * call_cycles.py lists the circles (ctest: unit_worker_call_cycles).
  *   main.c       process: arguments, start and stop, supervisor frames, drain
  *   ingress.c    a request in: route, placement, then to its tenant
  *   handoff.c    a cordoned tenant's requests, forwarded to its process
