@@ -354,6 +354,7 @@ int main(int argc, char **argv) {
   uv_walk(self.loop, close_handle, NULL);
   uv_run(self.loop, UV_RUN_DEFAULT);
   if (uv_loop_close(self.loop) != 0) log_debug("loop closed with handles still open");
+  egress_link_free(&self);
   log_info("exiting");
   return 0;
 }

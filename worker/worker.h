@@ -157,6 +157,7 @@ typedef struct worker {
   uv_timer_t stats_timer;
   uv_timer_t evict_timer;
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
+  struct egress_link *egress; /* the link to the egress process (egress_link.c); NULL until a fetch() */
   size_t loaded_count;   /* live isolates, of every kind of sandbox */
   uint64_t evictions;
   uint64_t compactions;  /* idle isolates compacted (evict.c) */
@@ -292,6 +293,8 @@ void facet_link_changed(worker *w, const char *tenant);
 int egress_link_call(sandbox *sb, const iso_call *call, iso_wire *result);
 /* Cancels what a finished request left open at the egress (otherwise done by a 1 s sweep). */
 void egress_link_request_done(worker *w, uint64_t token);
+/* At exit, once the loop closed its handles. */
+void egress_link_free(worker *w);
 int loader_link_call(sandbox *sb, const iso_call *call, iso_wire *result);
 /* "release": the parent collected the stub of a load() child. */
 int loader_link_call_sync(sandbox *sb, const iso_call *call, iso_wire *result);
