@@ -707,7 +707,7 @@ static void run_owned(sched_unit *u) {
   sandbox_enter(sb);
   if (sb->state == SANDBOX_EMPTY && sb->ops->prepare &&
       sb->ops->prepare(sb, &sb->load_error) != 0)
-    sb->state = SANDBOX_BROKEN;
+    sb->state = sandbox_state_after(sb->state, SANDBOX_LOAD_FAILED); /* no room counts too */
   if (sb->iso == NULL || sb->state == SANDBOX_BROKEN || iso_worker_broken(sb->iso)) {
     iso_error err = {0};
     unusable_error(sb, &err);
@@ -816,7 +816,6 @@ static void wall_sweep(uv_timer_t *timer) {
       iso_error err = {.kind = ISO_ERR_INTERNAL, .message = (char *)"exceeded wall time limit"};
       r->responded = 1;
       sb->ops->respond(sb, r->cookie, NULL, &err, SANDBOX_FAIL_WALL);
-      sb->state = SANDBOX_BROKEN;
       sandbox_release(sb);
       continue;
     }
