@@ -13,7 +13,7 @@
  *   procs.c -> egress.c -> sandbox.c, events.c, stats.c, route.c, child.c, db.c,
  *   spec.c, config.c.
  * Upward notifications are callbacks: node_child_ops, n->proc_listener,
- * n->cordon_hooks, n->procs_changed / n->procs_stopped. tests/tools/node_call_cycles.py
+ * n->cordon_hooks, n->procs_changed / n->procs_stopped. tests/tools/call_cycles.py
  * checks that no circle of calls between files comes back.
  */
 #ifndef EDGENODE_NODE_H

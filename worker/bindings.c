@@ -1,12 +1,15 @@
 /*
- * Host calls from JavaScript, routed by the kind of binding that made them:
- * the binding's name is looked up in the tenant's spec ("DB" -> facet); the
- * global fetch() has the empty binding name and goes to the egress.
+ * Host calls from a tenant's version, routed by the kind of binding that
+ * made them: the binding's name is looked up in the tenant's spec ("DB" ->
+ * facet); the global fetch() has the empty binding name and goes to the
+ * egress. This file owns that routing and the memo of the binding named
+ * last; each kind's calls are its own file's (facet_link.c, egress_link.c,
+ * loader_link.c, stream.c).
  */
 #include <string.h>
 
 #include "base.h"
-#include "worker.h"
+#include "sandbox.h"
 
 /* The runtime's own binding for streamed request bodies (stream.c);
  * deployed binding names are identifiers, so none can be this one. */
@@ -25,7 +28,7 @@ static int same_name(const char *a, const char *b) {
 /* The binding named last is remembered: a facet's exec calls come by the
  * thousand, and three spec lookups each showed in their cost. The spec is
  * never changed while loaded, so its key and type strings stay put. */
-static const char *binding_type(loaded *l, const char *binding) {
+static const char *binding_type(sandbox *l, const char *binding) {
   if (binding[0] == '\0') return "fetch";
   if (l->binding_seen != NULL && same_name(binding, l->binding_seen))
     return l->binding_seen_type;
@@ -39,22 +42,14 @@ static const char *binding_type(loaded *l, const char *binding) {
   return l->binding_seen_type;
 }
 
-static void wire_error(iso_wire *out, const char *name, const char *message) {
-  iso_wire_object(out, 2);
-  iso_wire_string(out, "name", 4);
-  iso_wire_string(out, name, strlen(name));
-  iso_wire_string(out, "message", 7);
-  iso_wire_string(out, message, strlen(message));
-}
-
 static int bindings_call_sync(void *data, const iso_call *call, iso_wire *result) {
-  loaded *l = data;
+  sandbox *l = data;
   const char *type = binding_type(l, call->binding);
-  if (type && strcmp(type, "facet") == 0) return facet_link_call(worker_self(), l, call, result);
+  if (type && strcmp(type, "facet") == 0) return facet_link_call(l, call, result);
   if (type && strcmp(type, "stream") == 0)
-    return stream_link_call_sync(worker_self(), l, call, result);
-  if (type && strcmp(type, "loader") == 0) return loader_link_call_sync(worker_self(), l, call, result);
-  wire_error(result, "TypeError", "this binding has no synchronous operations");
+    return stream_link_call_sync(l->w, l, call, result);
+  if (type && strcmp(type, "loader") == 0) return loader_link_call_sync(l, call, result);
+  sandbox_call_error(result, "TypeError", "this binding has no synchronous operations");
   return -1;
 }
 
@@ -63,23 +58,23 @@ static int bindings_call_sync(void *data, const iso_call *call, iso_wire *result
 __attribute__((hot))
 static int bindings_call_values(void *data, const iso_call *call, const iso_wire_value *args,
                                 uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
-  loaded *l = data;
+  sandbox *l = data;
   /* (Whether the binding named is a facet was decided when binding_type
    * last looked it up: no string compared for it here.) */
   const char *type = binding_type(l, call->binding);
   if (type == l->binding_seen_type && l->binding_seen_facet && same_name(call->op, "exec"))
-    return facet_link_exec(worker_self(), l, call, args, n_args, numbers, result);
+    return facet_link_exec(l, call, args, n_args, numbers, result);
   return 1;
 }
 
 static int bindings_call_async(void *data, const iso_call *call, iso_wire *result) {
-  loaded *l = data;
+  sandbox *l = data;
   const char *type = binding_type(l, call->binding);
-  if (type && strcmp(type, "fetch") == 0) return egress_link_call(worker_self(), l, call, result);
-  if (type && strcmp(type, "loader") == 0) return loader_link_call(worker_self(), l, call, result);
+  if (type && strcmp(type, "fetch") == 0) return egress_link_call(l, call, result);
+  if (type && strcmp(type, "loader") == 0) return loader_link_call(l, call, result);
   if (type && strcmp(type, "stream") == 0)
-    return stream_link_call_async(worker_self(), l, call, result);
-  wire_error(result, "TypeError", "this binding has no asynchronous operations");
+    return stream_link_call_async(l->w, l, call, result);
+  sandbox_call_error(result, "TypeError", "this binding has no asynchronous operations");
   return -1;
 }
 
@@ -90,23 +85,4 @@ const iso_host_calls *bindings_host_calls(void) {
       .call_values = bindings_call_values,
   };
   return &calls;
-}
-
-char *bindings_capabilities_json(json_t *spec) {
-  json_t *caps = json_object();
-  const char *name;
-  json_t *b;
-  json_object_foreach(json_object_get(spec, "bindings"), name, b) {
-    const char *type = json_string_value(json_object_get(b, "type"));
-    if (type && strcmp(type, "text") != 0 && strcmp(type, "json") != 0)
-      json_object_set_new(caps, name, json_pack("{s:s}", "type", type));
-  }
-  char *text = json_dumps(caps, JSON_COMPACT);
-  json_decref(caps);
-  if (text == NULL) abort();
-  return text;
-}
-
-void bindings_error(iso_wire *out, const char *name, const char *message) {
-  wire_error(out, name, message);
 }

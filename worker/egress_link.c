@@ -39,7 +39,7 @@
 #include <string.h>
 
 #include "base.h"
-#include "worker.h"
+#include "sandbox.h"
 
 #define EGRESS_MAX_CONCURRENT 6
 #define DEFAULT_SUB_REQUESTS 50
@@ -58,7 +58,7 @@ typedef struct egress_req egress_req;
 typedef struct stream {
   uint32_t id;           /* the PROTO_FETCH frame id; 0 until sent */
   double handle;         /* the isolate's name for it */
-  loaded *loaded;        /* compared, never dereferenced once the token is gone */
+  sandbox *sb;            /* compared, never dereferenced once the token is gone */
   uint64_t token;
   egress_req *req;
   stream_state state;
@@ -70,7 +70,7 @@ typedef struct stream {
   int slot;              /* holds one of the request's concurrent slots */
   int doomed;            /* about to fail with the connection */
   int unsent;            /* its PROTO_FETCH could not be sent */
-  struct stream *next;   /* in elink.streams */
+  struct stream *next;   /* in el->streams */
   struct stream *qnext;  /* in req->queue */
 } stream;
 
@@ -86,7 +86,7 @@ struct egress_req {
 
 /* A completion for a call that was made while JavaScript was on the stack. */
 typedef struct deferred {
-  loaded *loaded;
+  sandbox *sb;
   uint64_t token;
   uint32_t call_id;
   int ok;
@@ -94,9 +94,13 @@ typedef struct deferred {
   struct deferred *next;
 } deferred;
 
+typedef struct egress_link egress_link;
+
 typedef enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_UP, LINK_CLOSING } link_state;
 
-static struct {
+/* The process's link to the egress process (worker.egress), made on the first fetch(). */
+struct egress_link {
+  worker *w;
   link_state state;
   proto_channel ch;
   uv_connect_t connect_req;
@@ -108,43 +112,41 @@ static struct {
   deferred *deferred, **deferred_tail;
   uv_idle_t idle;        /* runs deferred completions */
   uv_timer_t sweep;      /* drops what finished requests left behind */
-  int handles_ready;
-} elink;
+};
 
 static void link_connect(worker *w);
 
 /* ---- small helpers ---- */
 
 static void wire_err(iso_wire *out, const char *name, const char *message) {
-  bindings_error(out, name, message);
+  sandbox_call_error(out, name, message);
 }
 
-static int token_live(worker *w, uint64_t token, loaded *l) {
-  inflight *f = id_map_get(&w->tokens, token);
-  return f != NULL && f->loaded == l;
+static int token_live(worker *w, uint64_t token, sandbox *l) {
+  sandbox_request *f = sandbox_request_of(w, token);
+  return f != NULL && f->sb == l;
 }
 
-static unsigned sub_request_limit(const loaded *l) {
+static unsigned sub_request_limit(const sandbox *l) {
   json_int_t n =
       json_integer_value(json_object_get(json_object_get(l->spec, "limits"), "sub_requests"));
   return n > 0 ? (unsigned)n : DEFAULT_SUB_REQUESTS;
 }
 
 /* Settles call_id now; the request's isolate must not be on the stack. */
-static void complete(worker *w, loaded *l, uint64_t token, uint32_t call_id, int ok,
+static void complete(worker *w, sandbox *l, uint64_t token, uint32_t call_id, int ok,
                      iso_wire *value) {
   if (token_live(w, token, l)) {
     /* Its CPU time is the request's: iso_worker_request_cpu_ns counts it. */
-    if (l->tenant) worker_running_enter(w, l->tenant->name);
+    sandbox_enter(l);
     iso_worker_complete(l->iso, token, call_id, ok, value->data, value->len);
-    worker_running_leave(w);
-    /* The completion may have ended the request and retired its isolate. */
-    tenant_collect_retired(w);
+    /* The completion may have ended the request: l may go as it is left. */
+    sandbox_leave(l);
   }
   iso_wire_free(value);
 }
 
-static void complete_error(worker *w, loaded *l, uint64_t token, uint32_t call_id,
+static void complete_error(worker *w, sandbox *l, uint64_t token, uint32_t call_id,
                            const char *name, const char *message) {
   iso_wire v;
   iso_wire_init(&v);
@@ -153,30 +155,32 @@ static void complete_error(worker *w, loaded *l, uint64_t token, uint32_t call_i
 }
 
 static void on_idle(uv_idle_t *h) {
-  worker *w = worker_self();
-  deferred *d = elink.deferred;
-  elink.deferred = NULL;
-  elink.deferred_tail = &elink.deferred;
+  egress_link *el = container_of(h, egress_link, idle);
+  worker *w = el->w;
+  deferred *d = el->deferred;
+  el->deferred = NULL;
+  el->deferred_tail = &el->deferred;
   uv_idle_stop(h);
   while (d) {
     deferred *next = d->next;
-    complete(w, d->loaded, d->token, d->call_id, d->ok, &d->value);
+    complete(w, d->sb, d->token, d->call_id, d->ok, &d->value);
     free(d);
     d = next;
   }
 }
 
 /* Settles a call on the next loop turn; takes value over. */
-static void defer(loaded *l, uint64_t token, uint32_t call_id, int ok, iso_wire *value) {
+static void defer(sandbox *l, uint64_t token, uint32_t call_id, int ok, iso_wire *value) {
+  egress_link *el = l->w->egress;
   deferred *d = xcalloc(1, sizeof *d);
-  d->loaded = l;
+  d->sb = l;
   d->token = token;
   d->call_id = call_id;
   d->ok = ok;
   d->value = *value;
-  *elink.deferred_tail = d;
-  elink.deferred_tail = &d->next;
-  uv_idle_start(&elink.idle, on_idle);
+  *el->deferred_tail = d;
+  el->deferred_tail = &d->next;
+  uv_idle_start(&el->idle, on_idle);
 }
 
 /* ---- requests and streams ---- */
@@ -185,59 +189,60 @@ static size_t req_bucket(uint64_t token, size_t cap) {
   return (size_t)((token * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
 }
 
-static void reqs_grow(void) {
-  size_t cap = elink.reqs_cap ? elink.reqs_cap * 2 : 64;
+static void reqs_grow(egress_link *el) {
+  size_t cap = el->reqs_cap ? el->reqs_cap * 2 : 64;
   egress_req **buckets = xcalloc(cap, sizeof *buckets);
-  for (size_t i = 0; i < elink.reqs_cap; i++) {
-    while (elink.reqs[i]) {
-      egress_req *r = elink.reqs[i];
-      elink.reqs[i] = r->next;
+  for (size_t i = 0; i < el->reqs_cap; i++) {
+    while (el->reqs[i]) {
+      egress_req *r = el->reqs[i];
+      el->reqs[i] = r->next;
       size_t b = req_bucket(r->token, cap);
       r->next = buckets[b];
       buckets[b] = r;
     }
   }
-  free(elink.reqs);
-  elink.reqs = buckets;
-  elink.reqs_cap = cap;
+  free(el->reqs);
+  el->reqs = buckets;
+  el->reqs_cap = cap;
 }
 
-static egress_req *req_find(uint64_t token) {
-  if (elink.reqs_cap == 0) return NULL;
-  for (egress_req *r = elink.reqs[req_bucket(token, elink.reqs_cap)]; r; r = r->next)
+static egress_req *req_find(egress_link *el, uint64_t token) {
+  if (el->reqs_cap == 0) return NULL;
+  for (egress_req *r = el->reqs[req_bucket(token, el->reqs_cap)]; r; r = r->next)
     if (r->token == token) return r;
   return NULL;
 }
 
-static egress_req *req_get(uint64_t token) {
-  egress_req *r = req_find(token);
+static egress_req *req_get(egress_link *el, uint64_t token) {
+  egress_req *r = req_find(el, token);
   if (r) return r;
-  if (elink.n_reqs >= elink.reqs_cap) reqs_grow();
+  if (el->n_reqs >= el->reqs_cap) reqs_grow(el);
   r = xcalloc(1, sizeof *r);
   r->token = token;
   r->queue_tail = &r->queue;
-  size_t b = req_bucket(token, elink.reqs_cap);
-  r->next = elink.reqs[b];
-  elink.reqs[b] = r;
-  elink.n_reqs++;
+  size_t b = req_bucket(token, el->reqs_cap);
+  r->next = el->reqs[b];
+  el->reqs[b] = r;
+  el->n_reqs++;
   return r;
 }
 
 /* Frees the request records whose request is over and that hold nothing. */
 static void reqs_collect(worker *w, uint64_t only) {
-  size_t first = 0, end = elink.reqs_cap;
-  if (only && elink.reqs_cap) {
-    first = req_bucket(only, elink.reqs_cap);
+  egress_link *el = w->egress;
+  size_t first = 0, end = el->reqs_cap;
+  if (only && el->reqs_cap) {
+    first = req_bucket(only, el->reqs_cap);
     end = first + 1;
   }
   for (size_t i = first; i < end; i++) {
-    for (egress_req **pp = &elink.reqs[i]; *pp;) {
+    for (egress_req **pp = &el->reqs[i]; *pp;) {
       egress_req *r = *pp;
       int over = only ? r->token == only : id_map_get(&w->tokens, r->token) == NULL;
       if (over && r->active == 0 && r->queue == NULL) {
         *pp = r->next;
         free(r);
-        elink.n_reqs--;
+        el->n_reqs--;
       } else {
         pp = &r->next;
       }
@@ -245,17 +250,18 @@ static void reqs_collect(worker *w, uint64_t only) {
   }
 }
 
-static stream *stream_by_id(uint32_t id) {
-  for (stream *s = elink.streams; s; s = s->next)
+static stream *stream_by_id(egress_link *el, uint32_t id) {
+  for (stream *s = el->streams; s; s = s->next)
     if (s->id == id && s->state != STREAM_QUEUED) return s;
   return NULL;
 }
 
 /* Only streams of live requests: a stream left by an isolate that is gone
  * (until the sweep drops it) must not answer for a new one at its address. */
-static stream *stream_by_handle(worker *w, loaded *l, double handle) {
-  for (stream *s = elink.streams; s; s = s->next)
-    if (s->loaded == l && s->handle == handle && token_live(w, s->token, l)) return s;
+static stream *stream_by_handle(worker *w, sandbox *l, double handle) {
+  egress_link *el = w->egress;
+  for (stream *s = el->streams; s; s = s->next)
+    if (s->sb == l && s->handle == handle && token_live(w, s->token, l)) return s;
   return NULL;
 }
 
@@ -279,7 +285,8 @@ static void release_slot(worker *w, stream *s) {
 }
 
 static void stream_free(worker *w, stream *s) {
-  for (stream **pp = &elink.streams; *pp; pp = &(*pp)->next) {
+  egress_link *el = w->egress;
+  for (stream **pp = &el->streams; *pp; pp = &(*pp)->next) {
     if (*pp == s) {
       *pp = s->next;
       break;
@@ -305,7 +312,7 @@ static void stream_free(worker *w, stream *s) {
 static void stream_fail(worker *w, stream *s, const char *message) {
   if (s->call_pending) {
     s->call_pending = 0;
-    loaded *l = s->loaded;
+    sandbox *l = s->sb;
     uint64_t token = s->token;
     uint32_t call_id = s->call_id;
     stream_free(w, s);
@@ -320,8 +327,8 @@ static void stream_fail(worker *w, stream *s, const char *message) {
 }
 
 /* Sends the stream's PROTO_FETCH on the open connection. Returns 0 or an error. */
-static int send_frame(stream *s) {
-  int rc = proto_channel_send(&elink.ch, PROTO_FETCH, s->id, s->frame, s->frame_len);
+static int send_frame(egress_link *el, stream *s) {
+  int rc = proto_channel_send(&el->ch, PROTO_FETCH, s->id, s->frame, s->frame_len);
   free(s->frame);
   s->frame = NULL;
   return rc;
@@ -333,14 +340,15 @@ static void unsent_message(char *msg, size_t size, int rc) {
 }
 
 static void send_stream(worker *w, stream *s) {
+  egress_link *el = w->egress;
   s->state = STREAM_SENT;
-  if (++elink.next_id == 0) elink.next_id = 1;
-  s->id = elink.next_id;
-  if (elink.state != LINK_UP) {
+  if (++el->next_id == 0) el->next_id = 1;
+  s->id = el->next_id;
+  if (el->state != LINK_UP) {
     link_connect(w); /* sent once the connection is up */
     return;
   }
-  int rc = send_frame(s);
+  int rc = send_frame(el, s);
   if (rc != 0) {
     char msg[160];
     unsent_message(msg, sizeof msg, rc);
@@ -355,9 +363,10 @@ static void send_stream(worker *w, stream *s) {
  * may start or cancel other fetches, so the list is walked afresh each time.
  */
 static void fail_picked(worker *w, int (*pick)(const stream *s), const char *message) {
-  for (stream *s = elink.streams; s; s = s->next) s->doomed = pick(s);
+  egress_link *el = w->egress;
+  for (stream *s = el->streams; s; s = s->next) s->doomed = pick(s);
   for (;;) {
-    stream *s = elink.streams;
+    stream *s = el->streams;
     while (s && !s->doomed) s = s->next;
     if (s == NULL) return;
     s->doomed = 0;
@@ -427,7 +436,7 @@ static void on_head(worker *w, stream *s, const proto_frame *frame) {
   s->state = STREAM_OPEN;
   int pending = s->call_pending;
   s->call_pending = 0;
-  loaded *l = s->loaded;
+  sandbox *l = s->sb;
   uint64_t token = s->token;
   uint32_t call_id = s->call_id;
   if (done) stream_free(w, s);
@@ -447,7 +456,7 @@ static void on_data(worker *w, stream *s, const proto_frame *frame) {
   iso_wire_bytes(&v, frame->payload + 1, frame->length - 1);
   iso_wire_bool(&v, last);
   s->call_pending = 0;
-  loaded *l = s->loaded;
+  sandbox *l = s->sb;
   uint64_t token = s->token;
   uint32_t call_id = s->call_id;
   if (last) stream_free(w, s);
@@ -465,25 +474,26 @@ static void on_error(worker *w, stream *s, const proto_frame *frame) {
 
 /* The egress asks for one more subrequest: a redirect it is about to follow. */
 static void on_hop(worker *w, stream *s) {
+  egress_link *el = w->egress;
   egress_req *r = s->req;
-  if (s->state == STREAM_SENT && token_live(w, s->token, s->loaded) && r->used < r->limit) {
+  if (s->state == STREAM_SENT && token_live(w, s->token, s->sb) && r->used < r->limit) {
     r->used++;
-    if (proto_channel_send(&elink.ch, PROTO_FETCH, s->id, NULL, 0) != 0)
+    if (proto_channel_send(&el->ch, PROTO_FETCH, s->id, NULL, 0) != 0)
       stream_fail(w, s, "fetch failed: the egress process went away while the fetch was in progress");
     return;
   }
   /* Failing here either way: a link too broken to take the cancel fails the
    * egress's side of the fetch when it closes. */
-  (void)proto_channel_send(&elink.ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
+  (void)proto_channel_send(&el->ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
   char msg[160];
   limit_message(msg, sizeof msg, r->limit);
   stream_fail(w, s, msg);
 }
 
 static void on_frame(proto_channel *ch, const proto_frame *frame) {
-  (void)ch;
-  worker *w = worker_self();
-  stream *s = stream_by_id(frame->id);
+  egress_link *el = container_of(ch, egress_link, ch);
+  worker *w = el->w;
+  stream *s = stream_by_id(el, frame->id);
   if (s == NULL) return; /* cancelled meanwhile */
   switch (frame->type) {
     case PROTO_FETCH: on_hop(w, s); break;
@@ -495,16 +505,16 @@ static void on_frame(proto_channel *ch, const proto_frame *frame) {
 }
 
 static void on_link_closed(proto_channel *ch, int reason) {
-  (void)ch;
-  worker *w = worker_self();
-  int was_up = elink.state == LINK_UP;
-  elink.state = LINK_DOWN;
+  egress_link *el = container_of(ch, egress_link, ch);
+  worker *w = el->w;
+  int was_up = el->state == LINK_UP;
+  el->state = LINK_DOWN;
   if (was_up && !w->draining)
     log_warn("lost the connection to the egress process (%s)", reason ? uv_strerror(reason) : "closed");
   fail_picked(w, on_the_wire,
               "fetch failed: the egress process went away while the fetch was in progress");
   /* Fetches still queued (never sent) go out on a fresh connection. */
-  for (stream *s = elink.streams; s; s = s->next)
+  for (stream *s = el->streams; s; s = s->next)
     if (s->state == STREAM_SENT && s->frame) {
       link_connect(w);
       break;
@@ -512,12 +522,12 @@ static void on_link_closed(proto_channel *ch, int reason) {
 }
 
 static void on_pipe_closed(uv_handle_t *h) {
-  (void)h;
-  elink.state = LINK_DOWN;
+  egress_link *el = container_of((uv_pipe_t *)h, egress_link, ch.pipe);
+  el->state = LINK_DOWN;
   /* Fetches that took a freed slot after the failure deserve their own attempt. */
-  for (stream *s = elink.streams; s; s = s->next) {
+  for (stream *s = el->streams; s; s = s->next) {
     if (awaiting_link(s)) {
-      link_connect(worker_self());
+      link_connect(el->w);
       return;
     }
   }
@@ -526,16 +536,16 @@ static void on_pipe_closed(uv_handle_t *h) {
 static int unsent(const stream *s) { return s->unsent; }
 
 static void on_connected(uv_connect_t *req, int status) {
-  (void)req;
-  worker *w = worker_self();
-  if (status == 0 && proto_channel_start(&elink.ch, on_frame, on_link_closed, NULL) == 0) {
-    elink.state = LINK_UP;
+  egress_link *el = container_of(req, egress_link, connect_req);
+  worker *w = el->w;
+  if (status == 0 && proto_channel_start(&el->ch, on_frame, on_link_closed, NULL) == 0) {
+    el->state = LINK_UP;
     /* A stream whose frame did not go fails on its own; the others still go
      * (a closed channel fails them in turn, through its close callback). */
     int failed = 0, last_rc = 0;
-    for (stream *s = elink.streams; s; s = s->next) {
+    for (stream *s = el->streams; s; s = s->next) {
       if (s->state != STREAM_SENT || s->frame == NULL) continue;
-      int rc = send_frame(s);
+      int rc = send_frame(el, s);
       if (rc != 0) {
         s->unsent = 1;
         failed = 1;
@@ -554,18 +564,19 @@ static void on_connected(uv_connect_t *req, int status) {
            uv_strerror(status ? status : UV_EPROTO));
   log_warn("cannot connect to the egress process at %s: %s", w->config.egress_socket,
            uv_strerror(status ? status : UV_EPROTO));
-  elink.state = LINK_CLOSING;
-  uv_close((uv_handle_t *)&elink.ch.pipe, on_pipe_closed);
+  el->state = LINK_CLOSING;
+  uv_close((uv_handle_t *)&el->ch.pipe, on_pipe_closed);
   /* Everything waiting to be sent fails: nobody is there to take it. */
   fail_picked(w, awaiting_link, msg);
 }
 
 static void link_connect(worker *w) {
-  if (elink.state != LINK_DOWN) return;
-  memset(&elink.ch, 0, sizeof elink.ch);
-  if (uv_pipe_init(w->loop, &elink.ch.pipe, 0) != 0) return;
-  elink.state = LINK_CONNECTING;
-  uv_pipe_connect(&elink.connect_req, &elink.ch.pipe, w->config.egress_socket, on_connected);
+  egress_link *el = w->egress;
+  if (el->state != LINK_DOWN) return;
+  memset(&el->ch, 0, sizeof el->ch);
+  if (uv_pipe_init(w->loop, &el->ch.pipe, 0) != 0) return;
+  el->state = LINK_CONNECTING;
+  uv_pipe_connect(&el->connect_req, &el->ch.pipe, w->config.egress_socket, on_connected);
 }
 
 /* ---- leftovers of finished requests ---- */
@@ -573,24 +584,25 @@ static void link_connect(worker *w) {
 /* Cancels and frees the streams `dead` selects; nothing here runs JavaScript. */
 static void drop_streams(worker *w, int (*dead)(worker *w, const stream *s, uint64_t token),
                          uint64_t token) {
-  stream *s = elink.streams;
+  egress_link *el = w->egress;
+  stream *s = el->streams;
   while (s) {
     if (!dead(w, s, token)) {
       s = s->next;
       continue;
     }
-    if ((s->state == STREAM_SENT || s->state == STREAM_OPEN) && elink.state == LINK_UP &&
+    if ((s->state == STREAM_SENT || s->state == STREAM_OPEN) && el->state == LINK_UP &&
         s->frame == NULL)
-      proto_channel_send(&elink.ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
+      proto_channel_send(&el->ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
     s->call_pending = 0;
     stream_free(w, s);
-    s = elink.streams; /* freeing may have sent queued ones: start over */
+    s = el->streams; /* freeing may have sent queued ones: start over */
   }
 }
 
 static int request_over(worker *w, const stream *s, uint64_t token) {
   (void)token;
-  return !token_live(w, s->token, s->loaded);
+  return !token_live(w, s->token, s->sb);
 }
 
 static int of_request(worker *w, const stream *s, uint64_t token) {
@@ -599,25 +611,34 @@ static int of_request(worker *w, const stream *s, uint64_t token) {
 }
 
 static void on_sweep(uv_timer_t *t) {
-  worker *w = worker_self();
+  egress_link *el = container_of(t, egress_link, sweep);
+  worker *w = el->w;
   drop_streams(w, request_over, 0);
   reqs_collect(w, 0);
-  if (elink.streams == NULL && elink.n_reqs == 0) uv_timer_stop(t);
+  if (el->streams == NULL && el->n_reqs == 0) uv_timer_stop(t);
 }
 
 void egress_link_request_done(worker *w, uint64_t token) {
-  if (!elink.handles_ready) return;
+  egress_link *el = w->egress;
+  if (el == NULL) return;
   drop_streams(w, of_request, token);
   reqs_collect(w, token);
 }
 
 static void ensure_handles(worker *w) {
-  if (elink.handles_ready) return;
-  uv_idle_init(w->loop, &elink.idle);
-  uv_timer_init(w->loop, &elink.sweep);
-  uv_unref((uv_handle_t *)&elink.sweep);
-  elink.deferred_tail = &elink.deferred;
-  elink.handles_ready = 1;
+  if (w->egress) return;
+  egress_link *el = xcalloc(1, sizeof *el);
+  el->w = w;
+  uv_idle_init(w->loop, &el->idle);
+  uv_timer_init(w->loop, &el->sweep);
+  uv_unref((uv_handle_t *)&el->sweep);
+  el->deferred_tail = &el->deferred;
+  w->egress = el;
+}
+
+void egress_link_free(worker *w) {
+  free(w->egress);
+  w->egress = NULL;
 }
 
 /* ---- the host calls ---- */
@@ -661,9 +682,10 @@ static int parse_fetch_args(const iso_call *call, fetch_args *a) {
   return read_string(&r, &a->redirect);
 }
 
-static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  inflight *f = id_map_get(&w->tokens, call->token);
-  if (f == NULL || f->loaded != l) {
+static int op_fetch(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
+  egress_link *el = w->egress;
+  sandbox_request *f = id_map_get(&w->tokens, call->token);
+  if (f == NULL || f->sb != l) {
     wire_err(result, "Error",
              "fetch() can only be called while handling a request (not from the global scope "
              "or after the request ended)");
@@ -680,7 +702,7 @@ static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result
     wire_err(result, "TypeError", "fetch: handle in use");
     return -1;
   }
-  egress_req *r = req_get(call->token);
+  egress_req *r = req_get(el, call->token);
   r->limit = sub_request_limit(l);
   if (r->used >= r->limit) {
     json_decref(a.headers);
@@ -723,16 +745,16 @@ static int op_fetch(worker *w, loaded *l, const iso_call *call, iso_wire *result
   if (a.body_len) memcpy(s->frame + 4 + n, a.body, a.body_len);
   free(text);
   s->handle = a.handle;
-  s->loaded = l;
+  s->sb = l;
   s->token = call->token;
   s->req = r;
   s->call_id = call->call_id;
   s->call_pending = 1;
   s->state = STREAM_QUEUED;
-  s->next = elink.streams;
-  elink.streams = s;
-  if (!uv_is_active((uv_handle_t *)&elink.sweep))
-    uv_timer_start(&elink.sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+  s->next = el->streams;
+  el->streams = s;
+  if (!uv_is_active((uv_handle_t *)&el->sweep))
+    uv_timer_start(&el->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
   if (r->active < EGRESS_MAX_CONCURRENT) {
     r->active++;
     s->slot = 1;
@@ -754,7 +776,8 @@ static int read_handle(const iso_call *call, double *handle) {
   return 0;
 }
 
-static int op_read(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+static int op_read(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
+  egress_link *el = w->egress;
   double handle;
   stream *s = read_handle(call, &handle) == 0 ? stream_by_handle(w, l, handle) : NULL;
   if (s == NULL) {
@@ -776,8 +799,8 @@ static int op_read(worker *w, loaded *l, const iso_call *call, iso_wire *result)
     wire_err(result, "TypeError", "a read of this response body is already in progress");
     return -1;
   }
-  if (elink.state != LINK_UP ||
-      proto_channel_send(&elink.ch, PROTO_FETCH_READ, s->id, NULL, 0) != 0) {
+  if (el->state != LINK_UP ||
+      proto_channel_send(&el->ch, PROTO_FETCH_READ, s->id, NULL, 0) != 0) {
     wire_err(result, "TypeError",
              "fetch failed: the egress process went away while the body was being read");
     stream_free(w, s);
@@ -788,14 +811,15 @@ static int op_read(worker *w, loaded *l, const iso_call *call, iso_wire *result)
   return 0;
 }
 
-static int op_cancel(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+static int op_cancel(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
+  egress_link *el = w->egress;
   (void)result;
   double handle;
   stream *s = read_handle(call, &handle) == 0 ? stream_by_handle(w, l, handle) : NULL;
   if (s) {
-    if ((s->state == STREAM_SENT || s->state == STREAM_OPEN) && elink.state == LINK_UP &&
+    if ((s->state == STREAM_SENT || s->state == STREAM_OPEN) && el->state == LINK_UP &&
         s->frame == NULL)
-      proto_channel_send(&elink.ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
+      proto_channel_send(&el->ch, PROTO_FETCH_CANCEL, s->id, NULL, 0);
     if (s->call_pending) {
       iso_wire v;
       iso_wire_init(&v);
@@ -812,7 +836,8 @@ static int op_cancel(worker *w, loaded *l, const iso_call *call, iso_wire *resul
   return 0;
 }
 
-int egress_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+int egress_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
+  worker *w = l->w;
   if (w->config.egress_socket == NULL) {
     wire_err(result, "TypeError", "fetch() is not available on this node (no egress process)");
     return -1;

@@ -8,7 +8,7 @@
 
 #include "base.h"
 #include "facets.h"
-#include "worker.h"
+#include "sandbox.h"
 
 int facet_link_start(worker *w) {
   w->facets = facet_store_new(w->config.data_dir, NULL);
@@ -28,7 +28,7 @@ void facet_link_stop(worker *w) {
 /* SQL time counts toward the request's CPU limit like JavaScript's does.
  * Reading the thread's CPU clock is a system call, so the deadline is
  * computed once per unit of work and reused by the calls it makes. */
-static uint64_t cpu_deadline(worker *w, loaded *l, uint64_t token) {
+static uint64_t cpu_deadline(worker *w, sandbox *l, uint64_t token) {
   if (l->facet_deadline_token != token || l->facet_deadline_unit != w->sched.units_run) {
     uint64_t budget_ns = (uint64_t)l->limits.cpu_ms * 1000000u;
     uint64_t used_ns = iso_worker_request_cpu_ns(l->iso, token);
@@ -40,11 +40,12 @@ static uint64_t cpu_deadline(worker *w, loaded *l, uint64_t token) {
 }
 
 static int unavailable(iso_wire *result) {
-  bindings_error(result, "Error", "facets are unavailable on this node");
+  sandbox_call_error(result, "Error", "facets are unavailable on this node");
   return -1;
 }
 
-int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+int facet_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
+  worker *w = l->w;
   if (w->facets == NULL) return unavailable(result);
   return facet_call(w->facets, l->tenant->name, l->facet_id, l->facet_limit_mb, call,
                     cpu_deadline(w, l, call->token), result);
@@ -52,8 +53,9 @@ int facet_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result
 
 /* (Hot: on every exec, and placed with the rest of its path.) */
 __attribute__((hot))
-int facet_link_exec(worker *w, loaded *l, const iso_call *call, const iso_wire_value *args,
+int facet_link_exec(sandbox *l, const iso_call *call, const iso_wire_value *args,
                     uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
+  worker *w = l->w;
   if (w->facets == NULL) return unavailable(result);
   return facet_exec(w->facets, l->tenant->name, l->facet_id, &l->facet_ref, l->facet_limit_mb,
                     call->token, cpu_deadline(w, l, call->token), args, n_args, numbers, result);

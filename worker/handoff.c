@@ -234,15 +234,6 @@ static const http_client_callbacks client_callbacks = {
 
 /* ---- the request ---- */
 
-int handoff_hop_by_hop(const char *name) {
-  static const char *const names[] = {"connection", "keep-alive", "transfer-encoding",
-                                      "content-length", "te", "upgrade", "expect",
-                                      "proxy-connection", "trailer"};
-  for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-    if (strcasecmp(name, names[i]) == 0) return 1;
-  return 0;
-}
-
 /* The client's headers as the dedicated process gets them. */
 static void build_headers(handoff *h) {
   http_request *req = h->req;
@@ -255,7 +246,7 @@ static void build_headers(handoff *h) {
      * that looks like one of those is not passed on. */
     if (strncasecmp(hd->name, HANDOFF_HOP_PREFIX, prefix) == 0) continue;
     http_header *out = &h->out_headers[h->n_out_headers++];
-    out->name = handoff_hop_by_hop(hd->name) ? xasprintf("%s%s", HANDOFF_HOP_PREFIX, hd->name)
+    out->name = route_hop_by_hop(hd->name) ? xasprintf("%s%s", HANDOFF_HOP_PREFIX, hd->name)
                                              : xstrdup(hd->name);
     out->value = hd->value; /* the request's, which outlives the sending */
   }

@@ -1,5 +1,5 @@
 /*
- * env.LOADER: dynamic workers, each a sandbox (loader.h) of its own, never a
+ * env.LOADER: dynamic workers, each a sandbox (sandbox.h) of kind SANDBOX_CHILD, never a
  * context inside the parent's isolate. The JavaScript side is
  * isolate/runtime/51-loader.js; it makes one async host call per request:
  *
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "base.h"
-#include "loader.h"
+#include "sandbox.h"
 
 #define LOADER_MAX_CODE_BYTES (64u << 20)
 #define LOADER_MAX_ENV_BYTES (1u << 20)
@@ -34,7 +34,6 @@
  * a control character in a {text} module is six ("\\u0001"), and each
  * module adds a few dozen bytes of its own. */
 #define LOADER_MAX_SOURCE_BYTES (6 * LOADER_MAX_CODE_BYTES + (64u << 20))
-#define LOADER_SWEEP_MS 1000
 /* Dynamic workers one parent version may hold at once (each is an isolate). */
 #define LOADER_MAX_CHILDREN 1000
 /* The children a parent holds share this many times its memory limit (heap
@@ -52,9 +51,9 @@ enum { KIND_LOAD = 0, KIND_GET = 1 };
 
 typedef struct loader_child loader_child;
 
-/* The loader side of one parent version (loaded.loader). */
+/* The loader side of one parent version (sandbox.loader). */
 typedef struct loader_state {
-  loaded *parent;
+  sandbox *parent;
   loader_child *children;
   size_t n_children;
   size_t children_bytes;  /* sum of the children's held_bytes */
@@ -98,34 +97,31 @@ typedef struct loader_call {
 /* An answer waiting for the parent's turn. */
 typedef struct loader_completion {
   sched_unit unit;
-  loaded *parent;
+  sandbox *parent;
   uint64_t token;
   uint32_t call_id;
   int ok;
   iso_wire value;
 } loader_completion;
 
-static loader_child **table;
-static size_t table_cap;  /* power of two, or 0 */
-static size_t table_used;
-static uv_timer_t sweep_timer;
-static int sweep_started;
 
 static const sandbox_ops child_ops;
+static const iso_host_calls child_calls;
 
 /* ---- the table of children ---- */
 
-static uint64_t key_hash(const loaded *parent, int kind, const char *key, size_t len) {
+static uint64_t key_hash(const sandbox *parent, int kind, const char *key, size_t len) {
   uint64_t h = 1469598103934665603u ^ (uint64_t)(uintptr_t)parent ^ (uint64_t)kind << 56;
   for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)key[i]) * 1099511628211u;
   return h;
 }
 
-static void table_grow(void) {
-  size_t cap = table_cap ? table_cap * 2 : 64;
+/* The process's table (worker.loader): every findable child, of every parent. */
+static void table_grow(loader_table *tb) {
+  size_t cap = tb->cap ? tb->cap * 2 : 64;
   loader_child **t = xcalloc(cap, sizeof *t);
-  for (size_t i = 0; i < table_cap; i++) {
-    loader_child *c = table[i];
+  for (size_t i = 0; i < tb->cap; i++) {
+    loader_child *c = tb->slots[i];
     while (c) {
       loader_child *next = c->hnext;
       c->hnext = t[c->hash & (cap - 1)];
@@ -133,15 +129,16 @@ static void table_grow(void) {
       c = next;
     }
   }
-  free(table);
-  table = t;
-  table_cap = cap;
+  free(tb->slots);
+  tb->slots = t;
+  tb->cap = cap;
 }
 
-static loader_child *table_find(const loaded *parent, int kind, const char *key, size_t len) {
-  if (table_cap == 0) return NULL;
+static loader_child *table_find(const sandbox *parent, int kind, const char *key, size_t len) {
+  const loader_table *tb = &parent->w->loader;
+  if (tb->cap == 0) return NULL;
   uint64_t h = key_hash(parent, kind, key, len);
-  for (loader_child *c = table[h & (table_cap - 1)]; c; c = c->hnext)
+  for (loader_child *c = tb->slots[h & (tb->cap - 1)]; c; c = c->hnext)
     if (c->hash == h && c->owner && c->owner->parent == parent && c->kind == kind &&
         c->key_len == len && memcmp(c->key, key, len) == 0)
       return c;
@@ -149,23 +146,25 @@ static loader_child *table_find(const loaded *parent, int kind, const char *key,
 }
 
 static void table_add(loader_child *c) {
-  if (table_used + 1 > table_cap) table_grow();
-  size_t i = c->hash & (table_cap - 1);
-  c->hnext = table[i];
-  table[i] = c;
-  table_used++;
+  loader_table *tb = &c->sb.w->loader;
+  if (tb->used + 1 > tb->cap) table_grow(tb);
+  size_t i = c->hash & (tb->cap - 1);
+  c->hnext = tb->slots[i];
+  tb->slots[i] = c;
+  tb->used++;
   c->keyed = 1;
 }
 
 static void table_remove(loader_child *c) {
   if (!c->keyed) return;
-  for (loader_child **p = &table[c->hash & (table_cap - 1)]; *p; p = &(*p)->hnext) {
+  loader_table *tb = &c->sb.w->loader;
+  for (loader_child **p = &tb->slots[c->hash & (tb->cap - 1)]; *p; p = &(*p)->hnext) {
     if (*p == c) {
       *p = c->hnext;
       break;
     }
   }
-  table_used--;
+  tb->used--;
   c->keyed = 0;
 }
 
@@ -196,10 +195,10 @@ static void child_untell(loader_child *c) {
  * load()), where a collection may run at once; and only idle ones, so that
  * a parent that starts many children at once (Promise.all) does not collect
  * for each one while none of them can go yet. */
-static void tell_idle_children(loaded *l) {
+static void tell_idle_children(sandbox *l) {
   int64_t idle = 0;
   for (loader_child *c = l->loader ? l->loader->children : NULL; c; c = c->next) {
-    if (c->kind != KIND_LOAD || c->sb.dying || c->external_bytes || !sandbox_idle(&c->sb)) continue;
+    if (c->kind != KIND_LOAD || c->sb.state == SANDBOX_DYING || c->external_bytes || !sandbox_idle(&c->sb)) continue;
     c->external_bytes = CHILD_EXTERNAL_BYTES;
     idle += c->external_bytes;
   }
@@ -215,8 +214,8 @@ static void child_discard(loader_child *c) {
 
 /* Whether the child has reason to live on now that it is idle. */
 static void child_check(loader_child *c) {
-  if (c->sb.dying) return;
-  if (c->owner == NULL || c->sb.broken) {
+  if (c->sb.state == SANDBOX_DYING) return;
+  if (c->owner == NULL || c->sb.state == SANDBOX_BROKEN) {
     child_discard(c);
     return;
   }
@@ -240,6 +239,7 @@ static int child_prepare(sandbox *sb, iso_error *err) {
   o.n_modules = c->n_modules;
   o.main_module = c->main_module;
   o.env_json = c->env_json;
+  o.calls = &child_calls;
   int rc = sandbox_load(sb, &o, err);
   if (rc == 0) child_count_held(c);
   /* The stub sends its code again whenever this isolate must be remade. */
@@ -254,21 +254,20 @@ static int child_prepare(sandbox *sb, iso_error *err) {
 
 static void completion_run(sched_unit *u) {
   loader_completion *done = container_of(u, loader_completion, unit);
-  loaded *parent = done->parent;
+  sandbox *parent = done->parent;
   parent->units--;
-  if (parent->tenant) worker_running_enter(worker_self(), parent->tenant->name);
+  sandbox_enter(parent);
   iso_worker_complete(parent->iso, done->token, done->call_id, done->ok, done->value.data,
                       done->value.len);
-  worker_running_leave(worker_self());
   iso_wire_free(&done->value);
   free(done);
-  tenant_collect_retired(worker_self());
+  sandbox_leave(parent);
 }
 
 /* Queues the answer to a parent's call for the parent's next turn. The
  * parent's units count keeps its version alive until then. */
 static void complete_parent(loader_child *c, loader_call *call, int ok, iso_wire *value) {
-  loaded *parent = c->owner->parent;
+  sandbox *parent = c->owner->parent;
   loader_completion *done = xcalloc(1, sizeof *done);
   done->unit.run = completion_run;
   done->parent = parent;
@@ -278,7 +277,7 @@ static void complete_parent(loader_child *c, loader_call *call, int ok, iso_wire
   done->value = *value;
   iso_wire_init(value);
   parent->units++;
-  sched_submit(&worker_self()->sched, &parent->queue, &done->unit);
+  sched_submit(&parent->w->sched, &parent->queue, &done->unit);
 }
 
 static int ascii(const char *s, size_t n) {
@@ -291,7 +290,7 @@ static int ascii(const char *s, size_t n) {
  * (it never got an isolate), at a place the error names (a link error names
  * its modules in its message already). */
 static int start_failed(const loader_child *c, const iso_error *err, sandbox_failure why) {
-  return why == SANDBOX_FAIL_ISO && err && err->module && err->line > 0 && c->sb.base.iso == NULL &&
+  return why == SANDBOX_FAIL_ISO && err && err->module && err->line > 0 && c->sb.iso == NULL &&
          (err->kind == ISO_ERR_SYNTAX || err->kind == ISO_ERR_LINK ||
           err->kind == ISO_ERR_EXCEPTION);
 }
@@ -332,7 +331,7 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
     sandbox_error_value(&value, err, why, sb);
   }
   if (res == NULL) {
-    tenant *t = c->sb.base.tenant;
+    tenant *t = c->sb.tenant;
     if (t && why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_CPU) t->stats.cpu_limit_hits++;
     if (t && why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_MEMORY)
       t->stats.memory_limit_hits++;
@@ -349,7 +348,7 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
   if (c->owner) complete_parent(c, call, res != NULL, &value);
   iso_wire_free(&value);
   /* Limits and failed starts make a child unusable: new requests get a new one. */
-  if (c->sb.broken) table_remove(c);
+  if (c->sb.state == SANDBOX_BROKEN) table_remove(c);
 }
 
 static void child_done(sandbox *sb, void *cookie) {
@@ -357,7 +356,15 @@ static void child_done(sandbox *sb, void *cookie) {
   free(cookie);
 }
 
-static void child_idle(sandbox *sb) { child_check((loader_child *)sb); }
+static void child_settled(sandbox *sb) {
+  if (sb->state != SANDBOX_DYING && sandbox_idle(sb)) child_check((loader_child *)sb);
+}
+
+static void child_request_over(sandbox *sb, uint64_t token) {
+  egress_link_request_done(sb->w, token);
+}
+
+static void child_evict(sandbox *sb) { child_discard((loader_child *)sb); }
 
 static void child_freed(sandbox *sb) {
   loader_child *c = (loader_child *)sb;
@@ -376,14 +383,18 @@ static void child_freed(sandbox *sb) {
 }
 
 /* The child's own host calls: its global fetch(), if its code allowed one. */
-static int child_call_async(sandbox *sb, const iso_call *call, iso_wire *result) {
-  loader_child *c = (loader_child *)sb;
+static int child_call_async(void *data, const iso_call *call, iso_wire *result) {
+  loader_child *c = data;
+  if (c->sb.state == SANDBOX_DYING) {
+    sandbox_call_error(result, "TypeError", "this sandbox cannot make host calls");
+    return -1;
+  }
   if (call->binding[0] != '\0') {
-    bindings_error(result, "TypeError", "a dynamic worker has no bindings");
+    sandbox_call_error(result, "TypeError", "a dynamic worker has no bindings");
     return -1;
   }
   if (!c->outbound) {
-    bindings_error(result, "Error",
+    sandbox_call_error(result, "Error",
                    "This worker is not permitted to access the internet via global functions like "
                    "fetch(). It must use capabilities (such as bindings in 'env') to talk to the "
                    "outside world.");
@@ -398,76 +409,36 @@ static int child_call_async(sandbox *sb, const iso_call *call, iso_wire *result)
     if (*used >= c->subrequest_limit) {
       char *msg = xasprintf("Dynamic Worker exceeded its subrequest limit (%lld per request)",
                             (long long)c->subrequest_limit);
-      bindings_error(result, "Error", msg);
+      sandbox_call_error(result, "Error", msg);
       free(msg);
       return -1;
     }
     (*used)++;
   }
-  return egress_link_call(worker_self(), &c->sb.base, call, result);
+  return egress_link_call(&c->sb, call, result);
 }
+
+static int child_call_sync(void *data, const iso_call *call, iso_wire *result) {
+  (void)data;
+  (void)call;
+  sandbox_call_error(result, "TypeError", "this binding has no synchronous operations here");
+  return -1;
+}
+
+static const iso_host_calls child_calls = {
+    .call_sync = child_call_sync,
+    .call_async = child_call_async,
+};
 
 static const sandbox_ops child_ops = {
     .prepare = child_prepare,
     .respond = child_respond,
     .done = child_done,
-    .call_async = child_call_async,
-    .idle = child_idle,
+    .request_over = child_request_over,
+    .settled = child_settled,
     .freed = child_freed,
+    .evict = child_evict,
 };
-
-/* ---- eviction ---- */
-
-int loader_evict_before(worker *w, uint64_t before_ns) {
-  (void)w;
-  loader_child *oldest = NULL;
-  for (size_t i = 0; i < table_cap; i++)
-    for (loader_child *c = table[i]; c; c = c->hnext)
-      if (c->kind == KIND_GET && c->sb.base.iso && !c->sb.dying && sandbox_idle(&c->sb) &&
-          c->sb.base.last_used_ns < before_ns &&
-          (oldest == NULL || c->sb.base.last_used_ns < oldest->sb.base.last_used_ns))
-        oldest = c;
-  if (oldest == NULL) return 0;
-  child_discard(oldest);
-  sandbox_reap();
-  return 1;
-}
-
-void loader_compact_idle(worker *w, uint64_t now, int64_t *budget_ns) {
-  for (size_t i = 0; i < table_cap; i++)
-    for (loader_child *c = table[i]; c; c = c->hnext)
-      if (c->kind == KIND_GET && c->sb.base.iso && !c->sb.dying && sandbox_idle(&c->sb) &&
-          !loaded_compact_idle(w, &c->sb.base, now, budget_ns))
-        return;
-}
-
-/* Idle cached children past the idle timeout go; and while the heap of all
- * isolates is over the budget, the least recently used idle isolate goes,
- * whoever's it is (evict_lru asks loader_evict_before). */
-static void sweep(uv_timer_t *t) {
-  (void)t;
-  worker *w = worker_self();
-  uint64_t now = time_mono_ns();
-  uint64_t idle_ns = w->config.idle_timeout_s * 1000000000u;
-  while (loader_evict_before(w, now > idle_ns ? now - idle_ns : 0)) w->evictions++;
-  uint64_t budget = w->config.isolate_memory_mb << 20;
-  for (int rounds = 0; rounds < 64; rounds++) {
-    size_t heap = 0;
-    for (tenant *tn = w->tenants; tn; tn = tn->next)
-      if (tn->current) heap += tn->stats.heap_used;
-    for (size_t i = 0; i < table_cap; i++)
-      for (loader_child *c = table[i]; c; c = c->hnext) heap += c->sb.heap_used;
-    if (heap <= budget || evict_lru(w, 1) == 0) break;
-  }
-}
-
-static void sweep_start(worker *w) {
-  if (sweep_started) return;
-  if (uv_timer_init(w->loop, &sweep_timer) != 0) return;
-  uv_timer_start(&sweep_timer, sweep, LOADER_SWEEP_MS, LOADER_SWEEP_MS);
-  uv_unref((uv_handle_t *)&sweep_timer);
-  sweep_started = 1;
-}
 
 /* ---- the parent's call ---- */
 
@@ -545,13 +516,13 @@ static const char *take_code(loader_child *c, const uint8_t *bytes, size_t len,
     if (next_of(&a, &v, ISO_WIRE_NUMBER, "limits")) return a.why;
     limit[i] = v.number;
   }
-  c->sb.base.limits.cpu_ms = lower_limit(parent->cpu_ms, limit[0]);
-  c->sb.base.limits.memory_mb = lower_limit(parent->memory_mb, limit[1]);
+  c->sb.limits.cpu_ms = lower_limit(parent->cpu_ms, limit[0]);
+  c->sb.limits.memory_mb = lower_limit(parent->memory_mb, limit[1]);
   c->subrequest_limit = limit[2] < 0 ? -1 : limit[2] > 1e9 ? 1000000000 : (int64_t)limit[2];
   return NULL;
 }
 
-static loader_state *state_of(loaded *l) {
+static loader_state *state_of(sandbox *l) {
   if (l->loader == NULL) {
     l->loader = xcalloc(1, sizeof *l->loader);
     l->loader->parent = l;
@@ -559,7 +530,7 @@ static loader_state *state_of(loaded *l) {
   return l->loader;
 }
 
-static loader_child *child_new(loaded *l, int kind, const char *key, size_t key_len,
+static loader_child *child_new(sandbox *l, int kind, const char *key, size_t key_len,
                                uint64_t token) {
   loader_state *st = state_of(l);
   loader_child *c = xcalloc(1, sizeof *c);
@@ -571,11 +542,11 @@ static loader_child *child_new(loaded *l, int kind, const char *key, size_t key_
   c->owner_token = token;
   char *label = kind == KIND_GET ? xasprintf("loader get \"%.64s\"", c->key)
                                  : xasprintf("loader load #%s", c->key);
-  sandbox_init(&c->sb, &child_ops, l->tenant, l->spec, l->tenant ? l->tenant->name : NULL, label,
-               spec_wall_ms(l->spec));
+  sandbox_init(&c->sb, l->w, SANDBOX_CHILD, &child_ops, l->tenant, l->spec, label);
+  c->sb.cached = kind == KIND_GET;
   /* Its work takes turns within its parent's: a parent that starts many
    * children at once must not take a turn for each from other tenants. */
-  sched_queue_set_group(&worker_self()->sched, &c->sb.base.queue, &l->queue);
+  sched_queue_set_group(&l->w->sched, &c->sb.queue, &l->queue);
   c->next = st->children;
   if (st->children) st->children->prev = c;
   st->children = c;
@@ -583,7 +554,7 @@ static loader_child *child_new(loaded *l, int kind, const char *key, size_t key_
   return c;
 }
 
-static size_t children_budget(const loaded *l) {
+static size_t children_budget(const sandbox *l) {
   return (size_t)l->limits.memory_mb * LOADER_CHILDREN_MEMORY_FACTOR << 20;
 }
 
@@ -594,8 +565,8 @@ static size_t children_budget(const loaded *l) {
 static loader_child *oldest_idle_child(loader_state *st, int any_kind) {
   loader_child *oldest = NULL;
   for (loader_child *c = st->children; c; c = c->next)
-    if ((any_kind || c->kind == KIND_GET) && !c->sb.dying && sandbox_idle(&c->sb) &&
-        (oldest == NULL || c->sb.base.last_used_ns < oldest->sb.base.last_used_ns))
+    if ((any_kind || c->kind == KIND_GET) && c->sb.state != SANDBOX_DYING && sandbox_idle(&c->sb) &&
+        (oldest == NULL || c->sb.last_used_ns < oldest->sb.last_used_ns))
       oldest = c;
   return oldest;
 }
@@ -603,7 +574,7 @@ static loader_child *oldest_idle_child(loader_state *st, int any_kind) {
 /* Room for one more child of this parent, in numbers and in memory: idle
  * children go, least recently used first, while they must. Returns NULL, or
  * why there is no room (the caller frees it). */
-static char *make_room_for_child(loaded *l) {
+static char *make_room_for_child(sandbox *l) {
   loader_state *st = l->loader;
   if (st == NULL) return NULL;
   for (size_t tries = st->n_children + 1; tries > 0; tries--) {
@@ -613,7 +584,7 @@ static char *make_room_for_child(loaded *l) {
     loader_child *oldest = oldest_idle_child(st, heavy);
     if (oldest == NULL) break;
     child_discard(oldest);
-    sandbox_reap();
+    sandbox_reap(l->w);
   }
   if (st->n_children >= LOADER_MAX_CHILDREN)
     return xasprintf("too many dynamic workers at once for this worker (%d): let some finish "
@@ -627,7 +598,7 @@ static char *make_room_for_child(loaded *l) {
 /* Frees a child that never got to run (its code was refused). */
 static void child_drop_new(loader_child *c) {
   sandbox_release(&c->sb);
-  sandbox_reap();
+  sandbox_reap(c->sb.w);
 }
 
 /* How a call names its child: a kind, and a key (a stub number or an id). */
@@ -699,18 +670,17 @@ static void call_headers_read(args *a, size_t n, size_t room, call_headers *h) {
   }
 }
 
-int loader_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  (void)w;
+int loader_link_call_sync(sandbox *l, const iso_call *call, iso_wire *result) {
   args a = {.why = NULL};
   iso_wire_reader_init(&a.r, call->args, call->args_len);
   iso_wire_value v;
   child_name n;
   if (strcmp(call->op, "release") != 0) {
-    bindings_error(result, "TypeError", "the loader has no such operation");
+    sandbox_call_error(result, "TypeError", "the loader has no such operation");
     return -1;
   }
   if (next_of(&a, &v, ISO_WIRE_ARRAY, "arguments") || v.count != 2 || next_child_name(&a, &n)) {
-    bindings_error(result, "TypeError", "malformed loader call");
+    sandbox_call_error(result, "TypeError", "malformed loader call");
     return -1;
   }
   loader_child *c = n.kind == KIND_LOAD ? table_find(l, n.kind, n.key, n.key_len) : NULL;
@@ -722,12 +692,11 @@ int loader_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *
   return 0;
 }
 
-int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+int loader_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
   if (strcmp(call->op, "fetch") != 0) {
-    bindings_error(result, "TypeError", "the loader has no such operation");
+    sandbox_call_error(result, "TypeError", "the loader has no such operation");
     return -1;
   }
-  sweep_start(w);
   args a = {.why = NULL};
   iso_wire_reader_init(&a.r, call->args, call->args_len);
   iso_wire_value v, method, url, body;
@@ -757,20 +726,20 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
   }
 
   loader_child *c = table_find(l, k, key_ptr, key_len);
-  if (c && (c->sb.broken || (c->sb.base.iso && iso_worker_broken(c->sb.base.iso)))) {
+  if (c && !sandbox_usable(&c->sb)) {
     child_discard(c);
     c = NULL;
   }
   if (c == NULL && !has_code) {
     call_headers_free(&headers);
-    bindings_error(result, "LoaderNeedsCode", "the dynamic worker must be (re)started");
+    sandbox_call_error(result, "LoaderNeedsCode", "the dynamic worker must be (re)started");
     return -1;
   }
   if (c == NULL && k == KIND_LOAD) tell_idle_children(l);
   char *no_room = c == NULL ? make_room_for_child(l) : NULL;
   if (no_room) {
     call_headers_free(&headers);
-    bindings_error(result, "Error", no_room);
+    sandbox_call_error(result, "Error", no_room);
     free(no_room);
     return -1;
   }
@@ -779,7 +748,7 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
     const char *why = take_code(c, code_at, code_len, &l->limits);
     if (why) {
       call_headers_free(&headers);
-      bindings_error(result, "TypeError", why);
+      sandbox_call_error(result, "TypeError", why);
       child_drop_new(c);
       return -1;
     }
@@ -803,20 +772,19 @@ int loader_link_call(worker *w, loaded *l, const iso_call *call, iso_wire *resul
   if (rc != 0) {
     free(lc);
     child_discard(c);
-    bindings_error(result, "Error", "the dynamic worker is unavailable; try again");
+    sandbox_call_error(result, "Error", "the dynamic worker is unavailable; try again");
     return -1;
   }
   return 0;
 
 malformed:
-  bindings_error(result, "TypeError", "malformed loader call");
+  sandbox_call_error(result, "TypeError", "malformed loader call");
   return -1;
 }
 
 /* ---- hooks from the tenant's versions (tenants.c) ---- */
 
-void loader_request_done(worker *w, loaded *l, uint64_t token) {
-  (void)w;
+void loader_request_done(sandbox *l, uint64_t token) {
   if (l->loader == NULL) return;
   for (loader_child *c = l->loader->children; c; c = c->next) {
     if (c->kind != KIND_LOAD || c->owner_token != token) continue;
@@ -842,7 +810,8 @@ static void sort_unit(sched_unit *u) {
   kept_tail = &u->next;
 }
 
-void loader_parent_free(worker *w, loaded *l) {
+void loader_parent_free(sandbox *l) {
+  worker *w = l->w;
   loader_state *st = l->loader;
   if (st == NULL) return;
   kept_head = NULL;
@@ -862,23 +831,16 @@ void loader_parent_free(worker *w, loaded *l) {
     c->prev = c->next = NULL;
     /* The parent's queue goes with it: what the child still has queued
      * waits for turns of its own. */
-    sched_queue_set_group(&w->sched, &c->sb.base.queue, NULL);
+    sched_queue_set_group(&w->sched, &c->sb.queue, NULL);
     child_discard(c);
   }
-  sandbox_reap();
+  sandbox_reap(w);
   free(st);
   l->loader = NULL;
 }
 
 void loader_free_all(worker *w) {
-  (void)w;
-  sandbox_free_all();
-  free(table);
-  table = NULL;
-  table_cap = table_used = 0;
-  if (sweep_started) {
-    uv_timer_stop(&sweep_timer);
-    uv_close((uv_handle_t *)&sweep_timer, NULL);
-    sweep_started = 0;
-  }
+  sandbox_free_all(w);
+  free(w->loader.slots);
+  w->loader = (loader_table){0};
 }

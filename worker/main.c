@@ -1,8 +1,11 @@
 /*
- * edgenode-worker: one of the supervisor's worker processes. See worker.h.
+ * edgenode-worker: one of the supervisor's worker processes (worker.h).
+ * main.c owns the process's life: its arguments, starting and stopping
+ * every module in order, the frames the supervisor sends (spec changes,
+ * validation, runs, drains, cordons) and the drain itself. The one worker
+ * value lives here and is passed down to every module from here.
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -14,7 +17,7 @@
 #include "base.h"
 #include "jail.h"
 #include "mpk.h"
-#include "worker.h"
+#include "sandbox.h"
 
 static worker self;
 
@@ -26,8 +29,6 @@ static struct {
   gid_t gid;
   jail_report report;
 } jail_args;
-
-worker *worker_self(void) { return &self; }
 
 static void usage(void) {
   fprintf(stderr,
@@ -109,20 +110,6 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
 
 /* ---- draining and exit ---- */
 
-static void ingress_closed(http_server *s) {
-  (void)s;
-  uv_stop(self.loop);
-}
-
-void worker_maybe_exit(worker *w) {
-  if (!w->draining || w->ingress.closing) return;
-  int idle = w->ingress.in_flight == 0 && w->ingress.connections == 0 && tenant_pending_work(w) == 0;
-  if (idle || time_mono_ns() >= w->drain_deadline_ns) {
-    if (!idle) log_warn("grace period over: closing %zu connections", w->ingress.connections);
-    http_server_close(&w->ingress, ingress_closed);
-  }
-}
-
 static void drain_tick(uv_timer_t *t) { worker_maybe_exit(container_of(t, worker, drain_timer)); }
 
 static void start_drain(worker *w, uint64_t grace_ms, const char *why) {
@@ -133,7 +120,7 @@ static void start_drain(worker *w, uint64_t grace_ms, const char *why) {
    * still gets its answer, though it was not in flight yet. */
   log_info("draining (%s): %zu requests in flight, %zu connections open", why,
            w->ingress.in_flight, w->ingress.connections);
-  pool_drain(w);
+  pool_drain();
   http_server_stop_accepting(&w->ingress);
   uv_timer_start(&w->drain_timer, drain_tick, 10, 10);
   worker_maybe_exit(w);
@@ -145,15 +132,6 @@ static void on_signal(uv_signal_t *s, int signum) {
 }
 
 /* ---- the supervisor link ---- */
-
-static void reply_json(worker *w, uint8_t type, uint32_t id, json_t *body) {
-  char *text = json_dumps(body, JSON_COMPACT);
-  json_decref(body);
-  if (text == NULL) abort();
-  if (proto_channel_send(&w->supervisor, type, id, text, strlen(text)) != 0)
-    log_warn("could not reply to the supervisor");
-  free(text);
-}
 
 static const char *error_kind_name(iso_error_kind kind) {
   switch (kind) {
@@ -174,7 +152,7 @@ static void on_validate(worker *w, const proto_frame *frame) {
   const char *main_module = NULL, *why = "spec is not a JSON object";
   int n = json_is_object(spec) ? spec_modules(spec, &mods, &main_module, &why) : -1;
   if (n < 0) {
-    reply_json(w, PROTO_VALIDATE_RESULT, frame->id,
+    worker_reply(w, PROTO_VALIDATE_RESULT, frame->id,
                json_pack("{s:b,s:s,s:s}", "ok", 0, "kind", "internal", "error", why));
     json_decref(spec);
     return;
@@ -183,14 +161,14 @@ static void on_validate(worker *w, const proto_frame *frame) {
   spec_limits(spec, &limits);
   iso_error err = {0};
   if (iso_validate(&limits, mods, (size_t)n, main_module, &err) == 0) {
-    reply_json(w, PROTO_VALIDATE_RESULT, frame->id, json_pack("{s:b}", "ok", 1));
+    worker_reply(w, PROTO_VALIDATE_RESULT, frame->id, json_pack("{s:b}", "ok", 1));
   } else {
     json_t *r = json_pack("{s:b,s:s,s:s}", "ok", 0, "kind", error_kind_name(err.kind), "error",
                           err.message ? err.message : "unknown error");
     if (err.module) json_object_set_new(r, "module", json_string(err.module));
     if (err.line > 0) json_object_set_new(r, "line", json_integer(err.line));
     if (err.column > 0) json_object_set_new(r, "column", json_integer(err.column));
-    reply_json(w, PROTO_VALIDATE_RESULT, frame->id, r);
+    worker_reply(w, PROTO_VALIDATE_RESULT, frame->id, r);
   }
   iso_error_clear(&err);
   free(mods);
@@ -226,40 +204,6 @@ static void map_running_slot(worker *w) {
   w->running_slot->magic = PROTO_RUNNING_MAGIC;
 }
 
-/* Entries nest: a dynamic worker's code runs inside its parent's call, and
- * the parent's code is still running when the child's returns. */
-static int running_depth;
-
-void worker_running_enter(worker *w, const char *tenant) {
-  proto_running *r = w->running_slot;
-  if (r == NULL) return;
-  running_depth++;
-  /* The supervisor reads the page after the process is gone, so only the
-   * compiler's ordering matters: the name is in place before `running`. */
-  if (strncmp((const char *)r->tenant, tenant, PROTO_RUNNING_NAME_MAX) != 0) {
-    size_t len = strnlen(tenant, PROTO_RUNNING_NAME_MAX - 1);
-    memcpy((char *)r->tenant, tenant, len);
-    r->tenant[len] = '\0';
-  }
-  r->entries++;
-  atomic_signal_fence(memory_order_seq_cst);
-  r->running = 1;
-}
-
-void worker_running_leave(worker *w) {
-  if (w->running_slot == NULL) return;
-  if (running_depth > 0) running_depth--;
-  if (running_depth == 0) w->running_slot->running = 0;
-}
-
-void worker_cordon_settled(worker *w, tenant *t) {
-  if (t->cordon_done_id == 0 || t->handoffs > 0 || t->handoff_waiting) return;
-  json_t *body = json_pack("{s:s}", "name", t->name);
-  uint32_t id = t->cordon_done_id;
-  t->cordon_done_id = 0;
-  reply_json(w, PROTO_CORDON_DONE, id, body);
-}
-
 static tenant_placement placement_of(const char *state) {
   if (state && strcmp(state, "cordoned") == 0) return TENANT_CORDONED;
   if (state && strcmp(state, "suspended") == 0) return TENANT_SUSPENDED;
@@ -274,7 +218,7 @@ static void on_cordon(worker *w, const proto_frame *frame) {
     return;
   }
   if (w->config.dedicated) { /* a dedicated process runs its tenant whatever it is told */
-    if (frame->id) reply_json(w, PROTO_CORDON_DONE, frame->id, json_pack("{s:s}", "name", name));
+    if (frame->id) worker_reply(w, PROTO_CORDON_DONE, frame->id, json_pack("{s:s}", "name", name));
     json_decref(body);
     return;
   }
@@ -394,7 +338,7 @@ static int start(worker *w) {
   }
   if (facet_link_start(w) != 0) log_warn("env.DB bindings will fail on this process");
   stats_start(w);
-  wall_start(w);
+  sandbox_wall_start(w);
   pool_start(w);
   evict_start(w);
   uv_timer_init(w->loop, &w->drain_timer);
@@ -445,7 +389,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (start(&self) != 0) {
-    pool_stop(&self); /* its thread may be inside V8 */
+    pool_stop(); /* its thread may be inside V8 */
     return 1;
   }
   uv_run(self.loop, UV_RUN_DEFAULT);
@@ -455,13 +399,14 @@ int main(int argc, char **argv) {
    * the channel is closed below. */
   stats_flush(&self);
   tenant_free_all(&self);
-  pool_stop(&self);
+  pool_stop();
   facet_link_stop(&self);
   sched_close(&self.sched);
   id_map_free(&self.tokens);
   uv_walk(self.loop, close_handle, NULL);
   uv_run(self.loop, UV_RUN_DEFAULT);
   if (uv_loop_close(self.loop) != 0) log_debug("loop closed with handles still open");
+  egress_link_free(&self);
   log_info("exiting");
   return 0;
 }

@@ -15,7 +15,7 @@
 
 #include "base.h"
 #include "isolate.h"
-#include "loader.h"
+#include "sandbox.h"
 #include "proto.h"
 #include "worker.h"
 
@@ -100,15 +100,13 @@ static void write_all(int fd, const char *p, size_t len) {
 /* ---- the fault ---- */
 
 /* The tenant whose isolate the thread was in. Every isolate of a worker
- * process is made with a `loaded` as its host data (a sandbox starts with
- * one). The memory read here may be what went wrong: it is only read. */
+ * process is made with its sandbox as its host data. The memory read here
+ * may be what went wrong: it is only read. */
 static const char *running_tenant(void) {
   iso_worker *iso = iso_worker_current();
   if (iso == NULL) return "";
-  const loaded *l = iso_worker_host_data(iso);
-  if (l == NULL) return "";
-  if (l->tenant != NULL && l->tenant->name != NULL) return l->tenant->name;
-  const sandbox *sb = (const sandbox *)l;
+  const sandbox *sb = iso_worker_host_data(iso);
+  if (sb == NULL) return "";
   return sb->log_tenant != NULL ? sb->log_tenant : "";
 }
 

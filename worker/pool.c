@@ -18,12 +18,10 @@ void pool_start(worker *w) {
   if (iso_pool_start(POOL_TARGET) != 0) log_warn("no isolate pool: each cold start makes its isolate");
 }
 
-void pool_drain(worker *w) {
-  (void)w;
+void pool_drain(void) {
   if (iso_pool_start(0) != 0) log_debug("could not stop filling the isolate pool");
 }
 
-void pool_stop(worker *w) {
-  (void)w;
+void pool_stop(void) {
   iso_pool_stop();
 }

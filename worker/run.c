@@ -4,7 +4,7 @@
  * and gets back PROTO_RUN_RESULT {"http_status": N, "body": {...}}: the JSON
  * the control API answers with.
  *
- * Each run is a sandbox (loader.h) of its own, made in its first turn,
+ * Each run is a sandbox (sandbox.h) of kind SANDBOX_RUN, made in its first turn,
  * given one request and freed once that request is done. The user's main
  * module is wrapped by a generated one, so that a module exporting
  * run(input, env) instead of a fetch handler works too: with "input", the
@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #include "base.h"
-#include "loader.h"
+#include "sandbox.h"
 
 /* Its name cannot collide: user modules end in .js or .mjs. */
 #define RUN_WRAPPER "edgenode:run"
@@ -28,6 +28,7 @@
 
 typedef struct run_job {
   sandbox sb;         /* first */
+  worker *w;
   uint32_t frame_id;  /* the PROTO_RUN it answers */
   int with_input;     /* run(input, env) rather than fetch */
   int replied;
@@ -118,7 +119,7 @@ static void reply(run_job *job, int http_status, json_t *body) {
     return;
   }
   job->replied = 1;
-  worker *w = worker_self();
+  worker *w = job->w;
   char *text = reply_text(http_status, body);
   if (proto_channel_send(&w->supervisor, PROTO_RUN_RESULT, job->frame_id, text, strlen(text)) != 0)
     log_warn("could not send a run's result to the supervisor");
@@ -143,7 +144,7 @@ static const char *kind_name(iso_error_kind kind) {
 }
 
 static void reply_failure(run_job *job, const iso_error *err, sandbox_failure why) {
-  const iso_limits *lim = &job->sb.base.limits;
+  const iso_limits *lim = &job->sb.limits;
   if (why == SANDBOX_FAIL_WALL) {
     reply(job, 504, json_pack("{s:s, s:s, s:I}", "error", "exceeded wall time limit", "kind", "wall",
                               "limit_ms", (json_int_t)job->sb.wall_ms));
@@ -175,14 +176,14 @@ static void reply_failure(run_job *job, const iso_error *err, sandbox_failure wh
       break;
     case ISO_ERR_EXCEPTION:
       /* Thrown while the modules were evaluated: the code is bad, not the run. */
-      status = job->sb.base.iso == NULL ? 400 : 500;
+      status = job->sb.iso == NULL ? 400 : 500;
       break;
     case ISO_ERR_BAD_RETURN:
       status = 500;
       break;
     default:
       /* No isolate could be had (the process is at its maximum): try again. */
-      status = job->sb.base.iso == NULL ? 503 : 500;
+      status = job->sb.iso == NULL ? 503 : 500;
       break;
   }
   /* A place in the generated wrapper is nowhere the caller wrote: only
@@ -287,8 +288,6 @@ static void run_done(sandbox *sb, void *cookie) {
   sandbox_release(sb);
 }
 
-static void run_idle(sandbox *sb) { (void)sb; }
-
 static void run_freed(sandbox *sb) {
   run_job *job = (run_job *)sb;
   if (!job->replied) reply_error(job, 503, "internal", "the run was discarded");
@@ -303,8 +302,6 @@ static const sandbox_ops run_ops = {
     .prepare = run_prepare,
     .respond = run_respond,
     .done = run_done,
-    .call_async = NULL,
-    .idle = run_idle,
     .freed = run_freed,
 };
 
@@ -417,8 +414,8 @@ static const char *build_request(run_job *job, iso_request *req, iso_header **he
 }
 
 void run_on_frame(worker *w, const proto_frame *frame) {
-  (void)w;
   run_job *job = xcalloc(1, sizeof *job);
+  job->w = w;
   job->frame_id = frame->id;
   job->started_ns = time_mono_ns();
   /* The caller's strings (input, env, request body) may hold U+0000. */
@@ -442,8 +439,7 @@ void run_on_frame(worker *w, const proto_frame *frame) {
   json_t *env = json_object_get(job->spec, "env");
   if (json_is_object(env)) job->env_json = json_dumps(env, JSON_COMPACT);
 
-  sandbox_init(&job->sb, &run_ops, NULL, NULL, NULL, xstrdup("run"), spec_wall_ms(job->spec));
-  spec_limits(job->spec, &job->sb.base.limits);
+  sandbox_init(&job->sb, w, SANDBOX_RUN, &run_ops, NULL, job->spec, xstrdup("run"));
 
   iso_request req = {0};
   iso_header *headers = NULL;
@@ -456,5 +452,5 @@ void run_on_frame(worker *w, const proto_frame *frame) {
   }
   free(headers);
   free(owned);
-  if (problem || job->sb.requests == NULL) sandbox_release(&job->sb);
+  if (problem || job->sb.owned == NULL) sandbox_release(&job->sb);
 }

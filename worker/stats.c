@@ -1,26 +1,19 @@
 /*
- * Per-tenant accounting. Counters are deltas since the last report: the
- * supervisor adds them up across processes and process restarts, so a
- * worker process that dies loses at most one second of statistics.
+ * Per-tenant accounting, reported to the supervisor (PROTO_STATS) once a
+ * second with the process's own figures. Counters are deltas since the last
+ * report: the supervisor adds them up across processes and process
+ * restarts, so a worker process that dies loses at most one second of
+ * statistics. Requests are counted by their owner (sandbox.c); this file
+ * samples heaps and sends the report.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
-#include "worker.h"
+#include "sandbox.h"
 
 #define STATS_INTERVAL_MS 1000
-
-void stats_request_done(worker *w, inflight *f) {
-  (void)w;
-  tenant_stats *s = &f->tenant->stats;
-  if (f->tenant->spec == NULL && f->tenant->refs == 0) return; /* not a deployed worker */
-  s->requests++;
-  if (f->status >= 500) s->errors++;
-  if (f->start_ns) s->wall_ns += time_mono_ns() - f->start_ns;
-  s->dirty = 1;
-}
 
 void stats_answered_here(tenant *t, int status) {
   t->stats.requests++;
@@ -30,7 +23,7 @@ void stats_answered_here(tenant *t, int status) {
 
 /* Heap figures are sampled once per report, not per request: V8's
  * GetHeapStatistics showed up at a few percent of a hello-world's CPU. */
-void stats_heap(tenant *t, iso_worker *iso) {
+static void stats_heap(tenant *t, iso_worker *iso) {
   iso_heap_stats hs;
   iso_worker_heap_stats(iso, &hs);
   if (hs.used_bytes != t->stats.heap_used) t->stats.dirty = 1;
@@ -59,7 +52,7 @@ static void stats_send(worker *w) {
       stats_heap(t, t->current->iso);
       /* What ran after its last request (a FinalizationRegistry's callbacks)
        * is reported even if no request comes again. */
-      loaded_charge_outside(t->current);
+      sandbox_charge_outside(t->current);
     }
     if (!t->stats.dirty) continue;
     json_object_set_new(tenants, t->name, stats_json(t));
@@ -89,63 +82,4 @@ void stats_start(worker *w) {
   uv_timer_start(&w->stats_timer, stats_report, STATS_INTERVAL_MS, STATS_INTERVAL_MS);
   /* Statistics alone must not keep a draining process alive. */
   uv_unref((uv_handle_t *)&w->stats_timer);
-}
-
-/* ---- the wall-time limit ---- */
-
-#define WALL_SWEEP_MS 100
-
-void wall_track(worker *w, inflight *f) {
-  if (f->running) return;
-  f->running = 1;
-  f->run_prev = NULL;
-  f->run_next = w->running;
-  if (w->running) w->running->run_prev = f;
-  w->running = f;
-}
-
-void wall_untrack(worker *w, inflight *f) {
-  if (!f->running) return;
-  if (f->run_prev) f->run_prev->run_next = f->run_next;
-  else w->running = f->run_next;
-  if (f->run_next) f->run_next->run_prev = f->run_prev;
-  f->running = 0;
-  f->run_prev = f->run_next = NULL;
-}
-
-/*
- * Past its limit a request gets 504; its JavaScript may go on. Twice past it,
- * a request that already has its response but whose ctx.waitUntil() work
- * never settles is let go, so that it cannot keep a replaced isolate (or a
- * draining process) alive forever.
- */
-static void wall_sweep(uv_timer_t *timer) {
-  worker *w = container_of(timer, worker, wall_timer);
-  uint64_t now = time_mono_ns();
-  inflight *next;
-  for (inflight *f = w->running; f; f = next) {
-    next = f->run_next;
-    uint64_t limit_ms = spec_wall_ms(f->loaded->spec);
-    uint64_t age_ns = now - f->start_ns;
-    if (age_ns < limit_ms * 1000000u) continue;
-    if (f->req == NULL) {
-      if (age_ns < 2 * limit_ms * 1000000u) continue;
-      log_write(LOG_WARN, f->tenant->name, NULL, NULL,
-                "ctx.waitUntil() work still pending after %llu ms: no longer waiting for it",
-                (unsigned long long)(age_ns / 1000000u));
-      loaded_request_over(w, f);
-      continue;
-    }
-    char extra[64];
-    snprintf(extra, sizeof extra, "{\"limit_ms\":%llu}", (unsigned long long)limit_ms);
-    log_write(LOG_WARN, f->tenant->name, f->req->id, NULL, "exceeded wall time limit");
-    f->tenant->stats.wall_limit_hits++;
-    ingress_fail(w, f, 504, "exceeded wall time limit", extra);
-  }
-}
-
-void wall_start(worker *w) {
-  uv_timer_init(w->loop, &w->wall_timer);
-  uv_timer_start(&w->wall_timer, wall_sweep, WALL_SWEEP_MS, WALL_SWEEP_MS);
-  uv_unref((uv_handle_t *)&w->wall_timer);
 }

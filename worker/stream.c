@@ -26,13 +26,13 @@
 #include <string.h>
 
 #include "base.h"
-#include "worker.h"
+#include "sandbox.h"
 
 /* A response waiting for its connection to drain (response_write), or a
  * wait() promise. */
 typedef struct stream_wait {
   sched_unit unit;
-  loaded *loaded;
+  sandbox *loaded;
   uint64_t token;
   uint32_t call_id;
   int status;
@@ -42,7 +42,7 @@ typedef struct stream_wait {
 static const char *const closed_error = "the client closed the connection";
 
 static int fail(iso_wire *result, const char *message) {
-  bindings_error(result, "TypeError", message);
+  sandbox_call_error(result, "TypeError", message);
   return -1;
 }
 
@@ -52,14 +52,14 @@ static void on_ready(void *arg, int status);
 /* ---- responses (iso_host_stream) ---- */
 
 /* The ingress request `token` names, still waiting for (part of) its response. */
-static inflight *response_request(loaded *l, uint64_t token) {
-  inflight *f = id_map_get(&worker_self()->tokens, token);
-  if (f == NULL || f->loaded != l || f->req == NULL) return NULL;
+static sandbox_request *response_request(sandbox *l, uint64_t token) {
+  sandbox_request *f = sandbox_request_of(l->w, token);
+  if (f == NULL || f->sb != l || f->req == NULL) return NULL;
   return f;
 }
 
 static int response_start(void *data, uint64_t token, const iso_response *head, int64_t length) {
-  inflight *f = response_request(data, token);
+  sandbox_request *f = response_request(data, token);
   if (f == NULL) return -1;
   http_header *hs = xcalloc(head->n_headers ? head->n_headers : 1, sizeof *hs);
   for (size_t i = 0; i < head->n_headers; i++) {
@@ -78,8 +78,8 @@ static int response_start(void *data, uint64_t token, const iso_response *head, 
 
 static int response_write(void *data, uint64_t token, const uint8_t *bytes, size_t len,
                           const char **error) {
-  loaded *l = data;
-  inflight *f = response_request(l, token);
+  sandbox *l = data;
+  sandbox_request *f = response_request(l, token);
   if (f == NULL) {
     *error = "this request has no client to stream to";
     return -1;
@@ -110,7 +110,7 @@ static int response_write(void *data, uint64_t token, const uint8_t *bytes, size
 }
 
 static void response_end(void *data, uint64_t token) {
-  inflight *f = response_request(data, token);
+  sandbox_request *f = response_request(data, token);
   if (f == NULL) return;
   http_request *req = f->req;
   f->req = NULL;
@@ -124,7 +124,7 @@ static void response_end(void *data, uint64_t token) {
 }
 
 static void response_abort(void *data, uint64_t token, const char *message, size_t len) {
-  inflight *f = response_request(data, token);
+  sandbox_request *f = response_request(data, token);
   if (f == NULL) return;
   log_write(LOG_ERROR, f->tenant->name, f->request_id, NULL,
             "response body failed after its head was sent: %.*s", (int)len, message);
@@ -148,23 +148,23 @@ const iso_host_stream *stream_response_host(void) {
 /* ---- request bodies (the " request" binding) ---- */
 
 /* The request whose body a read() or wait() is for: its token is the first argument. */
-static inflight *body_request(worker *w, loaded *l, const iso_call *call) {
+static sandbox_request *body_request(worker *w, sandbox *l, const iso_call *call) {
   iso_wire_reader args;
   iso_wire_value v;
   iso_wire_reader_init(&args, call->args, call->args_len);
   if (iso_wire_next(&args, &v) != 1 || v.type != ISO_WIRE_ARRAY || v.count < 1 ||
       iso_wire_next(&args, &v) != 1 || v.type != ISO_WIRE_NUMBER || v.number < 1)
     return NULL;
-  inflight *f = id_map_get(&w->tokens, (uint64_t)v.number);
-  if (f == NULL || f->loaded != l || f->req == NULL || !f->req->body_streamed) return NULL;
+  sandbox_request *f = id_map_get(&w->tokens, (uint64_t)v.number);
+  if (f == NULL || f->sb != l || f->req == NULL || !f->req->body_streamed) return NULL;
   return f;
 }
 
-static int body_error(iso_wire *result, int rc) {
+static int body_error(worker *w, iso_wire *result, int rc) {
   if (rc == UV_E2BIG) {
     char message[96];
     snprintf(message, sizeof message, "The request body is larger than the node's limit of %zu bytes",
-             worker_self()->config.max_body_bytes);
+             w->config.max_body_bytes);
     return fail(result, message);
   }
   if (rc == UV_EPROTO) return fail(result, "The request body is malformed (chunked coding)");
@@ -172,19 +172,19 @@ static int body_error(iso_wire *result, int rc) {
   return fail(result, "The client closed the connection before its request body was complete");
 }
 
-static int body_read(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  inflight *f = body_request(w, l, call);
+static int body_read(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
+  sandbox_request *f = body_request(w, l, call);
   if (f == NULL) return fail(result, "The request body can no longer be read: the response was sent");
   const uint8_t *data = NULL;
   int rc = http_request_body_read(f->req, &data);
   if (rc > 0) iso_wire_bytes(result, data, (size_t)rc);
   else if (rc == 0) iso_wire_null(result);
   else if (rc == UV_EAGAIN) iso_wire_bool(result, 0);
-  else return body_error(result, rc);
+  else return body_error(w, result, rc);
   return 0;
 }
 
-int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
+int stream_link_call_sync(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
   if (strcmp(call->op, "read") == 0) return body_read(w, l, call, result);
   return fail(result, "unknown request body operation");
 }
@@ -192,23 +192,23 @@ int stream_link_call_sync(worker *w, loaded *l, const iso_call *call, iso_wire *
 /* The isolate's turn: let the response go on, or settle the wait() promise. */
 static void wait_run(sched_unit *u) {
   stream_wait *d = container_of(u, stream_wait, unit);
-  worker *w = worker_self();
-  loaded *l = d->loaded;
+  sandbox *l = d->loaded;
   l->units--;
-  inflight *f = id_map_get(&w->tokens, d->token);
-  if (f != NULL && f->loaded == l && !d->resolve_always) {
+  sandbox_request *f = sandbox_request_of(l->w, d->token);
+  sandbox_enter(l);
+  if (f != NULL && f->sb == l && !d->resolve_always) {
     iso_worker_stream_drained(l->iso, d->token, d->status == 0 ? NULL : closed_error);
-  } else if (f != NULL && f->loaded == l) {
+  } else if (f != NULL && f->sb == l) {
     iso_wire v;
     iso_wire_init(&v);
     int ok = d->status == 0 || d->resolve_always;
     if (ok) iso_wire_undefined(&v);
-    else bindings_error(&v, "TypeError", "the client closed the connection");
+    else sandbox_call_error(&v, "TypeError", "the client closed the connection");
     iso_worker_complete(l->iso, d->token, d->call_id, ok, v.data, v.len);
     iso_wire_free(&v);
   }
   free(d);
-  tenant_collect_retired(w);
+  sandbox_leave(l);
 }
 
 /* From the connection (progress or close), possibly with another isolate
@@ -216,11 +216,11 @@ static void wait_run(sched_unit *u) {
 static void on_ready(void *arg, int status) {
   stream_wait *d = arg;
   d->status = status;
-  sched_submit(&worker_self()->sched, &d->loaded->queue, &d->unit);
+  sched_submit(&d->loaded->w->sched, &d->loaded->queue, &d->unit);
 }
 
-int stream_link_call_async(worker *w, loaded *l, const iso_call *call, iso_wire *result) {
-  inflight *f = body_request(w, l, call);
+int stream_link_call_async(worker *w, sandbox *l, const iso_call *call, iso_wire *result) {
+  sandbox_request *f = body_request(w, l, call);
   if (f == NULL) return fail(result, "this request has no client to stream to");
   if (strcmp(call->op, "wait") != 0) return fail(result, "unknown stream operation");
   stream_wait *d = xcalloc(1, sizeof *d);

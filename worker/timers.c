@@ -19,8 +19,9 @@ struct vtimer {
   uint32_t id;
 };
 
-void vtimer_set_init(vtimer_set *s, void *owner, vtimer_fire_fn fire) {
+void vtimer_set_init(vtimer_set *s, uv_loop_t *loop, void *owner, vtimer_fire_fn fire) {
   id_map_init(&s->by_id);
+  s->loop = loop;
   s->owner = owner;
   s->fire = fire;
 }
@@ -46,7 +47,7 @@ int vtimer_start(vtimer_set *s, uint64_t token, uint32_t id, double delay_ms) {
   if (id == 0) return -1; /* the runtime's ids start at 1; 0 cannot be a key */
   vtimer_cancel(s, id);   /* the runtime never reuses a pending id; never twice here either */
   vtimer *t = xcalloc(1, sizeof *t);
-  if (uv_timer_init(worker_self()->loop, &t->handle) != 0) {
+  if (uv_timer_init(s->loop, &t->handle) != 0) {
     free(t);
     return -1;
   }
@@ -54,7 +55,7 @@ int vtimer_start(vtimer_set *s, uint64_t token, uint32_t id, double delay_ms) {
   t->token = token;
   t->id = id;
   /* JavaScript may have run for a while since the loop last read its clock. */
-  uv_update_time(worker_self()->loop);
+  uv_update_time(s->loop);
   if (uv_timer_start(&t->handle, fired, delay_ms > 0 ? (uint64_t)delay_ms : 0, 0) != 0) {
     close_timer(t);
     return -1;

@@ -36,7 +36,7 @@
 #include "isolate.h"
 #include "mpk.h"
 #include "proto.h"
-#include "worker.h"
+#include "sandbox.h"
 
 static int failures;
 
@@ -57,7 +57,7 @@ static void check(int ok, const char *fmt, ...) {
 #define MAX_TIMERS 256
 
 typedef struct test_worker {
-  loaded l; /* first: worker/mpk.c finds the tenant through it, as in edgenode-worker */
+  sandbox l; /* first: worker/mpk.c finds the tenant through it, as in edgenode-worker */
   tenant t;
   iso_worker *iso;
   int status;
@@ -139,6 +139,7 @@ static test_worker *worker_start(const char *name, const char *source) {
   test_worker *tw = xcalloc(1, sizeof *tw);
   tw->t.name = xstrdup(name);
   tw->l.tenant = &tw->t;
+  tw->l.log_tenant = tw->t.name;
   iso_host host = host_template;
   host.data = tw;
   iso_module mod = {"index.js", source, strlen(source)};
