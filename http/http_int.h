@@ -129,6 +129,7 @@ struct http_conn {
   uint8_t fin_sent;     /* our shutdown completed: only lingering is left */
   uint8_t body_streaming; /* the handler has the request; its body is still parsed */
   uint8_t body_paused;  /* the parser paused inside a streamed body (window full, or its end) */
+  uint8_t fold_state;   /* head_fold_check's place in the head's lines (0: a new request) */
 };
 
 /* Internal state behind http_server.conns. */

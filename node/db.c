@@ -351,6 +351,18 @@ char *node_db_rules_problem(json_t *rules) {
   return NULL;
 }
 
+node_db_worker node_db_worker_of(json_t *spec) {
+  json_t *rules = json_object_get(spec, "egress");
+  node_db_worker w = {
+      .main_module = json_string_value(json_object_get(spec, "main_module")),
+      .modules = json_object_get(spec, "modules"),
+      .bindings = json_object_get(spec, "bindings"),
+      .limits = json_object_get(spec, "limits"),
+      .egress = rules,
+  };
+  return w;
+}
+
 int node_db_worker_put(node_db *d, const char *name, const node_db_worker *w, int64_t now_ms,
                        json_t **row) {
   char *why = w->egress ? node_db_rules_problem(w->egress) : NULL;

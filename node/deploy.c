@@ -114,15 +114,8 @@ static void commit(node *n, deploy_job *job) {
     node_fleet_put_worker(n, job->name, job->spec, on_fleet_committed, job);
     return;
   }
-  json_t *spec = job->spec;
-  json_t *rules = json_object_get(spec, "egress");
-  node_db_worker w = {
-      .main_module = json_string_value(json_object_get(spec, "main_module")),
-      .modules = json_object_get(spec, "modules"),
-      .bindings = json_object_get(spec, "bindings"),
-      .limits = json_object_get(spec, "limits"),
-      .egress = rules,
-  };
+  json_t *rules = json_object_get(job->spec, "egress");
+  node_db_worker w = node_db_worker_of(job->spec);
   json_t *row = NULL;
   int rc = node_db_worker_put(n->db, job->name, &w, time_now_ms(), &row);
   if (rc == -EINVAL) { /* the egress rules, refused: nothing was stored */

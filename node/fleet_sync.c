@@ -106,15 +106,8 @@ static void note_applied(struct node_fleet *nf, fleet_bucket b, const char *name
 
 static void apply_worker(struct node_fleet *nf, const char *name, json_t *rec, uint64_t version) {
   node *n = nf->n;
-  json_t *rules = json_object_get(rec, "egress");
-  node_db_worker w = {
-      .main_module = json_string_value(json_object_get(rec, "main_module")),
-      .modules = json_object_get(rec, "modules"),
-      .bindings = json_object_get(rec, "bindings"),
-      .limits = json_object_get(rec, "limits"),
-      .egress = json_is_array(rules) ? rules : NULL,
-      .version = (int64_t)version,
-  };
+  node_db_worker w = node_db_worker_of(rec);
+  w.version = (int64_t)version;
   if (w.main_module == NULL || !json_is_object(w.modules)) {
     log_write(LOG_ERROR, name, NULL, NULL, "fleet: version %llu of the worker is malformed: skipped",
               (unsigned long long)version);
@@ -464,8 +457,9 @@ static void on_heartbeat(uv_timer_t *t) {
 
 /* ---- GET /v1/fleet ---- */
 
-static void fleet_info(node *n, http_request *req) {
-  struct node_fleet *nf = n->fleet;
+/* The most current node's applied record: how far a node is behind is
+ * counted from it. */
+static uint64_t fleet_head(const struct node_fleet *nf) {
   uint64_t head = nf->applied_sequence;
   const char *key;
   json_t *m;
@@ -473,6 +467,14 @@ static void fleet_info(node *n, http_request *req) {
     uint64_t a = (uint64_t)json_integer_value(json_object_get(m, "applied"));
     if (a > head) head = a;
   }
+  return head;
+}
+
+static void fleet_info(node *n, http_request *req) {
+  struct node_fleet *nf = n->fleet;
+  uint64_t head = fleet_head(nf);
+  const char *key;
+  json_t *m;
   json_t *nodes = json_array();
   int64_t now = time_now_ms();
   json_object_foreach(nf->members, key, m) {
@@ -522,13 +524,7 @@ void node_fleet_metrics(node *n, FILE *f) {
   if (nf == NULL) return;
   fleet_status st;
   fleet_get_status(nf->link, &st);
-  uint64_t head = nf->applied_sequence;
-  const char *key;
-  json_t *m;
-  json_object_foreach(nf->members, key, m) {
-    uint64_t a = (uint64_t)json_integer_value(json_object_get(m, "applied"));
-    if (a > head) head = a;
-  }
+  uint64_t head = fleet_head(nf);
   fprintf(f, "# HELP edgenode_fleet_connected Whether the node is connected to the fleet's NATS.\n"
              "# TYPE edgenode_fleet_connected gauge\nedgenode_fleet_connected %d\n",
           nf->connected);

@@ -137,6 +137,10 @@ typedef struct node_db_worker {
                         newer than any the name had: -EALREADY otherwise */
 } node_db_worker;
 
+/* What a deploy stores, read from a spec {"main_module", "modules",
+ * "bindings", "limits", "egress"?} (borrowed from it; version 0). */
+node_db_worker node_db_worker_of(json_t *spec);
+
 /*
  * A worker row is a JSON object {"name", "version", "main_module", "modules":
  * {name: source}, "bindings": {}, "limits": {}, "created_at", "updated_at"}
