@@ -327,6 +327,9 @@ typedef struct node_proc {
   proto_running *running;  /* shared slots: the page naming the tenant whose code runs */
   int running_fd;          /* its memfd; -1 before the first spawn */
   int memory_killed;       /* memwatch killed it: a budget, not a crash of the running tenant */
+  int unresponsive_killed; /* procs.c killed it: its heartbeat stood still (stopped or wedged) */
+  uint64_t heartbeat_seen; /* its running slot's heartbeat at the last look */
+  int heartbeat_stale;     /* looks in a row that saw it unchanged */
   int mpk_enabled;         /* its HELLO: isolates protected by memory protection keys */
   int mpk_keys;            /* keys it spreads its isolates over */
   unsigned jail_on, jail_off; /* its HELLO: a bit (1 << jail_layer) per sandbox layer on / refused */
@@ -405,6 +408,8 @@ struct node {
   void (*procs_changed)(node *n);
   void (*procs_stopped)(node *n);
   struct node_fleet *fleet; /* fleet_sync.c: with --fleet; NULL otherwise */
+  uv_timer_t heartbeat_timer; /* procs.c: watches the shared processes' heartbeats */
+  int heartbeat_timer_open;
   const struct node_cordon_hooks *cordon_hooks; /* cordons.c's, for fleet_sync.c below it */
 };
 

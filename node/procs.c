@@ -203,6 +203,18 @@ static void count_stats(node_proc *p, json_t *body) {
 
 /* The tenant whose code ran in a shared process when it died, from the page
  * it names the running tenant in; NULL when none (or killed for memory). */
+/*
+ * Whether a process's death is its running tenant's doing: a fault raised
+ * inside the tenant's call (a bad access, a V8 fatal error, an abort, a
+ * sandbox violation). A SIGKILL comes from outside (the kernel's OOM killer,
+ * an operator, this supervisor) and an exit is the process's own: neither
+ * blames whoever happened to be running.
+ */
+static int fault_signal(int sig) {
+  return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP ||
+         sig == SIGABRT || sig == SIGSYS;
+}
+
 static const char *crash_tenant(node_proc *p) {
   proto_running *r = p->running;
   if (r == NULL || r->magic != PROTO_RUNNING_MAGIC || !r->running || p->memory_killed) return NULL;
@@ -258,6 +270,8 @@ static void on_hello(node_proc *p, json_t *body) {
   p->mpk_keys = (int)json_integer_value(json_object_get(mpk, "keys"));
   node_sandbox_parse(json_object_get(body, "jail"), &p->jail_on, &p->jail_off);
   if (p->child.state != NODE_PROC_STARTING) return;
+  p->heartbeat_seen = p->running ? __atomic_load_n(&p->running->heartbeat, __ATOMIC_RELAXED) : 0;
+  p->heartbeat_stale = 0;
   p->child.state = NODE_PROC_READY;
   char extra[128];
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
@@ -450,8 +464,11 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
     check_stopped(n);
     return;
   }
-  const char *tenant = status == 0 && sig == 0 ? NULL : crash_tenant(p);
+  const char *running = status == 0 && sig == 0 ? NULL : crash_tenant(p);
+  const char *tenant = fault_signal(sig) ? running : NULL;
+  int unresponsive = p->unresponsive_killed;
   p->memory_killed = 0;
+  p->unresponsive_killed = 0;
   uint64_t delay = node_child_restart(c, lived_ms);
   snprintf(extra, sizeof extra,
            "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d,\"restarts\":%u,"
@@ -460,8 +477,10 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
            (unsigned long long)lived_ms);
   log_write(LOG_WARN, tenant, NULL, extra, "worker exited: restarting");
   json_t *details = json_loads(extra, 0, NULL);
-  /* The tenant whose code was running when the process died (running slot). */
-  if (tenant) json_object_set_new(details, "running", json_string(tenant));
+  /* The tenant whose code was running when the process died (running slot),
+   * blamed (the event's tenant) only for a fault of its own. */
+  if (running) json_object_set_new(details, "running", json_string(running));
+  if (unresponsive) json_object_set_new(details, "reason", json_string("unresponsive"));
   node_event(n, status == 0 && sig == 0 ? "exit" : sig == SIGSYS ? "sandbox_violation" : "crash",
              tenant, details);
   if (tenant && n->proc_listener) n->proc_listener->crash(p, tenant);
@@ -560,6 +579,35 @@ static int spawn_proc(node_proc *p) {
   return 0;
 }
 
+/* A shared process whose heartbeat stood still for PROTO_HEARTBEAT_MISSED_MS
+ * is stopped (SIGSTOP) or wedged: its requests would wait for as long.
+ * It is killed and, like any process that died, restarted. Nobody is
+ * blamed: nothing says it was a tenant's doing. */
+static void on_heartbeat_check(uv_timer_t *t) {
+  node *n = container_of(t, node, heartbeat_timer);
+  if (n->state != NODE_SERVING) return;
+  const int looks = PROTO_HEARTBEAT_MISSED_MS / 1000;
+  for (int i = 0; i < n->n_procs; i++) {
+    node_proc *p = &n->procs[i];
+    proto_running *r = p->running;
+    if (p->child.state != NODE_PROC_READY || r == NULL || r->magic != PROTO_RUNNING_MAGIC) continue;
+    uint64_t beat = __atomic_load_n(&r->heartbeat, __ATOMIC_RELAXED);
+    if (beat != p->heartbeat_seen || p->unresponsive_killed) {
+      p->heartbeat_seen = beat;
+      p->heartbeat_stale = 0;
+      continue;
+    }
+    if (++p->heartbeat_stale < looks) continue;
+    char extra[96];
+    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"silent_ms\":%d}", p->id,
+             p->child.pid, p->heartbeat_stale * 1000);
+    log_write(LOG_WARN, NULL, NULL, extra,
+              "worker process stopped answering (stopped or wedged): replacing it");
+    p->unresponsive_killed = 1;
+    node_child_kill(&p->child, SIGKILL);
+  }
+}
+
 int node_procs_start(node *n, char **err) {
   int rc = node_sandbox_prepare(n, err);
   if (rc != 0) return rc;
@@ -580,6 +628,11 @@ int node_procs_start(node *n, char **err) {
     node_child_init(&p->child, n->loop, &proc_ops, p);
   }
   for (int i = 0; i < n->n_procs; i++) spawn_proc(&n->procs[i]);
+  if (uv_timer_init(n->loop, &n->heartbeat_timer) == 0) {
+    n->heartbeat_timer_open = 1;
+    uv_timer_start(&n->heartbeat_timer, on_heartbeat_check, 1000, 1000);
+    uv_unref((uv_handle_t *)&n->heartbeat_timer);
+  }
   return 0;
 }
 
@@ -678,7 +731,11 @@ void node_procs_kill(node *n) {
   for (node_proc *p = n->dedicated; p; p = p->next) node_child_kill(&p->child, SIGKILL);
 }
 
+static void on_heartbeat_timer_closed(uv_handle_t *h) { (void)h; }
+
 void node_procs_close(node *n) {
+  if (n->heartbeat_timer_open) uv_close((uv_handle_t *)&n->heartbeat_timer, on_heartbeat_timer_closed);
+  n->heartbeat_timer_open = 0;
   for (int i = 0; n->procs && i < NODE_PROCS_CAPACITY; i++) node_child_close(&n->procs[i].child);
   for (node_proc *p = n->dedicated; p; p = p->next) node_child_close(&p->child);
 }

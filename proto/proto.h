@@ -134,9 +134,16 @@ typedef enum proto_type {
  * process (a memfd the worker gets as --running-fd and maps). Before the worker
  * enters a tenant's JavaScript it writes the tenant's name and sets `running`;
  * when the code returns it clears `running`. The supervisor reads the page
- * only after the process died, to name the tenant whose code was running when
- * it crashed. Plain stores, no system call on the request path.
+ * after the process died, to name the tenant whose code was running when it
+ * crashed. Plain stores, no system call on the request path. A thread of the
+ * worker of its own counts `heartbeat` up every PROTO_HEARTBEAT_MS, whatever
+ * the loop is doing (a tenant's JavaScript may hold the loop for its whole
+ * CPU limit): it stands still only while the whole process does (stopped, or
+ * stuck in the kernel), and the supervisor replaces a process whose count has
+ * not moved for PROTO_HEARTBEAT_MISSED_MS.
  */
+#define PROTO_HEARTBEAT_MS 250
+#define PROTO_HEARTBEAT_MISSED_MS 3000
 #define PROTO_RUNNING_MAGIC 0x45445255u /* "EDRU" */
 #define PROTO_RUNNING_NAME_MAX 64
 typedef struct proto_running {
@@ -144,6 +151,7 @@ typedef struct proto_running {
   volatile uint32_t running;             /* 1 while tenant code runs */
   volatile uint64_t entries;             /* times tenant code was entered */
   volatile char tenant[PROTO_RUNNING_NAME_MAX]; /* NUL-terminated: the tenant last entered */
+  volatile uint64_t heartbeat;           /* counted up by the worker's heartbeat thread */
 } proto_running;
 
 /* Errors are negative; proto_strerror() names them. */

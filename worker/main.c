@@ -6,6 +6,8 @@
  * value lives here and is passed down to every module from here.
  */
 #include <errno.h>
+#include <time.h>
+#include <pthread.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -204,6 +206,29 @@ static void map_running_slot(worker *w) {
   w->running_slot->magic = PROTO_RUNNING_MAGIC;
 }
 
+/* The heartbeat the supervisor watches (proto.h): a thread of its own, so
+ * that it goes on while the loop runs a tenant's JavaScript. */
+static void *heartbeat_main(void *arg) {
+  proto_running *slot = arg;
+  struct timespec pause = {.tv_sec = 0, .tv_nsec = PROTO_HEARTBEAT_MS * 1000000L};
+  for (;;) {
+    __atomic_fetch_add(&slot->heartbeat, 1, __ATOMIC_RELAXED);
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
+}
+
+static void start_heartbeat(worker *w) {
+  if (w->running_slot == NULL) return;
+  pthread_t t;
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0 || pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0 ||
+      pthread_attr_setstacksize(&attr, 64 * 1024) != 0 ||
+      pthread_create(&t, &attr, heartbeat_main, w->running_slot) != 0)
+    log_warn("cannot start the heartbeat thread: the supervisor may take this process for stopped");
+  pthread_attr_destroy(&attr);
+}
+
 static tenant_placement placement_of(const char *state) {
   if (state && strcmp(state, "cordoned") == 0) return TENANT_CORDONED;
   if (state && strcmp(state, "suspended") == 0) return TENANT_SUSPENDED;
@@ -306,6 +331,7 @@ static int start(worker *w) {
   w->loop = uv_default_loop();
   id_map_init(&w->tokens);
   map_running_slot(w);
+  start_heartbeat(w);
   if ((rc = proto_channel_open_fd(&w->supervisor, w->loop, w->config.ipc_fd, on_frame,
                                   on_supervisor_closed, w)) != 0) {
     log_error("cannot open the supervisor link on fd %d: %s", w->config.ipc_fd, uv_strerror(rc));

@@ -29,6 +29,34 @@ function connectOutcome(port) {
   });
 }
 
+test('a stopped worker process (SIGSTOP) is noticed within seconds and replaced', async (t) => {
+  const node = await startNode({ workers: 2 });
+  t.after(() => node.stop({ clean: true }));
+  await node.deployOk('hello', HELLO);
+  const before = await node.workerPids();
+  const victim = before[0];
+  const from = node.logs.length;
+  node.allowCrashes = true; // the kill that replaces it is logged as an exit
+  const stoppedAt = Date.now();
+  process.kill(victim, 'SIGSTOP');
+  const line = await node.waitForLog((l) => /stopped answering/.test(l.json?.msg ?? '') &&
+    l.json.pid === victim, { from, timeout: 10000, what: 'the supervisor noticing the stop' });
+  const noticed = Date.now() - stoppedAt;
+  assert.ok(noticed < 6000, `noticed after ${noticed} ms`);
+  assert.equal(line.json.level, 'warn');
+  const after = await waitFor(async () => {
+    const pids = await node.workerPids();
+    return pids.length === 2 && !pids.includes(victim) ? pids : null;
+  }, { timeout: 5000, what: 'a new process in its slot' });
+  assert.ok(after.every((p) => p !== victim));
+  for (let i = 0; i < 10; i++) assert.equal((await node.ingress('hello', '/')).text, 'alive');
+  // blamed on nobody: the crash event names no tenant
+  const ev = (await node.control('GET', '/v1/events?kind=crash')).json.events.find((e) => e.details.pid === victim);
+  assert.ok(ev, 'a crash event for the replaced process');
+  assert.equal(ev.tenant, undefined);
+  assert.equal(ev.details.reason, 'unresponsive');
+});
+
 test('a worker process killed with SIGKILL is restarted and requests keep succeeding', async (t) => {
   const node = await startNode({ workers: 2 });
   t.after(() => node.stop({ clean: true }));
