@@ -28,12 +28,21 @@ typedef struct tls tls;
 typedef struct secret_store secret_store;
 typedef struct ssl_ctx_st SSL_CTX;
 
+/* An address the node listens on: refused as a destination whatever the
+ * rules say (a worker fetching its own node would loop). */
+typedef struct egress_own {
+  egress_cidr addr;
+  int port;
+} egress_own;
+
 typedef struct egress_config {
   int ipc_fd;
   const char *data_dir;
   char *socket_path;              /* owned */
   egress_cidr *allow;             /* owned */
   size_t n_allow;
+  struct egress_own *own;         /* owned: the node's own listening addresses */
+  size_t n_own;
   const char **ca_files;          /* owned array of argv strings */
   size_t n_ca_files;
   uint32_t connect_timeout_ms;

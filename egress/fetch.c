@@ -47,6 +47,7 @@ struct fetch {
   int retried;              /* this hop was resent on a fresh connection */
   int redirected;
   int cross_origin;         /* a redirect left the first origin */
+  int loop;                 /* times the request that made it came through an egress */
   int drop_content_headers; /* a redirect dropped the body */
   char *from;               /* the origin of the hop that redirected, for messages */
   egress_url url;           /* of the current hop */
@@ -321,6 +322,12 @@ static int build_request(fetch *f, const egress_rule *r) {
     if (worker_header_dropped(f, name) || injected(r, name)) continue;
     request_header_add(f, &cap, xstrdup(name), xstrdup(value));
   }
+  /* RFC 8586: every request the egress sends says it came through edgenode
+   * once more than the request that made it, so that a loop (a worker
+   * fetching itself through another name, or workers fetching each other)
+   * is refused at an ingress (508) instead of multiplying. The worker's own
+   * CDN-Loop entries stay; ours is added after them. */
+  request_header_add(f, &cap, xstrdup("CDN-Loop"), xasprintf("edgenode; hops=%d", f->loop + 1));
   for (size_t i = 0; i < r->n_inject; i++) {
     char *missing = NULL;
     char *value = egress_template_expand(r->inject[i].value, secrets_lookup, f->e->secrets,
@@ -407,6 +414,13 @@ static void connect_next(fetch *f) {
   fail(f, "%s", f->last_connect_error ? f->last_connect_error : "no address to connect to");
 }
 
+/* 1 when the destination is one the node itself listens on. */
+static int own_address(const egress_config *cfg, const struct sockaddr *sa, int port) {
+  for (size_t i = 0; i < cfg->n_own; i++)
+    if (cfg->own[i].port == port && egress_cidr_contains(&cfg->own[i].addr, sa)) return 1;
+  return 0;
+}
+
 /* Keeps the allowed addresses; refuses the fetch when there are none. */
 static void use_addresses(fetch *f, struct addrinfo *list) {
   const struct sockaddr *refused = NULL;
@@ -415,6 +429,16 @@ static void use_addresses(fetch *f, struct addrinfo *list) {
   for (struct addrinfo *ai = list; ai && f->n_addrs < MAX_ADDRS; ai = ai->ai_next) {
     if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
     const char *no = egress_addr_check(ai->ai_addr, f->e->cfg.allow, f->e->cfg.n_allow);
+    if (no == NULL && own_address(&f->e->cfg, ai->ai_addr, f->url.port)) {
+      /* Whatever the rules and --egress-allow-cidr say: a worker fetching
+       * its own node would loop, each request making more. */
+      log_write(LOG_WARN, f->tenant, f->request_id, NULL,
+                "egress denied: %s:%d is this node's own address", f->url.host, f->url.port);
+      f->denied = 1;
+      fail(f, "egress denied: %s:%d is this node's own address (a worker fetching its own node "
+              "would loop)", f->url.host, f->url.port);
+      return;
+    }
     if (no) {
       if (refused == NULL) refused = ai->ai_addr, why = no;
       continue;
@@ -825,6 +849,8 @@ void fetch_start(client *cl, const proto_frame *frame) {
     memcpy(f->body, body, body_len);
     f->body_len = body_len;
   }
+  json_int_t loop = json_integer_value(json_object_get(head, "loop"));
+  f->loop = loop > 0 && loop < 1000 ? (int)loop : 0;
   f->redirect_mode = redirect && strcmp(redirect, "manual") == 0 ? REDIRECT_MANUAL
                      : redirect && strcmp(redirect, "error") == 0 ? REDIRECT_ERROR
                                                                    : REDIRECT_FOLLOW;

@@ -7,6 +7,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +41,53 @@ static void usage(void) {
           "Started by edgenode; not meant to be run by hand.\n");
 }
 
+static void own_push(egress_config *c, const egress_cidr *addr, int port) {
+  c->own = xrealloc(c->own, (c->n_own + 1) * sizeof *c->own);
+  c->own[c->n_own].addr = *addr;
+  c->own[c->n_own].port = port;
+  c->n_own++;
+}
+
+/* --own-addr HOST:PORT: one of the node's listening addresses. An
+ * unspecified host (0.0.0.0, ::) listens on every address of the machine:
+ * loopback and each interface's address then count as its own. */
+static int add_own(egress_config *c, const char *arg) {
+  char host[64];
+  int port;
+  egress_cidr addr;
+  if (parse_host_port(arg, host, &port) != 0 || port <= 0) return -1;
+  if (strcmp(host, "0.0.0.0") != 0 && strcmp(host, "::") != 0) {
+    if (egress_cidr_parse(host, &addr) != 0) return -1;
+    own_push(c, &addr, port);
+    return 0;
+  }
+  if (egress_cidr_parse("127.0.0.0/8", &addr) == 0) own_push(c, &addr, port);
+  if (egress_cidr_parse("::1/128", &addr) == 0) own_push(c, &addr, port);
+  struct ifaddrs *list = NULL;
+  if (getifaddrs(&list) != 0) return 0;
+  for (struct ifaddrs *i = list; i; i = i->ifa_next) {
+    if (i->ifa_addr == NULL) continue;
+    char ip[INET6_ADDRSTRLEN];
+    int family = i->ifa_addr->sa_family;
+    if (family == AF_INET)
+      inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof ip);
+    else if (family == AF_INET6)
+      inet_ntop(AF_INET6, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, ip, sizeof ip);
+    else
+      continue;
+    if (egress_cidr_parse(ip, &addr) == 0) own_push(c, &addr, port);
+  }
+  freeifaddrs(list);
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, egress_config *c, log_level *level) {
   static const struct option opts[] = {
       {"ipc-fd", required_argument, NULL, 'p'},
       {"data", required_argument, NULL, 'd'},
       {"socket", required_argument, NULL, 's'},
       {"allow-cidr", required_argument, NULL, 'a'},
+      {"own-addr", required_argument, NULL, 'o'},
       {"ca-file", required_argument, NULL, 'c'},
       {"connect-timeout-ms", required_argument, NULL, 'C'},
       {"timeout-ms", required_argument, NULL, 'T'},
@@ -80,6 +123,12 @@ static int parse_args(int argc, char **argv, egress_config *c, log_level *level)
           return -1;
         }
         c->n_allow++;
+        break;
+      case 'o':
+        if (add_own(c, optarg) != 0) {
+          fprintf(stderr, "edgenode-egress: --own-addr %s: not ADDR:PORT\n", optarg);
+          return -1;
+        }
         break;
       case 'c': c->ca_files[c->n_ca_files++] = optarg; break;
       case 'C':

@@ -258,7 +258,7 @@ static const node_child_ops egress_ops = {
 
 static int spawn_egress(node_egress *eg) {
   node *n = eg->n;
-  size_t max = 12 + 2 * (n->cfg.n_egress_allow_cidr + n->cfg.n_ca_files) + NODE_SANDBOX_ARGS;
+  size_t max = 16 + 2 * (n->cfg.n_egress_allow_cidr + n->cfg.n_ca_files) + NODE_SANDBOX_ARGS;
   char **args = xcalloc(max, sizeof *args);
   size_t a = 0;
   args[a++] = "edgenode-egress";
@@ -277,6 +277,13 @@ static int spawn_egress(node_egress *eg) {
   for (size_t i = 0; i < n->cfg.n_ca_files; i++) {
     args[a++] = "--ca-file";
     args[a++] = n->cfg.ca_files[i];
+  }
+  /* The node's own addresses: no rule lets a worker fetch its node. */
+  args[a++] = "--own-addr";
+  args[a++] = n->listen_addr;
+  if (n->control_addr[0]) {
+    args[a++] = "--own-addr";
+    args[a++] = n->control_addr;
   }
   a += node_sandbox_args(n, args + a); /* jail/ */
   args[a] = NULL;

@@ -592,7 +592,9 @@ static void on_heartbeat_check(uv_timer_t *t) {
     proto_running *r = p->running;
     if (p->child.state != NODE_PROC_READY || r == NULL || r->magic != PROTO_RUNNING_MAGIC) continue;
     uint64_t beat = __atomic_load_n(&r->heartbeat, __ATOMIC_RELAXED);
-    if (beat != p->heartbeat_seen || p->unresponsive_killed) {
+    /* A process whose heartbeat never moved has none (its thread could not
+     * start): it is not watched. */
+    if (beat != p->heartbeat_seen || beat == 0 || p->unresponsive_killed) {
       p->heartbeat_seen = beat;
       p->heartbeat_stale = 0;
       continue;

@@ -711,10 +711,12 @@ static int op_fetch(worker *w, sandbox *l, const iso_call *call, iso_wire *resul
     wire_err(result, "TypeError", msg);
     return -1;
   }
-  json_t *head = json_pack("{s:s, s:s?, s:s%, s:s%, s:o, s:s%}", "tenant", l->tenant->name,
+  /* The egress says how often the request has looped through it (CDN-Loop). */
+  json_t *head = json_pack("{s:s, s:s?, s:s%, s:s%, s:o, s:s%, s:i}", "tenant", l->tenant->name,
                            "request_id", f->req ? f->req->id : NULL, "method", a.method.ptr,
                            a.method.len, "url", a.url.ptr, a.url.len, "headers", a.headers,
-                           "redirect", a.redirect.ptr, a.redirect.len);
+                           "redirect", a.redirect.ptr, a.redirect.len, "loop",
+                           f->req ? route_loop_hops(f->req) : 0);
   char *text = head ? json_dumps(head, JSON_COMPACT) : NULL;
   json_decref(head);
   if (text == NULL) {

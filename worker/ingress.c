@@ -65,6 +65,18 @@ void ingress_on_request(http_server *server, http_request *req) {
     http_respond_error(req, 404, "unknown worker", NULL);
     return;
   }
+  int hops = route_loop_hops(req);
+  if (hops >= ROUTE_MAX_LOOP_HOPS) {
+    char extra[64];
+    snprintf(extra, sizeof extra, "{\"hops\":%d,\"max_hops\":%d}", hops, ROUTE_MAX_LOOP_HOPS);
+    log_write(LOG_WARN, NULL, req->id, NULL, "loop refused: %.*s came through edgenode %d times",
+              (int)len, name, hops);
+    http_respond_error(req, 508,
+                       "loop detected: the request came through edgenode's egress too many times "
+                       "(CDN-Loop)",
+                       extra);
+    return;
+  }
   tenant *elsewhere = w->config.dedicated ? NULL : tenant_find(w, name, len);
   if (elsewhere && elsewhere->placement == TENANT_SUSPENDED) {
     ingress_respond_suspended(elsewhere, req);

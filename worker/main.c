@@ -221,12 +221,11 @@ static void *heartbeat_main(void *arg) {
 static void start_heartbeat(worker *w) {
   if (w->running_slot == NULL) return;
   pthread_t t;
-  pthread_attr_t attr;
-  if (pthread_attr_init(&attr) != 0 || pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0 ||
-      pthread_attr_setstacksize(&attr, 64 * 1024) != 0 ||
-      pthread_create(&t, &attr, heartbeat_main, w->running_slot) != 0)
-    log_warn("cannot start the heartbeat thread: the supervisor may take this process for stopped");
-  pthread_attr_destroy(&attr);
+  int rc = pthread_create(&t, NULL, heartbeat_main, w->running_slot);
+  if (rc == 0) rc = pthread_detach(t);
+  /* Without it the supervisor never sees the count move, and so never
+   * takes this process for stopped: only the watch is lost. */
+  if (rc != 0) log_warn("cannot start the heartbeat thread: %s", strerror(rc));
 }
 
 static tenant_placement placement_of(const char *state) {

@@ -122,3 +122,33 @@ int route_hop_by_hop(const char *name) {
     if (strcasecmp(name, names[i]) == 0) return 1;
   return 0;
 }
+
+/*
+ * How many times a request has come through an edgenode egress: the
+ * largest hops= of the "edgenode" entries of its CDN-Loop headers (RFC
+ * 8586), which the egress adds to every request it sends. A sender's own
+ * entries can only raise it: an entry with a smaller count changes nothing.
+ */
+int route_loop_hops(const http_request *req) {
+  int hops = 0;
+  for (size_t i = 0; i < req->n_headers; i++) {
+    if (strcasecmp(req->headers[i].name, "cdn-loop") != 0) continue;
+    const char *p = req->headers[i].value;
+    while (*p) {
+      while (*p == ' ' || *p == '\t' || *p == ',') p++;
+      size_t len = strcspn(p, ",");
+      if (len >= 8 && strncasecmp(p, "edgenode", 8) == 0 &&
+          (p[8] == ';' || p[8] == ' ' || p[8] == '\t' || len == 8)) {
+        const char *h = strstr(p, "hops=");
+        if (h && h < p + len) {
+          long n = strtol(h + 5, NULL, 10);
+          if (n > hops) hops = n > 1000 ? 1000 : (int)n;
+        } else if (hops < 1) {
+          hops = 1;
+        }
+      }
+      p += len;
+    }
+  }
+  return hops;
+}

@@ -211,6 +211,11 @@ char *route_url(const route *r);
 #define HANDOFF_HOP_PREFIX "x-edgenode-hop-"
 /* Whether a header is the connection's own (hop-by-hop), not the request's. */
 int route_hop_by_hop(const char *name);
+/* Times the request came through an edgenode egress (its CDN-Loop); past
+ * ROUTE_MAX_LOOP_HOPS it is refused with 508: a worker fetching itself, or
+ * workers fetching each other in a circle, end there. */
+#define ROUTE_MAX_LOOP_HOPS 8
+int route_loop_hops(const http_request *req);
 
 /* spec.c: a spec's parts (pure). */
 /* The modules of a spec as iso_modules (pointers into the spec). Returns the
