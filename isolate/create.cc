@@ -257,6 +257,8 @@ void worker_destroy(iso_worker *w) {
   mpk_scope inside(w);
   if (w->isolate != nullptr) {
     w->modules.clear();
+    w->module_by_name.clear();
+    w->module_by_hash.clear();
     w->async_calls.clear();
     w->drains.clear();
     w->object_proto.Reset();

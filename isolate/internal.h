@@ -239,6 +239,10 @@ struct iso_worker {
   v8::Global<v8::Function> dispatch;
   v8::Global<v8::Function> fire_timer;
   std::vector<iso::module_entry> modules;
+  /* Lookups for a graph of many modules: by name, and by V8's identity hash
+   * of the module (a referrer in the resolve callback); indices into modules. */
+  std::unordered_map<std::string, size_t> module_by_name;
+  std::unordered_multimap<int, size_t> module_by_hash;
   std::vector<iso::pending_request> pending;
   iso::pending_request *finishing = nullptr; /* during the done callback */
   std::unordered_map<uint32_t, iso::async_call> async_calls;

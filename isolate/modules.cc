@@ -50,10 +50,8 @@ std::string module_resolve_name(const std::string &referrer, const std::string &
 namespace {
 
 module_entry *find_module(iso_worker *w, const std::string &name) {
-  for (module_entry &m : w->modules)
-    if (m.name == name)
-      return &m;
-  return nullptr;
+  auto it = w->module_by_name.find(name);
+  return it == w->module_by_name.end() ? nullptr : &w->modules[it->second];
 }
 
 v8::MaybeLocal<v8::Module> resolve(v8::Local<v8::Context> context, v8::Local<v8::String> specifier,
@@ -61,9 +59,10 @@ v8::MaybeLocal<v8::Module> resolve(v8::Local<v8::Context> context, v8::Local<v8:
   iso_worker *w = worker_of(context);
   v8::Isolate *isolate = context->GetIsolate();
   const module_entry *from = nullptr;
-  for (const module_entry &m : w->modules)
-    if (m.module == referrer)
-      from = &m;
+  auto range = w->module_by_hash.equal_range(referrer->GetIdentityHash());
+  for (auto it = range.first; it != range.second && from == nullptr; ++it)
+    if (w->modules[it->second].module == referrer)
+      from = &w->modules[it->second];
   v8::String::Utf8Value spec(isolate, specifier);
   std::string wanted(*spec ? *spec : "", *spec ? spec.length() : 0);
   std::string from_name = from ? from->name : "";
@@ -92,6 +91,7 @@ bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module
     err->module = xstrdup(m->name);
     return false;
   }
+  w->module_by_name.emplace(m->name, w->modules.size());
   w->modules.push_back(module_entry{m->name, {}});
 
   v8::Local<v8::String> source;
@@ -114,6 +114,7 @@ bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module
     return false;
   }
   w->modules.back().module.Reset(isolate, module);
+  w->module_by_hash.emplace(module->GetIdentityHash(), w->modules.size() - 1);
   return true;
 }
 

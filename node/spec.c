@@ -83,6 +83,11 @@ static int binding_name_valid(const char *name, size_t len) {
 }
 
 static int parse_modules(json_t *modules, json_t **error) {
+  if (json_is_object(modules) && json_object_size(modules) > PROTO_SPEC_MAX_MODULES) {
+    *error = error_body(NULL, NULL, "too many modules: %zu, at most %d in one worker",
+                        json_object_size(modules), PROTO_SPEC_MAX_MODULES);
+    return 400;
+  }
   if (!json_is_object(modules) || json_object_size(modules) == 0) {
     *error = error_body(NULL, NULL, "\"modules\" must be a non-empty object of name -> source");
     return 400;

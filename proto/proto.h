@@ -36,6 +36,11 @@
 #define PROTO_SPEC_DEFAULT_CPU_MS 50
 #define PROTO_SPEC_DEFAULT_MEMORY_MB 128
 #define PROTO_SPEC_DEFAULT_WALL_MS 30000
+/* Modules in one spec (a deploy, a load(), a run): every one is compiled on
+ * the worker process's loop before the first request's CPU limit applies,
+ * at tens of microseconds each, so 1,000 keep that under a tenth of a
+ * second; real bundles hold a few hundred at most. Past it: 400 / TypeError. */
+#define PROTO_SPEC_MAX_MODULES 1000
 
 typedef enum proto_type {
   /* worker -> supervisor, once after start: {"pid": N, "v8": "10.2..."} */

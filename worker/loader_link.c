@@ -488,6 +488,7 @@ static const char *take_code(loader_child *c, const uint8_t *bytes, size_t len,
   c->main_module = xstrndup(v.ptr, v.len);
   if (next_of(&a, &v, ISO_WIRE_ARRAY, "modules") || v.count % 2 || v.count == 0)
     return "malformed modules";
+  if (v.count / 2 > PROTO_SPEC_MAX_MODULES) return "too many modules (at most 1000 in one worker)";
   c->n_modules = v.count / 2;
   c->modules = xcalloc(c->n_modules, sizeof *c->modules);
   size_t total = 0;

@@ -218,6 +218,29 @@ test('GET /v1/node: version, V8 version, uptime, worker processes', async () => 
   assert.equal(node.readyLine.workers, 2);
 });
 
+test('a module graph: 1,000 modules importing each other deploy and serve; 1,001 are refused', async () => {
+  const modules = {};
+  for (let i = 0; i < 1000; i++) {
+    modules[`m${i}.js`] = i === 0 ? 'export const n = 1;'
+      : `import { n as p } from './m${i - 1}.js'; export const n = p + 1;`;
+  }
+  modules['index.js'] = "import { n } from './m999.js';\n" +
+    'export default { fetch() { return new Response(String(n)); } };';
+  delete modules['m0.js'];
+  modules['m0.js'] = 'export const n = 1;';
+  // 1,001 modules with index.js: one too many
+  const tooMany = await node.deploy('graph', modules, { main: 'index.js' });
+  assert.equal(tooMany.status, 400, tooMany.text);
+  assert.equal(tooMany.json.error, 'too many modules: 1001, at most 1000 in one worker');
+  delete modules['m999.js'];
+  modules['index.js'] = "import { n } from './m998.js';\n" +
+    'export default { fetch() { return new Response(String(n)); } };';
+  const ok = await node.deploy('graph', modules, { main: 'index.js' });
+  assert.equal(ok.status, 201, ok.text);
+  const r = await node.ingress('graph', '/');
+  assert.equal(r.text, '999');
+});
+
 test('/healthz needs no token', async () => {
   const r = await node.control('GET', '/healthz', { token: null });
   assert.equal(r.status, 200, r.text);
