@@ -133,14 +133,15 @@ bench_spawn() {
 }
 
 # edgenode_start PORT CONTROL ARG...: starts the supervisor on 127.0.0.1
-# with its data in $tmp/data (more flags in ARG...), waits until its control
-# API is ready and sets edge_pid, edge_port, edge_control and token.
+# with its data in $tmp/data (more flags in ARG..., and in EDGENODE_ARGS, as
+# EDGENODE_ARGS=--no-sandbox to measure without the sandbox), waits until its
+# control API is ready and sets edge_pid, edge_port, edge_control and token.
 edgenode_start() {
   edge_port=$1
   edge_control=$2
   shift 2
   bench_spawn "$repo" "$tmp/edgenode.log" "$build/bin/edgenode" --listen "127.0.0.1:$edge_port" \
-    --control "127.0.0.1:$edge_control" --data "$tmp/data" "$@"
+    --control "127.0.0.1:$edge_control" --data "$tmp/data" "$@" ${EDGENODE_ARGS:-}
   edge_pid=$spawned
   for _ in $(seq 300); do
     curl -sf "http://127.0.0.1:$edge_control/readyz" >/dev/null 2>&1 && break
