@@ -16,7 +16,7 @@ packages=(
   libicu72 libc-ares2 libnghttp2-14 libbrotli1 libuv1 libssl3 zlib1g
   nodejs npm wrk
   libsystemd-dev prometheus
-  libcurl4-openssl-dev libseccomp-dev clang libclang-rt-14-dev
+  libcurl4-openssl-dev libseccomp-dev clang libclang-rt-14-dev openssl python3
   nats-server libnats-dev haproxy
 )
 

@@ -9,7 +9,7 @@ import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { EDGECTL, startNode, tempDir, writeFile } from './lib/node.mjs';
+import { EDGECTL, missingInput, startNode, tempDir, writeFile } from './lib/node.mjs';
 
 let node;
 let work;
@@ -182,8 +182,7 @@ test('a redirect to another origin is followed without the token', async () => {
 
 test('behind TLS: trusted with --cacert, refused without it', async (t) => {
   if (spawnSync('openssl', ['version']).status !== 0) {
-    t.skip('openssl missing');
-    return;
+    return missingInput(t, 'the openssl command is missing', 'deploy/setup.sh installs it');
   }
   const dir = tempDir('edgectl-tls-');
   const key = path.join(dir, 'key.pem');

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { runEdgenode, startNode, waitFor, workerList } from './lib/node.mjs';
+import { missingInput, runEdgenode, startNode, waitFor, workerList } from './lib/node.mjs';
 
 let node;
 
@@ -114,7 +114,8 @@ const COUNTER = `export default {
   },
 };`;
 
-test('--user: a node started as root runs its worker processes and the egress as that user', { skip: process.getuid() !== 0 && 'not root' }, async () => {
+test('--user: a node started as root runs its worker processes and the egress as that user', async (t) => {
+  if (process.getuid() !== 0) return missingInput(t, 'the tests do not run as root', 'run them as root (CI does)');
   const n = await startNode({ workers: 1, extraArgs: ['--user', '65534:65534'] });
   try {
     const [w] = await readyWorkers(n, 1);

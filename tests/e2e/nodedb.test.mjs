@@ -6,10 +6,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { startNode, tempDir } from './lib/node.mjs';
+import { missingInput, startNode, tempDir } from './lib/node.mjs';
 
 const hasSqlite = spawnSync('sqlite3', ['-version'], { encoding: 'utf8' }).status === 0;
-const skip = hasSqlite ? false : 'needs the sqlite3 command-line tool';
 
 function sqlite(file, sql) {
   const r = spawnSync('sqlite3', ['-batch', '-cmd', '.timeout 5000', file], { input: sql, encoding: 'utf8', timeout: 60000 });
@@ -36,7 +35,8 @@ CREATE TABLE egress_rules (  name TEXT PRIMARY KEY,  rules TEXT NOT NULL,  updat
 INSERT INTO egress_rules VALUES('hello','[{"match":"https://api.example.com/v2/*","methods":["GET"]}]',1796163839356);
 `;
 
-test('a node.db from before schema versions opens, migrates and goes on working', { skip }, async () => {
+test('a node.db from before schema versions opens, migrates and goes on working', async (t) => {
+  if (!hasSqlite) return missingInput(t, 'the sqlite3 command-line tool is missing', 'deploy/setup.sh installs it');
   const dir = tempDir();
   const db = path.join(dir, 'node.db');
   sqlite(db, V0);
@@ -60,7 +60,8 @@ test('a node.db from before schema versions opens, migrates and goes on working'
   assert.equal(sqlite(db, 'PRAGMA user_version;'), '1');
 });
 
-test('a deploy whose egress rules cannot be stored changes nothing', { skip }, async () => {
+test('a deploy whose egress rules cannot be stored changes nothing', async (t) => {
+  if (!hasSqlite) return missingInput(t, 'the sqlite3 command-line tool is missing', 'deploy/setup.sh installs it');
   const node = await startNode({ workers: 1 });
   nodes.push(node);
   const db = path.join(node.dataDir, 'node.db');

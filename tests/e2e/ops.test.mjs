@@ -331,9 +331,8 @@ while True:
     print(s.recv(4096).decode().replace("\\n", "|"), flush=True)
 `;
 
-test('sd_notify: READY, RELOADING, STOPPING', {
-  skip: !hasPython() ? 'python3 missing (datagram listener)' : false,
-}, async (t) => {
+test('sd_notify: READY, RELOADING, STOPPING', async (t) => {
+  if (!hasPython()) return missingInput(t, 'python3 is missing (the datagram listener)', 'deploy/setup.sh installs it');
   if (!linkedWithSystemd()) {
     return missingInput(t, 'edgenode was built without libsystemd',
       'install libsystemd-dev (deploy/setup.sh does) and configure the build again');
