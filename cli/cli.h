@@ -134,6 +134,11 @@ const char *cli_client_error(const cli_client *c);
 
 void cli_response_free(cli_response *r);
 
+/* Reads a whole regular file (at most `max` bytes and one more, so that a
+ * caller sees it is too large; 0: no limit), NUL-terminated. Returns NULL
+ * with errno set (EISDIR for a directory, EINVAL for another non-file). */
+char *cli_read_file(const char *path, size_t max, size_t *len);
+
 /* The body as JSON, or NULL when it is empty or not JSON. New reference. */
 json_t *cli_response_json(const cli_response *r);
 

@@ -127,23 +127,23 @@ static char *node_base_url(const char *s) {
   return base;
 }
 
-/* Reads a whole regular file. Returns NULL with errno set on failure. */
-static char *read_small_file(const char *path, size_t *len) {
+char *cli_read_file(const char *path, size_t max, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return NULL;
   struct stat st;
-  if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
-    int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+  int known = fstat(fileno(f), &st) == 0;
+  if (!known || !S_ISREG(st.st_mode)) {
+    int e = known && S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
     fclose(f);
     errno = e;
     return NULL;
   }
-  size_t cap = 256, n = 0, got;
+  size_t cap = 4096, n = 0, got;
   char *buf = xmalloc(cap);
   while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
     n += got;
+    if (max && n > max) break; /* the caller sees it is too large */
     if (cap - n < 2) buf = xrealloc(buf, cap *= 2);
-    if (n > MAX_TOKEN_BYTES * 4) break;
   }
   int failed = ferror(f);
   fclose(f);
@@ -160,7 +160,7 @@ static char *read_small_file(const char *path, size_t *len) {
 /* The token file's content without surrounding whitespace. */
 static char *read_token(const char *path) {
   size_t len;
-  char *raw = read_small_file(path, &len);
+  char *raw = cli_read_file(path, MAX_TOKEN_BYTES * 4, &len);
   if (raw == NULL)
     cli_fail("cannot read token file %s: %s (set --token-file or EDGENODE_TOKEN_FILE)", path,
              strerror(errno));

@@ -110,35 +110,6 @@ static char *dump_compact(const json_t *j) {
 
 /* ---- files and module names ---- */
 
-/* Reads a whole regular file. Returns NULL with errno set on failure. */
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  struct stat st;
-  if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
-    int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-    fclose(f);
-    errno = e;
-    return NULL;
-  }
-  size_t cap = 65536, n = 0, got;
-  char *buf = xmalloc(cap);
-  while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-    n += got;
-    if (cap - n < 2) buf = xrealloc(buf, cap *= 2);
-  }
-  int failed = ferror(f);
-  fclose(f);
-  if (failed) {
-    free(buf);
-    errno = EIO;
-    return NULL;
-  }
-  buf[n] = '\0';
-  *len = n;
-  return buf;
-}
-
 /*
  * `path` made absolute against the working directory and lexically
  * canonical: no "." or ".." segments, no doubled or trailing slashes.
@@ -219,7 +190,7 @@ static void add_modules(json_t *body, const cli_options *o, const char *const *f
     if (json_object_get(modules, name) != NULL)
       cli_usage_error("%s: module %s is given twice", path, name);
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = cli_read_file(path, 0, &len);
     if (text == NULL) cli_fail("%s: %s", path, strerror(errno));
     json_t *s = memchr(text, '\0', len) ? NULL : json_stringn(text, len);
     if (s == NULL) cli_fail("%s: not UTF-8 text", path);
@@ -250,7 +221,7 @@ static void add_limits(json_t *body, const cli_options *o) {
 /* The JSON object of a --spec file. */
 static json_t *read_spec(const char *file) {
   size_t len;
-  char *text = read_file(file, &len);
+  char *text = cli_read_file(file, 0, &len);
   if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
   json_error_t err;
   json_t *spec = json_loadb(text, len, 0, &err);
@@ -725,7 +696,7 @@ int cli_cmd_egress(const cli_options *o) {
   if (set) {
     const char *file = o->args[2];
     size_t len;
-    char *text = read_file(file, &len);
+    char *text = cli_read_file(file, 0, &len);
     if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
     json_error_t err;
     json_t *rules = json_loadb(text, len, 0, &err);
