@@ -239,14 +239,13 @@ int node_db_worker_exists(node_db *d, const char *name) {
   return rc == 0 ? 1 : rc;
 }
 
-int node_db_worker_list(node_db *d, json_t **rows) {
-  d->failure[0] = '\0';
-  sqlite3_stmt *st;
-  if (prepare(d->db, "SELECT " ROW_COLUMNS " FROM workers ORDER BY name", &st) != 0) return -EIO;
+/* Runs a prepared query and collects read(row) of each row (NULL: skipped)
+ * into *rows; finalizes the statement. 0 or -EIO. */
+static int collect_rows(sqlite3_stmt *st, json_t *(*read)(sqlite3_stmt *st), json_t **rows) {
   json_t *arr = json_array();
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    json_t *row = read_row(st);
+    json_t *row = read(st);
     if (row) json_array_append_new(arr, row);
   }
   sqlite3_finalize(st);
@@ -256,6 +255,13 @@ int node_db_worker_list(node_db *d, json_t **rows) {
   }
   *rows = arr;
   return 0;
+}
+
+int node_db_worker_list(node_db *d, json_t **rows) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT " ROW_COLUMNS " FROM workers ORDER BY name", &st) != 0) return -EIO;
+  return collect_rows(st, read_row, rows);
 }
 
 static int64_t next_version(node_db *d, const char *name) {
@@ -503,31 +509,23 @@ int node_db_cordon_delete(node_db *d, const char *name) {
   return step_done(st);
 }
 
+static json_t *read_cordon(sqlite3_stmt *st) {
+  const char *name = (const char *)sqlite3_column_text(st, 0);
+  if (name == NULL) return NULL;
+  return json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:I}", "name", name, "state",
+                   (const char *)sqlite3_column_text(st, 1), "reason",
+                   (const char *)sqlite3_column_text(st, 2), "rule",
+                   (const char *)sqlite3_column_text(st, 3), "by",
+                   (const char *)sqlite3_column_text(st, 4), "since",
+                   (json_int_t)sqlite3_column_int64(st, 5));
+}
+
 int node_db_cordon_list(node_db *d, json_t **rows) {
   sqlite3_stmt *st;
   if (prepare(d->db, "SELECT name, state, reason, rule, by, since FROM cordons ORDER BY name",
               &st) != 0)
     return -EIO;
-  json_t *arr = json_array();
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 0);
-    if (name == NULL) continue;
-    json_t *row = json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:I}", "name", name, "state",
-                            (const char *)sqlite3_column_text(st, 1), "reason",
-                            (const char *)sqlite3_column_text(st, 2), "rule",
-                            (const char *)sqlite3_column_text(st, 3), "by",
-                            (const char *)sqlite3_column_text(st, 4), "since",
-                            (json_int_t)sqlite3_column_int64(st, 5));
-    if (row) json_array_append_new(arr, row);
-  }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) {
-    json_decref(arr);
-    return -EIO;
-  }
-  *rows = arr;
-  return 0;
+  return collect_rows(st, read_cordon, rows);
 }
 
 /* ---- events ---------------------------------------------------------------------- */
@@ -553,6 +551,18 @@ int64_t node_db_event_add(node_db *d, int64_t time_ms, const char *kind, const c
   return id;
 }
 
+static json_t *read_event(sqlite3_stmt *st) {
+  const char *kind = (const char *)sqlite3_column_text(st, 2);
+  const char *details = (const char *)sqlite3_column_text(st, 4);
+  json_t *parsed = details ? json_loads(details, 0, NULL) : NULL;
+  json_t *row = json_pack("{s:I, s:I, s:s, s:s?, s:o}", "id", (json_int_t)sqlite3_column_int64(st, 0),
+                          "time", (json_int_t)sqlite3_column_int64(st, 1), "kind",
+                          kind ? kind : "unknown", "tenant", (const char *)sqlite3_column_text(st, 3),
+                          "details", json_is_object(parsed) ? parsed : json_object());
+  if (!json_is_object(parsed)) json_decref(parsed);
+  return row;
+}
+
 int node_db_event_list(node_db *d, int64_t max, json_t **rows) {
   sqlite3_stmt *st;
   if (prepare(d->history,
@@ -561,28 +571,7 @@ int node_db_event_list(node_db *d, int64_t max, json_t **rows) {
               &st) != 0)
     return -EIO;
   sqlite3_bind_int64(st, 1, max);
-  json_t *arr = json_array();
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *kind = (const char *)sqlite3_column_text(st, 2);
-    const char *details = (const char *)sqlite3_column_text(st, 4);
-    json_t *parsed = details ? json_loads(details, 0, NULL) : NULL;
-    json_t *row = json_pack("{s:I, s:I, s:s, s:s?, s:o}", "id",
-                            (json_int_t)sqlite3_column_int64(st, 0), "time",
-                            (json_int_t)sqlite3_column_int64(st, 1), "kind",
-                            kind ? kind : "unknown", "tenant",
-                            (const char *)sqlite3_column_text(st, 3), "details",
-                            json_is_object(parsed) ? parsed : json_object());
-    if (!json_is_object(parsed)) json_decref(parsed);
-    if (row) json_array_append_new(arr, row);
-  }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) {
-    json_decref(arr);
-    return -EIO;
-  }
-  *rows = arr;
-  return 0;
+  return collect_rows(st, read_event, rows);
 }
 
 const char *node_db_history_errmsg(node_db *d) { return sqlite3_errmsg(d->history); }
