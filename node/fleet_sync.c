@@ -41,6 +41,7 @@
 typedef struct waiter {
   struct waiter *next;
   struct node_fleet *owner;
+  uint64_t id;       /* to find it again after apply() may have answered it */
   fleet_bucket bucket;
   char *name;
   uint64_t version;  /* 0 until the fleet answered */
@@ -66,6 +67,7 @@ struct node_fleet {
   json_t *applied;       /* "bucket/name" -> version applied here */
   json_t *members;       /* node name -> its last heartbeat, with "received_ms" */
   waiter *waiters;
+  uint64_t next_waiter_id;
   uint64_t applied_changes;
 };
 
@@ -297,15 +299,20 @@ static void on_apply_timeout(uv_timer_t *t) {
   log_write(LOG_WARN, w->name, NULL, NULL,
             "fleet: the watch has not delivered version %llu after %d ms: applied from the write",
             (unsigned long long)w->version, APPLY_WAIT_MS);
-  unlink_waiter(nf, w);
-  w->next = NULL;
-  nf->waiters = w; /* apply() releases it, like any other */
-  apply(nf, w->bucket, w->name, w->record, w->record ? strlen(w->record) : 0, w->version,
-        w->deleted);
-  if (nf->waiters == w) { /* an older version than one applied since */
-    nf->waiters = NULL;
-    answer_written(w);
-  }
+  /* apply() answers it with every other write this version covers, and may
+   * free it: what it needs is copied, and it is looked for again by id. */
+  uint64_t id = w->id;
+  char *name = xstrdup(w->name);
+  char *record = w->record ? xstrdup(w->record) : NULL;
+  apply(nf, w->bucket, name, record, record ? strlen(record) : 0, w->version, w->deleted);
+  free(name);
+  free(record);
+  for (waiter *still = nf->waiters; still; still = still->next)
+    if (still->id == id) { /* a newer version was applied since: this one is covered */
+      unlink_waiter(nf, still);
+      answer_written(still);
+      break;
+    }
 }
 
 static void on_written(void *arg, int status, uint64_t version, const char *error) {
@@ -350,6 +357,7 @@ static void write_record(node *n, fleet_bucket b, const char *name, json_t *reco
   struct node_fleet *nf = n->fleet;
   waiter *w = xcalloc(1, sizeof *w);
   w->owner = nf;
+  w->id = ++nf->next_waiter_id;
   w->bucket = b;
   w->name = xstrdup(name);
   w->deleted = record == NULL;

@@ -139,13 +139,12 @@ int route_loop_hops(const http_request *req) {
       size_t len = strcspn(p, ",");
       if (len >= 8 && strncasecmp(p, "edgenode", 8) == 0 &&
           (p[8] == ';' || p[8] == ' ' || p[8] == '\t' || len == 8)) {
+        /* An entry of ours counts as one pass at least, its count unreadable or not. */
         const char *h = strstr(p, "hops=");
-        if (h && h < p + len) {
-          long n = strtol(h + 5, NULL, 10);
-          if (n > hops) hops = n > 1000 ? 1000 : (int)n;
-        } else if (hops < 1) {
-          hops = 1;
-        }
+        char *end = NULL;
+        long n = h && h < p + len ? strtol(h + 5, &end, 10) : 0;
+        if (end == h + 5 || n < 1) n = 1;
+        if (n > hops) hops = n > 1000 ? 1000 : (int)n;
       }
       p += len;
     }

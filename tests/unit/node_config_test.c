@@ -179,6 +179,30 @@ static void test_bad_flags_name_the_flag(void **state) {
   EXPECT_FLAG_ERROR("edgenode: stray: unknown option", "stray");
   EXPECT_FLAG_ERROR("-w: unknown option", "-w", "2");
   EXPECT_FLAG_ERROR("--config: missing value", "--config");
+  EXPECT_FLAG_ERROR("--fleet: must be nats://HOST:PORT or tls://HOST:PORT URLs", "--fleet",
+                    "http://127.0.0.1:4222");
+  EXPECT_FLAG_ERROR("--fleet: must be nats://HOST:PORT", "--fleet", "nats://127.0.0.1");
+  EXPECT_FLAG_ERROR("--fleet: must be nats://HOST:PORT", "--fleet", "nats://a:4222,nats://b:0");
+  EXPECT_FLAG_ERROR("--fleet: must be nats://HOST:PORT", "--fleet", ",");
+  EXPECT_FLAG_ERROR("--node-name: must be 1..64 letters, digits, '-' or '_'", "--node-name",
+                    "node.one");
+  EXPECT_FLAG_ERROR("--node-name: must be 1..64", "--node-name", "a b");
+}
+
+static void test_fleet_flags(void **state) {
+  (void)state;
+  node_config c;
+  node_config_init(&c);
+  char *err = NULL;
+  char *argv[] = {"edgenode", "--fleet", "nats://10.0.0.1:4222,tls://nats2:4222", "--node-name",
+                  "edge-1", "--fleet-creds", "node.creds", NULL};
+  assert_int_equal(node_config_parse(&c, 7, argv, &err), NODE_CONFIG_OK);
+  assert_string_equal(c.fleet, "nats://10.0.0.1:4222,tls://nats2:4222");
+  assert_true(c.fleet_tls);
+  assert_string_equal(c.node_name, "edge-1");
+  assert_string_equal(c.fleet_creds, "node.creds");
+  assert_null(c.fleet_ca);
+  node_config_free(&c);
 }
 
 static void test_file_applies_every_key(void **state) {
@@ -279,6 +303,7 @@ int main(void) {
       cmocka_unit_test(test_equals_form_and_last_wins),
       cmocka_unit_test(test_help_and_version),
       cmocka_unit_test(test_bad_flags_name_the_flag),
+      cmocka_unit_test(test_fleet_flags),
       cmocka_unit_test(test_file_applies_every_key),
       cmocka_unit_test(test_file_errors_name_the_key),
       cmocka_unit_test(test_flags_override_file),

@@ -126,8 +126,37 @@ static void test_hop_by_hop(void **state) {
     if (route_hop_by_hop(end_to_end[i])) fail_msg("%s is end-to-end", end_to_end[i]);
 }
 
+/* CDN-Loop (RFC 8586): the largest hops= of the "edgenode" entries. */
+static void test_loop_hops(void **state) {
+  (void)state;
+  struct {
+    const char *value;
+    int hops;
+  } cases[] = {
+      {NULL, 0},
+      {"edgenode; hops=3", 3},
+      {"other-cdn, edgenode; hops=2", 2},
+      {"edgenode; hops=5, edgenode; hops=0", 5}, /* a lower count cannot reset it */
+      {"EdgeNode;hops=7", 7},
+      {"edgenode", 1},                  /* an entry without a count is one pass */
+      {"edgenodes; hops=9", 0},         /* another CDN's name */
+      {"other; hops=9", 0},
+      {"edgenode; hops=abc", 1},   /* ours, its count unreadable: one pass */
+      {"edgenode; hops=99999999999", 1000}, /* capped */
+      {",,, ,", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fake_request f;
+    http_request *req = request(&f, "/", "w.localhost", NULL);
+    if (cases[i].value)
+      f.headers[f.req.n_headers++] = (http_header){(char *)"CDN-Loop", (char *)cases[i].value};
+    assert_int_equal(route_loop_hops(req), cases[i].hops);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_loop_hops),
       cmocka_unit_test(test_first_label_names_the_worker),
       cmocka_unit_test(test_addresses_name_no_worker),
       cmocka_unit_test(test_refused),
