@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "base.h"
@@ -49,6 +50,11 @@ static void put_error(iso_wire *out, size_t start, const char *name, const char 
     __attribute__((format(printf, 4, 5), cold));
 static void put_sqlite_error(exec_ctx *x, int rc, const char *msg) __attribute__((cold));
 
+/* The message of the last error a call answered, kept for the output gate:
+ * when that error also cost the run its earlier writes, the gate says why
+ * in the same words JavaScript saw. (A store is used from one thread.) */
+static __thread char last_error[1024];
+
 /* Replaces whatever the call wrote so far with one error value. */
 static void put_error(iso_wire *out, size_t start, const char *name, const char *fmt, ...) {
   char msg[1024];
@@ -56,6 +62,7 @@ static void put_error(iso_wire *out, size_t start, const char *name, const char 
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  snprintf(last_error, sizeof last_error, "%s", msg);
   out->len = start;
   iso_wire_object(out, 2);
   iso_wire_string(out, "name", 4);
@@ -88,6 +95,14 @@ static const char *code_name(int rc) {
   return "SQLITE_ERROR";
 }
 
+/* Whether the facet's file system has more than a little space left. */
+static int device_has_room(facet_conn *c) {
+  const char *file = sqlite3_db_filename(c->db, "main");
+  struct statvfs st;
+  if (file == NULL || statvfs(file, &st) != 0) return 0;
+  return (uint64_t)st.f_bavail * st.f_frsize > (8u << 20);
+}
+
 /* Turns a failed SQLite call into the error JavaScript sees. `msg` is
  * sqlite3_errmsg() taken right after the failure. */
 static void put_sqlite_error(exec_ctx *x, int rc, const char *msg) {
@@ -98,7 +113,9 @@ static void put_sqlite_error(exec_ctx *x, int rc, const char *msg) {
   } else if (primary == SQLITE_FULL) {
     int64_t pages = facet__conn_query_int(c, "PRAGMA page_count");
     uint64_t limit_pages = c->limit_mb * 1024 * 1024 / (uint64_t)c->page_size;
-    if (pages >= 0 && (uint64_t)pages + 16 >= limit_pages)
+    /* After SQLite rolled the whole transaction back the page count no
+     * longer shows the limit it reached: the device's free space tells. */
+    if ((pages >= 0 && (uint64_t)pages + 16 >= limit_pages) || device_has_room(c))
       put_error(x->out, x->start, "Error", "facet is full: its size limit is %llu MB",
                 (unsigned long long)c->limit_mb);
     else
@@ -419,7 +436,55 @@ static void finish_exec(exec_ctx *x) {
 /* After a failure inside transactionSync: SQLite may have rolled the whole
  * transaction back (SQLITE_FULL, an interrupt, ON CONFLICT ROLLBACK). */
 static void note_abort(facet_conn *c) {
-  if (c->depth > 0 && sqlite3_get_autocommit(c->db)) c->aborted = 1;
+  if (!sqlite3_get_autocommit(c->db)) return;
+  if (c->depth > 0) c->aborted = 1;
+  if (c->implicit) facet__conn_drop_implicit(c, last_error);
+}
+
+/* Coalescing: the facet's first statement of a synchronous run opens the
+ * transaction the host commits at its output gate (facet_store_commit).
+ * IMMEDIATE: the write lock is taken at once, so a later write in the run
+ * never finds the snapshot it read stale (which no wait can mend). */
+static int implicit_begin(exec_ctx *x) {
+  facet_conn *c = x->c;
+  if (!c->store->opt.coalesce || c->implicit || c->depth > 0) return 0;
+  if (!sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
+  int rc = facet__conn_exec_trusted(c, "BEGIN IMMEDIATE");
+  if (rc != SQLITE_OK) {
+    put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+    return -1;
+  }
+  c->implicit = 1;
+  c->store->n_implicit++;
+  return 0;
+}
+
+/* After SQLite dropped the run's transaction: the run writes nothing more,
+ * since its response will be an error anyway (the gate reports the loss). */
+static void refuse_after_loss(exec_ctx *x) {
+  put_error(x->out, x->start, "Error",
+            "an earlier error (%s) rolled back this request's writes; its response will be an "
+            "error",
+            x->c->lost);
+}
+
+/* Inside a transaction of any kind: statements then use savepoints, and a
+ * busy facet cannot be retried from scratch. */
+static inline int in_txn(const facet_conn *c) { return c->depth > 0 || c->implicit; }
+
+/* VACUUM cannot run inside a transaction: the run's writes are committed
+ * first (the output gate's commit, early), then it runs by itself. */
+static int vacuum_prepare(exec_ctx *x) {
+  facet_conn *c = x->c;
+  if (c->depth > 0) return 0; /* SQLite says why it cannot */
+  if (!c->implicit && c->lost == NULL) return 0;
+  char *err = NULL;
+  if (facet_store_commit(c->store, &err) != 0) {
+    put_error(x->out, x->start, "Error", "%s", err);
+    free(err);
+    return -1;
+  }
+  return 0;
 }
 
 /* One statement with its parameters: the common case, and the only one
@@ -444,7 +509,7 @@ static int exec_single(exec_ctx *x, sqlite3_stmt *st, int n_params) {
     rc = run_statement(x, st, 1, msg, sizeof msg);
     sqlite3_reset(st);
     int primary = rc & 0xff;
-    if (c->depth > 0 || (primary != SQLITE_BUSY && primary != SQLITE_LOCKED)) break;
+    if (in_txn(c) || (primary != SQLITE_BUSY && primary != SQLITE_LOCKED)) break;
     /* The busy handler is not consulted for every kind of contention (a
      * stale WAL snapshot): nothing was committed, so run it again. */
     uint64_t now = time_mono_ns();
@@ -476,7 +541,8 @@ static int exec_single(exec_ctx *x, sqlite3_stmt *st, int n_params) {
 static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const char *end) {
   facet_conn *c = x->c;
   char msg[512];
-  int rc = facet__conn_exec_trusted(c, c->depth > 0 ? "SAVEPOINT facet_exec" : "BEGIN IMMEDIATE");
+  int nested = in_txn(c);
+  int rc = facet__conn_exec_trusted(c, nested ? "SAVEPOINT facet_exec" : "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK) {
     put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
     sqlite3_finalize(first);
@@ -518,14 +584,14 @@ static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const 
     }
   }
   if (!failed) {
-    rc = facet__conn_exec_trusted(c, c->depth > 0 ? "RELEASE facet_exec" : "COMMIT");
+    rc = facet__conn_exec_trusted(c, nested ? "RELEASE facet_exec" : "COMMIT");
     if (rc == SQLITE_OK) {
       finish_exec(x);
       return 0;
     }
     put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
   }
-  if (c->depth > 0) {
+  if (nested) {
     if (!sqlite3_get_autocommit(c->db))
       facet__conn_exec_trusted(c, "ROLLBACK TO facet_exec; RELEASE facet_exec");
     note_abort(c);
@@ -565,11 +631,16 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
     put_error(x->out, x->start, "Error", "SQL text contains a NUL character (U+0000)");
     goto done;
   }
-  if (c->depth == 0 && !sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
+  if (c->lost != NULL) {
+    refuse_after_loss(x);
+    goto done;
+  }
+  if (!in_txn(c) && !sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
   x->changes_before = sqlite3_total_changes64(c->db);
   c->denied = NULL;
   if (cached == NULL) cached = facet__cache_get(c, sql, len);
   if (cached != NULL) {
+    if (cached->vacuum ? vacuum_prepare(x) != 0 : implicit_begin(x) != 0) goto done;
     result = exec_single(x, cached->stmt, cached->n_params);
     goto done;
   }
@@ -594,6 +665,10 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
     iso_wire_array(x->out, 2);
     finish_exec(x);
     result = 0;
+    goto done;
+  }
+  if (facet__is_vacuum(st) ? vacuum_prepare(x) != 0 : implicit_begin(x) != 0) {
+    sqlite3_finalize(st);
     goto done;
   }
   if (sql_rest_empty(tail, end)) {
@@ -682,11 +757,19 @@ static int op_begin(exec_ctx *x) {
               "transactionSync() to end it");
     return -1;
   }
-  if (c->depth == 0) {
+  if (c->lost != NULL) {
+    refuse_after_loss(x);
+    return -1;
+  }
+  if (c->depth == 0 && implicit_begin(x) != 0) return -1;
+  if (c->depth == 0 && !c->implicit) {
     if (!sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
     if (run_trusted(x, "BEGIN IMMEDIATE") != SQLITE_OK) return -1;
     c->txn_token = x->token;
   } else {
+    /* Coalescing: transactionSync is a savepoint in the run's transaction,
+     * made durable with the rest of the run at the output gate. */
+    if (c->depth == 0) c->txn_token = x->token;
     char sql[48];
     snprintf(sql, sizeof sql, "SAVEPOINT facet_sp%d", c->depth);
     if (run_trusted(x, sql) != SQLITE_OK) {
@@ -722,7 +805,7 @@ static int op_commit(exec_ctx *x) {
     return -1;
   }
   if (c->aborted) return leave_aborted(x, 1);
-  if (c->depth == 1) {
+  if (c->depth == 1 && !c->implicit) {
     if (run_trusted(x, "COMMIT") != SQLITE_OK) {
       /* A deferred foreign key or a full disk: nothing of it is kept. */
       facet__conn_abandon_txn(c);
@@ -735,10 +818,10 @@ static int op_commit(exec_ctx *x) {
     snprintf(sql, sizeof sql, "RELEASE facet_sp%d", c->depth - 1);
     if (run_trusted(x, sql) != SQLITE_OK) {
       note_abort(c);
-      c->depth--;
+      if (--c->depth == 0) c->txn_token = 0;
       return -1;
     }
-    c->depth--;
+    if (--c->depth == 0) c->txn_token = 0;
   }
   iso_wire_undefined(x->out);
   return 0;
@@ -751,14 +834,14 @@ static int op_rollback(exec_ctx *x) {
     return -1;
   }
   if (c->aborted || sqlite3_get_autocommit(c->db)) return leave_aborted(x, 0);
-  if (c->depth == 1) {
+  if (c->depth == 1 && !c->implicit) {
     facet__conn_abandon_txn(c);
   } else {
     char sql[96];
     snprintf(sql, sizeof sql, "ROLLBACK TO facet_sp%d; RELEASE facet_sp%d", c->depth - 1,
              c->depth - 1);
     if (facet__conn_exec_trusted(c, sql) != SQLITE_OK) note_abort(c);
-    c->depth--;
+    if (--c->depth == 0) c->txn_token = 0;
   }
   iso_wire_undefined(x->out);
   return 0;

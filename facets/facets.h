@@ -71,6 +71,14 @@ typedef struct facet_options {
    * with an out-of-memory error and frees what it held. Process-wide: a
    * store that names it sets it for all; 0 = leave it (1024 by default). */
   uint32_t heap_limit_mb;
+  /* Write coalescing (the worker's mode): statements outside
+   * transactionSync no longer commit one by one. A facet's first statement
+   * opens an implicit transaction that stays open until the host calls
+   * facet_store_commit() (the output gate: before anything the request
+   * produced leaves the process, and when its JavaScript yields), so the
+   * writes of one synchronous run are one atomic, durable commit. Off: each
+   * statement commits by itself, as facet_call did before. */
+  int coalesce;
 } facet_options;
 
 /* Bytes SQLite holds in this process, all facets together: what
@@ -170,6 +178,26 @@ int facet_exec(facet_store *s, const char *tenant, const char *facet_id, facet_r
  * host's done callback; cheap when there is nothing to do.
  */
 void facet_store_release(facet_store *s, uint64_t token);
+
+/*
+ * The output gate (facet_options.coalesce). facet_store_pending() is
+ * non-zero while some facet holds writes not committed yet: what the
+ * running JavaScript produced must wait for facet_store_commit().
+ * facet_store_commit() commits every open implicit transaction (fsync as
+ * the store's synchronous setting says). Returns 0; 1 when some facet is
+ * inside transactionSync (a host call made from its function), which stays
+ * open for a later gate and is not durable yet; or -1 when any of them
+ * could not be made durable (disk full, an I/O error, or SQLite having
+ * rolled the request's earlier writes back after an error): those writes
+ * are gone, and *err (when not NULL) gets a heap message naming the facet
+ * ("facet hello: database or disk is full"); the caller must then not
+ * show the client anything that depended on them. The rest are committed.
+ * facet_store_rollback() drops every open implicit transaction instead
+ * (JavaScript was terminated mid-run: what it wrote is not kept).
+ */
+int facet_store_pending(const facet_store *s);
+int facet_store_commit(facet_store *s, char **err);
+void facet_store_rollback(facet_store *s);
 
 /* Closes the tenant's cached connections (its own facet and its children's),
  * e.g. on redeploy or delete. */

@@ -38,6 +38,7 @@ typedef struct facet_cached_stmt {
   uint64_t used;      /* store tick of the last use */
   uint64_t id;        /* the handle JavaScript runs it by (facet__cache_by_id) */
   int n_params;       /* sqlite3_bind_parameter_count, the same once prepared again */
+  int vacuum;         /* VACUUM: cannot run inside the implicit transaction */
 } facet_cached_stmt;
 
 /* One open facet file. */
@@ -51,6 +52,8 @@ typedef struct facet_conn {
   int64_t page_size;
   int depth;              /* transactionSync nesting; 0 = autocommit */
   int aborted;            /* SQLite rolled the open transaction back by itself */
+  int implicit;           /* coalescing: a transaction the host commits is open */
+  char *lost;             /* coalescing: why SQLite dropped the run's writes (heap); NULL = none */
   uint64_t txn_token;     /* the request that opened the transaction */
   int trusted;            /* running our own SQL: the authorizer allows everything */
   int stepping;           /* inside sqlite3_step of tenant SQL */
@@ -70,6 +73,7 @@ struct facet_store {
   uint64_t tick;
   uint64_t stmt_ids;  /* statements cached so far: the next id's sequence */
   uint64_t conn_generation; /* connections closed so far (facet_ref) */
+  uint32_t n_implicit; /* connections with an implicit transaction open, or writes lost */
   sqlite3 *printf_db; /* runs SQLite's own printf() for the guarded one (store.c) */
   sqlite3_stmt *printf_stmts[FACET_PRINTF_ARGS_MAX + 1]; /* by argument count */
 };
@@ -105,8 +109,13 @@ void facet__busy_start(facet_conn *c, uint64_t now);
 int facet__conn_exec_trusted(facet_conn *c, const char *sql);
 /* One integer from our own single-row query; -1 on failure. */
 int64_t facet__conn_query_int(facet_conn *c, const char *sql);
-/* Rolls back whatever transaction is open and forgets its nesting. */
+/* Rolls back whatever transaction is open and forgets its nesting. An
+ * implicit transaction's writes are recorded as lost (why: static text)
+ * unless why is NULL. */
 void facet__conn_abandon_txn(facet_conn *c);
+void facet__conn_drop_implicit(facet_conn *c, const char *why);
+/* Whether a statement starts with the keyword VACUUM. */
+int facet__is_vacuum(sqlite3_stmt *st);
 /* Applies max_page_count for limit_mb if it changed. Returns an SQLite code. */
 int facet__conn_set_limit(facet_conn *c, uint64_t limit_mb);
 static inline int facet__conn_limit(facet_conn *c, uint64_t limit_mb) {

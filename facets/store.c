@@ -324,12 +324,38 @@ int64_t facet__conn_query_int(facet_conn *c, const char *sql) {
   return v;
 }
 
+void facet__conn_drop_implicit(facet_conn *c, const char *why) {
+  if (!c->implicit) return;
+  c->implicit = 0;
+  if (why != NULL && c->lost == NULL) c->lost = xstrdup(why[0] ? why : "the transaction was rolled back");
+  /* A loss stays counted: the gate must hear of it. */
+  if (c->lost == NULL) c->store->n_implicit--;
+}
+
+/* Forgets a loss once the gate has reported it. */
+static void forget_loss(facet_conn *c) {
+  if (c->lost == NULL) return;
+  free(c->lost);
+  c->lost = NULL;
+  c->store->n_implicit--;
+}
+
 void facet__conn_abandon_txn(facet_conn *c) {
   if (!sqlite3_get_autocommit(c->db) && facet__conn_exec_trusted(c, "ROLLBACK") != SQLITE_OK)
     log_warn("facet %s: rollback failed: %s", c->key, sqlite3_errmsg(c->db));
+  facet__conn_drop_implicit(c, "its transaction was rolled back");
   c->depth = 0;
   c->aborted = 0;
   c->txn_token = 0;
+}
+
+int facet__is_vacuum(sqlite3_stmt *st) {
+  const char *p = sqlite3_sql(st);
+  if (p == NULL) return 0;
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+  return strncasecmp(p, "VACUUM", 6) == 0 &&
+         (p[6] == '\0' || p[6] == ';' || p[6] == ' ' || p[6] == '\t' || p[6] == '\n' ||
+          p[6] == '\r');
 }
 
 int facet__conn_set_limit(facet_conn *c, uint64_t limit_mb) {
@@ -395,6 +421,7 @@ uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_st
   victim->hash = sql_hash(sql, len);
   victim->stmt = stmt;
   victim->n_params = sqlite3_bind_parameter_count(stmt);
+  victim->vacuum = facet__is_vacuum(stmt);
   victim->used = ++c->store->tick;
   victim->id = ++c->store->stmt_ids << ID_SLOT_BITS | (uint64_t)(victim - c->cache);
   return victim->id;
@@ -405,6 +432,7 @@ static void conn_close(facet_conn *c) {
   c->store->conn_generation++; /* every facet_ref to it is stale now */
   if (c->db != NULL) {
     facet__conn_abandon_txn(c);
+    forget_loss(c);
     for (int i = 0; i < FACET_STMT_CACHE; i++) {
       if (c->cache[i].sql == NULL) continue;
       sqlite3_finalize(c->cache[i].stmt);
@@ -532,7 +560,7 @@ static facet_conn *conn_open(facet_store *s, const char *tenant, const char *fac
 static void store_evict(facet_store *s) {
   uint32_t victim = UINT32_MAX;
   for (uint32_t i = 0; i < s->n_conns; i++) {
-    if (s->conns[i]->depth > 0) continue;
+    if (s->conns[i]->depth > 0 || s->conns[i]->implicit || s->conns[i]->lost) continue;
     if (victim == UINT32_MAX || s->conns[i]->used < s->conns[victim]->used) victim = i;
   }
   if (victim == UINT32_MAX) return;
@@ -817,6 +845,55 @@ void facet_store_release(facet_store *s, uint64_t token) {
               "facet %s: rolling back a transaction its request left open", c->key);
     free(tenant);
     facet__conn_abandon_txn(c);
+  }
+}
+
+int facet_store_pending(const facet_store *s) { return s->n_implicit > 0; }
+
+/* Adds "facet KEY: why" to the gate's report. */
+static void report_failure(char **err, const facet_conn *c, const char *why) {
+  char *tenant = xstrndup(c->key, c->tenant_len);
+  log_write(LOG_ERROR, tenant, NULL, NULL, "facet %s: the run's writes were not stored: %s",
+            c->key, why);
+  free(tenant);
+  if (err != NULL && *err == NULL) *err = xasprintf("facet %s: %s", c->key, why);
+}
+
+int facet_store_commit(facet_store *s, char **err) {
+  if (err != NULL) *err = NULL;
+  int failed = 0, open_left = 0;
+  for (uint32_t i = 0; i < s->n_conns && s->n_implicit > 0; i++) {
+    facet_conn *c = s->conns[i];
+    if (c->lost != NULL) {
+      report_failure(err, c, c->lost);
+      forget_loss(c);
+      failed = 1;
+    }
+    if (!c->implicit) continue;
+    /* Inside transactionSync (a host call made from its function): the
+     * gate after it returns commits it. */
+    if (c->depth > 0) {
+      open_left = 1;
+      continue;
+    }
+    int rc = facet__conn_exec_trusted(c, "COMMIT");
+    if (rc == SQLITE_OK) {
+      facet__conn_drop_implicit(c, NULL);
+      continue;
+    }
+    report_failure(err, c, sqlite3_errmsg(c->db));
+    facet__conn_abandon_txn(c);
+    forget_loss(c);
+    failed = 1;
+  }
+  return failed ? -1 : open_left;
+}
+
+void facet_store_rollback(facet_store *s) {
+  for (uint32_t i = 0; i < s->n_conns && s->n_implicit > 0; i++) {
+    facet_conn *c = s->conns[i];
+    if (c->implicit) facet__conn_abandon_txn(c);
+    forget_loss(c);
   }
 }
 

@@ -416,7 +416,7 @@ void iso_worker_compact(iso_worker *w) {
 int iso_validate(const iso_limits *limits, const iso_module *modules, size_t n_modules,
                  const char *main_module, iso_error *err) {
   static const iso_host quiet = {nullptr, host_log, host_timer_start, host_timer_cancel,
-                                 host_respond, host_done};
+                                 host_respond, host_done, nullptr};
   iso_worker *w = iso_worker_new(&quiet, limits, modules, n_modules, main_module, nullptr, err);
   if (w == nullptr)
     return -1;

@@ -121,6 +121,13 @@ typedef struct iso_host {
   /* The request is over: responded, and every ctx.waitUntil() promise settled.
    * Called once per request, after respond. */
   void (*done)(void *data, uint64_t token);
+  /* May be NULL. An entry into JavaScript ended (the outermost: its
+   * microtasks ran too) and control goes back to the host: the end of a
+   * synchronous run, where a host that batches the run's writes commits
+   * them. `cut_short` is non-zero when the entry was terminated (the CPU or
+   * memory limit): what the run did is suspect. Must not enter the
+   * worker's JavaScript. */
+  void (*yielded)(void *data, int cut_short);
 } iso_host;
 
 /* Once per process, before anything else: starts V8 and evaluates the

@@ -177,7 +177,8 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call
   entry_token_forget(w);
   if (e.outer)
     context->SetContinuationPreservedEmbedderData(v8::Undefined(isolate));
-  switch (entry_end(w, &e)) {
+  iso_error_kind why = entry_end(w, &e);
+  switch (why) {
   case ISO_ERR_CPU: {
     /* Code that outlived its request, or its response (ctx.waitUntil): no
      * response carries the hit, so the worker counts it. */
@@ -197,6 +198,8 @@ void run(iso_worker *w, v8::Local<v8::Context> context, uint64_t token, F &&call
   default:
     break;
   }
+  if (e.outer && w->host.yielded != nullptr && !w->free_requested)
+    w->host.yielded(w->host.data, why != ISO_OK);
 }
 
 }  // namespace

@@ -70,7 +70,22 @@ static int bindings_call_values(void *data, const iso_call *call, const iso_wire
 static int bindings_call_async(void *data, const iso_call *call, iso_wire *result) {
   sandbox *l = data;
   const char *type = binding_type(l, call->binding);
-  if (type && strcmp(type, "fetch") == 0) return egress_link_call(l, call, result);
+  if (type && strcmp(type, "fetch") == 0) {
+    /* The output gate: no request leaves before the writes it may carry
+     * are durable. */
+    int gate = facet_link_gate(l);
+    if (gate < 0) {
+      sandbox_call_error(result, "Error", "the worker's writes could not be stored");
+      return -1;
+    }
+    if (gate > 0) {
+      sandbox_call_error(result, "Error",
+                         "fetch() cannot be called inside transactionSync(): its writes are "
+                         "not stored until the function returns");
+      return -1;
+    }
+    return egress_link_call(l, call, result);
+  }
   if (type && strcmp(type, "loader") == 0) return loader_link_call(l, call, result);
   if (type && strcmp(type, "stream") == 0)
     return stream_link_call_async(l->w, l, call, result);

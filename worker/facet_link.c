@@ -4,6 +4,7 @@
  * the request's CPU budget, and is interrupted at its deadline.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
@@ -11,7 +12,8 @@
 #include "sandbox.h"
 
 int facet_link_start(worker *w) {
-  w->facets = facet_store_new(w->config.data_dir, NULL);
+  facet_options options = {.coalesce = 1};
+  w->facets = facet_store_new(w->config.data_dir, &options);
   if (w->facets == NULL) {
     log_error("facets unavailable: cannot create %s/facets: %s", w->config.data_dir,
               strerror(errno));
@@ -67,4 +69,29 @@ void facet_link_request_done(worker *w, uint64_t token) {
 
 void facet_link_changed(worker *w, const char *tenant) {
   if (w->facets) facet_store_close_tenant(w->facets, tenant);
+}
+
+/* What the isolate holds in memory may assume writes that are not
+ * there: it serves nothing more, and the tenant's next request gets a
+ * fresh one. */
+static void reset(sandbox *sb) { sb->state = sandbox_state_after(sb->state, SANDBOX_LIMIT_HIT); }
+
+int facet_link_gate(sandbox *sb) {
+  worker *w = sb->w;
+  if (sb->gate_error != NULL) return -1;
+  if (w->facets == NULL || !facet_store_pending(w->facets)) return 0;
+  char *err = NULL;
+  int rc = facet_store_commit(w->facets, &err);
+  if (rc >= 0) return rc;
+  /* (facets/ has logged which facet and why.) */
+  sb->gate_error = err ? err : xstrdup("the commit failed");
+  reset(sb);
+  return -1;
+}
+
+void facet_link_drop(sandbox *sb) {
+  worker *w = sb->w;
+  if (w->facets == NULL || !facet_store_pending(w->facets)) return;
+  facet_store_rollback(w->facets);
+  reset(sb);
 }

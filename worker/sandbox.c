@@ -166,21 +166,52 @@ static void host_timer_cancel(void *data, uint32_t timer_id) {
 
 static void answer_client(sandbox_request *r, const iso_response *res, const iso_error *err);
 
+/* Terminated JavaScript: what its run wrote is not kept. */
+static int terminated(const iso_error *err) {
+  return err && (err->kind == ISO_ERR_CPU || err->kind == ISO_ERR_MEMORY ||
+                 err->kind == ISO_ERR_CANCELLED);
+}
+
+static const char gate_message[] = "the worker's writes could not be stored";
+
 static void host_respond(void *data, uint64_t token, const iso_response *res,
                          const iso_error *err) {
   sandbox *sb = data;
   sandbox_request *r = request_live(sb->w, token);
   if (r == NULL || r->sb != sb) return;
-  if (sb->kind == SANDBOX_VERSION) {
-    answer_client(r, res, err);
-    return;
+  /* The output gate: no answer leaves before the writes it may reflect
+   * are durable. */
+  iso_error gate_err = {.kind = ISO_ERR_INTERNAL};
+  if (terminated(err)) {
+    facet_link_drop(sb);
+  } else if (facet_link_gate(sb) < 0) {
+    gate_err.message = xasprintf("%s: %s", gate_message, sb->gate_error);
+    res = NULL;
+    err = &gate_err;
   }
-  if (r->responded) return;
-  r->responded = 1;
-  /* The isolate was terminated mid-flight: whatever state it holds is suspect. */
-  if (err && (err->kind == ISO_ERR_CPU || err->kind == ISO_ERR_MEMORY))
-    sb->state = sandbox_state_after(sb->state, SANDBOX_LIMIT_HIT);
-  sb->ops->respond(sb, r->cookie, res, err, SANDBOX_FAIL_ISO);
+  if (sb->kind == SANDBOX_VERSION && err == &gate_err) {
+    if (r->req) {
+      log_write(LOG_ERROR, r->tenant->name, r->req->id, NULL, "%s", gate_err.message);
+      sandbox_request_fail(r, 500, gate_err.message, NULL);
+    }
+  } else if (sb->kind == SANDBOX_VERSION) {
+    answer_client(r, res, err);
+  } else if (!r->responded) {
+    r->responded = 1;
+    /* The isolate was terminated mid-flight: whatever state it holds is suspect. */
+    if (terminated(err) && err->kind != ISO_ERR_CANCELLED)
+      sb->state = sandbox_state_after(sb->state, SANDBOX_LIMIT_HIT);
+    sb->ops->respond(sb, r->cookie, res, err, SANDBOX_FAIL_ISO);
+  }
+  free(gate_err.message);
+}
+
+/* The end of a synchronous run: its writes are committed (or, when it was
+ * terminated, dropped) before the loop does anything else. */
+static void host_yielded(void *data, int cut_short) {
+  sandbox *sb = data;
+  if (cut_short) facet_link_drop(sb);
+  else (void)facet_link_gate(sb);
 }
 
 static void host_done(void *data, uint64_t token) {
@@ -260,6 +291,7 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err) {
       .timer_cancel = host_timer_cancel,
       .respond = host_respond,
       .done = host_done,
+      .yielded = host_yielded,
   };
   iso_host host = host_template;
   host.data = sb;
@@ -367,11 +399,15 @@ void sandbox_dispose(sandbox *sb) {
   if (sb->kind != SANDBOX_VERSION) sb->requests = 0;
   if (sb->iso) {
     sandbox_charge_outside(sb);
+    /* Freed from inside one of its callbacks, it yields no more. */
+    (void)facet_link_gate(sb);
     iso_worker_free(sb->iso);
     sb->iso = NULL;
     w->loaded_count--;
   }
   json_decref(sb->spec);
+  free(sb->gate_error);
+  sb->gate_error = NULL;
   sb->spec = NULL;
   iso_error_clear(&sb->load_error);
   if (sb->all_prev) sb->all_prev->all_next = sb->all_next;

@@ -61,6 +61,8 @@ static sandbox_request *response_request(sandbox *l, uint64_t token) {
 static int response_start(void *data, uint64_t token, const iso_response *head, int64_t length) {
   sandbox_request *f = response_request(data, token);
   if (f == NULL) return -1;
+  /* Declined after a failed gate: respond then answers the error. */
+  if (facet_link_gate(data) < 0) return -1;
   http_header *hs = xcalloc(head->n_headers ? head->n_headers : 1, sizeof *hs);
   for (size_t i = 0; i < head->n_headers; i++) {
     hs[i].name = xstrndup(head->headers[i].name, head->headers[i].name_len);
@@ -82,6 +84,10 @@ static int response_write(void *data, uint64_t token, const uint8_t *bytes, size
   sandbox_request *f = response_request(l, token);
   if (f == NULL) {
     *error = "this request has no client to stream to";
+    return -1;
+  }
+  if (facet_link_gate(l) < 0) {
+    *error = "the worker's writes could not be stored";
     return -1;
   }
   int rc = http_respond_write(f->req, bytes, len);
@@ -114,6 +120,13 @@ static void response_end(void *data, uint64_t token) {
   if (f == NULL) return;
   http_request *req = f->req;
   f->req = NULL;
+  if (facet_link_gate(data) < 0) {
+    log_write(LOG_ERROR, f->tenant->name, f->request_id, NULL,
+              "the worker's writes could not be stored; the response was cut short");
+    f->status = 500;
+    http_respond_abort(req);
+    return;
+  }
   if (http_respond_end(req) == UV_EPROTO) {
     /* The runtime's FixedLengthStream checks its count before it closes:
      * the client saw a cut connection, so the request failed. */

@@ -295,6 +295,21 @@ void facet_link_stop(worker *w);
 void facet_link_request_done(worker *w, uint64_t token);
 /* Drops a tenant's cached facet connections (redeploy, delete). */
 void facet_link_changed(worker *w, const char *tenant);
+/*
+ * The output gate (docs/workers.md, "Durability"). A facet's writes wait in
+ * one implicit transaction until the next of these: a response or a piece
+ * of one leaves, a fetch goes out, or the sandbox's JavaScript yields.
+ * facet_link_gate() commits them; 0 when they are durable (or there were
+ * none), 1 when a facet is inside transactionSync (the call was made from
+ * its function: those writes wait for a later gate), -1 when they could
+ * not be stored: the sandbox is then broken (no
+ * further requests; each response it still gives becomes an error naming
+ * sandbox.gate_error), the failure is logged, and the caller must not let out what it was about to.
+ * facet_link_drop() rolls them back (JavaScript was terminated mid-run)
+ * and, when there were any, breaks the sandbox as a failed gate does.
+ */
+int facet_link_gate(sandbox *sb);
+void facet_link_drop(sandbox *sb);
 int egress_link_call(sandbox *sb, const iso_call *call, iso_wire *result);
 /* Cancels what a finished request left open at the egress (otherwise done by a 1 s sweep). */
 void egress_link_request_done(worker *w, uint64_t token);

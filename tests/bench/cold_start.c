@@ -51,7 +51,7 @@ typedef struct totals {
 
 /* One worker through its life; 0, or -1 with a message printed. */
 static int one_worker(int i, int first_only, totals *t) {
-  static iso_host host = {NULL, on_log, on_timer_start, on_timer_cancel, on_respond, on_done};
+  static iso_host host = {NULL, on_log, on_timer_start, on_timer_cancel, on_respond, on_done, NULL};
   char src[160];
   snprintf(src, sizeof src,
            "export default { fetch(request) { return new Response('cold %d'); } };", i);

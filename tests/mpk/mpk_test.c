@@ -119,7 +119,7 @@ static void host_done(void *data, uint64_t token) {
 }
 
 static const iso_host host_template = {NULL, host_log, host_timer_start, host_timer_cancel,
-                                       host_respond, host_done};
+                                       host_respond, host_done, NULL};
 
 /* Fires due timers, earliest first, until none is left. */
 static void run_timers(void) {

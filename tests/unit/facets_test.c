@@ -812,6 +812,99 @@ static void test_abandoned_transactions(void **state) {
   facet_store_release(f->s, 12345); /* nothing open: nothing happens */
 }
 
+/* ---- write coalescing (facet_options.coalesce) --------------------------- */
+
+static int64_t raw_count(fx *f, const char *table) {
+  sqlite3 *db = open_raw(f, "alpha");
+  char *sql = xasprintf("SELECT count(*) FROM %s", table);
+  char *n = raw_text(db, sql);
+  int64_t v = strtoll(n, NULL, 10);
+  free(n);
+  free(sql);
+  sqlite3_close(db);
+  return v;
+}
+
+static void test_coalescing(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE c (v)");
+  reopen_store(f, &(facet_options){.coalesce = 1, .busy_timeout_ms = 200});
+  assert_false(facet_store_pending(f->s));
+  /* a run's statements wait for the gate: another connection sees none */
+  for (int i = 0; i < 5; i++) run(f, "INSERT INTO c VALUES (1)");
+  assert_true(facet_store_pending(f->s));
+  assert_true(count_rows(f, "c") == 5);
+  char *e = NULL;
+  assert_int_equal(facet_store_commit(f->s, &e), 0);
+  assert_null(e);
+  assert_false(facet_store_pending(f->s));
+  assert_true(raw_count(f, "c") == 5);
+  /* rollback drops the run */
+  run(f, "INSERT INTO c VALUES (2)");
+  facet_store_rollback(f->s);
+  assert_false(facet_store_pending(f->s));
+  assert_true(raw_count(f, "c") == 5);
+  /* transactionSync is a savepoint inside the run: its rollback undoes only it */
+  run(f, "INSERT INTO c VALUES (3)");
+  op_ok(f, "begin");
+  run(f, "INSERT INTO c VALUES (4)");
+  op_ok(f, "rollback");
+  op_ok(f, "begin");
+  run(f, "INSERT INTO c VALUES (5); INSERT INTO c VALUES (6)");
+  /* a gate reached inside it (a host call from its function) leaves it open */
+  assert_int_equal(facet_store_commit(f->s, NULL), 1);
+  op_ok(f, "commit");
+  assert_int_equal(facet_store_commit(f->s, NULL), 0);
+  assert_true(raw_count(f, "c") == 8);
+  /* a statement error keeps the run; the statement alone is undone */
+  run(f, "INSERT INTO c VALUES (7)");
+  expect_err(f, "INSERT INTO nowhere VALUES (1)", "no such table");
+  assert_int_equal(facet_store_commit(f->s, NULL), 0);
+  assert_true(raw_count(f, "c") == 9);
+  /* VACUUM commits the run before it and runs by itself */
+  run(f, "INSERT INTO c VALUES (8)");
+  run(f, "VACUUM");
+  assert_true(raw_count(f, "c") == 10);
+  assert_int_equal(facet_store_commit(f->s, NULL), 0);
+}
+
+static void test_coalescing_loses_nothing_silently(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE b (v BLOB)");
+  reopen_store(f, &(facet_options){.coalesce = 1, .default_limit_mb = 1});
+  run(f, "INSERT INTO b VALUES (1)");
+  assert_int_equal(facet_store_commit(f->s, NULL), 0);
+  /* the size limit makes SQLite drop the whole open transaction */
+  run(f, "INSERT INTO b VALUES (2)");
+  char *e = NULL;
+  for (int i = 0; i < 20 && e == NULL; i++) {
+    tv *res = NULL;
+    iso_wire args;
+    iso_wire_init(&args);
+    iso_wire_array(&args, 1);
+    iso_wire_string(&args, "INSERT INTO b VALUES (randomblob(100000))", 41);
+    if (call_op(f, "exec", &args, &res) != 0) e = xstrdup(tv_get(res, "message")->str);
+    tv_free(res);
+    iso_wire_free(&args);
+  }
+  assert_non_null(e);
+  assert_non_null(strstr(e, "facet is full"));
+  free(e);
+  /* what follows in the run is refused, and the gate reports the loss */
+  expect_err(f, "INSERT INTO b VALUES (3)", "rolled back this request's writes");
+  assert_true(facet_store_pending(f->s));
+  assert_int_equal(facet_store_commit(f->s, &e), -1);
+  assert_non_null(e);
+  assert_non_null(strstr(e, "facet alpha: facet is full"));
+  free(e);
+  assert_false(facet_store_pending(f->s));
+  assert_true(raw_count(f, "b") == 1);
+  /* the next run starts clean */
+  run(f, "INSERT INTO b VALUES (4)");
+  assert_int_equal(facet_store_commit(f->s, NULL), 0);
+  assert_true(raw_count(f, "b") == 2);
+}
+
 /* ---- containment -------------------------------------------------------- */
 
 static void test_authorizer(void **state) {
@@ -1360,7 +1453,7 @@ static char *js_get(fx *f, const char *fixture, const char *path, js_host *h) {
   assert_int_equal(iso_platform_init(), 0);
   char *src = read_fixture(fixture);
   iso_module m = {"index.js", src, strlen(src)};
-  iso_host host = {h, js_log, js_timer_start, js_timer_cancel, js_respond, js_done};
+  iso_host host = {h, js_log, js_timer_start, js_timer_cancel, js_respond, js_done, NULL};
   iso_host_calls calls = {js_call_sync, NULL, js_call_values};
   iso_worker_options o = {.host = &host, .calls = &calls, .limits = {0, 5000},
                           .modules = &m, .n_modules = 1, .main_module = "index.js",
@@ -1556,7 +1649,7 @@ static int bench_js(void) {
   for (int clock = 0; clock < clocks; clock++) {
     js_host h = {.f = &f, .cpu_budget_ns = clock ? 30000 * 1000000ull : 0};
     iso_module m = {"index.js", bench_js_source, strlen(bench_js_source)};
-    iso_host host = {&h, js_log, js_timer_start, js_timer_cancel, js_respond, js_done};
+    iso_host host = {&h, js_log, js_timer_start, js_timer_cancel, js_respond, js_done, NULL};
     iso_host_calls calls = {js_call_sync, NULL, js_call_values};
     iso_worker_options o = {.host = &host, .calls = &calls, .limits = {0, 30000},
                             .modules = &m, .n_modules = 1, .main_module = "index.js",
@@ -1761,6 +1854,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_rows_read_and_written, setup, teardown),
       cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_abandoned_transactions, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_coalescing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_coalescing_loses_nothing_silently, setup, teardown),
       cmocka_unit_test_setup_teardown(test_authorizer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_keys_enforced, setup, teardown),
       cmocka_unit_test_setup_teardown(test_size_limit, setup, teardown),

@@ -171,7 +171,7 @@ static void h_done(void *data, uint64_t token) {
 }
 
 static iso_host host_for(rec *r) {
-  return (iso_host){r, h_log, h_timer_start, h_timer_cancel, h_respond, h_done};
+  return (iso_host){r, h_log, h_timer_start, h_timer_cancel, h_respond, h_done, NULL};
 }
 
 static iso_worker *load_modules(rec *r, const iso_module *mods, size_t n, const char *main_module,

@@ -273,6 +273,7 @@ class Node {
     const body = { main_module: opts.main ?? Object.keys(modules)[0], modules };
     if (opts.limits) body.limits = opts.limits;
     if (opts.bindings) body.bindings = opts.bindings;
+    if (opts.egress) body.egress = opts.egress;
     return this.control('PUT', `/v1/workers/${name}`, { body });
   }
 

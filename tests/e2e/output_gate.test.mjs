@@ -1,0 +1,149 @@
+// Write coalescing and the output gate (docs/workers.md, "Durability"):
+// the writes of a synchronous run are one commit, made durable before
+// anything the run produced leaves the process: the response, each chunk of
+// a streamed one, an outbound fetch. Each test reads the facet file with the
+// sqlite3 CLI at the moment the client or the upstream hears from the
+// worker, so "durable before it left" is what is checked, not inferred.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { SOURCE_DIR, missingInput, startNode } from './lib/node.mjs';
+
+const GATE = readFileSync(path.join(SOURCE_DIR, 'tests', 'e2e', 'fixtures', 'facets', 'gate.js'), 'utf8');
+const hasSqlite = spawnSync('sqlite3', ['-version'], { encoding: 'utf8' }).status === 0;
+
+let node;
+let upstream;
+let upstreamPort;
+let facetFile;
+// What the upstream found in the facet file when each request reached it.
+const seenByUpstream = [];
+
+function rowsTagged(tag) {
+  const r = spawnSync('sqlite3', ['-batch', facetFile, `SELECT count(*) FROM t WHERE tag = '${tag}'`],
+    { encoding: 'utf8', timeout: 30000 });
+  if (r.status !== 0) throw new Error(`sqlite3: ${r.stderr}`);
+  return Number(r.stdout.trim());
+}
+
+function needSqlite(t) {
+  if (hasSqlite) return true;
+  missingInput(t, 'the sqlite3 CLI is not installed', 'apt-get install sqlite3');
+  return false;
+}
+
+before(async () => {
+  upstream = http.createServer((req, res) => {
+    const tag = new URL(req.url, 'http://x').searchParams.get('tag');
+    let rows = -1;
+    try { rows = rowsTagged(tag); } catch { /* reported as -1 */ }
+    seenByUpstream.push({ tag, rows });
+    res.end(`upstream saw ${rows}`);
+  });
+  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  upstreamPort = upstream.address().port;
+  node = await startNode({ workers: 1, extraArgs: ['--egress-allow-cidr', '127.0.0.1/32'] });
+  await node.deployOk('gate', { 'index.js': GATE }, {
+    bindings: { DB: { type: 'facet' } },
+    egress: [{ match: `http://127.0.0.1:${upstreamPort}/` }],
+    limits: { cpu_ms: 200 },
+  });
+  facetFile = path.join(node.dataDir, 'facets', 'gate.sqlite');
+});
+
+after(async () => {
+  if (node) await node.stop();
+  if (upstream) upstream.close();
+});
+
+test('a run\'s writes are durable when its response arrives', async (t) => {
+  if (!needSqlite(t)) return;
+  for (const n of [1, 300]) {
+    const r = await node.ingress('gate', `/many?n=${n}&tag=many${n}`, { method: 'POST' });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(rowsTagged(`many${n}`), n, `all ${n} rows are in the file when the answer is in`);
+  }
+});
+
+test('an outbound fetch leaves only once the writes before it are durable', async (t) => {
+  if (!needSqlite(t)) return;
+  const target = `http://127.0.0.1:${upstreamPort}/check?tag=fetched`;
+  const r = await node.ingress('gate', `/then-fetch?tag=fetched&url=${encodeURIComponent(target)}`, { method: 'POST' });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.text, 'upstream saw 1');
+  assert.deepEqual(seenByUpstream.at(-1), { tag: 'fetched', rows: 1 });
+});
+
+test('fetch() inside transactionSync() fails with a clear error and never leaves', async () => {
+  const target = `http://127.0.0.1:${upstreamPort}/check?tag=in-txn`;
+  const before = seenByUpstream.length;
+  const r = await node.ingress('gate', `/fetch-in-txn?url=${encodeURIComponent(target)}`, { method: 'POST' });
+  assert.equal(r.status, 200, r.text);
+  assert.match(r.text, /^Error: fetch\(\) cannot be called inside transactionSync\(\)/);
+  assert.equal(seenByUpstream.length, before, 'the upstream heard nothing');
+  const c = await node.ingress('gate', '/count?tag=in-txn');
+  assert.equal(c.json, 1, 'the transaction itself returned and was kept');
+});
+
+test('each chunk of a streamed response leaves after the writes before it', async (t) => {
+  if (!needSqlite(t)) return;
+  const port = node.listenPort;
+  const chunks = [];
+  await new Promise((resolve, reject) => {
+    const sock = net.connect({ port, host: '127.0.0.1' }, () => {
+      sock.write('POST /stream?tag=streamed HTTP/1.1\r\nHost: gate.localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+    });
+    let text = '';
+    sock.on('data', (d) => {
+      text += d.toString();
+      // When each line of the body arrives, count the rows that are in the file.
+      for (const word of ['first', 'second']) {
+        if (text.includes(`${word}\n`) && !chunks.some((c) => c.word === word)) {
+          chunks.push({ word, rows: rowsTagged('streamed') });
+        }
+      }
+    });
+    sock.on('end', resolve);
+    sock.on('error', reject);
+  });
+  assert.deepEqual(chunks, [{ word: 'first', rows: 1 }, { word: 'second', rows: 2 }]);
+});
+
+test('a write made in a timer callback is durable when the response that waited for it arrives', async (t) => {
+  if (!needSqlite(t)) return;
+  const r = await node.ingress('gate', '/timer?tag=timer', { method: 'POST' });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(rowsTagged('timer'), 1);
+});
+
+test('VACUUM runs in a run that wrote before it, and both sides of it are kept', async () => {
+  const r = await node.ingress('gate', '/vacuum?tag=vac', { method: 'POST' });
+  assert.equal(r.status, 200, r.text);
+  const c = await node.ingress('gate', '/count?tag=vac');
+  assert.equal(c.json, 2);
+});
+
+test('a run cut short at the CPU limit keeps none of its writes, and the isolate is made anew', async () => {
+  let g = await node.ingress('gate', '/generation');
+  assert.equal(g.status, 200);
+  const before = g.json;
+  const r = await node.ingress('gate', '/then-spin?tag=spun', { method: 'POST' });
+  assert.equal(r.status, 503, r.text);
+  assert.match(r.json.error, /exceeded CPU limit/);
+  const c = await node.ingress('gate', '/count?tag=spun');
+  assert.equal(c.status, 200, c.text);
+  assert.equal(c.json, 0, 'the row written before the spin is not there');
+  g = await node.ingress('gate', '/generation');
+  assert.ok(g.json <= before, `a fresh isolate counts from 1 again (was ${before}, now ${g.json})`);
+});
+
+test('an uncaught exception after a write still stores the write, as Durable Objects do', async () => {
+  const r = await node.ingress('gate', '/then-throw?tag=thrown', { method: 'POST' });
+  assert.equal(r.status, 500, r.text);
+  const c = await node.ingress('gate', '/count?tag=thrown');
+  assert.equal(c.json, 1);
+});
