@@ -240,10 +240,10 @@ void sandbox_init(sandbox *sb, worker *w, sandbox_kind kind, const sandbox_ops *
 
 /* Room for one more isolate: the process's maximum counts every isolate. */
 static int make_room(worker *w) {
-  if (w->loaded_count < WORKER_MAX_ISOLATES) return 0;
+  if (w->loaded_count < w->config.max_isolates) return 0;
   /* Released ones go first: they hold isolates nobody will use again. */
   sandbox_reap(w);
-  if (w->loaded_count < WORKER_MAX_ISOLATES) return 0;
+  if (w->loaded_count < w->config.max_isolates) return 0;
   return evict_lru(w, 1) == 1 ? 0 : -1;
 }
 
