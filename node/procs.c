@@ -24,7 +24,11 @@
 
 #include "node.h"
 
-#define VALIDATE_TIMEOUT_MS 30000
+/* Longer than the most CPU a validation may spend (cpu_ms, at most 30 s:
+ * compiling, linking and the top-level code all count now), with room for
+ * reading a 10 MiB spec: the worker process answers first, and nothing of
+ * the validation runs on after the supervisor has answered. */
+#define VALIDATE_TIMEOUT_MS 35000
 #define LISTEN_BACKLOG 1024
 
 static int spawn_proc(node_proc *p);
