@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { startNode, tempDir, waitFor, writeFile } from './lib/node.mjs';
+import { sleep, startNode, tempDir, waitFor, writeFile } from './lib/node.mjs';
 
 let node;
 let pid;
@@ -58,6 +58,11 @@ test('a deploy whose modules take long to compile is refused at its CPU limit, n
   // Both include reading the 10 MB spec; only the first compiled every module.
   assert.ok(cut < whole / 2, `validation used ${cut} ms of CPU at a 20 ms limit; the whole graph takes ${whole} ms`);
   assert.equal((await node.control('GET', '/v1/workers/heavy')).status, 404);
+  // Nothing of the validation runs on after its answer: the process idles.
+  const answered = processCpuMs();
+  await sleep(1500);
+  const after = processCpuMs() - answered;
+  assert.ok(after < 500, `the worker process used ${after} ms of CPU in the 1.5 s after the answer`);
   await neighbourServed();
   await node.control('DELETE', '/v1/workers/heavy-ok');
 });
