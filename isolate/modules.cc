@@ -3,6 +3,13 @@
  * one. Module names are paths ("index.js", "lib/util.js"); an import
  * specifier is resolved against the importing module's directory, as
  * workerd does.
+ *
+ * All of it runs inside the load's entry, under the CPU watchdog. V8 looks
+ * at a termination only while JavaScript runs, never while it compiles or
+ * links, so the watchdog's verdict is read between modules here: a graph of
+ * a thousand modules that takes seconds to compile (10 MiB of top-level
+ * statements took 1.3 s) stops at the CPU limit, one module's compile past
+ * it at most.
  */
 #include <string.h>
 
@@ -220,6 +227,12 @@ v8::MaybeLocal<v8::Promise> module_import_dynamic(v8::Local<v8::Context> context
   return evaluated.As<v8::Promise>()->Then(context, fulfilled);
 }
 
+/* Whether the load's entry ran out of CPU: its caller turns this into the
+ * CPU limit's error (entry_end reads the same verdict). */
+static bool out_of_cpu(iso_worker *w) {
+  return watchdog_fired(&w->watch) || w->isolate->IsExecutionTerminating();
+}
+
 v8::MaybeLocal<v8::Value> modules_load(iso_worker *w, v8::Local<v8::Context> context,
                                        const iso_module *modules, size_t n_modules,
                                        const char *main_module, iso_error *err) {
@@ -229,8 +242,10 @@ v8::MaybeLocal<v8::Value> modules_load(iso_worker *w, v8::Local<v8::Context> con
     return {};
   }
   for (size_t i = 0; i < n_modules; i++)
-    if (!compile_one(w, context, &modules[i], err))
+    if (out_of_cpu(w) || !compile_one(w, context, &modules[i], err))
       return {};
+  if (out_of_cpu(w))
+    return {};
   module_entry *main = find_module(w, main_module);
   if (main == nullptr) {
     error_set(err, ISO_ERR_LINK, "the main module is not among the modules");
@@ -238,7 +253,8 @@ v8::MaybeLocal<v8::Value> modules_load(iso_worker *w, v8::Local<v8::Context> con
     return {};
   }
   v8::Local<v8::Module> module = main->module.Get(isolate);
-  if (!instantiate(w, context, module, err) || !evaluate(w, context, module, main_module, err))
+  if (!instantiate(w, context, module, err) || out_of_cpu(w) ||
+      !evaluate(w, context, module, main_module, err))
     return {};
 
   v8::Local<v8::Object> ns = module->GetModuleNamespace().As<v8::Object>();

@@ -33,6 +33,7 @@ static const option_def options[] = {
     {"header_timeout_ms", OPT_INT, 100, 600000},
     {"worker_memory_mb", OPT_INT, 0, 1048576},
     {"isolate_memory_mb", OPT_INT, 16, 1048576},
+    {"max_isolates", OPT_INT, 16, 20000},
     {"idle_timeout_s", OPT_INT, 1, 86400},
     {"compact_idle_s", OPT_INT, 1, 86400},
     {"log_level", OPT_LEVEL, 0, 0},
@@ -76,6 +77,8 @@ static const char usage_text[] =
     "                              is restarted (default 0: 75% of RAM shared by the workers)\n"
     "  --isolate-memory-mb M       heap budget of one process's isolates; over it idle\n"
     "                              isolates are evicted, least recently used first (default 1024)\n"
+    "  --max-isolates N            isolates one worker process holds at most, 16..20000\n"
+    "                              (default 4000; see vm.max_map_count)\n"
     "  --idle-timeout-s S          isolates idle this long are evicted (default 300)\n"
     "  --compact-idle-s S          isolates idle this long give back their garbage and\n"
     "                              young generation, once per idle period (default 5)\n"
@@ -137,6 +140,7 @@ void node_config_init(node_config *c) {
   c->header_timeout_ms = 10000;
   c->worker_memory_mb = 0;
   c->isolate_memory_mb = 1024;
+  c->max_isolates = 4000;
   c->idle_timeout_s = 300;
   c->compact_idle_s = 5;
   c->log_level = LOG_INFO;
@@ -313,6 +317,7 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "header_timeout_ms") == 0) c->header_timeout_ms = v;
       else if (strcmp(o->key, "worker_memory_mb") == 0) c->worker_memory_mb = v;
       else if (strcmp(o->key, "isolate_memory_mb") == 0) c->isolate_memory_mb = v;
+      else if (strcmp(o->key, "max_isolates") == 0) c->max_isolates = v;
       else if (strcmp(o->key, "idle_timeout_s") == 0) c->idle_timeout_s = v;
       else if (strcmp(o->key, "compact_idle_s") == 0) c->compact_idle_s = v;
       else if (strcmp(o->key, "cordon_memory_mb") == 0) c->cordon_memory_mb = v;

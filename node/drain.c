@@ -355,6 +355,7 @@ static void reload(node *n) {
   note_int(changed, "max_body_mb", cfg->max_body_mb, fresh.max_body_mb);
   note_int(changed, "header_timeout_ms", cfg->header_timeout_ms, fresh.header_timeout_ms);
   note_int(changed, "isolate_memory_mb", cfg->isolate_memory_mb, fresh.isolate_memory_mb);
+  note_int(changed, "max_isolates", cfg->max_isolates, fresh.max_isolates);
   note_int(changed, "idle_timeout_s", cfg->idle_timeout_s, fresh.idle_timeout_s);
   note_int(changed, "compact_idle_s", cfg->compact_idle_s, fresh.compact_idle_s);
   if (cfg->log_level != fresh.log_level)
@@ -370,6 +371,7 @@ static void reload(node *n) {
   int recycle = cfg->max_body_mb != fresh.max_body_mb ||
                 cfg->header_timeout_ms != fresh.header_timeout_ms ||
                 cfg->isolate_memory_mb != fresh.isolate_memory_mb ||
+                cfg->max_isolates != fresh.max_isolates ||
                 cfg->idle_timeout_s != fresh.idle_timeout_s ||
                 cfg->compact_idle_s != fresh.compact_idle_s || cfg->log_level != fresh.log_level;
   int resize = cfg->workers != fresh.workers;
@@ -379,6 +381,7 @@ static void reload(node *n) {
   cfg->max_body_mb = fresh.max_body_mb;
   cfg->header_timeout_ms = fresh.header_timeout_ms;
   cfg->isolate_memory_mb = fresh.isolate_memory_mb;
+  cfg->max_isolates = fresh.max_isolates;
   cfg->idle_timeout_s = fresh.idle_timeout_s;
   cfg->compact_idle_s = fresh.compact_idle_s;
   cfg->log_level = fresh.log_level;

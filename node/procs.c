@@ -24,7 +24,11 @@
 
 #include "node.h"
 
-#define VALIDATE_TIMEOUT_MS 30000
+/* Longer than the most CPU a validation may spend (cpu_ms, at most 30 s:
+ * compiling, linking and the top-level code all count now), with room for
+ * reading a 10 MiB spec: the worker process answers first, and nothing of
+ * the validation runs on after the supervisor has answered. */
+#define VALIDATE_TIMEOUT_MS 35000
 #define LISTEN_BACKLOG 1024
 
 static int spawn_proc(node_proc *p);
@@ -523,17 +527,19 @@ static int running_slot(node_proc *p) {
 
 static int spawn_proc(node_proc *p) {
   node *n = p->owner;
-  char id[16], max_body[32], header_timeout[32], isolate_memory[32], idle_timeout[32],
-      compact_idle[32];
+  char id[16], max_body[32], header_timeout[32], isolate_memory[32], max_isolates[32],
+      idle_timeout[32], compact_idle[32];
   snprintf(id, sizeof id, "%d", p->id);
   snprintf(max_body, sizeof max_body, "%lld", (long long)n->cfg.max_body_mb * 1024 * 1024);
   snprintf(header_timeout, sizeof header_timeout, "%lld", (long long)n->cfg.header_timeout_ms);
   snprintf(isolate_memory, sizeof isolate_memory, "%lld", (long long)n->cfg.isolate_memory_mb);
+  snprintf(max_isolates, sizeof max_isolates, "%lld", (long long)n->cfg.max_isolates);
   snprintf(idle_timeout, sizeof idle_timeout, "%lld", (long long)n->cfg.idle_timeout_s);
   snprintf(compact_idle, sizeof compact_idle, "%lld", (long long)n->cfg.compact_idle_s);
   char *args[] = {"edgenode-worker", "--id", id, "--ipc-fd", "3", "--listen-fd", "4",
                   "--data", n->data_dir, "--max-body-bytes", max_body,
                   "--header-timeout-ms", header_timeout, "--isolate-memory-mb", isolate_memory,
+                  "--max-isolates", max_isolates,
                   "--idle-timeout-s", idle_timeout, "--compact-idle-s", compact_idle, "--log-level",
                   (char *)node_log_level_name(n->cfg.log_level), NULL, NULL, NULL};
   if (node_egress_socket(n)) { /* the two spare slots before the final NULL */

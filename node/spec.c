@@ -145,10 +145,11 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
   json_object_foreach(limits, key, v) {
     if (strcmp(key, "cpu_ms") != 0 && strcmp(key, "memory_mb") != 0 &&
         strcmp(key, "wall_ms") != 0 && strcmp(key, "facet_mb") != 0 &&
-        strcmp(key, "sub_requests") != 0) {
+        strcmp(key, "sub_requests") != 0 && strcmp(key, "children") != 0 &&
+        strcmp(key, "pinned_children") != 0) {
       *error = error_body("limit", key,
                           "limits: \"%s\": unknown limit (cpu_ms, memory_mb, wall_ms, facet_mb, "
-                          "sub_requests)",
+                          "sub_requests, children, pinned_children)",
                           key);
       return 400;
     }
@@ -165,6 +166,13 @@ static int parse_limits(json_t *limits, json_t **out, json_t **error) {
   /* Only when given: the worker process applies the default of 50 itself. */
   if (status == 0 && json_object_get(limits, "sub_requests"))
     status = parse_limit(limits, "sub_requests", 1, 1000, EGRESS_DEFAULT_SUB_REQUESTS, *out, error);
+  /* Only when given, too: the worker process applies proto.h's defaults. */
+  if (status == 0 && json_object_get(limits, "children"))
+    status = parse_limit(limits, "children", 1, PROTO_SPEC_MAX_CHILDREN,
+                         PROTO_SPEC_DEFAULT_CHILDREN, *out, error);
+  if (status == 0 && json_object_get(limits, "pinned_children"))
+    status = parse_limit(limits, "pinned_children", 1, PROTO_SPEC_MAX_CHILDREN,
+                         PROTO_SPEC_DEFAULT_PINNED_CHILDREN, *out, error);
   if (status != 0) {
     json_decref(*out);
     *out = NULL;

@@ -41,6 +41,15 @@
  * at tens of microseconds each, so 1,000 keep that under a tenth of a
  * second; real bundles hold a few hundred at most. Past it: 400 / TypeError. */
 #define PROTO_SPEC_MAX_MODULES 1000
+/* Dynamic workers (env.LOADER) one tenant holds at once in one worker
+ * process, each an isolate (limits.children, at most
+ * PROTO_SPEC_MAX_CHILDREN), and of those the ones kept alive by work nobody
+ * waits for any more: ctx.waitUntil(), timers (limits.pinned_children).
+ * Without them, five parents pinning a thousand children each filled the
+ * process's maximum of isolates and a neighbour got 503. */
+#define PROTO_SPEC_DEFAULT_CHILDREN 100
+#define PROTO_SPEC_DEFAULT_PINNED_CHILDREN 20
+#define PROTO_SPEC_MAX_CHILDREN 1000
 
 typedef enum proto_type {
   /* worker -> supervisor, once after start: {"pid": N, "v8": "10.2..."} */

@@ -19,6 +19,15 @@
  * Every child goes with its parent's version, and a child that hit a limit
  * or failed to start is discarded (get(): its id starts afresh).
  *
+ * Caps, per tenant and worker process (the spec's limits.children and
+ * limits.pinned_children, proto.h's defaults): a new child past the first
+ * makes room by discarding the tenant's idle children, least recently used
+ * first, and is refused when none is idle; and when the tenant holds its
+ * maximum of pinned children (every request they were given is answered,
+ * yet ctx.waitUntil() or a timer keeps them busy), the oldest of them goes,
+ * its leftover work dropped. A tenant's children cannot fill the process's
+ * maximum of isolates for its neighbours.
+ *
  * Responses go back to the parent as a unit on the parent's own queue, so
  * the parent's JavaScript never runs inside the child's turn.
  */
@@ -34,8 +43,6 @@
  * a control character in a {text} module is six ("\\u0001"), and each
  * module adds a few dozen bytes of its own. */
 #define LOADER_MAX_SOURCE_BYTES (6 * LOADER_MAX_CODE_BYTES + (64u << 20))
-/* Dynamic workers one parent version may hold at once (each is an isolate). */
-#define LOADER_MAX_CHILDREN 1000
 /* The children a parent holds share this many times its memory limit (heap
  * and ArrayBuffers, as measured after each of their requests): each alone
  * is held to the parent's limit, but a thousand of them were not held to
@@ -370,6 +377,7 @@ static void child_freed(sandbox *sb) {
   loader_child *c = (loader_child *)sb;
   table_remove(c);
   child_untell(c);
+  if (sb->tenant) sb->tenant->children--;
   if (c->owner) {
     if (c->prev) c->prev->next = c->next;
     else c->owner->children = c->next;
@@ -552,6 +560,7 @@ static loader_child *child_new(sandbox *l, int kind, const char *key, size_t key
   if (st->children) st->children->prev = c;
   st->children = c;
   st->n_children++;
+  if (c->sb.tenant) c->sb.tenant->children++;
   return c;
 }
 
@@ -559,37 +568,83 @@ static size_t children_budget(const sandbox *l) {
   return (size_t)l->limits.memory_mb * LOADER_CHILDREN_MEMORY_FACTOR << 20;
 }
 
-/* The least recently used idle child: of get() only when it makes room in
- * numbers (a load() child's stub may still be called), of either kind for
- * memory (a load() child is made again from its stub's code, as after an
- * eviction). */
-static loader_child *oldest_idle_child(loader_state *st, int any_kind) {
+/* The least recently used idle child of a parent, for memory: a load()
+ * child is made again from its stub's code, as after an eviction. */
+static loader_child *oldest_idle_child(loader_state *st) {
   loader_child *oldest = NULL;
   for (loader_child *c = st->children; c; c = c->next)
-    if ((any_kind || c->kind == KIND_GET) && c->sb.state != SANDBOX_DYING && sandbox_idle(&c->sb) &&
+    if (c->sb.state != SANDBOX_DYING && sandbox_idle(&c->sb) &&
         (oldest == NULL || c->sb.last_used_ns < oldest->sb.last_used_ns))
       oldest = c;
   return oldest;
 }
 
-/* Room for one more child of this parent, in numbers and in memory: idle
- * children go, least recently used first, while they must. Returns NULL, or
- * why there is no room (the caller frees it). */
-static char *make_room_for_child(sandbox *l) {
-  loader_state *st = l->loader;
-  if (st == NULL) return NULL;
-  for (size_t tries = st->n_children + 1; tries > 0; tries--) {
-    int crowded = st->n_children >= LOADER_MAX_CHILDREN;
-    int heavy = st->children_bytes >= children_budget(l);
-    if (!crowded && !heavy) return NULL;
-    loader_child *oldest = oldest_idle_child(st, heavy);
-    if (oldest == NULL) break;
-    child_discard(oldest);
-    sandbox_reap(l->w);
+/* Kept alive by work nobody waits for: every request it was given is
+ * answered, and yet it is busy (ctx.waitUntil(), a timer, a host call). */
+static int child_pinned(const loader_child *c) {
+  const sandbox *sb = &c->sb;
+  if (sb->state == SANDBOX_DYING || sb->iso == NULL || sandbox_idle(sb)) return 0;
+  for (const sandbox_request *r = sb->owned; r; r = r->next)
+    if (!r->responded) return 0;
+  return 1;
+}
+
+/* The tenant's least recently used child that is idle (idle_not_pinned)
+ * or pinned; *count: how many of its children are so. */
+static loader_child *tenant_oldest(worker *w, const tenant *t, int idle_not_pinned,
+                                   size_t *count) {
+  loader_child *oldest = NULL;
+  *count = 0;
+  for (sandbox *sb = w->sandboxes; sb; sb = sb->all_next) {
+    if (sb->kind != SANDBOX_CHILD || sb->tenant != t || sb->state == SANDBOX_DYING) continue;
+    loader_child *c = (loader_child *)sb;
+    if (idle_not_pinned ? !sandbox_idle(sb) : !child_pinned(c)) continue;
+    ++*count;
+    if (oldest == NULL || sb->last_used_ns < oldest->sb.last_used_ns) oldest = c;
   }
-  if (st->n_children >= LOADER_MAX_CHILDREN)
-    return xasprintf("too many dynamic workers at once for this worker (%d): let some finish "
-                     "first", LOADER_MAX_CHILDREN);
+  return oldest;
+}
+
+/* Below the tenant's maximum of pinned children, so that the new one may
+ * become one: the oldest go, and with them their leftover work. */
+static void unpin_oldest(worker *w, tenant *t, size_t max_pinned) {
+  size_t pinned;
+  loader_child *oldest;
+  while ((oldest = tenant_oldest(w, t, 0, &pinned)) != NULL && pinned >= max_pinned) {
+    log_write(LOG_WARN, t->name, NULL, NULL,
+              "%s: discarded with its leftover work (ctx.waitUntil(), timers): the tenant holds "
+              "%zu pinned dynamic workers (limit %zu, limits.pinned_children)",
+              oldest->sb.label, pinned, max_pinned);
+    child_discard(oldest);
+    sandbox_reap(w);
+  }
+}
+
+/* Room for one more child of this parent: below its tenant's maxima of
+ * children and pinned children, and its children's memory below their
+ * budget. Idle children go, least recently used first, while they must.
+ * Returns NULL, or why there is no room (the caller frees it). */
+static char *make_room_for_child(sandbox *l) {
+  worker *w = l->w;
+  tenant *t = l->tenant;
+  size_t max_children, max_pinned, idle;
+  spec_children(l->spec, &max_children, &max_pinned);
+  sandbox_reap(w); /* released ones still count until freed */
+  unpin_oldest(w, t, max_pinned);
+  loader_child *oldest;
+  while (t->children >= max_children && (oldest = tenant_oldest(w, t, 1, &idle)) != NULL) {
+    child_discard(oldest);
+    sandbox_reap(w);
+  }
+  if (t->children >= max_children)
+    return xasprintf("too many live children: %zu (limit %zu, limits.children): let some finish "
+                     "first", t->children, max_children);
+  loader_state *st = l->loader;
+  while (st && st->children_bytes >= children_budget(l) && (oldest = oldest_idle_child(st))) {
+    child_discard(oldest);
+    sandbox_reap(w);
+  }
+  if (st == NULL || st->children_bytes < children_budget(l)) return NULL;
   return xasprintf("the dynamic workers of this worker hold %zu MiB, their budget together is "
                    "%zu MiB (%d times its memory limit): let some finish first",
                    st->children_bytes >> 20, children_budget(l) >> 20,

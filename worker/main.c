@@ -36,7 +36,8 @@ static void usage(void) {
   fprintf(stderr,
           "usage: edgenode-worker --id N --ipc-fd FD --listen-fd FD --data DIR\n"
           "                       [--max-body-bytes B] [--header-timeout-ms T]\n"
-          "                       [--isolate-memory-mb M] [--idle-timeout-s S] [--compact-idle-s S]\n"
+          "                       [--isolate-memory-mb M] [--max-isolates N]\n"
+          "                       [--idle-timeout-s S] [--compact-idle-s S]\n"
           "                       [--egress-socket PATH] [--tenant NAME] [--running-fd FD]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "                       [--jail-facets DIR] [--jail-user UID:GID] [--require-sandbox]\n"
@@ -54,6 +55,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"header-timeout-ms", required_argument, NULL, 't'},
       {"log-level", required_argument, NULL, 'v'},
       {"isolate-memory-mb", required_argument, NULL, 'm'},
+      {"max-isolates", required_argument, NULL, 'x'},
       {"idle-timeout-s", required_argument, NULL, 'e'},
       {"compact-idle-s", required_argument, NULL, 'c'},
       {"egress-socket", required_argument, NULL, 'g'},
@@ -72,6 +74,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
   c->max_body_bytes = 10u * 1024 * 1024;
   c->header_timeout_ms = 10000;
   c->isolate_memory_mb = 1024;
+  c->max_isolates = WORKER_MAX_ISOLATES;
   c->idle_timeout_s = 300;
   c->compact_idle_s = 5;
   int opt;
@@ -85,6 +88,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'b': if (parse_u64(optarg, 0, 1ull << 40, &v)) return -1; c->max_body_bytes = (size_t)v; break;
       case 't': if (parse_u64(optarg, 1, 3600000, &v)) return -1; c->header_timeout_ms = (uint64_t)v; break;
       case 'm': if (parse_u64(optarg, 16, 1ull << 20, &v)) return -1; c->isolate_memory_mb = (uint64_t)v; break;
+      case 'x': if (parse_u64(optarg, 16, 20000, &v)) return -1; c->max_isolates = (size_t)v; break;
       case 'e': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
       case 'c': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->compact_idle_s = (uint64_t)v; break;
       case 'g': c->egress_socket = optarg; break;

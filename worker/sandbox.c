@@ -271,10 +271,10 @@ void sandbox_init(sandbox *sb, worker *w, sandbox_kind kind, const sandbox_ops *
 
 /* Room for one more isolate: the process's maximum counts every isolate. */
 static int make_room(worker *w) {
-  if (w->loaded_count < WORKER_MAX_ISOLATES) return 0;
+  if (w->loaded_count < w->config.max_isolates) return 0;
   /* Released ones go first: they hold isolates nobody will use again. */
   sandbox_reap(w);
-  if (w->loaded_count < WORKER_MAX_ISOLATES) return 0;
+  if (w->loaded_count < w->config.max_isolates) return 0;
   return evict_lru(w, 1) == 1 ? 0 : -1;
 }
 
@@ -833,9 +833,11 @@ int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req) {
  * Past its limit a version's request gets 504; its JavaScript may go on.
  * Twice past it, a request that already has its response but whose
  * ctx.waitUntil() work never settles is let go, so that it cannot keep a
- * replaced isolate (or a draining process) alive forever. An owner's
- * request past its limit fails, and its sandbox goes: what it is still
- * doing (a timer loop, a promise that never settles) goes with it.
+ * replaced isolate (or a draining process) alive forever; an owner's
+ * request (a dynamic worker's) too, so that it cannot pin its isolate for
+ * ever. An owner's request past its limit unanswered fails, and its sandbox
+ * goes: what it is still doing (a timer loop, a promise that never
+ * settles) goes with it.
  */
 static void wall_sweep(uv_timer_t *timer) {
   worker *w = container_of(timer, worker, wall_timer);
@@ -847,21 +849,22 @@ static void wall_sweep(uv_timer_t *timer) {
     uint64_t limit_ms = sb->wall_ms;
     uint64_t age_ns = now - r->start_ns;
     if (age_ns < limit_ms * 1000000u) continue;
+    if (sb->state == SANDBOX_DYING && sb->kind != SANDBOX_VERSION) continue;
+    if (r->req == NULL && (sb->kind == SANDBOX_VERSION || r->responded)) {
+      if (age_ns < 2 * limit_ms * 1000000u) continue;
+      log_write(LOG_WARN, sb->log_tenant, NULL, NULL,
+                "%s%sctx.waitUntil() work still pending after %llu ms: no longer waiting for it",
+                sb->label ? sb->label : "", sb->label ? ": " : "",
+                (unsigned long long)(age_ns / 1000000u));
+      /* `next` may be this sandbox's too, and stays: only r goes. */
+      request_over(r);
+      continue;
+    }
     if (sb->kind != SANDBOX_VERSION) {
-      if (r->responded || sb->state == SANDBOX_DYING) continue;
       iso_error err = {.kind = ISO_ERR_INTERNAL, .message = (char *)"exceeded wall time limit"};
       r->responded = 1;
       sb->ops->respond(sb, r->cookie, NULL, &err, SANDBOX_FAIL_WALL);
       sandbox_release(sb);
-      continue;
-    }
-    if (r->req == NULL) {
-      if (age_ns < 2 * limit_ms * 1000000u) continue;
-      log_write(LOG_WARN, r->tenant->name, NULL, NULL,
-                "ctx.waitUntil() work still pending after %llu ms: no longer waiting for it",
-                (unsigned long long)(age_ns / 1000000u));
-      /* `next` may be this sandbox's too, and stays: only r goes. */
-      request_over(r);
       continue;
     }
     char extra[64];

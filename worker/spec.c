@@ -58,6 +58,13 @@ uint64_t spec_wall_ms(json_t *spec) {
   return wall > 0 ? (uint64_t)wall : PROTO_SPEC_DEFAULT_WALL_MS;
 }
 
+void spec_children(json_t *spec, size_t *children, size_t *pinned) {
+  json_int_t live = limit_of(spec, "children");
+  json_int_t kept = limit_of(spec, "pinned_children");
+  *children = live > 0 ? (size_t)live : PROTO_SPEC_DEFAULT_CHILDREN;
+  *pinned = kept > 0 ? (size_t)kept : PROTO_SPEC_DEFAULT_PINNED_CHILDREN;
+}
+
 /* Plain-value bindings become env members; other kinds arrive with later features. */
 char *spec_env_json(json_t *spec) {
   json_t *env = json_object();

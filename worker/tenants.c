@@ -288,8 +288,9 @@ void tenant_spec_arrived(worker *w, uint32_t id, const proto_frame *frame) {
     json_decref(body);
     /* Any Host name reaches this point: keep no record of names that are
      * not deployed, or clients could grow this process's memory at will. */
-    if (status == 404 && t->refs == 0 && t->current == NULL && t->waiting == NULL &&
-        t->placement == TENANT_SHARED && t->handoffs == 0 && t->handoff_waiting == NULL)
+    if (status == 404 && t->refs == 0 && t->children == 0 && t->current == NULL &&
+        t->waiting == NULL && t->placement == TENANT_SHARED && t->handoffs == 0 &&
+        t->handoff_waiting == NULL)
       tenant_remove(w, t);
     return;
   }

@@ -101,6 +101,7 @@ struct tenant {
   char *load_error;      /* set when current failed to load; cleared on change */
   tenant_stats stats;
   size_t refs;           /* versions pointing here (current and retired) */
+  size_t children;       /* its dynamic workers in this process, until freed (loader_link.c) */
   tenant_placement placement;
   char *cordon_socket;   /* the dedicated process's private unix socket, or NULL */
   int cordon_ready;      /* the dedicated process is up: forward at once */
@@ -119,6 +120,7 @@ typedef struct worker_config {
   size_t max_body_bytes;
   uint64_t header_timeout_ms;
   uint64_t isolate_memory_mb; /* heap budget of all isolates: evict idle ones past it */
+  size_t max_isolates;        /* isolates it holds at most (--max-isolates) */
   uint64_t idle_timeout_s;    /* evict isolates idle this long */
   uint64_t compact_idle_s;    /* compact isolates idle this long (evict.c) */
   const char *egress_socket;  /* the egress process's unix socket; NULL: fetch() fails */
@@ -227,6 +229,8 @@ void spec_limits(json_t *spec, iso_limits *out);
 uint64_t spec_facet_mb(json_t *spec);
 /* limits.wall_ms, or proto.h's default. */
 uint64_t spec_wall_ms(json_t *spec);
+/* limits.children and limits.pinned_children, or proto.h's defaults. */
+void spec_children(json_t *spec, size_t *children, size_t *pinned);
 /* The plain-value bindings (text, json) as the env's JSON text. */
 char *spec_env_json(json_t *spec);
 /* The capability bindings (not plain values) as {"NAME": {"type": ...}}. */
@@ -345,8 +349,9 @@ void stats_flush(worker *w);
 void stats_answered_here(tenant *t, int status);
 
 /* evict.c */
-/* Isolates one process holds at most: each idle isolate takes ~12-16 memory
- * mappings and vm.max_map_count (65530 by default) caps a process near 4-5k. */
+/* Isolates one process holds at most unless --max-isolates says otherwise:
+ * each idle isolate takes ~12-16 memory mappings and vm.max_map_count (65530
+ * by default) caps a process near 4-5k. */
 #define WORKER_MAX_ISOLATES 4000
 /* How long heap pages of freed isolates wait for a new one (iso_page_trim). */
 #define PAGES_KEEP_MS 2000

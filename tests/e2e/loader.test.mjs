@@ -421,12 +421,14 @@ test('children left running, redeploys and eviction of their parent do not break
         return new Response('ok');
       },
     };`;
-  await node.deployOk('churn', { 'index.js': churn('v1') }, { bindings: LOADER, limits: { cpu_ms: 500 } });
+  // Hundreds of children live at once (fired and forgotten, across three
+  // versions): above the default of 100 a tenant may hold.
+  await node.deployOk('churn', { 'index.js': churn('v1') }, { bindings: LOADER, limits: { cpu_ms: 500, children: 1000 } });
   const all = [];
   for (let i = 0; i < 60; i++) {
     all.push(node.ingress('churn', i % 2 ? '/wait' : '/'));
-    if (i === 20) all.push(node.deployOk('churn', { 'index.js': churn('v2') }, { bindings: LOADER, limits: { cpu_ms: 500 } }));
-    if (i === 40) all.push(node.deployOk('churn', { 'index.js': churn('v3') }, { bindings: LOADER, limits: { cpu_ms: 500 } }));
+    if (i === 20) all.push(node.deployOk('churn', { 'index.js': churn('v2') }, { bindings: LOADER, limits: { cpu_ms: 500, children: 1000 } }));
+    if (i === 40) all.push(node.deployOk('churn', { 'index.js': churn('v3') }, { bindings: LOADER, limits: { cpu_ms: 500, children: 1000 } }));
     if (i % 10 === 0) await sleep(20);
   }
   const results = await Promise.all(all);
@@ -523,8 +525,9 @@ test('a parent starting many children at once shares its turns with other tenant
       return Response.json({ first: Math.min(...times), last: Math.max(...times) });
     },
   };`;
+  // 200 live at once: above the default of 100 a tenant may hold.
   await node.deployOk('fanout', { 'index.js': fanout },
-    { bindings: LOADER, limits: { cpu_ms: 30000, wall_ms: 120000 } });
+    { bindings: LOADER, limits: { cpu_ms: 30000, wall_ms: 120000, children: 200 } });
   await node.deployOk('bystander', { 'index.js':
     'export default { fetch() { return new Response(String(Date.now())); } };' });
   assert.equal((await node.ingress('bystander', '/')).status, 200);
