@@ -322,6 +322,21 @@ int node_egress_start(node *n, char **err) {
       return -e;
     }
   }
+  /* The same for a fleet key, checked without reading it (the egress does). */
+  for (size_t i = 0; i < n->cfg.n_fleet_keys; i++) {
+    struct stat st;
+    const char *f = n->cfg.fleet_keys[i];
+    if (stat(f, &st) != 0 || access(f, R_OK) != 0) {
+      int e = errno;
+      *err = xasprintf("--fleet-key %s: %s", f, strerror(e));
+      return -e;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+      *err = xasprintf("--fleet-key %s: must be a file not readable by group or others "
+                       "(chmod 0600)", f);
+      return -EPERM;
+    }
+  }
   char *dir = xasprintf("%s/egress", n->data_dir);
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
     int e = errno;
