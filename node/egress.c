@@ -336,6 +336,12 @@ int node_egress_start(node *n, char **err) {
                        "(chmod 0600)", f);
       return -EPERM;
     }
+    /* 32 raw bytes, or 64 hex digits with an optional line end. */
+    if (st.st_size != 32 && (st.st_size < 64 || st.st_size > 66)) {
+      *err = xasprintf("--fleet-key %s: must hold 32 bytes, raw or as 64 hex digits "
+                       "(head -c 32 /dev/urandom > FILE)", f);
+      return -EINVAL;
+    }
   }
   char *dir = xasprintf("%s/egress", n->data_dir);
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) {

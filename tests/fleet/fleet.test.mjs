@@ -187,7 +187,7 @@ describe('a fleet of three nodes', () => {
     assert.equal((await nodes[0].control('DELETE', '/v1/secrets/FLEET_TOKEN')).status, 404);
   });
 
-  test('a fleet key readable by others is refused at start', async () => {
+  test('a fleet key readable by others, or of the wrong size, is refused at start', async () => {
     const loose = path.join(keyDir, 'loose.key');
     writeFileSync(loose, randomBytes(32), { mode: 0o644 });
     assert.equal(statSync(loose).mode & 0o777, 0o644);
@@ -195,6 +195,12 @@ describe('a fleet of three nodes', () => {
       '--control', '127.0.0.1:0', '--data', tempDir(), '--fleet', nats.urls, '--fleet-key', loose]);
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /--fleet-key .*loose\.key: must be a file not readable by group or others/);
+    const short = path.join(keyDir, 'short.key');
+    writeFileSync(short, 'too short\n', { mode: 0o600 });
+    const s = await runProcess(EDGENODE, ['--listen', '127.0.0.1:0', '--control', '127.0.0.1:0',
+      '--data', tempDir(), '--fleet', nats.urls, '--fleet-key', short]);
+    assert.notEqual(s.code, 0);
+    assert.match(s.stderr, /--fleet-key .*short\.key: must hold 32 bytes, raw or as 64 hex digits/);
   });
 
   test('an operator cordon on one node holds on every node, and so does the uncordon', async () => {
