@@ -101,14 +101,23 @@ static const cli_command commands[] = {
      "every second; q (or Ctrl-C) quits. When the output is not a terminal it prints\n"
      "one snapshot, with rates over one second.",
      0, cli_cmd_top},
-    {"secret", "secret set NAME\nsecret list\nsecret delete NAME",
-     "store, list or delete secrets for egress header injection",
+    {"secret",
+     "secret set NAME [--worker W]...\nsecret grant NAME WORKER\nsecret revoke NAME WORKER\n"
+     "secret list\nsecret delete NAME",
+     "store, grant, list or delete secrets for egress header injection",
      "set: stores a secret that egress rules inject into outbound requests; the value\n"
      "is read from standard input (one trailing newline dropped), so that it never\n"
-     "shows in a process list or a shell history.\n"
-     "list: the secrets' names and when they were set (values are never shown).\n"
-     "delete: removes one.",
-     0, cli_cmd_secret},
+     "shows in a process list or a shell history. With --worker (repeatable) the\n"
+     "secret is granted to exactly those workers; without, its grants stay as they\n"
+     "were (a new secret: granted to no worker, so no rule can inject it).\n"
+     "grant / revoke: lets one more worker's egress rules inject the secret, or no\n"
+     "longer (a revoked secret is not injected even by rules deployed before).\n"
+     "list: the secrets' names, the workers they are granted to and when they were\n"
+     "set (values are never shown).\n"
+     "delete: removes one, with its grants.\n"
+     "\n"
+     "  --worker W       set: grant the secret to worker W (repeatable)",
+     CLI_OPT_WORKER, cli_cmd_secret},
     {"facet", "facet NAME\nfacet backup NAME FILE", "a worker's facet, or a backup of it",
      "facet NAME: the worker's SQLite facet: size, pages, tables and their rows.\n"
      "facet backup NAME FILE: writes a consistent copy of the live facet to FILE,\n"
@@ -207,8 +216,9 @@ void cli_expect_operands(const cli_options *o, int min, int max) {
   if (max >= 0 && o->nargs > max) cli_usage_error("%s: unexpected operand '%s'", name, o->args[max]);
 }
 
-const char *cli_worker_name(const cli_options *o, int i) {
-  const char *name = o->args[i];
+const char *cli_worker_name(const cli_options *o, int i) { return cli_worker_name_of(o->args[i]); }
+
+const char *cli_worker_name_of(const char *name) {
   if (!worker_name_valid(name, strlen(name)))
     cli_usage_error("invalid worker name '%s' (lowercase letters, digits and '-', "
                     "not starting with '-', at most 63)",
@@ -236,6 +246,7 @@ typedef enum opt_id {
   OPT_REASON,
   OPT_SPEC,
   OPT_REPLACE,
+  OPT_WORKER,
 } opt_id;
 
 static const struct {
@@ -262,6 +273,7 @@ static const struct {
     {"--reason", OPT_REASON, 1, CLI_OPT_REASON},
     {"--spec", OPT_SPEC, 1, CLI_OPT_SPEC},
     {"--replace", OPT_REPLACE, 0, CLI_OPT_REPLACE},
+    {"--worker", OPT_WORKER, 1, CLI_OPT_WORKER},
 };
 
 /* A positive decimal integer option value, or a usage error. */
@@ -293,6 +305,7 @@ void cli_args_parse(int argc, char **argv, cli_options *o) {
   memset(o, 0, sizeof *o);
   o->timeout_s = CLI_DEFAULT_TIMEOUT_S;
   o->args = xcalloc((size_t)argc + 1, sizeof *o->args);
+  o->workers = xcalloc((size_t)argc + 1, sizeof *o->workers);
   const char *command_name = NULL;
   int only_operands = 0;
   for (int i = 1; i < argc; i++) {
@@ -341,6 +354,7 @@ void cli_args_parse(int argc, char **argv, cli_options *o) {
       case OPT_REASON: o->reason = value; break;
       case OPT_SPEC: o->spec_file = value; break;
       case OPT_REPLACE: o->replace = 1; break;
+      case OPT_WORKER: o->workers[o->nworkers++] = value; break;
     }
   }
   if (o->node == NULL) o->node = env_or("EDGENODE_NODE", CLI_DEFAULT_NODE);
@@ -383,6 +397,7 @@ void cli_args_parse(int argc, char **argv, cli_options *o) {
 
 void cli_args_free(cli_options *o) {
   free(o->args);
+  free(o->workers);
   o->args = NULL;
   o->nargs = 0;
 }

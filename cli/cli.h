@@ -33,6 +33,7 @@ enum {
   CLI_OPT_REASON = 1u << 6,
   CLI_OPT_SPEC = 1u << 7,
   CLI_OPT_REPLACE = 1u << 8,
+  CLI_OPT_WORKER = 1u << 9,
 };
 
 typedef struct cli_command cli_command;
@@ -57,6 +58,8 @@ typedef struct cli_options {
   const char *reason;    /* --reason */
   const char *spec_file; /* --spec */
   int replace;           /* --replace */
+  const char **workers;  /* --worker, each one given (owned array of argv strings) */
+  int nworkers;
   /* the command's operands, after its name */
   const cli_command *command; /* NULL when none was named */
   const char **args;          /* owned (the strings are argv's) */
@@ -97,6 +100,8 @@ void cli_expect_operands(const cli_options *o, int min, int max);
 
 /* Operand i as a worker name, or a usage error naming the rule. */
 const char *cli_worker_name(const cli_options *o, int i);
+/* name, or a usage error when it cannot be a worker's name. */
+const char *cli_worker_name_of(const char *name);
 
 /* ---- main.c ---- */
 

@@ -527,6 +527,34 @@ static char *read_stdin_all(size_t *len) {
   return buf;
 }
 
+/* "a, b" (heap); "-" for none. */
+static char *worker_list(json_t *workers) {
+  size_t i, len = 0;
+  json_t *w;
+  json_array_foreach(workers, i, w) len += json_string_length(w) + 2;
+  if (len == 0) return xstrdup("-");
+  char *out = xcalloc(1, len + 1);
+  json_array_foreach(workers, i, w) {
+    if (i) strcat(out, ", ");
+    strcat(out, json_string_value(w) ? json_string_value(w) : "?");
+  }
+  return out;
+}
+
+/* secret grant|revoke NAME WORKER */
+static int secret_grant(const cli_options *o, int grant) {
+  cli_expect_operands(o, 3, 3);
+  const char *name = o->args[1];
+  const char *worker = cli_worker_name(o, 2);
+  char *path = xasprintf("/v1/secrets/%s/workers/%s", name, worker);
+  cli_response r = call(o, grant ? "PUT" : "DELETE", path, NULL);
+  free(path);
+  if (o->json) cli_print_json_body(&r);
+  else printf("secret %s %s %s\n", name, grant ? "granted to" : "revoked from", worker);
+  cli_response_free(&r);
+  return 0;
+}
+
 static void print_secrets(json_t *j) {
   json_t *list = json_object_get(j, "secrets");
   if (!json_is_array(list)) {
@@ -537,13 +565,14 @@ static void print_secrets(json_t *j) {
     printf("no secrets\n");
     return;
   }
-  static const char *const heads[] = {"NAME", "UPDATED"};
-  static const int right[] = {0, 0};
-  cli_table t = {2, heads, right, NULL, 0};
+  static const char *const heads[] = {"NAME", "UPDATED", "WORKERS"};
+  static const int right[] = {0, 0, 0};
+  cli_table t = {3, heads, right, NULL, 0};
   size_t i;
   json_t *e;
   json_array_foreach(list, i, e) {
-    char *row[2] = {xstrdup(cli_jstr(e, "name", "?")), xstrdup(cli_jstr(e, "updated_at", "-"))};
+    char *row[3] = {xstrdup(cli_jstr(e, "name", "?")), xstrdup(cli_jstr(e, "updated_at", "-")),
+                    worker_list(json_object_get(e, "workers"))};
     cli_table_add(&t, row);
   }
   cli_table_print(&t, 0);
@@ -558,8 +587,13 @@ int cli_cmd_secret(const cli_options *o) {
     cli_response_free(&r);
     return 0;
   }
+  if (strcmp(sub, "grant") == 0 || strcmp(sub, "revoke") == 0)
+    return secret_grant(o, strcmp(sub, "grant") == 0);
   if (strcmp(sub, "set") != 0 && strcmp(sub, "delete") != 0)
-    cli_usage_error("secret: expected 'set NAME', 'list' or 'delete NAME'");
+    cli_usage_error("secret: expected 'set NAME', 'grant NAME WORKER', 'revoke NAME WORKER', "
+                    "'list' or 'delete NAME'");
+  if (o->nworkers && strcmp(sub, "set") != 0)
+    cli_usage_error("secret %s: --worker is for 'secret set'", sub);
   cli_expect_operands(o, 2, 2);
   const char *name = o->args[1];
   char *path = xasprintf("/v1/secrets/%s", name);
@@ -573,6 +607,12 @@ int cli_cmd_secret(const cli_options *o) {
     if (len == 0) cli_fail("secret %s: the value on standard input is empty", name);
     json_t *body = json_pack("{s:s%}", "value", value, len);
     if (body == NULL) cli_fail("secret %s: the value is not valid UTF-8", name);
+    if (o->nworkers) {
+      json_t *workers = json_array();
+      for (int i = 0; i < o->nworkers; i++)
+        json_array_append_new(workers, json_string(cli_worker_name_of(o->workers[i])));
+      json_object_set_new(body, "workers", workers);
+    }
     char *text = dump_compact(body);
     json_decref(body);
     memset(value, 0, len);

@@ -177,4 +177,21 @@ char *egress_template_expand(const char *tmpl, egress_secret_lookup lookup, void
 /* Checks a template's syntax; NULL or a constant message. */
 const char *egress_template_problem(const char *tmpl);
 
+/* ---- grants ------------------------------------------------------------------------
+ *
+ * A secret is injected only into the fetches of the workers it is granted
+ * to. granted() answers whether `secret` (not NUL-terminated, len bytes) is
+ * granted to `worker`: 1 yes, 0 no.
+ */
+typedef int (*egress_granted_fn)(void *data, const char *secret, size_t len, const char *worker);
+
+/*
+ * Checks every ${secret:NAME} the policy's injections name against the
+ * grants. Returns NULL when each is granted to `worker` (p may be NULL), or
+ * a heap string "secret NAME is not granted to worker W" for the first that
+ * is not.
+ */
+char *egress_policy_ungranted(const egress_policy *p, const char *worker,
+                              egress_granted_fn granted, void *data);
+
 #endif

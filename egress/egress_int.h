@@ -6,6 +6,7 @@
  *   conn.c     upstream connections: TCP, TLS, http.h's client over them, keep-alive pool
  *   tls.c      BoringSSL over memory BIOs
  *   secrets.c  the encrypted secret store
+ *   fleet_key.c  sealing secrets for the other nodes of a fleet
  * One libuv loop, one thread; every struct here belongs to that thread.
  */
 #ifndef EDGENODE_EGRESS_INT_H
@@ -45,6 +46,8 @@ typedef struct egress_config {
   size_t n_own;
   const char **ca_files;          /* owned array of argv strings */
   size_t n_ca_files;
+  const char **fleet_key_files;   /* owned array of argv strings; the first seals */
+  size_t n_fleet_key_files;
   uint32_t connect_timeout_ms;
   uint32_t timeout_ms;
   uint64_t max_response_bytes;
@@ -77,7 +80,12 @@ struct egress {
   int log_debug;                  /* --log-level debug: per-fetch lines */
   client *clients;
   policy_entry *policies[POLICY_BUCKETS];
-  secret_store *secrets;
+  secret_store *secrets;          /* this node's own (DATA/egress/secrets.json) */
+  secret_store *fleet_secrets;    /* in a fleet: opened from the supervisor's records, in memory */
+  int fleet;                      /* in a fleet: values come from fleet_secrets only */
+  json_t *grants;                 /* secret name -> [worker, ...] it may be injected for */
+  struct fleet_key *fleet_keys;
+  size_t n_fleet_keys;
   SSL_CTX *ssl_ctx;
   pool_slot *pool;
   size_t n_idle;                  /* idle connections in the whole pool */
@@ -89,6 +97,10 @@ struct egress {
 /* main.c */
 egress *egress_self(void);
 const egress_policy *egress_policy_of(egress *e, const char *worker);
+/* Whether secret `name` (len bytes) may be injected for worker's fetches. */
+int egress_secret_granted(egress *e, const char *name, size_t len, const char *worker);
+/* The value of secret `name` where this node keeps them (its own store, or the fleet's). */
+const char *egress_secret_value(egress *e, const char *name, size_t len);
 
 /* server.c: the worker-facing socket. */
 int server_listen(egress *e, char **err);
@@ -214,7 +226,34 @@ int secrets_put(secret_store *s, const char *name, const char *value, size_t len
 int secrets_delete(secret_store *s, const char *name, char **err);
 /* [{"name", "updated_at"}] sorted by name. */
 json_t *secrets_list(secret_store *s);
-/* For egress_template_expand. */
-const char *secrets_lookup(void *store, const char *name, size_t len);
+/* A store that is never written to disk (a fleet's values, pushed at every start). */
+secret_store *secrets_new_in_memory(void);
+/* Helpers shared with fleet_key.c. */
+int secrets_read_file(const char *path, uint8_t **out, size_t *len, size_t max);
+char *secrets_hex(const uint8_t *p, size_t n);
+int secrets_unhex(const char *s, uint8_t **out, size_t *n);
+/* {"nonce", "sealed"} (hex) of value under an AEAD with a random nonce, or NULL. */
+typedef struct evp_aead_st EVP_AEAD;
+json_t *secrets_aead_seal(const EVP_AEAD *aead, const uint8_t *key, size_t key_len,
+                          size_t nonce_len, const char *ad, const char *value, size_t len);
+/* Opens what secrets_aead_seal made: 0 with *value (heap, NUL-terminated) and *len, or -1. */
+int secrets_aead_open(const EVP_AEAD *aead, const uint8_t *key, size_t key_len, size_t nonce_len,
+                      const char *ad, json_t *j, char **value, size_t *len);
+
+/* fleet_key.c */
+#define FLEET_KEY_BYTES 32
+typedef struct fleet_key {
+  char id[17];                    /* first 8 bytes of SHA-256(key), hex */
+  uint8_t key[FLEET_KEY_BYTES];
+} fleet_key;
+/* Reads every --fleet-key file (none: *out NULL). Returns 0 or -1 with *err (heap). */
+int fleet_keys_load(const char *const *files, size_t n, fleet_key **out, char **err);
+void fleet_keys_free(fleet_key *keys, size_t n);
+/* {"key", "nonce", "sealed"} of value under k, for name; NULL when sealing failed. */
+json_t *fleet_key_seal(const fleet_key *k, const char *name, const char *value, size_t len);
+/* Opens a sealed value with whichever of keys it names: 0 with *value (heap,
+ * NUL-terminated; wipe it) and *len, or -1 with *why (constant). */
+int fleet_key_open(const fleet_key *keys, size_t n, const char *name, json_t *sealed,
+                   char **value, size_t *len, const char **why);
 
 #endif

@@ -309,6 +309,22 @@ static void request_header_add(fetch *f, size_t *cap, char *name, char *value) {
   f->n_request_headers++;
 }
 
+/* A secret's value for an injection, checked against the grants each time:
+ * a rule stored before its secret's grant was revoked injects nothing. */
+typedef struct inject_lookup_ctx {
+  fetch *f;
+  int ungranted;
+} inject_lookup_ctx;
+
+static const char *inject_lookup(void *data, const char *name, size_t len) {
+  inject_lookup_ctx *c = data;
+  if (!egress_secret_granted(c->f->e, name, len, c->f->tenant)) {
+    c->ungranted = 1;
+    return NULL;
+  }
+  return egress_secret_value(c->f->e, name, len);
+}
+
 /* This hop's request headers (the client adds the framing). Returns 0, or
  * -1 after failing the fetch. */
 static int build_request(fetch *f, const egress_rule *r) {
@@ -330,12 +346,15 @@ static int build_request(fetch *f, const egress_rule *r) {
   request_header_add(f, &cap, xstrdup("CDN-Loop"), xasprintf("edgenode; hops=%d", f->loop + 1));
   for (size_t i = 0; i < r->n_inject; i++) {
     char *missing = NULL;
-    char *value = egress_template_expand(r->inject[i].value, secrets_lookup, f->e->secrets,
-                                         &missing);
+    inject_lookup_ctx ctx = {.f = f};
+    char *value = egress_template_expand(r->inject[i].value, inject_lookup, &ctx, &missing);
     if (value == NULL || !value_ok(value)) {
       request_headers_free(f);
       if (value) wipe_free((uint8_t *)value, strlen(value));
-      if (missing)
+      if (missing && ctx.ungranted)
+        fail(f, "secret \"%s\" is not granted to worker %s (the egress rule for %s injects it)",
+             missing, f->tenant, f->url.host);
+      else if (missing)
         fail(f, "secret \"%s\" is not set (the egress rule for %s injects it)", missing,
              f->url.host);
       else

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/mem.h>
+
 #include "egress_int.h"
 #include "jail.h"
 
@@ -34,7 +36,7 @@ egress *egress_self(void) { return &self; }
 static void usage(void) {
   fprintf(stderr,
           "usage: edgenode-egress --ipc-fd FD --data DIR [--socket PATH]\n"
-          "                       [--allow-cidr CIDR]... [--ca-file FILE]...\n"
+          "                       [--allow-cidr CIDR]... [--ca-file FILE]... [--fleet-key FILE]...\n"
           "                       [--connect-timeout-ms N] [--timeout-ms N]\n"
           "                       [--max-response-bytes N] [--log-level debug|info|warn|error]\n"
           "                       [--jail-user UID:GID] [--require-sandbox] [--no-jail]\n"
@@ -89,6 +91,7 @@ static int parse_args(int argc, char **argv, egress_config *c, log_level *level)
       {"allow-cidr", required_argument, NULL, 'a'},
       {"own-addr", required_argument, NULL, 'o'},
       {"ca-file", required_argument, NULL, 'c'},
+      {"fleet-key", required_argument, NULL, 'K'},
       {"connect-timeout-ms", required_argument, NULL, 'C'},
       {"timeout-ms", required_argument, NULL, 'T'},
       {"max-response-bytes", required_argument, NULL, 'M'},
@@ -104,6 +107,7 @@ static int parse_args(int argc, char **argv, egress_config *c, log_level *level)
   c->max_response_bytes = EGRESS_DEFAULT_MAX_RESPONSE_BYTES;
   c->allow = xcalloc((size_t)argc, sizeof *c->allow);
   c->ca_files = xcalloc((size_t)argc, sizeof *c->ca_files);
+  c->fleet_key_files = xcalloc((size_t)argc, sizeof *c->fleet_key_files);
   int opt;
   uint64_t v;
   while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -131,6 +135,7 @@ static int parse_args(int argc, char **argv, egress_config *c, log_level *level)
         }
         break;
       case 'c': c->ca_files[c->n_ca_files++] = optarg; break;
+      case 'K': c->fleet_key_files[c->n_fleet_key_files++] = optarg; break;
       case 'C':
         if (parse_u64(optarg, 1, 600000, &v)) return -1;
         c->connect_timeout_ms = (uint32_t)v;
@@ -218,13 +223,80 @@ static void stop(egress *e, const char *why);
 
 static void reply(egress *e, uint8_t type, uint32_t id, json_t *body);
 
+/* ---- grants and the fleet's secrets ---- */
+
+int egress_secret_granted(egress *e, const char *name, size_t len, const char *worker) {
+  char key[EGRESS_SECRET_NAME_MAX + 1];
+  if (len >= sizeof key || worker == NULL) return 0;
+  memcpy(key, name, len);
+  key[len] = '\0';
+  size_t i;
+  json_t *w;
+  json_array_foreach(json_object_get(e->grants, key), i, w)
+    if (json_is_string(w) && strcmp(json_string_value(w), worker) == 0) return 1;
+  return 0;
+}
+
+const char *egress_secret_value(egress *e, const char *name, size_t len) {
+  return secrets_get(e->fleet ? e->fleet_secrets : e->secrets, name, len);
+}
+
+/* {"NAME": [workers] | null}: null (or no array) grants it to no worker. */
+static void apply_grants(egress *e, json_t *grants, int replace) {
+  if (replace) json_object_clear(e->grants);
+  const char *name;
+  json_t *workers;
+  json_object_foreach(grants, name, workers) {
+    if (json_is_array(workers)) json_object_set(e->grants, name, workers);
+    else json_object_del(e->grants, name);
+  }
+}
+
+static void forget_fleet_secret(egress *e, const char *name) {
+  char *err = NULL;
+  if (secrets_delete(e->fleet_secrets, name, &err) == -1) free(err);
+}
+
+/* {"NAME": {"key", "nonce", "sealed"} | null}: values sealed with the fleet key. */
+static void apply_fleet_secrets(egress *e, json_t *secrets, int replace) {
+  if (replace) {
+    secrets_close(e->fleet_secrets);
+    e->fleet_secrets = secrets_new_in_memory();
+  }
+  const char *name;
+  json_t *sealed;
+  json_object_foreach(secrets, name, sealed) {
+    char *value = NULL, *err = NULL;
+    size_t len = 0;
+    const char *why = NULL;
+    if (!json_is_object(sealed)) {
+      forget_fleet_secret(e, name);
+    } else if (fleet_key_open(e->fleet_keys, e->n_fleet_keys, name, sealed, &value, &len, &why) != 0) {
+      char extra[128];
+      snprintf(extra, sizeof extra, "{\"secret\":\"%s\"}", name);
+      log_write(LOG_ERROR, NULL, NULL, extra, "the fleet's secret %s cannot be used here: %s", name,
+                why);
+      forget_fleet_secret(e, name);
+    } else {
+      if (secrets_put(e->fleet_secrets, name, value, len, time_now_ms(), &err) < 0) free(err);
+      OPENSSL_cleanse(value, len);
+      free(value);
+    }
+  }
+}
+
 static void on_policy(egress *e, uint32_t id, json_t *body) {
   json_t *workers = json_object_get(body, "workers");
-  if (!json_is_object(workers)) {
-    log_warn("policy message without \"workers\": ignored");
+  json_t *grants = json_object_get(body, "grants");
+  json_t *fleet_secrets = json_object_get(body, "fleet_secrets");
+  if (!json_is_object(workers) && !json_is_object(grants) && !json_is_object(fleet_secrets)) {
+    log_warn("policy message without \"workers\", \"grants\" or \"fleet_secrets\": ignored");
     return;
   }
   int replace = json_is_true(json_object_get(body, "replace"));
+  if (replace) e->fleet = json_is_true(json_object_get(body, "fleet"));
+  if (replace || json_is_object(grants)) apply_grants(e, grants, replace);
+  if (replace || json_is_object(fleet_secrets)) apply_fleet_secrets(e, fleet_secrets, replace);
   if (replace) policies_clear(e);
   const char *name;
   json_t *rules;
@@ -272,6 +344,24 @@ static void reply_error(egress *e, uint32_t id, int status, const char *message)
   reply(e, PROTO_ERROR, id, json_pack("{s:i, s:s}", "status", status, "error", message));
 }
 
+/* In a fleet a value is stored by every node once the fleet has it: here it
+ * is only sealed, and the supervisor writes the ciphertext to the fleet. */
+static void seal_for_fleet(egress *e, uint32_t id, const char *name, json_t *value) {
+  if (e->n_fleet_keys == 0) {
+    reply_error(e, id, 503,
+                "this node has no fleet key: in a fleet, secrets need --fleet-key FILE on every "
+                "node (docs/fleet.md)");
+    return;
+  }
+  json_t *sealed = fleet_key_seal(&e->fleet_keys[0], name, json_string_value(value),
+                                  json_string_length(value));
+  if (sealed == NULL) {
+    reply_error(e, id, 500, "sealing the secret failed");
+    return;
+  }
+  reply(e, PROTO_EGRESS_REPLY, id, json_pack("{s:s, s:o}", "name", name, "sealed", sealed));
+}
+
 static void on_secret_put(egress *e, uint32_t id, json_t *body) {
   const char *name = json_string_value(json_object_get(body, "name"));
   json_t *value = json_object_get(body, "value");
@@ -282,6 +372,10 @@ static void on_secret_put(egress *e, uint32_t id, json_t *body) {
   if (!json_is_string(value) ||
       !egress_secret_value_valid(json_string_value(value), json_string_length(value))) {
     reply_error(e, id, 400, "invalid secret value");
+    return;
+  }
+  if (json_is_true(json_object_get(body, "fleet"))) {
+    seal_for_fleet(e, id, name, value);
     return;
   }
   char *err = NULL;
@@ -420,10 +514,15 @@ static int start(egress *e, char **err) {
   }
   if (e->cfg.socket_path == NULL) e->cfg.socket_path = xasprintf("%s/egress.sock", dir);
   int rc = secrets_open(dir, &e->secrets, err);
+  if (rc == 0)
+    rc = fleet_keys_load(e->cfg.fleet_key_files, e->cfg.n_fleet_key_files, &e->fleet_keys, err);
   if (rc != 0) {
     free(dir);
     return -1;
   }
+  e->n_fleet_keys = e->cfg.n_fleet_key_files;
+  e->fleet_secrets = secrets_new_in_memory();
+  e->grants = json_object();
   e->ssl_ctx = tls_ctx_new(&e->cfg, err);
   if (e->ssl_ctx == NULL) {
     free(dir);
@@ -478,6 +577,9 @@ int main(int argc, char **argv) {
   uv_run(e->loop, UV_RUN_DEFAULT);
   policies_clear(e);
   secrets_close(e->secrets);
+  secrets_close(e->fleet_secrets);
+  fleet_keys_free(e->fleet_keys, e->n_fleet_keys);
+  json_decref(e->grants);
   tls_ctx_free(e->ssl_ctx);
   log_info("exiting");
   return 0;

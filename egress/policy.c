@@ -154,6 +154,31 @@ char *egress_template_expand(const char *tmpl, egress_secret_lookup lookup, void
   return s.out;
 }
 
+/* ---- grants ---- */
+
+typedef struct grant_state {
+  const char *worker;
+  egress_granted_fn granted;
+  void *data;
+  char *problem;
+} grant_state;
+
+static int check_piece(void *data, const char *text, size_t len, int is_name) {
+  grant_state *s = data;
+  if (!is_name || s->granted(s->data, text, len, s->worker) == 1) return 0;
+  s->problem = xasprintf("secret %.*s is not granted to worker %s", (int)len, text, s->worker);
+  return -1;
+}
+
+char *egress_policy_ungranted(const egress_policy *p, const char *worker,
+                              egress_granted_fn granted, void *data) {
+  grant_state s = {.worker = worker, .granted = granted, .data = data};
+  for (size_t i = 0; p && i < p->n_rules && s.problem == NULL; i++)
+    for (size_t j = 0; j < p->rules[i].n_inject && s.problem == NULL; j++)
+      template_walk(p->rules[i].inject[j].value, check_piece, &s);
+  return s.problem;
+}
+
 /* ---- compiling rules ---- */
 
 typedef struct parse_ctx {

@@ -73,7 +73,7 @@ static int write_all(int fd, const void *data, size_t len) {
   return 0;
 }
 
-static int read_file(const char *path, uint8_t **out, size_t *len, size_t max) {
+int secrets_read_file(const char *path, uint8_t **out, size_t *len, size_t max) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   size_t cap = 4096, n = 0;
@@ -134,7 +134,7 @@ static int load_key(secret_store *s, char **err) {
   } else if (st.st_mode & 077) {
     *err = xasprintf("%s: must be readable by its owner only (mode 0600)", path);
     rc = -1;
-  } else if (read_file(path, &data, &len, 4096) != 0 || len != KEY_BYTES) {
+  } else if (secrets_read_file(path, &data, &len, 4096) != 0 || len != KEY_BYTES) {
     *err = xasprintf("%s: must hold exactly %d bytes", path, KEY_BYTES);
     rc = -1;
   } else {
@@ -146,7 +146,7 @@ static int load_key(secret_store *s, char **err) {
   return rc;
 }
 
-static char *hex(const uint8_t *p, size_t n) {
+char *secrets_hex(const uint8_t *p, size_t n) {
   static const char digits[] = "0123456789abcdef";
   char *out = xmalloc(n * 2 + 1);
   for (size_t i = 0; i < n; i++) {
@@ -157,7 +157,7 @@ static char *hex(const uint8_t *p, size_t n) {
   return out;
 }
 
-static int unhex(const char *s, uint8_t **out, size_t *n) {
+int secrets_unhex(const char *s, uint8_t **out, size_t *n) {
   size_t len = s ? strlen(s) : 1;
   if (len % 2) return -1;
   uint8_t *buf = xmalloc(len / 2 + 1);
@@ -181,65 +181,78 @@ static int unhex(const char *s, uint8_t **out, size_t *n) {
 
 /* ---- sealing ---- */
 
-static json_t *seal(secret_store *s, const secret *sec) {
+json_t *secrets_aead_seal(const EVP_AEAD *aead, const uint8_t *key, size_t key_len,
+                          size_t nonce_len, const char *ad, const char *value, size_t len) {
   EVP_AEAD_CTX ctx;
-  if (!EVP_AEAD_CTX_init(&ctx, EVP_aead_aes_256_gcm(), s->key, KEY_BYTES,
-                         EVP_AEAD_DEFAULT_TAG_LENGTH, NULL))
+  if (!EVP_AEAD_CTX_init(&ctx, aead, key, key_len, EVP_AEAD_DEFAULT_TAG_LENGTH, NULL))
     return NULL;
-  uint8_t nonce[NONCE_BYTES];
-  size_t cap = sec->len + EVP_AEAD_max_overhead(EVP_aead_aes_256_gcm());
+  uint8_t nonce[EVP_AEAD_MAX_NONCE_LENGTH];
+  size_t cap = len + EVP_AEAD_max_overhead(aead);
   uint8_t *out = xmalloc(cap);
-  char *ad = xasprintf(AD_PREFIX "%s", sec->name);
   size_t out_len = 0;
   json_t *j = NULL;
-  if (RAND_bytes(nonce, sizeof nonce) == 1 &&
-      EVP_AEAD_CTX_seal(&ctx, out, &out_len, cap, nonce, sizeof nonce,
-                        (const uint8_t *)sec->value, sec->len, (const uint8_t *)ad, strlen(ad))) {
-    char *n = hex(nonce, sizeof nonce), *c = hex(out, out_len);
-    j = json_pack("{s:s, s:s, s:I}", "nonce", n, "sealed", c, "updated_at",
-                  (json_int_t)sec->updated_at);
+  if (nonce_len <= sizeof nonce && RAND_bytes(nonce, nonce_len) == 1 &&
+      EVP_AEAD_CTX_seal(&ctx, out, &out_len, cap, nonce, nonce_len, (const uint8_t *)value, len,
+                        (const uint8_t *)ad, strlen(ad))) {
+    char *n = secrets_hex(nonce, nonce_len), *c = secrets_hex(out, out_len);
+    j = json_pack("{s:s, s:s}", "nonce", n, "sealed", c);
     free(n);
     free(c);
   }
   EVP_AEAD_CTX_cleanup(&ctx);
-  free(ad);
   free(out);
   return j;
 }
 
-static int unseal(secret_store *s, const char *name, json_t *j, secret *out) {
+int secrets_aead_open(const EVP_AEAD *aead, const uint8_t *key, size_t key_len, size_t nonce_len,
+                      const char *ad, json_t *j, char **value, size_t *len) {
   uint8_t *nonce = NULL, *sealed = NULL;
-  size_t nonce_len = 0, sealed_len = 0;
-  if (unhex(json_string_value(json_object_get(j, "nonce")), &nonce, &nonce_len) != 0 ||
-      nonce_len != NONCE_BYTES ||
-      unhex(json_string_value(json_object_get(j, "sealed")), &sealed, &sealed_len) != 0) {
+  size_t got_nonce = 0, sealed_len = 0;
+  if (secrets_unhex(json_string_value(json_object_get(j, "nonce")), &nonce, &got_nonce) != 0 ||
+      got_nonce != nonce_len ||
+      secrets_unhex(json_string_value(json_object_get(j, "sealed")), &sealed, &sealed_len) != 0) {
     free(nonce);
     return -1;
   }
   EVP_AEAD_CTX ctx;
   int rc = -1;
-  if (EVP_AEAD_CTX_init(&ctx, EVP_aead_aes_256_gcm(), s->key, KEY_BYTES,
-                        EVP_AEAD_DEFAULT_TAG_LENGTH, NULL)) {
-    char *ad = xasprintf(AD_PREFIX "%s", name);
+  if (EVP_AEAD_CTX_init(&ctx, aead, key, key_len, EVP_AEAD_DEFAULT_TAG_LENGTH, NULL)) {
     uint8_t *plain = xmalloc(sealed_len + 1);
     size_t plain_len = 0;
     if (EVP_AEAD_CTX_open(&ctx, plain, &plain_len, sealed_len, nonce, nonce_len, sealed,
                           sealed_len, (const uint8_t *)ad, strlen(ad))) {
       plain[plain_len] = '\0';
-      out->name = xstrdup(name);
-      out->value = (char *)plain;
-      out->len = plain_len;
-      out->updated_at = json_integer_value(json_object_get(j, "updated_at"));
+      *value = (char *)plain;
+      *len = plain_len;
       rc = 0;
     } else {
       free(plain);
     }
-    free(ad);
     EVP_AEAD_CTX_cleanup(&ctx);
   }
   free(nonce);
   free(sealed);
   return rc;
+}
+
+static json_t *seal(secret_store *s, const secret *sec) {
+  char *ad = xasprintf(AD_PREFIX "%s", sec->name);
+  json_t *j = secrets_aead_seal(EVP_aead_aes_256_gcm(), s->key, KEY_BYTES, NONCE_BYTES, ad,
+                                sec->value, sec->len);
+  free(ad);
+  if (j) json_object_set_new(j, "updated_at", json_integer((json_int_t)sec->updated_at));
+  return j;
+}
+
+static int unseal(secret_store *s, const char *name, json_t *j, secret *out) {
+  char *ad = xasprintf(AD_PREFIX "%s", name);
+  int rc = secrets_aead_open(EVP_aead_aes_256_gcm(), s->key, KEY_BYTES, NONCE_BYTES, ad, j,
+                             &out->value, &out->len);
+  free(ad);
+  if (rc != 0) return -1;
+  out->name = xstrdup(name);
+  out->updated_at = json_integer_value(json_object_get(j, "updated_at"));
+  return 0;
 }
 
 static int cmp_secret(const void *a, const void *b) {
@@ -249,7 +262,7 @@ static int cmp_secret(const void *a, const void *b) {
 static int load_store(secret_store *s, char **err) {
   uint8_t *data = NULL;
   size_t len = 0;
-  int rc = read_file(s->path, &data, &len, 256u * 1024 * 1024);
+  int rc = secrets_read_file(s->path, &data, &len, 256u * 1024 * 1024);
   if (rc == -ENOENT) return 0;
   if (rc != 0) {
     *err = xasprintf("%s: %s", s->path, strerror(-rc));
@@ -287,6 +300,7 @@ static int load_store(secret_store *s, char **err) {
 
 /* Writes every secret, sealed, and replaces the file atomically. */
 static int save_store(secret_store *s, char **err) {
+  if (s->path == NULL) return 0; /* a store in memory only */
   json_t *items = json_object();
   for (size_t i = 0; i < s->n; i++) {
     json_t *j = seal(s, &s->items[i]);
@@ -326,6 +340,8 @@ static int save_store(secret_store *s, char **err) {
   return rc;
 }
 
+secret_store *secrets_new_in_memory(void) { return xcalloc(1, sizeof(secret_store)); }
+
 int secrets_open(const char *dir, secret_store **out, char **err) {
   secret_store *s = xcalloc(1, sizeof *s);
   s->dir = xstrdup(dir);
@@ -356,9 +372,6 @@ const char *secrets_get(secret_store *s, const char *name, size_t len) {
   return sec ? sec->value : NULL;
 }
 
-const char *secrets_lookup(void *store, const char *name, size_t len) {
-  return secrets_get(store, name, len);
-}
 
 int secrets_put(secret_store *s, const char *name, const char *value, size_t len,
                 int64_t now_ms, char **err) {

@@ -49,6 +49,7 @@ static const option_def options[] = {
     {"node_name", OPT_STRING, 0, 0},
     {"fleet_creds", OPT_STRING, 0, 0},
     {"fleet_ca", OPT_STRING, 0, 0},
+    {"fleet_key", OPT_LIST, 0, 0},
     /* the sandbox of worker processes and the egress (jail/) */
     {"user", OPT_STRING, 0, 0},
     {"require_sandbox", OPT_BOOL, 0, 0},
@@ -100,6 +101,8 @@ static const char usage_text[] =
     "  --node-name NAME            this node's name in the fleet (default: the host name)\n"
     "  --fleet-creds FILE          NATS credentials (.creds) for the fleet\n"
     "  --fleet-ca FILE             CA certificates for TLS to the fleet's NATS servers\n"
+    "  --fleet-key FILE            the fleet's secret key (32 bytes), read by the egress only;\n"
+    "                              repeat to rotate: the first seals, every one opens\n"
     "  --user UID:GID              when started as root, worker processes and the egress\n"
     "                              run as this user (the sandbox hands them their\n"
     "                              directories)\n"
@@ -163,10 +166,12 @@ void node_config_free(node_config *c) {
   c->fleet = c->node_name = c->fleet_creds = c->fleet_ca = NULL;
   for (size_t i = 0; i < c->n_egress_allow_cidr; i++) free(c->egress_allow_cidr[i]);
   for (size_t i = 0; i < c->n_ca_files; i++) free(c->ca_files[i]);
+  for (size_t i = 0; i < c->n_fleet_keys; i++) free(c->fleet_keys[i]);
   free(c->egress_allow_cidr);
   free(c->ca_files);
-  c->egress_allow_cidr = c->ca_files = NULL;
-  c->n_egress_allow_cidr = c->n_ca_files = 0;
+  free(c->fleet_keys);
+  c->egress_allow_cidr = c->ca_files = c->fleet_keys = NULL;
+  c->n_egress_allow_cidr = c->n_ca_files = c->n_fleet_keys = 0;
   free(c->cordon_rules);
   c->cordon_rules = NULL;
   c->n_cordon_rules = 0;
@@ -199,8 +204,9 @@ static const char *add_list_item(node_config *c, const char *key, const char *s)
   if (cidr && egress_cidr_parse(s, &parsed) != 0)
     return "must be an address with a prefix length, like 127.0.0.1/32 or fd00::/8 "
            "(host bits zero)";
-  char ***list = cidr ? &c->egress_allow_cidr : &c->ca_files;
-  size_t *n = cidr ? &c->n_egress_allow_cidr : &c->n_ca_files;
+  int fleet_key = strcmp(key, "fleet_key") == 0;
+  char ***list = cidr ? &c->egress_allow_cidr : fleet_key ? &c->fleet_keys : &c->ca_files;
+  size_t *n = cidr ? &c->n_egress_allow_cidr : fleet_key ? &c->n_fleet_keys : &c->n_ca_files;
   *list = xrealloc(*list, (*n + 1) * sizeof **list);
   (*list)[(*n)++] = xstrdup(s);
   return NULL;

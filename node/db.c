@@ -6,8 +6,8 @@
  *
  * What is kept: the deployed workers (table workers, with the last version
  * handed out per name in worker_versions), their egress allow-lists
- * (egress_rules), the cordoned tenants (cordons) and the event history
- * (events).
+ * (egress_rules), the secrets' grants and, in a fleet, their sealed values
+ * (secrets), the cordoned tenants (cordons) and the event history (events).
  *
  * Two connections, both opened here: one with synchronous=FULL for what an
  * operator wrote (a deploy or a cordon must survive a crash of the machine),
@@ -73,6 +73,13 @@ static const char *const migrations[] = {
     "  kind TEXT NOT NULL,"
     "  tenant TEXT,"
     "  details TEXT NOT NULL);",
+    /* 2: secrets are granted to workers. A secret set before has no row,
+     * so it is granted to no worker until an operator grants it. */
+    "CREATE TABLE secrets ("
+    "  name TEXT PRIMARY KEY,"
+    "  workers TEXT NOT NULL,"      /* JSON array of worker names */
+    "  sealed TEXT,"                /* in a fleet: {"key", "nonce", "sealed"} */
+    "  updated_at INTEGER NOT NULL);",
 };
 
 _Static_assert(ARRAY_SIZE(migrations) == NODE_DB_SCHEMA_VERSION,
@@ -478,6 +485,97 @@ json_t *node_db_egress_all(node_db *d) {
   }
   sqlite3_finalize(st);
   return all;
+}
+
+/* ---- secrets ------------------------------------------------------------------------ */
+
+static json_t *read_secret(sqlite3_stmt *st) {
+  json_t *row = json_pack("{s:s, s:o, s:I}", "name", (const char *)sqlite3_column_text(st, 0),
+                          "workers", column_json(st, 1), "updated_at",
+                          (json_int_t)sqlite3_column_int64(st, 3));
+  if (row && sqlite3_column_type(st, 2) != SQLITE_NULL)
+    json_object_set_new(row, "sealed", column_json(st, 2));
+  return row;
+}
+
+json_t *node_db_secret_get(node_db *d, const char *name) {
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT name, workers, sealed, updated_at FROM secrets WHERE name = ?1",
+              &st) != 0)
+    return NULL;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  json_t *row = sqlite3_step(st) == SQLITE_ROW ? read_secret(st) : NULL;
+  sqlite3_finalize(st);
+  return row;
+}
+
+json_t *node_db_secret_list(node_db *d) {
+  sqlite3_stmt *st;
+  json_t *rows = NULL;
+  if (prepare(d->db, "SELECT name, workers, sealed, updated_at FROM secrets ORDER BY name",
+              &st) != 0 ||
+      collect_rows(st, read_secret, &rows) != 0)
+    return json_array();
+  return rows;
+}
+
+int node_db_secret_put(node_db *d, const char *name, json_t *workers, json_t *sealed,
+                       int64_t updated_at) {
+  d->failure[0] = '\0';
+  json_t *old = node_db_secret_get(d, name);
+  json_t *keep = workers ? workers : old ? json_object_get(old, "workers") : NULL;
+  if (updated_at == 0 && old) updated_at = json_integer_value(json_object_get(old, "updated_at"));
+  sqlite3_stmt *st;
+  int rc = prepare(d->db,
+                   "INSERT OR REPLACE INTO secrets(name, workers, sealed, updated_at) "
+                   "VALUES (?1, ?2, ?3, ?4)",
+                   &st);
+  if (rc == 0) {
+    json_t *list = keep ? json_incref(keep) : json_array();
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = bind_json(st, 2, list);
+    if (rc == 0 && sealed) rc = bind_json(st, 3, sealed);
+    sqlite3_bind_int64(st, 4, updated_at);
+    json_decref(list);
+    if (rc == 0) rc = step_done(st);
+    else sqlite3_finalize(st);
+  }
+  json_decref(old);
+  return rc;
+}
+
+int node_db_secret_delete(node_db *d, const char *name) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db, "DELETE FROM secrets WHERE name = ?1", &st) != 0) return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  if (step_done(st) != 0) return -EIO;
+  return sqlite3_changes(d->db) > 0 ? 0 : -ENOENT;
+}
+
+int node_db_secret_granted(void *db, const char *name, size_t len, const char *worker) {
+  node_db *d = db;
+  sqlite3_stmt *st;
+  /* One row per (secret, worker) pair it is granted to, from the JSON array. */
+  if (prepare(d->db,
+              "SELECT 1 FROM secrets, json_each(secrets.workers) "
+              "WHERE secrets.name = ?1 AND json_each.value = ?2",
+              &st) != 0)
+    return 0;
+  sqlite3_bind_text(st, 1, name, (int)len, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, worker, -1, SQLITE_STATIC);
+  int granted = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  return granted;
+}
+
+char *node_db_rules_ungranted(node_db *d, const char *worker, json_t *rules) {
+  char *why = NULL;
+  egress_policy *p = egress_policy_parse(rules, &why);
+  if (p == NULL) return why;
+  char *problem = egress_policy_ungranted(p, worker, node_db_secret_granted, d);
+  egress_policy_free(p);
+  return problem;
 }
 
 /* ---- cordons ------------------------------------------------------------------------ */

@@ -327,6 +327,15 @@ static void put_worker(node *n, http_request *req, const char *name) {
     json_decref(error);
     return;
   }
+  json_t *rules = json_object_get(spec, "egress");
+  char *why = rules ? node_db_rules_ungranted(n->db, name, rules) : NULL;
+  if (why) {
+    log_write(LOG_INFO, name, req->id, NULL, "deploy rejected: %s", why);
+    node_respond_error(req, 400, why);
+    free(why);
+    json_decref(spec);
+    return;
+  }
   node_deploy(n, name, spec, on_deployed, req);
 }
 

@@ -1,12 +1,14 @@
 /*
  * The egress process seen from the supervisor: its command line and its
  * frames (the process itself is a node_child, child.c), pushing the
- * allow-lists to it (stored in node.db by db.c: all of them whenever it
- * starts, one worker's whenever they change), and the control requests it
- * answers itself (secrets: egress_routes.c forwards them, this file answers
- * them once the egress did). A secret's value only passes through here, in
- * memory, on its way from the control API to the egress process: it is never
- * stored, logged or sent anywhere else.
+ * allow-lists and the secrets' grants to it (stored in node.db by db.c: all
+ * of them whenever it starts, one worker's or one secret's whenever they
+ * change), and the questions about secrets egress_routes.c asks it (its
+ * answers go back to a callback). A secret's value only passes through here,
+ * in memory, on its way from the control API to the egress process: it is
+ * never stored, logged or sent anywhere else. In a fleet what comes back and
+ * is stored is the value sealed with the fleet key, which this process
+ * cannot open.
  *
  * Readiness: the egress says HELLO; it is sent every policy at once (with a
  * request id) and answers when it listens for worker processes. Only then
@@ -28,12 +30,12 @@
 #define REPLY_TIMEOUT_MS 10000
 
 
-/* A control request waiting for the egress process to answer. */
+/* A question waiting for the egress process to answer. */
 typedef struct pending {
   struct node_egress *eg;
   uint32_t id;
-  node_egress_ask kind;
-  http_request *req;
+  node_egress_cb cb;
+  void *data;
   uv_timer_t timer;
   struct pending *next;
 } pending;
@@ -52,16 +54,11 @@ typedef struct node_egress {
 static int spawn_egress(node_egress *eg);
 static const node_child_ops egress_ops;
 
-/* ---- responses ---- */
-
-/* As node_respond_json, taking over the reference to body. */
-static void respond(http_request *req, int status, json_t *body, const char *allow) {
-  node_respond_json(req, status, body, allow);
+/* Calls back with an error. */
+static void ask_failed(node *n, node_egress_cb cb, void *data, int status, const char *message) {
+  json_t *body = json_pack("{s:s}", "error", message);
+  cb(n, data, status, body);
   json_decref(body);
-}
-
-static void respond_error(http_request *req, int status, const char *message) {
-  respond(req, status, json_pack("{s:s}", "error", message), NULL);
 }
 
 /* ---- talking to the egress ---- */
@@ -97,19 +94,20 @@ static void pending_finish(pending *p) {
 static void pending_fail_all(node_egress *eg, const char *why) {
   while (eg->pending) {
     pending *p = eg->pending;
-    respond_error(p->req, 503, why);
     pending_finish(p);
+    ask_failed(eg->n, p->cb, p->data, 503, why);
   }
 }
 
 static void on_pending_timeout(uv_timer_t *t) {
   pending *p = container_of(t, pending, timer);
-  respond_error(p->req, 503, "the egress process did not answer in time; try again");
   pending_finish(p);
+  ask_failed(p->eg->n, p->cb, p->data, 503, "the egress process did not answer in time; try again");
 }
 
-/* Forwards a control request; the answer arrives in on_reply. */
-void node_egress_forward(node *n, http_request *req, node_egress_ask kind, json_t *body) {
+/* Asks the egress; the answer arrives in on_reply. */
+void node_egress_ask_secret(node *n, node_egress_ask kind, json_t *body, node_egress_cb cb,
+                            void *data) {
   node_egress *eg = n->egress;
   static const uint8_t types[] = {
       [NODE_EGRESS_SECRET_PUT] = PROTO_SECRET_PUT,
@@ -117,62 +115,41 @@ void node_egress_forward(node *n, http_request *req, node_egress_ask kind, json_
       [NODE_EGRESS_SECRET_DELETE] = PROTO_SECRET_DELETE,
   };
   if (eg == NULL || eg->child.state != NODE_PROC_READY || !channel_usable(eg)) {
-    respond_error(req, 503, eg == NULL ? "this node has no egress process (edgenode-egress "
-                                         "was not found next to edgenode)"
-                                       : "the egress process is not running; try again shortly");
+    ask_failed(n, cb, data, 503,
+               eg == NULL ? "this node has no egress process (edgenode-egress was not found "
+                            "next to edgenode)"
+                          : "the egress process is not running; try again shortly");
     return;
   }
   uint32_t id = proto_channel_request_id(&eg->child.channel);
   if (send_json(eg, types[kind], id, body) != 0) {
-    respond_error(req, 503, "the egress process is not reachable; try again shortly");
+    ask_failed(n, cb, data, 503, "the egress process is not reachable; try again shortly");
     return;
   }
   pending *p = xcalloc(1, sizeof *p);
   p->eg = eg;
   p->id = id;
-  p->kind = kind;
-  p->req = req;
+  p->cb = cb;
+  p->data = data;
   uv_timer_init(eg->n->loop, &p->timer);
   uv_timer_start(&p->timer, on_pending_timeout, REPLY_TIMEOUT_MS, 0);
   p->next = eg->pending;
   eg->pending = p;
 }
 
-static json_t *time_json(json_t *ms) {
-  char when[32];
-  node_iso8601(json_integer_value(ms), when);
-  return json_string(when);
-}
-
 static void on_reply(node_egress *eg, const proto_frame *f, json_t *body) {
   pending *p = eg->pending;
   while (p && p->id != f->id) p = p->next;
   if (p == NULL) return;
+  pending_finish(p);
   if (f->type == PROTO_ERROR || body == NULL) {
     json_int_t status = json_integer_value(json_object_get(body, "status"));
     const char *msg = json_string_value(json_object_get(body, "error"));
-    respond_error(p->req, status >= 400 && status < 600 ? (int)status : 500,
-                  msg ? msg : "the egress process failed");
-  } else if (p->kind == NODE_EGRESS_SECRET_LIST) {
-    json_t *list = json_array();
-    size_t i;
-    json_t *s;
-    json_array_foreach(json_object_get(body, "secrets"), i, s) {
-      json_array_append_new(list, json_pack("{s:O, s:o}", "name", json_object_get(s, "name"),
-                                            "updated_at",
-                                            time_json(json_object_get(s, "updated_at"))));
-    }
-    respond(p->req, 200, json_pack("{s:o}", "secrets", list), NULL);
-  } else if (p->kind == NODE_EGRESS_SECRET_PUT) {
-    int created = json_is_true(json_object_get(body, "created"));
-    respond(p->req, created ? 201 : 200,
-            json_pack("{s:O, s:o, s:b}", "name", json_object_get(body, "name"), "updated_at",
-                      time_json(json_object_get(body, "updated_at")), "created", created),
-            NULL);
+    ask_failed(eg->n, p->cb, p->data, status >= 400 && status < 600 ? (int)status : 500,
+               msg ? msg : "the egress process failed");
   } else {
-    respond(p->req, 200, json_pack("{s:O}", "deleted", json_object_get(body, "deleted")), NULL);
+    p->cb(eg->n, p->data, 0, body);
   }
-  pending_finish(p);
 }
 
 /* ---- the process ---- */
@@ -182,7 +159,18 @@ static void on_hello(node_egress *eg, json_t *body) {
   if (eg->child.state != NODE_PROC_STARTING) return;
   eg->sync_id = proto_channel_request_id(&eg->child.channel);
   json_t *all = node_db_egress_all(eg->n->db);
-  json_t *msg = json_pack("{s:o, s:b}", "workers", all, "replace", 1);
+  json_t *grants = json_object(), *sealed = json_object();
+  json_t *secrets = node_db_secret_list(eg->n->db);
+  size_t i;
+  json_t *row;
+  json_array_foreach(secrets, i, row) {
+    const char *name = json_string_value(json_object_get(row, "name"));
+    json_object_set(grants, name, json_object_get(row, "workers"));
+    if (json_object_get(row, "sealed")) json_object_set(sealed, name, json_object_get(row, "sealed"));
+  }
+  json_decref(secrets);
+  json_t *msg = json_pack("{s:o, s:o, s:o, s:b, s:b}", "workers", all, "grants", grants,
+                          "fleet_secrets", sealed, "fleet", eg->n->fleet != NULL, "replace", 1);
   if (send_json(eg, PROTO_EGRESS_POLICY, eg->sync_id, msg) != 0)
     log_warn("could not send the egress rules to the egress process");
   json_decref(msg);
@@ -258,7 +246,8 @@ static const node_child_ops egress_ops = {
 
 static int spawn_egress(node_egress *eg) {
   node *n = eg->n;
-  size_t max = 16 + 2 * (n->cfg.n_egress_allow_cidr + n->cfg.n_ca_files) + NODE_SANDBOX_ARGS;
+  size_t max = 16 + 2 * (n->cfg.n_egress_allow_cidr + n->cfg.n_ca_files + n->cfg.n_fleet_keys) +
+               NODE_SANDBOX_ARGS;
   char **args = xcalloc(max, sizeof *args);
   size_t a = 0;
   args[a++] = "edgenode-egress";
@@ -277,6 +266,11 @@ static int spawn_egress(node_egress *eg) {
   for (size_t i = 0; i < n->cfg.n_ca_files; i++) {
     args[a++] = "--ca-file";
     args[a++] = n->cfg.ca_files[i];
+  }
+  /* The supervisor never opens these: only the egress reads the fleet key. */
+  for (size_t i = 0; i < n->cfg.n_fleet_keys; i++) {
+    args[a++] = "--fleet-key";
+    args[a++] = n->cfg.fleet_keys[i];
   }
   /* The node's own addresses: no rule lets a worker fetch its node. */
   args[a++] = "--own-addr";
@@ -326,6 +320,27 @@ int node_egress_start(node *n, char **err) {
       int e = errno;
       *err = xasprintf("--ca-file %s: %s", n->cfg.ca_files[i], strerror(e));
       return -e;
+    }
+  }
+  /* The same for a fleet key, checked without reading it (the egress does). */
+  for (size_t i = 0; i < n->cfg.n_fleet_keys; i++) {
+    struct stat st;
+    const char *f = n->cfg.fleet_keys[i];
+    if (stat(f, &st) != 0 || access(f, R_OK) != 0) {
+      int e = errno;
+      *err = xasprintf("--fleet-key %s: %s", f, strerror(e));
+      return -e;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+      *err = xasprintf("--fleet-key %s: must be a file not readable by group or others "
+                       "(chmod 0600)", f);
+      return -EPERM;
+    }
+    /* 32 raw bytes, or 64 hex digits with an optional line end. */
+    if (st.st_size != 32 && (st.st_size < 64 || st.st_size > 66)) {
+      *err = xasprintf("--fleet-key %s: must hold 32 bytes, raw or as 64 hex digits "
+                       "(head -c 32 /dev/urandom > FILE)", f);
+      return -EINVAL;
     }
   }
   char *dir = xasprintf("%s/egress", n->data_dir);
@@ -379,4 +394,14 @@ void node_egress_kill(node *n) {
 
 void node_egress_push(node *n, const char *name, json_t *rules) {
   push_policy(n->egress, name, rules);
+}
+
+void node_egress_push_secret(node *n, const char *name, json_t *workers, json_t *sealed) {
+  node_egress *eg = n->egress;
+  if (eg == NULL || eg->child.state != NODE_PROC_READY) return;
+  json_t *body = json_pack("{s:{s:O?}}", "grants", name, workers);
+  if (n->fleet) json_object_set_new(body, "fleet_secrets", json_pack("{s:O?}", name, sealed));
+  if (body && send_json(eg, PROTO_EGRESS_POLICY, 0, body) != 0)
+    log_warn("could not send the grants of secret %s to the egress process", name);
+  json_decref(body);
 }

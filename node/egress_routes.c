@@ -1,15 +1,13 @@
 /*
- * The control API routes of egress: a worker's allow-list
- * (GET|PUT|DELETE /v1/workers/{name}/egress, stored in node.db and pushed to
- * the egress process) and the write-only secrets (PUT|DELETE
- * /v1/secrets/{name}, GET /v1/secrets for their names), which only the egress
- * process keeps: they are forwarded to it (egress.c).
+ * The control API routes of a worker's allow-list (GET|PUT|DELETE
+ * /v1/workers/{name}/egress, stored in node.db and pushed to the egress
+ * process). Rules that inject a secret not granted to the worker are refused
+ * (secrets.c has the secrets' own routes).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "egress.h"
 #include "node.h"
@@ -122,16 +120,16 @@ static void rules_route(node *n, http_request *req, const char *name) {
     }
     rules = json_is_object(root) ? json_incref(json_object_get(root, "rules")) : json_incref(root);
     json_decref(root);
-    char *why = NULL;
-    egress_policy *p = egress_policy_parse(rules, &why);
-    if (p == NULL) {
+    /* Rules that are valid, and inject only secrets granted to this worker. */
+    char *why = node_db_rules_problem(rules);
+    if (why == NULL) why = node_db_rules_ungranted(n->db, name, rules);
+    if (why) {
       log_write(LOG_INFO, name, req->id, NULL, "egress rules rejected: %s", why);
       respond_error(req, 400, why);
       free(why);
       json_decref(rules);
       return;
     }
-    egress_policy_free(p);
   } else {
     rules = json_array();
   }
@@ -158,98 +156,9 @@ static void rules_route(node *n, http_request *req, const char *name) {
   respond(req, 200, json_pack("{s:s, s:o}", "worker", name, "rules", rules), NULL);
 }
 
-/* A secret's value: the raw body (one trailing newline dropped, as `echo` adds
- * one) or {"value": "..."} with a JSON content type. NULL with *why otherwise. */
-static char *secret_value(http_request *req, size_t *len, const char **why) {
-  const char *ct = http_request_header(req, "Content-Type");
-  *why = "secret values are text of at most 8192 bytes without control characters (tab allowed)";
-  char *value;
-  if (ct && strncasecmp(ct, "application/json", 16) == 0) {
-    json_t *root = json_loadb((const char *)req->body, req->body_len, 0, NULL);
-    json_t *v = json_object_get(root, "value");
-    if (!json_is_string(v)) {
-      json_decref(root);
-      *why = "a JSON body is {\"value\": \"...\"}";
-      return NULL;
-    }
-    *len = json_string_length(v);
-    value = xstrndup(json_string_value(v), *len);
-    json_decref(root);
-  } else {
-    *len = req->body_len;
-    if (*len > 0 && req->body[*len - 1] == '\n') (*len)--;
-    if (*len > 0 && req->body[*len - 1] == '\r') (*len)--;
-    value = xstrndup(req->body ? (const char *)req->body : "", *len);
-  }
-  /* An empty secret would inject an empty credential; edgectl refuses it too. */
-  if (*len == 0) *why = "the secret value is empty";
-  if (*len == 0 || strlen(value) != *len || !egress_secret_value_valid(value, *len)) {
-    memset(value, 0, *len);
-    free(value);
-    return NULL;
-  }
-  return value;
-}
-
-static void secret_route(node *n, http_request *req, const char *name) {
-  int put = strcmp(req->method, "PUT") == 0, del = strcmp(req->method, "DELETE") == 0;
-  if (!put && !del) {
-    respond_method(req, "PUT, DELETE",
-                   strcmp(req->method, "GET") == 0
-                       ? "secrets are write-only: GET /v1/secrets lists their names"
-                       : NULL);
-    return;
-  }
-  if (!egress_secret_name_valid(name, strlen(name))) {
-    respond_error(req, 400,
-                  "invalid secret name: letters, digits and '_', not starting with a digit, "
-                  "at most 64");
-    return;
-  }
-  if (del) {
-    json_t *body = json_pack("{s:s}", "name", name);
-    node_egress_forward(n, req, NODE_EGRESS_SECRET_DELETE, body);
-    json_decref(body);
-    return;
-  }
-  size_t len = 0;
-  const char *why = NULL;
-  char *value = secret_value(req, &len, &why);
-  if (value == NULL) {
-    respond_error(req, 400, why);
-    return;
-  }
-  json_t *v = json_stringn(value, len);
-  memset(value, 0, len);
-  free(value);
-  if (v == NULL) {
-    respond_error(req, 400, "secret values must be UTF-8 text");
-    return;
-  }
-  json_t *body = json_pack("{s:s, s:o}", "name", name, "value", v);
-  node_egress_forward(n, req, NODE_EGRESS_SECRET_PUT, body);
-  json_decref(body);
-}
-
 int node_egress_route(node *n, http_request *req, const char *path) {
-  static const char secrets[] = "/v1/secrets";
   static const char workers[] = "/v1/workers/";
   static const char suffix[] = "/egress";
-  if (strcmp(path, secrets) == 0) {
-    if (strcmp(req->method, "GET") != 0) {
-      respond_method(req, "GET", NULL);
-    } else {
-      json_t *body = json_object();
-      node_egress_forward(n, req, NODE_EGRESS_SECRET_LIST, body);
-      json_decref(body);
-    }
-    return 1;
-  }
-  if (strncmp(path, secrets, sizeof secrets - 1) == 0 && path[sizeof secrets - 1] == '/' &&
-      strchr(path + sizeof secrets, '/') == NULL) {
-    secret_route(n, req, path + sizeof secrets);
-    return 1;
-  }
   size_t len = strlen(path);
   if (strncmp(path, workers, sizeof workers - 1) == 0 && len > sizeof workers - 1 + sizeof suffix - 1 &&
       strcmp(path + len - (sizeof suffix - 1), suffix) == 0) {

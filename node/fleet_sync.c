@@ -9,6 +9,9 @@
  * What is replicated, as fleet/ records (versioned, one writer per version):
  *   workers  name -> {"main_module", "modules", "bindings", "limits"[, "egress"]}
  *   egress   name -> {"rules": [...]} (a change of the rules alone)
+ *   secrets  name -> {"workers": [...], "sealed"?: {"key", "nonce", "sealed"},
+ *            "updated_at"}: the grants, and the value as this node's egress
+ *            sealed it with the fleet key (this process never sees it open)
  *   cordons  name -> {"reason", "by", "node"}: an operator's cordon, held on
  *            every node (deleted: uncordoned). A cordon by a node's own
  *            monitor, and a suspension, stay that node's.
@@ -27,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "egress.h"
 #include "facets.h"
 #include "fleet.h"
 #include "node.h"
@@ -35,7 +39,8 @@
 #define MEMBER_TTL_MS 5000
 #define APPLY_WAIT_MS 5000
 #define FLEET_OFFLINE_READY_MS 5000
-#define RECORD_BUCKETS ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_CORDONS))
+#define RECORD_BUCKETS \
+  ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_SECRETS) | (1u << FLEET_CORDONS))
 
 /* A write waiting to be applied here before it is answered. */
 typedef struct waiter {
@@ -52,6 +57,7 @@ typedef struct waiter {
   void *data;
   uv_timer_t timer;
   int timer_on;
+  struct secret_change *secret; /* a secret's edit, computed from the record it finds */
 } waiter;
 
 struct node_fleet {
@@ -161,6 +167,31 @@ static void apply_egress(struct node_fleet *nf, const char *name, json_t *rec, i
   json_decref(list);
 }
 
+/* A secret's grants and sealed value, kept in node.db and given to the
+ * egress, which alone can open the value. */
+static void apply_secret(struct node_fleet *nf, const char *name, json_t *rec, int deleted) {
+  node *n = nf->n;
+  if (!egress_secret_name_valid(name, strlen(name))) return;
+  if (deleted) {
+    if (node_db_secret_delete(n->db, name) == -EIO)
+      log_error("fleet: deleting secret %s failed: %s", name, node_db_errmsg(n->db));
+    node_egress_push_secret(n, name, NULL, NULL);
+    return;
+  }
+  json_t *workers = json_object_get(rec, "workers");
+  json_t *sealed = json_object_get(rec, "sealed");
+  if (!json_is_array(workers) || (sealed && !json_is_object(sealed))) {
+    log_error("fleet: the record of secret %s is malformed: skipped", name);
+    return;
+  }
+  if (node_db_secret_put(n->db, name, workers, sealed,
+                         json_integer_value(json_object_get(rec, "updated_at"))) != 0) {
+    log_error("fleet: storing secret %s failed: %s", name, node_db_errmsg(n->db));
+    return;
+  }
+  node_egress_push_secret(n, name, workers, sealed);
+}
+
 static void answer(waiter *w, int status, json_t *body);
 static void answer_written(waiter *w);
 
@@ -202,6 +233,8 @@ static void apply(struct node_fleet *nf, fleet_bucket b, const char *name, const
     else apply_worker(nf, name, rec, version);
   } else if (b == FLEET_EGRESS) {
     apply_egress(nf, name, rec, deleted);
+  } else if (b == FLEET_SECRETS) {
+    apply_secret(nf, name, rec, deleted);
   } else if (b == FLEET_CORDONS) {
     if (nf->n->cordon_hooks) nf->n->cordon_hooks->apply(nf->n, name, deleted ? NULL : rec);
   }
@@ -258,9 +291,12 @@ static void on_state(void *arg, int connected) {
 
 /* ---- writes ---- */
 
+static void secret_change_free(struct secret_change *c);
+
 static void waiter_free(waiter *w) {
   free(w->name);
   free(w->record);
+  secret_change_free(w->secret);
   free(w);
 }
 
@@ -351,9 +387,10 @@ static int set_record(const void *arg, const void *cur, size_t cur_len, uint64_t
   return 0;
 }
 
-/* Sends a write to the fleet; cb answers once it is applied here. */
-static void write_record(node *n, fleet_bucket b, const char *name, json_t *record,
-                         node_fleet_cb cb, void *data) {
+/* A write waiting for the fleet, linked in (record NULL: a delete, or a
+ * record computed by a transform). */
+static waiter *waiter_add(node *n, fleet_bucket b, const char *name, json_t *record,
+                          node_fleet_cb cb, void *data) {
   struct node_fleet *nf = n->fleet;
   waiter *w = xcalloc(1, sizeof *w);
   w->owner = nf;
@@ -366,8 +403,11 @@ static void write_record(node *n, fleet_bucket b, const char *name, json_t *reco
   w->data = data;
   w->next = nf->waiters;
   nf->waiters = w;
-  int rc = record ? fleet_update(nf->link, b, name, set_record, w, on_written, w)
-                  : fleet_delete(nf->link, b, name, on_written, w);
+  return w;
+}
+
+/* After fleet_update / fleet_delete: a refusal is answered at once. */
+static void waiter_sent(struct node_fleet *nf, waiter *w, int rc) {
   if (rc != 0) {
     unlink_waiter(nf, w);
     json_t *body = json_pack("{s:s}", "error", rc == -EINVAL ? "the name cannot be a fleet key"
@@ -375,6 +415,16 @@ static void write_record(node *n, fleet_bucket b, const char *name, json_t *reco
     answer(w, rc == -EINVAL ? 400 : 503, body);
     json_decref(body);
   }
+}
+
+/* Sends a write to the fleet; cb answers once it is applied here. */
+static void write_record(node *n, fleet_bucket b, const char *name, json_t *record,
+                         node_fleet_cb cb, void *data) {
+  struct node_fleet *nf = n->fleet;
+  waiter *w = waiter_add(n, b, name, record, cb, data);
+  int rc = record ? fleet_update(nf->link, b, name, set_record, w, on_written, w)
+                  : fleet_delete(nf->link, b, name, on_written, w);
+  waiter_sent(nf, w, rc);
 }
 
 void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_cb cb, void *data) {
@@ -396,6 +446,88 @@ void node_fleet_put_egress(node *n, const char *name, json_t *rules, node_fleet_
   json_t *rec = json_pack("{s:O}", "rules", rules);
   write_record(n, FLEET_EGRESS, name, rec, cb, data);
   json_decref(rec);
+}
+
+/* ---- secrets ---- */
+
+/* What a secret's write changes, as text: the transform reads it on the
+ * fleet's write thread. */
+struct secret_change {
+  char *sealed;  /* JSON {"key", "nonce", "sealed"}, or NULL */
+  char *workers; /* JSON array, or NULL */
+  char *grant;
+  char *revoke;
+};
+
+static void secret_change_free(struct secret_change *c) {
+  if (c == NULL) return;
+  free(c->sealed);
+  free(c->workers);
+  free(c->grant);
+  free(c->revoke);
+  free(c);
+}
+
+/* The record's grants with the change applied. */
+static json_t *changed_workers(const struct secret_change *c, json_t *old) {
+  json_t *from = c->workers ? json_loads(c->workers, 0, NULL) : json_incref(old);
+  json_t *out = json_array();
+  size_t i;
+  json_t *w;
+  json_array_foreach(from, i, w) {
+    const char *s = json_string_value(w);
+    if (s && !(c->revoke && strcmp(s, c->revoke) == 0) && !(c->grant && strcmp(s, c->grant) == 0))
+      json_array_append(out, w);
+  }
+  if (c->grant) json_array_append_new(out, json_string(c->grant));
+  json_decref(from);
+  return out;
+}
+
+/* fleet_transform_fn: the next version of a secret's record from the latest. */
+static int edit_secret(const void *arg, const void *cur, size_t cur_len, uint64_t cur_rev,
+                       void **out, size_t *out_len, char **error) {
+  (void)cur_rev, (void)error;
+  waiter *w = (waiter *)arg;
+  const struct secret_change *c = w->secret;
+  json_t *old = cur ? json_loadb(cur, cur_len, 0, NULL) : NULL;
+  json_t *rec = json_object();
+  json_object_set_new(rec, "workers", changed_workers(c, json_object_get(old, "workers")));
+  json_t *sealed = c->sealed ? json_loads(c->sealed, 0, NULL)
+                             : json_incref(json_object_get(old, "sealed"));
+  if (sealed) json_object_set_new(rec, "sealed", sealed);
+  int64_t updated = c->sealed ? time_now_ms() : json_integer_value(json_object_get(old, "updated_at"));
+  json_object_set_new(rec, "updated_at", json_integer(updated));
+  char *text = json_dumps(rec, JSON_COMPACT);
+  json_decref(rec);
+  json_decref(old);
+  if (text == NULL) abort();
+  /* Read on the loop once the answer is posted, as set_record's "created". */
+  w->created = cur == NULL;
+  free(w->record);
+  w->record = xstrdup(text);
+  *out = text;
+  *out_len = strlen(text);
+  return 0;
+}
+
+static char *dump_or_null(json_t *v) { return v ? json_dumps(v, JSON_COMPACT) : NULL; }
+
+void node_fleet_edit_secret(node *n, const char *name, const node_secret_edit *e,
+                            node_fleet_cb cb, void *data) {
+  struct node_fleet *nf = n->fleet;
+  waiter *w = waiter_add(n, FLEET_SECRETS, name, NULL, cb, data);
+  w->deleted = 0;
+  w->secret = xcalloc(1, sizeof *w->secret);
+  w->secret->sealed = dump_or_null(e->sealed);
+  w->secret->workers = dump_or_null(e->workers);
+  w->secret->grant = e->grant ? xstrdup(e->grant) : NULL;
+  w->secret->revoke = e->revoke ? xstrdup(e->revoke) : NULL;
+  waiter_sent(nf, w, fleet_update(nf->link, FLEET_SECRETS, name, edit_secret, w, on_written, w));
+}
+
+void node_fleet_delete_secret(node *n, const char *name, node_fleet_cb cb, void *data) {
+  write_record(n, FLEET_SECRETS, name, NULL, cb, data);
 }
 
 typedef struct cordon_job {

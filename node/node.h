@@ -8,7 +8,7 @@
  * the `node_core` library (also linked by the unit tests); the other files
  * make up the edgenode executable. Calls go one way, from the top down:
  *   main.c -> control.c -> route modules (deploy.c, tenants.c, metrics.c,
- *   run.c, facet_routes.c, egress_routes.c, and the routes of drain.c,
+ *   run.c, facet_routes.c, egress_routes.c, secrets.c, and the routes of drain.c,
  *   events.c, cordons.c) -> drain.c, cordons.c, memwatch.c -> fleet_sync.c ->
  *   procs.c -> egress.c -> sandbox.c, events.c, stats.c, route.c, child.c, db.c,
  *   spec.c, config.c.
@@ -68,6 +68,8 @@ typedef struct node_config {
   char *node_name;           /* owned; the name in the fleet, NULL: the host name */
   char *fleet_creds;         /* owned; NATS credentials file, or NULL */
   char *fleet_ca;            /* owned; CA file for TLS to NATS, or NULL */
+  char **fleet_keys;         /* owned; --fleet-key files, handed to the egress (the first seals) */
+  size_t n_fleet_keys;
   char *user;                /* owned; "UID:GID" the sandboxed processes become, or NULL */
   int require_sandbox;       /* a sandbox layer refused stops the node */
   int no_sandbox;            /* worker processes and the egress run unsandboxed */
@@ -113,7 +115,7 @@ const char *node_log_level_name(log_level level);
 typedef struct node_db node_db;
 
 /* PRAGMA user_version of a node.db this edgenode writes. */
-#define NODE_DB_SCHEMA_VERSION 1
+#define NODE_DB_SCHEMA_VERSION 2
 
 /*
  * Opens (creating if needed) node.db at `path`: WAL journal, synchronous=FULL
@@ -174,6 +176,29 @@ json_t *node_db_egress_get(node_db *db, const char *name, int64_t *updated_at);
 int node_db_egress_put(node_db *db, const char *name, json_t *rules, int64_t now_ms);
 /* Every stored rule list, {name: rules}. */
 json_t *node_db_egress_all(node_db *db);
+
+/*
+ * Secrets as the supervisor knows them (table secrets): a name, the workers
+ * it is granted to, and in a fleet its value sealed with the fleet key
+ * ({"key", "nonce", "sealed"}: ciphertext only). Without a fleet the value
+ * itself is the egress process's alone. A row is
+ * {"name", "workers": [...], "sealed"?, "updated_at"} (ms; 0: no value yet).
+ */
+/* Stores a row. workers NULL keeps the stored grants ([] for a new row);
+ * sealed NULL stores none; updated_at 0 keeps the stored time. 0 or -EIO. */
+int node_db_secret_put(node_db *db, const char *name, json_t *workers, json_t *sealed,
+                       int64_t updated_at);
+/* 0, -ENOENT or -EIO. */
+int node_db_secret_delete(node_db *db, const char *name);
+/* The row (caller decrefs), or NULL when there is none (or on a database error). */
+json_t *node_db_secret_get(node_db *db, const char *name);
+/* Every row, sorted by name (caller decrefs); [] on a database error. */
+json_t *node_db_secret_list(node_db *db);
+/* egress_granted_fn over node.db (data: the node_db): 1 when granted. */
+int node_db_secret_granted(void *db, const char *name, size_t len, const char *worker);
+/* "secret NAME is not granted to worker W" (heap) for the first secret these
+ * rules inject that is not granted to worker, or NULL. Rules must be valid. */
+char *node_db_rules_ungranted(node_db *db, const char *worker, json_t *rules);
 
 /* Cordons: one row per cordoned or suspended tenant. */
 int node_db_cordon_put(node_db *db, const char *name, const char *state, const char *reason,
@@ -541,16 +566,25 @@ void node_egress_stop(node *n);
 void node_egress_kill(node *n);
 /* What a control request asks the egress process (it keeps the secrets). */
 typedef enum node_egress_ask {
-  NODE_EGRESS_SECRET_PUT,    /* {"name", "value"} */
+  NODE_EGRESS_SECRET_PUT,    /* {"name", "value"[, "fleet": true: seal it, store nothing]} */
   NODE_EGRESS_SECRET_LIST,   /* {} */
   NODE_EGRESS_SECRET_DELETE, /* {"name"} */
 } node_egress_ask;
-/* Sends `body` to the egress process; `req` is answered with what it says
- * (503 when it is not running or does not answer in time). */
-void node_egress_forward(node *n, http_request *req, node_egress_ask ask, json_t *body);
+/* The egress's answer: status 0 with its reply (borrowed), or an HTTP status
+ * with {"error"} (borrowed): 503 when it is not running or does not answer in
+ * time, or the status it gave. */
+typedef void (*node_egress_cb)(node *n, void *data, int status, json_t *body);
+/* Sends `body` to the egress process; cb is called exactly once. */
+void node_egress_ask_secret(node *n, node_egress_ask ask, json_t *body, node_egress_cb cb,
+                            void *data);
+/* Sends a secret's grants (NULL: none) and, in a fleet, its sealed value
+ * (NULL: none) to the egress, when it runs; it gets them all whenever it starts. */
+void node_egress_push_secret(node *n, const char *name, json_t *workers, json_t *sealed);
 
-/* egress_routes.c: /v1/secrets, /v1/secrets/{name}, /v1/workers/{name}/egress: 1 when handled. */
+/* egress_routes.c: /v1/workers/{name}/egress: 1 when handled. */
 int node_egress_route(node *n, http_request *req, const char *path);
+/* secrets.c: /v1/secrets, /v1/secrets/{name}, /v1/secrets/{name}/workers/{worker}. */
+int node_secrets_route(node *n, http_request *req, const char *path);
 /* Sends a worker's rules as stored in node.db (NULL: it has none any more) to
  * the egress process, when it runs; it gets them all whenever it starts. */
 void node_egress_push(node *n, const char *name, json_t *rules);
@@ -606,6 +640,16 @@ typedef void (*node_fleet_cb)(node *n, void *data, int status, json_t *body);
 void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_cb cb, void *data);
 void node_fleet_delete_worker(node *n, const char *name, node_fleet_cb cb, void *data);
 void node_fleet_put_egress(node *n, const char *name, json_t *rules, node_fleet_cb cb, void *data);
+/* A change of a secret's record: each member NULL keeps what the record has. */
+typedef struct node_secret_edit {
+  json_t *sealed;     /* a new value, sealed by the egress with the fleet key */
+  json_t *workers;    /* the workers it is granted to, all of them */
+  const char *grant;  /* one worker to add */
+  const char *revoke; /* one worker to remove */
+} node_secret_edit;
+void node_fleet_edit_secret(node *n, const char *name, const node_secret_edit *e,
+                            node_fleet_cb cb, void *data);
+void node_fleet_delete_secret(node *n, const char *name, node_fleet_cb cb, void *data);
 /* An operator's cordon and uncordon, fleet-wide; both answer req themselves
  * (uncordon with `answer`, taken over, once applied here). */
 void node_fleet_put_cordon(node *n, const char *name, const char *reason, http_request *req);

@@ -105,12 +105,18 @@ typedef enum proto_type {
   /* supervisor -> egress (one-way): allow-lists, {"workers": {"name": [rules], ...},
    * "replace": true|false}. With "replace" these are all the policies there are (and
    * the egress starts serving workers); without, only the named workers' policies
-   * change (null or []: everything denied). Rules as in egress/egress.h. Sent with
+   * change (null or []: everything denied). Rules as in egress/egress.h. Also
+   * "grants": {"SECRET": [workers] | null} (the workers each secret may be injected
+   * for) and, in a fleet, "fleet_secrets": {"SECRET": {"key", "nonce", "sealed"} |
+   * null} (values sealed with the fleet key) and "fleet": true (with "replace": values
+   * come from fleet_secrets only); with "replace" these are all there are. Sent with
    * an id, it is answered with PROTO_EGRESS_REPLY {"ready": true} once applied (and,
    * the first time, once the egress listens). */
   PROTO_EGRESS_POLICY = 20,
   /* supervisor -> egress (id): {"name": "EXAMPLE_TOKEN", "value": "..."}. Reply
-   * PROTO_EGRESS_REPLY {"name", "updated_at", "created": bool} or PROTO_ERROR. */
+   * PROTO_EGRESS_REPLY {"name", "updated_at", "created": bool} or PROTO_ERROR. With
+   * "fleet": true nothing is stored: the reply is {"name", "sealed": {"key", "nonce",
+   * "sealed"}}, the value sealed with the fleet key (PROTO_ERROR 503 without one). */
   PROTO_SECRET_PUT = 21,
   /* supervisor -> egress (id): {}. Reply PROTO_EGRESS_REPLY
    * {"secrets": [{"name", "updated_at"}, ...]}: names and times, never values. */

@@ -219,7 +219,22 @@ test('secret set reads the value from stdin; list shows names only; delete remov
   const set = ok(await ctl(['secret', 'set', 'EDGECTL_TOKEN'], { input: `${value}\n` }), 'secret set');
   assert.doesNotMatch(set.stdout + set.stderr, new RegExp(value));
   const table = ok(await ctl(['secret', 'list']), 'secret list');
-  assert.match(table.stdout, /^NAME\s+UPDATED\nEDGECTL_TOKEN\s+\d{4}-\d\d-\d\dT[\d:.]+Z\n$/, table.stdout);
+  assert.match(table.stdout, /^NAME\s+UPDATED\s+WORKERS\nEDGECTL_TOKEN\s+\d{4}-\d\d-\d\dT[\d:.]+Z\s+-\n$/, table.stdout);
+  // --worker grants it to exactly those workers; grant and revoke change one
+  ok(await ctl(['secret', 'set', 'EDGECTL_TOKEN', '--worker', 'shop', '--worker', 'blog'], { input: value }), 'secret set --worker');
+  assert.match(ok(await ctl(['secret', 'list']), 'secret list').stdout, /EDGECTL_TOKEN\s+\S+\s+shop, blog\n$/);
+  assert.equal(ok(await ctl(['secret', 'revoke', 'EDGECTL_TOKEN', 'blog']), 'secret revoke').stdout,
+    'secret EDGECTL_TOKEN revoked from blog\n');
+  assert.equal(ok(await ctl(['secret', 'grant', 'EDGECTL_TOKEN', 'api']), 'secret grant').stdout,
+    'secret EDGECTL_TOKEN granted to api\n');
+  const granted = parseJson(ok(await ctl(['secret', 'list'], { json: true }), 'secret list --json'), 'secret list');
+  assert.deepEqual(granted.secrets[0].workers, ['shop', 'api']);
+  const badWorker = await ctl(['secret', 'grant', 'EDGECTL_TOKEN', 'Bad_Name']);
+  assert.equal(badWorker.code, 2, badWorker.stderr);
+  assert.match(badWorker.stderr, /invalid worker name 'Bad_Name'/);
+  const misplaced = await ctl(['secret', 'delete', 'EDGECTL_TOKEN', '--worker', 'shop']);
+  assert.equal(misplaced.code, 2);
+  assert.match(misplaced.stderr, /--worker is for 'secret set'/);
   const list = parseJson(ok(await ctl(['secret', 'list'], { json: true }), 'secret list --json'), 'secret list');
   assert.deepEqual(list.secrets.map((s) => s.name), ['EDGECTL_TOKEN']);
   assert.doesNotMatch(JSON.stringify(list) + table.stdout, new RegExp(value));
@@ -382,6 +397,7 @@ test('deploy --spec with the modules is the whole deploy', async () => {
 test('egress NAME, egress set NAME FILE, egress clear NAME', async () => {
   ok(await ctl(['deploy', 'out', 'hello.js']), 'deploy out');
   assert.match(ok(await ctl(['egress', 'out']), 'egress').stdout, /^no egress rules/);
+  ok(await ctl(['secret', 'grant', 'EXAMPLE_TOKEN', 'out']), 'secret grant');
   const rules = writeFile(work, 'out.egress.json', JSON.stringify([
     { match: 'https://api.example.com/v1/', methods: ['GET', 'POST'],
       inject: { headers: { Authorization: 'Bearer ${secret:EXAMPLE_TOKEN}' } } },

@@ -215,6 +215,11 @@ function call(spec, worker = 'c1') {
   });
 }
 
+async function grant(name, worker) {
+  const r = await node.control('PUT', `/v1/secrets/${name}/workers/${worker}`);
+  assert.equal(r.status, 200, `grant ${name} to ${worker}: ${r.status} ${r.text}`);
+}
+
 async function putSecret(name, value) {
   const r = await node.control('PUT', `/v1/secrets/${name}`, { body: value, headers: { 'content-type': 'text/plain' } });
   assert.ok(r.status === 200 || r.status === 201, `PUT secret ${name}: ${r.status} ${r.text}`);
@@ -237,6 +242,7 @@ before(async () => {
   });
   await putSecret('API_TOKEN', `${API_TOKEN}\n`);
   await putSecret('API_KEY', API_KEY);
+  for (const s of ['API_TOKEN', 'API_KEY']) for (const w of ['c1', 'lim']) await grant(s, w);
   const r = await node.control('PUT', '/v1/workers/c1', {
     body: { modules: { 'index.js': CLIENT }, egress: rulesFor(), limits: LIMITS },
   });
@@ -442,6 +448,12 @@ test('a rotated secret applies to the next request; a missing one fails the fetc
 
   const del = await node.control('DELETE', '/v1/secrets/API_KEY');
   assert.equal(del.status, 200, del.text);
+  // deleting a secret deletes its grants: first the grant is missing, then the value
+  const ungranted = await call({ url: `http://127.0.0.1:${P}/echo/missing` });
+  assert.equal(ungranted.name, 'TypeError');
+  assert.match(ungranted.message, /secret "API_KEY" is not granted to worker c1/);
+  await grant('API_KEY', 'c1');
+  await grant('API_KEY', 'lim');
   const missing = await call({ url: `http://127.0.0.1:${P}/echo/missing` });
   assert.equal(missing.name, 'TypeError');
   assert.match(missing.message, /secret "API_KEY" is not set/);
@@ -452,7 +464,7 @@ test('a rotated secret applies to the next request; a missing one fails the fetc
 test('secrets API: write-only values, names and times listed, delete', async () => {
   const put = await node.control('PUT', '/v1/secrets/NEW_ONE', { body: { value: 'v1' } });
   assert.equal(put.status, 201, put.text);
-  assert.deepEqual(Object.keys(put.json).sort(), ['created', 'name', 'updated_at']);
+  assert.deepEqual(Object.keys(put.json).sort(), ['created', 'name', 'updated_at', 'workers']);
   const again = await node.control('PUT', '/v1/secrets/NEW_ONE', { body: 'v2', headers: { 'content-type': 'text/plain' } });
   assert.equal(again.status, 200);
   assert.equal(again.json.created, false);
@@ -462,7 +474,7 @@ test('secrets API: write-only values, names and times listed, delete', async () 
   const names = list.json.secrets.map((s) => s.name);
   assert.deepEqual(names, ['API_KEY', 'API_TOKEN', 'NEW_ONE']);
   for (const s of list.json.secrets) {
-    assert.deepEqual(Object.keys(s).sort(), ['name', 'updated_at']);
+    assert.deepEqual(Object.keys(s).sort(), ['name', 'updated_at', 'workers']);
     assert.ok(!Number.isNaN(Date.parse(s.updated_at)));
   }
   const read = await node.control('GET', '/v1/secrets/NEW_ONE');

@@ -57,7 +57,9 @@ test('a node.db from before schema versions opens, migrates and goes on working'
   assert.equal(r.status, 200, r.text);
   assert.equal(r.json.version, 3);
   assert.equal((await node.ingress('hello', '/')).text, 'after');
-  assert.equal(sqlite(db, 'PRAGMA user_version;'), '1');
+  assert.equal(sqlite(db, 'PRAGMA user_version;'), '2');
+  // schema 2: secrets set before it have no grants (granted to no worker)
+  assert.equal(sqlite(db, 'SELECT count(*) FROM secrets;'), '0');
 });
 
 test('a deploy whose egress rules cannot be stored changes nothing', async (t) => {

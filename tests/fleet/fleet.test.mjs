@@ -4,9 +4,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
+import { randomBytes } from 'node:crypto';
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 
-import { EDGECTL, runProcess } from '../e2e/lib/node.mjs';
+import { EDGECTL, EDGENODE, runProcess, tempDir } from '../e2e/lib/node.mjs';
 import { startFleetNode, startNats, sleep, waitFor } from './lib/fleet.mjs';
 
 const worker = (text) => `export default { fetch() { return new Response(${JSON.stringify(text)}); } };`;
@@ -27,19 +30,41 @@ async function waitReady(node, timeout = 20000) {
   }, { timeout, what: `node on ${node.controlPort} ready` });
 }
 
+// Every file under dir, as latin1 text (binary-safe for a substring search).
+function filesUnder(dir) {
+  const out = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const f = path.join(dir, e.name);
+    if (e.isDirectory()) out.push(...filesUnder(f));
+    else if (e.isFile()) out.push({ file: f, text: readFileSync(f).toString('latin1') });
+  }
+  return out;
+}
+
 describe('a fleet of three nodes', () => {
   let nats;
+  let upstream;
+  let upstreamPort;
   const nodes = [];
+  const keyDir = tempDir('edgenode-fleet-key-');
+  const keyFile = path.join(keyDir, 'fleet.key');
 
   before(async () => {
+    // The operator's fleet key: one file, the same on every node, mode 0600.
+    writeFileSync(keyFile, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+    upstream = http.createServer((req, res) => res.end(JSON.stringify({ authorization: req.headers.authorization ?? null })));
+    await new Promise((r) => upstream.listen(0, '127.0.0.1', r));
+    upstreamPort = upstream.address().port;
     nats = await startNats(3);
-    for (let i = 1; i <= 3; i++) nodes.push(await startFleetNode(`node${i}`, nats));
+    const extraArgs = ['--fleet-key', keyFile, '--egress-allow-cidr', '127.0.0.1/32'];
+    for (let i = 1; i <= 3; i++) nodes.push(await startFleetNode(`node${i}`, nats, { extraArgs }));
     await Promise.all(nodes.map((n) => waitReady(n)));
   });
 
   after(async () => {
     for (const n of nodes) await n.stop().catch(() => {});
     await nats?.stop();
+    upstream?.close();
   });
 
   test('a deploy on node 1 is served by nodes 2 and 3; a delete on node 3 is gone everywhere', async () => {
@@ -93,6 +118,89 @@ describe('a fleet of three nodes', () => {
         return g.status === 200 && g.json.rules.length === 1;
       }, { timeout: 5000, what: 'rules everywhere' });
     }
+  });
+
+  test('a secret written on node 1 is injected by node 2\'s egress; the fleet holds only its ciphertext', async () => {
+    const value = `fleet-${randomBytes(12).toString('hex')}`;
+    const put = await nodes[0].control('PUT', '/v1/secrets/FLEET_TOKEN', { body: { value, workers: ['fetcher'] } });
+    assert.equal(put.status, 201, put.text);
+    assert.deepEqual(put.json.workers, ['fetcher']);
+    const fetcher = `export default { async fetch() {
+      try { return new Response(await (await fetch('http://127.0.0.1:${upstreamPort}/api/x')).text()); }
+      catch (err) { return new Response(err.message, { status: 502 }); } } };`;
+    const rules = [{ match: `http://127.0.0.1:${upstreamPort}/api/*`, inject: { headers: { Authorization: 'Bearer ${secret:FLEET_TOKEN}' } } }];
+    const d = await nodes[0].control('PUT', '/v1/workers/fetcher', { body: { modules: { 'index.js': fetcher }, egress: rules } });
+    assert.equal(d.status, 201, d.text);
+    for (const n of nodes) {
+      await waitFor(async () => (await body(n, 'fetcher')) === `200 ${JSON.stringify({ authorization: `Bearer ${value}` })}`,
+        { timeout: 10000, what: `the secret injected on ${n.controlPort}` });
+    }
+    // every node lists it with its grants, never its value
+    for (const n of nodes) {
+      const list = await n.control('GET', '/v1/secrets');
+      const entry = list.json.secrets.find((s) => s.name === 'FLEET_TOKEN');
+      assert.deepEqual(entry?.workers, ['fetcher'], list.text);
+      assert.ok(!list.text.includes(value));
+    }
+    // another worker's deploy naming it is refused on any node
+    const thief = await nodes[2].control('PUT', '/v1/workers/thief', {
+      body: { modules: { 'index.js': fetcher }, egress: rules },
+    });
+    assert.equal(thief.status, 400, thief.text);
+    assert.equal(thief.json.error, 'secret FLEET_TOKEN is not granted to worker thief');
+
+    // The stream's files on every NATS server name the record but never hold
+    // the value; nor does any node's data directory or log.
+    await waitFor(() => nats.servers.every((s) =>
+      filesUnder(path.join(nats.dir, s.name)).some((f) => f.text.includes('rec.secrets.FLEET_TOKEN'))),
+    { timeout: 10000, what: 'the secrets record on disk on every NATS server' });
+    const stored = filesUnder(nats.dir).filter((f) => f.text.includes('rec.secrets.FLEET_TOKEN'));
+    assert.ok(stored.length >= 3);
+    assert.ok(stored.some((f) => /"nonce":"[0-9a-f]{48}"/.test(f.text) && /"sealed":"[0-9a-f]{40,}"/.test(f.text) &&
+      /"key":"[0-9a-f]{16}"/.test(f.text)), 'the record holds the sealed value');
+    for (const f of filesUnder(nats.dir)) assert.ok(!f.text.includes(value), `${f.file} holds the plaintext`);
+    for (const n of nodes) {
+      for (const f of filesUnder(n.dataDir)) assert.ok(!f.text.includes(value), `${f.file} holds the plaintext`);
+      assert.ok(!n.logs.some((l) => l.raw.includes(value)), 'a log line holds the secret');
+    }
+
+    // a revocation on node 3 stops node 2's injection
+    const revoke = await nodes[2].control('DELETE', '/v1/secrets/FLEET_TOKEN/workers/fetcher');
+    assert.equal(revoke.status, 200, revoke.text);
+    assert.deepEqual(revoke.json.workers, []);
+    await waitFor(async () => (await body(nodes[1], 'fetcher')).startsWith('502 secret "FLEET_TOKEN" is not granted to worker fetcher'),
+      { timeout: 10000, what: 'the revocation on node 2' });
+    // granted again and rotated on node 2: node 1 injects the new value
+    const rotated = `${value}-2`;
+    assert.equal((await nodes[1].control('PUT', '/v1/secrets/FLEET_TOKEN/workers/fetcher')).status, 200);
+    const rot = await nodes[1].control('PUT', '/v1/secrets/FLEET_TOKEN', { body: rotated, headers: { 'content-type': 'text/plain' } });
+    assert.equal(rot.status, 200, rot.text);
+    assert.deepEqual(rot.json.workers, ['fetcher']);
+    await waitFor(async () => (await body(nodes[0], 'fetcher')).includes(`Bearer ${rotated}`),
+      { timeout: 10000, what: 'the rotated value on node 1' });
+    // deleted on node 2: gone everywhere
+    assert.equal((await nodes[1].control('DELETE', '/v1/secrets/FLEET_TOKEN')).status, 200);
+    for (const n of nodes) {
+      await waitFor(async () => !(await n.control('GET', '/v1/secrets')).json.secrets.some((s) => s.name === 'FLEET_TOKEN'),
+        { timeout: 10000, what: 'the secret gone' });
+    }
+    assert.equal((await nodes[0].control('DELETE', '/v1/secrets/FLEET_TOKEN')).status, 404);
+  });
+
+  test('a fleet key readable by others, or of the wrong size, is refused at start', async () => {
+    const loose = path.join(keyDir, 'loose.key');
+    writeFileSync(loose, randomBytes(32), { mode: 0o644 });
+    assert.equal(statSync(loose).mode & 0o777, 0o644);
+    const r = await runProcess(EDGENODE, ['--listen', '127.0.0.1:0',
+      '--control', '127.0.0.1:0', '--data', tempDir(), '--fleet', nats.urls, '--fleet-key', loose]);
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /--fleet-key .*loose\.key: must be a file not readable by group or others/);
+    const short = path.join(keyDir, 'short.key');
+    writeFileSync(short, 'too short\n', { mode: 0o600 });
+    const s = await runProcess(EDGENODE, ['--listen', '127.0.0.1:0', '--control', '127.0.0.1:0',
+      '--data', tempDir(), '--fleet', nats.urls, '--fleet-key', short]);
+    assert.notEqual(s.code, 0);
+    assert.match(s.stderr, /--fleet-key .*short\.key: must hold 32 bytes, raw or as 64 hex digits/);
   });
 
   test('an operator cordon on one node holds on every node, and so does the uncordon', async () => {

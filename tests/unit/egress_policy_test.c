@@ -307,6 +307,49 @@ static void test_templates(void **state) {
   assert_false(egress_secret_value_valid("abc\ndef", 7));
 }
 
+/* Grants as a list of "SECRET:worker" pairs. */
+static int granted(void *data, const char *secret, size_t len, const char *worker) {
+  for (const char *const *g = data; *g; g++) {
+    const char *colon = strchr(*g, ':');
+    if ((size_t)(colon - *g) == len && strncmp(*g, secret, len) == 0 &&
+        strcmp(colon + 1, worker) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+static void test_grants(void **state) {
+  (void)state;
+  const char *grants[] = {"SHOP_TOKEN:shop", "SHARED:shop", "SHARED:blog", NULL};
+  egress_policy *p = policy(
+      "[{\"match\": \"https://api.example.com/\", \"inject\": {\"headers\": "
+      "{\"Authorization\": \"Bearer ${secret:SHOP_TOKEN}\", \"X-Key\": \"${secret:SHARED}\"}}},"
+      " {\"match\": \"https://cdn.example.com/\"}]");
+  assert_null(egress_policy_ungranted(p, "shop", granted, grants));
+  /* the thief names another tenant's secret in its own rules */
+  char *why = egress_policy_ungranted(p, "thief", granted, grants);
+  assert_non_null(why);
+  assert_string_equal(why, "secret SHOP_TOKEN is not granted to worker thief");
+  free(why);
+  /* one granted secret does not cover another in the same rule */
+  why = egress_policy_ungranted(p, "blog", granted, grants);
+  assert_string_equal(why, "secret SHOP_TOKEN is not granted to worker blog");
+  free(why);
+  egress_policy_free(p);
+  /* rules without injections, and no rules, need no grants */
+  p = policy("[{\"match\": \"https://api.example.com/\"}]");
+  assert_null(egress_policy_ungranted(p, "thief", granted, grants));
+  egress_policy_free(p);
+  assert_null(egress_policy_ungranted(NULL, "thief", granted, grants));
+  /* a name that is a prefix of a granted one is not granted */
+  p = policy("[{\"match\": \"https://a.example.com/\", \"inject\": {\"headers\": "
+             "{\"X\": \"${secret:SHOP}\"}}}]");
+  why = egress_policy_ungranted(p, "shop", granted, grants);
+  assert_string_equal(why, "secret SHOP is not granted to worker shop");
+  free(why);
+  egress_policy_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_url_parse),
@@ -317,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_first_matching_rule_wins),
       cmocka_unit_test(test_invalid_rules),
       cmocka_unit_test(test_templates),
+      cmocka_unit_test(test_grants),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
