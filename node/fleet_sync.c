@@ -248,6 +248,17 @@ static void on_synced(void *arg, fleet_bucket b) {
   }
 }
 
+/* Nothing is applied: the node keeps the version it had, and a write over
+ * the damaged one is refused until the key is deleted. */
+static void on_damaged(void *arg, fleet_bucket b, const char *key, uint64_t version,
+                       const char *why) {
+  (void)arg;
+  char extra[96];
+  snprintf(extra, sizeof extra, "{\"version\":%llu,\"record\":\"%s\"}",
+           (unsigned long long)version, fleet_bucket_name(b));
+  log_write(LOG_ERROR, key, NULL, extra, "fleet: a version cannot be read back, skipped: %s", why);
+}
+
 static void on_state(void *arg, int connected) {
   struct node_fleet *nf = arg;
   if (connected == nf->connected) return;
@@ -320,7 +331,9 @@ static void on_written(void *arg, int status, uint64_t version, const char *erro
   struct node_fleet *nf = w->owner;
   if (status != 0) {
     unlink_waiter(nf, w);
-    int http = status == FLEET_ENOENT ? 404 : status == FLEET_EREJECT ? 409 : 503;
+    int http = status == FLEET_ENOENT                                ? 404
+               : status == FLEET_EREJECT || status == FLEET_EDAMAGED ? 409
+                                                                     : 503;
     json_t *body = json_pack("{s:s}", "error", status == FLEET_EUNAVAIL ? "fleet unavailable"
                                                : error ? error : "the fleet refused the write");
     answer(w, http, body);
@@ -553,6 +566,11 @@ void node_fleet_metrics(node *n, FILE *f) {
   fprintf(f, "# HELP edgenode_fleet_write_retries_total Write attempts repeated (conflicts, elections).\n"
              "# TYPE edgenode_fleet_write_retries_total counter\nedgenode_fleet_write_retries_total %llu\n",
           (unsigned long long)st.write_retries);
+  fprintf(f, "# HELP edgenode_fleet_chunked_writes_total Writes whose value went in chunks.\n"
+             "# TYPE edgenode_fleet_chunked_writes_total counter\nedgenode_fleet_chunked_writes_total %llu\n"
+             "# HELP edgenode_fleet_damaged_total Records skipped: their chunks could not be read back.\n"
+             "# TYPE edgenode_fleet_damaged_total counter\nedgenode_fleet_damaged_total %llu\n",
+          (unsigned long long)st.chunked_writes, (unsigned long long)st.damaged);
 }
 
 /* ---- start and stop ---- */
@@ -583,7 +601,8 @@ int node_fleet_start(node *n, char **err) {
                      .ca_file = n->cfg.fleet_ca,
                      .heartbeat_ms = HEARTBEAT_MS,
                      .member_ttl_ms = MEMBER_TTL_MS};
-  fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state, .arg = nf};
+  fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state,
+                        .damaged = on_damaged, .arg = nf};
   char why[256];
   int rc = fleet_open(&nf->link, n->loop, &o, &cb, why, sizeof why);
   if (rc != 0) {
