@@ -9,9 +9,10 @@
  * What is replicated, as fleet/ records (versioned, one writer per version):
  *   workers  name -> {"main_module", "modules", "bindings", "limits"[, "egress"]}
  *   egress   name -> {"rules": [...]} (a change of the rules alone)
- *   cordons  name -> {"reason", "by", "node"}: an operator's cordon, held on
- *            every node (deleted: uncordoned). A cordon by a node's own
- *            monitor, and a suspension, stay that node's.
+ *   cordons  name -> {"reason", "by", "rule", "node", "since"}: a cordon by
+ *            an operator or by a node's monitor, held on every node
+ *            (deleted: uncordoned). A suspension stays the node's whose
+ *            dedicated process kept crashing (docs/fleet.md says why).
  * and membership: every node's heartbeat, read for GET /v1/fleet.
  *
  * Static stability: node.db is what the node serves from. With NATS away,
@@ -437,13 +438,33 @@ static void on_cordon_written(node *n, void *data, int status, json_t *body) {
   free(job);
 }
 
+static json_t *cordon_record(node *n, const char *reason, const char *by, const char *rule) {
+  return json_pack("{s:s, s:s, s:s?, s:s, s:I}", "reason", reason, "by", by, "rule", rule, "node",
+                   n->fleet->name, "since", (json_int_t)time_now_ms());
+}
+
 void node_fleet_put_cordon(node *n, const char *name, const char *reason, http_request *req) {
   cordon_job *job = xcalloc(1, sizeof *job);
   job->req = req;
   job->name = xstrdup(name);
-  json_t *rec = json_pack("{s:s, s:s, s:s, s:I}", "reason", reason, "by", "operator", "node",
-                          n->fleet->name, "since", (json_int_t)time_now_ms());
+  json_t *rec = cordon_record(n, reason, "operator", NULL);
   write_record(n, FLEET_CORDONS, name, rec, on_cordon_written, job);
+  json_decref(rec);
+}
+
+static void on_shared_cordon(node *n, void *data, int status, json_t *body) {
+  (void)n;
+  char *name = data;
+  if (status != 0)
+    log_write(LOG_WARN, name, NULL, NULL, "fleet: the monitor's cordon holds on this node only: %s",
+              json_string_value(json_object_get(body, "error")));
+  free(name);
+}
+
+void node_fleet_share_cordon(node *n, const char *name, const char *reason, const char *rule) {
+  if (n->fleet == NULL) return;
+  json_t *rec = cordon_record(n, reason, "monitor", rule);
+  write_record(n, FLEET_CORDONS, name, rec, on_shared_cordon, xstrdup(name));
   json_decref(rec);
 }
 

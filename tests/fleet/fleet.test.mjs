@@ -155,6 +155,32 @@ describe('a fleet of three nodes', () => {
     }
   });
 
+  test("the cordon monitor's cordon on one node holds on every node, until an operator uncordons it", async () => {
+    const spinner = `export default { fetch(request) {
+      if (new URL(request.url).pathname === '/spin') { while (true) {} }
+      return new Response('spinner'); } };`;
+    await nodes[0].deployOk('spinner', spinner, { json: true, limits: { cpu_ms: 20 } });
+    await waitFor(async () => (await body(nodes[2], 'spinner')) === '200 spinner',
+      { timeout: 5000, what: 'spinner everywhere' });
+    // The default rules include cpu_limit_hits >= 3 in 60s; the hits are node 1's alone.
+    for (let i = 0; i < 3; i++) assert.equal((await nodes[0].ingress('spinner', '/spin')).status, 503);
+    for (const n of nodes) {
+      await waitFor(async () => {
+        const t = await n.control('GET', '/v1/tenants');
+        const x = t.json.tenants.find((y) => y.name === 'spinner');
+        return x?.state === 'cordoned' && x.by === 'monitor' && x.rule === 'cpu_limit_hits >= 3 in 60s';
+      }, { timeout: 10000, what: `the monitor's cordon on ${n.controlPort}` });
+    }
+    const u = await nodes[2].control('POST', '/v1/tenants/spinner/uncordon');
+    assert.equal(u.status, 200, u.text);
+    for (const n of nodes) {
+      await waitFor(async () => {
+        const t = await n.control('GET', '/v1/tenants');
+        return t.json.tenants.find((x) => x.name === 'spinner')?.state === 'active';
+      }, { timeout: 10000, what: 'active everywhere' });
+    }
+  });
+
   test('GET /v1/fleet lists the three nodes, alive and in step; /metrics has the fleet', async () => {
     await waitFor(async () => (await nodes[0].control('GET', '/v1/fleet')).json?.nodes?.length === 3,
       { timeout: 5000, what: 'three members' });
