@@ -198,8 +198,10 @@ int chunk_manifest_parse(const char *text, size_t len, uint64_t max_len, chunk_m
   if (sscanf(buf, "%llu %lu %65s%n", &vlen, &count, hash, &used) != 3 || (size_t)used != len ||
       strlen(hash) != CHUNK_SHA256_HEX || strspn(hash, "0123456789abcdef") != CHUNK_SHA256_HEX)
     return -1;
-  /* At least one byte per chunk, and no more chunks than bytes. */
-  if (vlen == 0 || vlen > max_len || count == 0 || count > vlen) return -1;
+  /* Every chunk but the last is CHUNK_MIN bytes at least: a manifest
+   * naming more chunks would have readers ask for chunks never written. */
+  if (vlen == 0 || vlen > max_len || count == 0 || count > (vlen + CHUNK_MIN - 1) / CHUNK_MIN)
+    return -1;
   m->len = vlen;
   m->count = (uint32_t)count;
   memcpy(m->sha256, hash, sizeof m->sha256);

@@ -8,7 +8,9 @@
  *                     outage if need be), then runs writes one at a time, in
  *                     the order they were asked for;
  *   records watch     an ordered consumer over every record, which keeps
- *                     the latest version it delivered of each key;
+ *                     the latest version it delivered of each key, and
+ *                     reads a chunked version's chunks back before it
+ *                     delivers it (chunks.c);
  *   members watch     kvWatcher_Next on the members bucket;
  *   heartbeat thread  puts this node's membership record every period, on
  *                     its own so that a write riding through an election

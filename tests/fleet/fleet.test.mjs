@@ -90,7 +90,8 @@ describe('a fleet of three nodes', () => {
       + 'export default { fetch() { return new Response(`${PAD.length} ${PAD.slice(1 << 20, (1 << 20) + 16)} ${PAD.slice(-64, -56)}`); } };\n';
     assert.ok(code.length > 3 << 20);
     const expected = `200 ${pad.length} ${pad.slice(1 << 20, (1 << 20) + 16)} ${pad.slice(-64, -56)}`;
-    const r = await nodes[0].deploy('large', code);
+    // Parsing 3 MiB of source takes more than the default 50 ms of CPU on a busy machine.
+    const r = await nodes[0].deploy('large', code, { json: true, limits: { cpu_ms: 5000 } });
     assert.equal(r.status, 201, r.text);
     assert.equal(r.json.version, 1);
     for (const n of nodes) {
