@@ -8,7 +8,9 @@
  *                     outage if need be), then runs writes one at a time, in
  *                     the order they were asked for;
  *   records watch     an ordered consumer over every record, which keeps
- *                     the latest version it delivered of each key;
+ *                     the latest version it delivered of each key, and
+ *                     reads a chunked version's chunks back before it
+ *                     delivers it (chunks.c);
  *   members watch     kvWatcher_Next on the members bucket;
  *   heartbeat thread  puts this node's membership record every period, on
  *                     its own so that a write riding through an election
@@ -28,6 +30,7 @@
 #include <time.h>
 
 #include "base.h"
+#include "chunks.h"
 #include "fleet.h"
 
 #define RECORDS_STREAM "EDGENODE_RECORDS"
@@ -35,7 +38,8 @@
 
 /*
  * Every record is stored behind its write id and operation: 16 hex digits,
- * 'P' (put) or 'D' (delete), a newline, then the caller's bytes. A write
+ * 'P' (put), 'D' (delete) or 'C' (a put whose value is in chunks, the
+ * bytes being its manifest: chunks.h), a newline, then the bytes. A write
  * that timed out may still land (a leader can commit it after the client
  * gave up), so the next attempt must tell "my write landed" from "another
  * writer took the version": only the id can.
@@ -70,7 +74,7 @@ int fleet_key_valid(const char *s) {
   return n > 0 && n <= FLEET_KEY_MAX;
 }
 
-typedef enum event_kind { EV_CHANGE, EV_SYNCED, EV_STATE, EV_DONE } event_kind;
+typedef enum event_kind { EV_CHANGE, EV_SYNCED, EV_STATE, EV_DONE, EV_DAMAGED } event_kind;
 
 /* Something a thread hands to the loop. */
 typedef struct event {
@@ -145,7 +149,7 @@ struct fleet {
   _Atomic uint64_t last_sequence;
   atomic_int resubscribe; /* reconnected: make the records consumer again */
   _Atomic int64_t disconnected_since_ms; /* 0 while connected */
-  uint64_t writes_ok, writes_failed, write_retries;
+  uint64_t writes_ok, writes_failed, write_retries, chunked_writes, damaged;
 };
 
 static int64_t now_ms(void) {
@@ -164,6 +168,7 @@ static void pause_ms(int64_t ms) {
 typedef struct record {
   const char *id; /* WRITE_ID_LEN characters, not terminated */
   int deleted;
+  int chunked;    /* value is a chunk manifest */
   const char *value;
   size_t len;
 } record;
@@ -171,10 +176,11 @@ typedef struct record {
 static int unwrap(const void *stored, size_t stored_len, record *r) {
   const char *p = stored;
   if (stored_len < ENVELOPE_LEN || p[WRITE_ID_LEN + 1] != '\n' ||
-      (p[WRITE_ID_LEN] != 'P' && p[WRITE_ID_LEN] != 'D'))
+      (p[WRITE_ID_LEN] != 'P' && p[WRITE_ID_LEN] != 'D' && p[WRITE_ID_LEN] != 'C'))
     return 0;
   r->id = p;
   r->deleted = p[WRITE_ID_LEN] == 'D';
+  r->chunked = p[WRITE_ID_LEN] == 'C';
   r->value = p + ENVELOPE_LEN;
   r->len = stored_len - ENVELOPE_LEN;
   return 1;
@@ -277,6 +283,9 @@ static void on_wake(uv_async_t *a) {
     case EV_DONE:
       e->done(e->done_arg, e->status, e->version, e->error);
       break;
+    case EV_DAMAGED:
+      if (f->cb.damaged) f->cb.damaged(f->cb.arg, e->bucket, e->key, e->version, e->error);
+      break;
     }
     free_event(e);
     e = next;
@@ -329,32 +338,10 @@ static int transient(natsStatus s) {
          s == NATS_STALE_CONNECTION;
 }
 
+/* One message per version, and a second one refused: each version of a
+ * key can be written once, by one writer. */
 static natsStatus bind_records(fleet *f) {
-  jsStreamInfo *si = NULL;
-  jsErrCode je = 0;
-  natsStatus s = js_GetStreamInfo(&si, f->js, RECORDS_STREAM, NULL, &je);
-  if (s == NATS_NOT_FOUND) {
-    jsStreamConfig cfg;
-    jsStreamConfig_Init(&cfg);
-    const char *subjects[] = {"rec.>"};
-    cfg.Name = RECORDS_STREAM;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Replicas = f->replicas;
-    cfg.Storage = js_FileStorage;
-    /* One message per subject, and a second one refused: each version of
-     * a key can be written once, by one writer. */
-    cfg.MaxMsgsPerSubject = 1;
-    cfg.Discard = js_DiscardNew;
-    cfg.DiscardNewPerSubject = true;
-    cfg.MaxMsgs = -1;
-    cfg.MaxBytes = -1;
-    s = js_AddStream(&si, f->js, &cfg, NULL, &je);
-    /* Another node may have created it between the two calls. */
-    if (s != NATS_OK) s = js_GetStreamInfo(&si, f->js, RECORDS_STREAM, NULL, &je);
-  }
-  if (si) jsStreamInfo_Destroy(si);
-  return s;
+  return fleet__bind_write_once(f->js, RECORDS_STREAM, "rec.>", f->replicas);
 }
 
 static natsStatus bind_members(fleet *f) {
@@ -408,6 +395,7 @@ static int bind_all(fleet *f) {
     return -1;
   }
   if (bind_records(f) != NATS_OK) return -1;
+  if (chunks_bind(f->js, f->replicas) != NATS_OK) return -1;
   if (f->members == NULL && bind_members(f) != NATS_OK) return -1;
   if (f->records_sub == NULL && subscribe_records(f, &f->records_sub) != NATS_OK) return -1;
   if (f->members_watch == NULL && kvStore_WatchAll(&f->members_watch, f->members, NULL) != NATS_OK) {
@@ -458,6 +446,72 @@ static int newer(fleet *f, const char *name, uint64_t version) {
   return 1;
 }
 
+static int read_latest(fleet *f, fleet_bucket b, const char *key, natsMsg **m, record *r,
+                       uint64_t *version);
+
+/* 1 when the key has a version newer than this one: reading this one's
+ * chunks would be wasted (the watch delivers the newer one next), and
+ * missing chunks are no damage (the history purge took them). */
+static int superseded(fleet *f, fleet_bucket b, const char *key, uint64_t version) {
+  natsMsg *m = NULL;
+  record r;
+  uint64_t latest = 0;
+  int have = read_latest(f, b, key, &m, &r, &latest);
+  if (m) natsMsg_Destroy(m);
+  return have == 1 && latest > version;
+}
+
+static void post_damaged(fleet *f, fleet_bucket b, const char *key, uint64_t version,
+                         const char *why) {
+  event *ev = xcalloc(1, sizeof *ev);
+  ev->kind = EV_DAMAGED;
+  ev->bucket = b;
+  ev->key = xstrdup(key);
+  ev->version = version;
+  ev->error = xstrdup(why);
+  pthread_mutex_lock(&f->mu);
+  f->damaged++;
+  pthread_mutex_unlock(&f->mu);
+  post(f, ev);
+}
+
+/* Reads a chunked version's value back: 0 with *value (malloc'ed) and
+ * *len, CHUNKS_EAGAIN when the servers did not answer, or another CHUNKS_*
+ * value with why set when it is damaged. */
+static int load_chunked(fleet *f, fleet_bucket b, const char *key, uint64_t version,
+                        const record *r, void **value, size_t *len, char *why, size_t why_size) {
+  chunk_manifest man;
+  if (chunk_manifest_parse(r->value, r->len, FLEET_VALUE_MAX, &man) != 0) {
+    snprintf(why, why_size, "its chunk manifest is malformed");
+    return CHUNKS_ECORRUPT;
+  }
+  char id[WRITE_ID_LEN + 1];
+  memcpy(id, r->id, WRITE_ID_LEN);
+  id[WRITE_ID_LEN] = '\0';
+  int rc = chunks_get(f->js, bucket_names[b], key, version, id, &man, value, why, why_size);
+  if (rc == 0) *len = (size_t)man.len;
+  return rc;
+}
+
+/* The watch's side of a chunked version: 1 with its value, 0 when it is
+ * skipped (superseded, damaged: reported, or the fleet is closing). An
+ * outage does not skip it: the watch waits, as it would for the record. */
+static int watch_chunked(fleet *f, fleet_bucket b, const char *key, uint64_t version,
+                         const record *r, void **value, size_t *len) {
+  char why[160];
+  while (!atomic_load(&f->stopping)) {
+    if (superseded(f, b, key, version)) return 0;
+    int rc = load_chunked(f, b, key, version, r, value, len, why, sizeof why);
+    if (rc == 0) return 1;
+    if (rc != CHUNKS_EAGAIN) {
+      if (!superseded(f, b, key, version)) post_damaged(f, b, key, version, why);
+      return 0;
+    }
+    pause_ms(RETRY_PAUSE_MS);
+  }
+  return 0;
+}
+
 static void deliver_record(fleet *f, natsMsg *m, uint64_t sequence) {
   fleet_bucket b;
   char key[FLEET_KEY_MAX + 1], name[FLEET_KEY_MAX + 16];
@@ -468,6 +522,15 @@ static void deliver_record(fleet *f, natsMsg *m, uint64_t sequence) {
     return; /* not ours: ignored */
   snprintf(name, sizeof name, "%s.%s", bucket_names[b], key);
   if (!newer(f, name, version)) return;
+  void *value = NULL;
+  size_t len = r.len;
+  if (r.chunked) {
+    if (!watch_chunked(f, b, key, version, &r, &value, &len)) return;
+  } else {
+    value = xmalloc(r.len + 1);
+    memcpy(value, r.value, r.len);
+    ((char *)value)[r.len] = '\0';
+  }
   event *ev = xcalloc(1, sizeof *ev);
   ev->kind = EV_CHANGE;
   ev->bucket = b;
@@ -475,10 +538,8 @@ static void deliver_record(fleet *f, natsMsg *m, uint64_t sequence) {
   ev->version = version;
   ev->sequence = sequence;
   ev->deleted = r.deleted;
-  ev->value = xmalloc(r.len + 1);
-  memcpy(ev->value, r.value, r.len);
-  ((char *)ev->value)[r.len] = '\0';
-  ev->len = r.len;
+  ev->value = value;
+  ev->len = len;
   post(f, ev);
 }
 
@@ -594,9 +655,12 @@ static int unavailable(fleet *f) {
   return since != 0 && now_ms() - since > DISCONNECTED_FAIL_FAST_MS;
 }
 
-/* Keeps the key's last FLEET_HISTORY versions; best effort (the next
- * write purges again). */
-static void trim_history(fleet *f, fleet_bucket b, const char *key) {
+/* Keeps the key's last FLEET_HISTORY versions, `written` being the latest;
+ * best effort (the next write purges the records again). The chunks of
+ * the version that just left the history go with it, whoever wrote them:
+ * the winner's and those of writers that lost that version or crashed
+ * before its record. */
+static void trim_history(fleet *f, fleet_bucket b, const char *key, uint64_t written) {
   char subject[FLEET_KEY_MAX + 32];
   snprintf(subject, sizeof subject, "rec.%s.%s.*", bucket_names[b], key);
   jsOptions o;
@@ -605,6 +669,8 @@ static void trim_history(fleet *f, fleet_bucket b, const char *key) {
   o.Stream.Purge.Keep = FLEET_HISTORY;
   jsErrCode je = 0;
   (void)js_PurgeStream(f->js, RECORDS_STREAM, &o, &je);
+  if (written > FLEET_HISTORY)
+    chunks_purge_version(f->js, bucket_names[b], key, written - FLEET_HISTORY);
 }
 
 typedef struct unknown_ids {
@@ -616,6 +682,79 @@ static int is_unknown(const unknown_ids *u, const record *r) {
   for (int i = 0; i < u->n; i++)
     if (memcmp(u->id[i], r->id, WRITE_ID_LEN) == 0) return 1;
   return 0;
+}
+
+/* The transform's view of the current value: the record's own bytes, or
+ * its chunks read back. 0 with *value (and *owned to free, or NULL), 2
+ * when the servers did not answer, -1 when answered (damaged). */
+static int current_value(fleet *f, op *o, const record *cur, uint64_t version,
+                         const void **value, size_t *len, void **owned) {
+  *owned = NULL;
+  *value = cur->value;
+  *len = cur->len;
+  if (!cur->chunked) return 0;
+  char why[160];
+  int rc = load_chunked(f, o->bucket, o->key, version, cur, owned, len, why, sizeof why);
+  if (rc == CHUNKS_EAGAIN) return 2;
+  if (rc != 0) {
+    char *msg = xasprintf("version %llu of the key cannot be read back (%s): delete the key to "
+                          "write it again", (unsigned long long)version, why);
+    post_done(f, o, FLEET_EDAMAGED, 0, msg);
+    free(msg);
+    return -1;
+  }
+  *value = *owned;
+  return 0;
+}
+
+/* Runs the transform over the current version: 0 with *next, 2 to retry,
+ * -1 when answered (refused, damaged). */
+static int transform_current(fleet *f, op *o, const record *cur, int present, uint64_t version,
+                             void **next, size_t *next_len) {
+  const void *value = NULL;
+  size_t len = 0;
+  void *owned = NULL;
+  if (present) {
+    int rc = current_value(f, o, cur, version, &value, &len, &owned);
+    if (rc != 0) return rc;
+  }
+  char *why = NULL;
+  int rc = o->transform(o->transform_arg, value, len, version, next, next_len, &why);
+  free(owned);
+  if (rc != 0) {
+    post_done(f, o, FLEET_EREJECT, 0, why ? why : "refused");
+    free(why);
+    return -1;
+  }
+  if (*next_len > FLEET_VALUE_MAX) {
+    char *msg = xasprintf("the value is %zu bytes, over the fleet's limit of %u", *next_len,
+                          FLEET_VALUE_MAX);
+    post_done(f, o, FLEET_EREJECT, 0, msg);
+    free(msg);
+    free(*next);
+    *next = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Publishes version `v` of the key: its envelope, then value or manifest. */
+static natsStatus publish_record(fleet *f, op *o, uint64_t v, const char *id, char kind,
+                                 const void *value, size_t len, jsErrCode *je) {
+  size_t stored_len = ENVELOPE_LEN + len;
+  char *stored = xmalloc(stored_len);
+  memcpy(stored, id, WRITE_ID_LEN);
+  stored[WRITE_ID_LEN] = kind;
+  stored[WRITE_ID_LEN + 1] = '\n';
+  if (len) memcpy(stored + ENVELOPE_LEN, value, len);
+  char subject[FLEET_KEY_MAX + 48];
+  snprintf(subject, sizeof subject, "rec.%s.%s.%llu", bucket_names[o->bucket], o->key,
+           (unsigned long long)v);
+  jsPubAck *ack = NULL;
+  natsStatus s = js_Publish(&ack, f->js, subject, stored, (int)stored_len, NULL, je);
+  free(stored);
+  if (ack) jsPubAck_Destroy(ack);
+  return s;
 }
 
 /* One attempt: 0 done (answered), 1 go round at once, 2 go round after a
@@ -638,50 +777,58 @@ static int attempt(fleet *f, op *o, unknown_ids *unknown) {
   int present = have && !cur.deleted;
   void *next = NULL;
   size_t next_len = 0;
-  if (o->is_delete) {
-    if (!present) {
-      natsMsg_Destroy(m);
-      post_done(f, o, FLEET_ENOENT, 0, "no such key");
-      return 0;
-    }
-  } else {
-    char *why = NULL;
-    int rc = o->transform(o->transform_arg, present ? cur.value : NULL, present ? cur.len : 0,
-                          version, &next, &next_len, &why);
+  if (o->is_delete && !present) {
+    natsMsg_Destroy(m);
+    post_done(f, o, FLEET_ENOENT, 0, "no such key");
+    return 0;
+  }
+  if (!o->is_delete) {
+    int rc = transform_current(f, o, &cur, present, version, &next, &next_len);
     if (rc != 0) {
       natsMsg_Destroy(m);
-      post_done(f, o, FLEET_EREJECT, 0, why ? why : "refused");
-      free(why);
-      return 0;
+      return rc < 0 ? 0 : rc;
     }
   }
   natsMsg_Destroy(m);
 
   char id[WRITE_ID_LEN + 1];
   new_write_id(id);
-  size_t stored_len = ENVELOPE_LEN + next_len;
-  char *stored = xmalloc(stored_len);
-  memcpy(stored, id, WRITE_ID_LEN);
-  stored[WRITE_ID_LEN] = o->is_delete ? 'D' : 'P';
-  stored[WRITE_ID_LEN + 1] = '\n';
-  if (next_len) memcpy(stored + ENVELOPE_LEN, next, next_len);
-  free(next);
-  char subject[FLEET_KEY_MAX + 48];
-  snprintf(subject, sizeof subject, "rec.%s.%s.%llu", bucket_names[o->bucket], o->key,
-           (unsigned long long)(version + 1));
-  jsPubAck *ack = NULL;
+  uint64_t v = version + 1;
+  const char *bucket = bucket_names[o->bucket];
+  size_t chunk = chunk_size_for(natsConnection_GetMaxPayload(f->nc));
+  int chunked = ENVELOPE_LEN + next_len > chunk;
+  char manifest[128];
+  natsStatus s = NATS_OK;
   jsErrCode je = 0;
-  natsStatus s = js_Publish(&ack, f->js, subject, stored, (int)stored_len, NULL, &je);
-  free(stored);
-  if (ack) jsPubAck_Destroy(ack);
+  if (chunked) {
+    /* The chunks first: the record, once written, must find them all. */
+    chunk_manifest man;
+    s = chunks_put(f->js, bucket, o->key, v, id, next, next_len, chunk, &man);
+    free(next);
+    if (s != NATS_OK) return 2; /* they go with the history; a new attempt writes new ones */
+    size_t n = chunk_manifest_format(&man, manifest, sizeof manifest);
+    s = publish_record(f, o, v, id, 'C', manifest, n, &je);
+  } else {
+    s = publish_record(f, o, v, id, o->is_delete ? 'D' : 'P', next, next_len, &je);
+    free(next);
+  }
   if (s == NATS_OK) {
-    trim_history(f, o->bucket, o->key);
-    post_done(f, o, 0, version + 1, NULL);
+    trim_history(f, o->bucket, o->key, v);
+    if (chunked) {
+      pthread_mutex_lock(&f->mu);
+      f->chunked_writes++;
+      pthread_mutex_unlock(&f->mu);
+    }
+    post_done(f, o, 0, v, NULL);
     return 0;
   }
-  /* Another writer took the version: a definite no, go round at once. A
+  /* Another writer took the version: a definite no, go round at once (and
+   * this write's chunks can go now: no record will ever name them). A
    * timeout or an election leaves the outcome unknown: remember the id. */
-  if (je == JS_ERR_VERSION_TAKEN) return 1;
+  if (je == JS_ERR_VERSION_TAKEN) {
+    if (chunked) chunks_purge_write(f->js, bucket, o->key, v, id);
+    return 1;
+  }
   if (transient(s)) {
     memcpy(unknown->id[unknown->n % 8], id, sizeof id);
     if (unknown->n < 8) unknown->n++;
@@ -1020,6 +1167,8 @@ void fleet_get_status(fleet *f, fleet_status *out) {
   out->writes_ok = f->writes_ok;
   out->writes_failed = f->writes_failed;
   out->write_retries = f->write_retries;
+  out->chunked_writes = f->chunked_writes;
+  out->damaged = f->damaged;
   pthread_mutex_unlock(&f->mu);
   if (out->connected && f->nc &&
       natsConnection_GetConnectedUrl(f->nc, out->server, sizeof out->server) != NATS_OK)

@@ -27,6 +27,13 @@
  * revision both succeed (nats-server issue 4320, fixed in 2.9.21; measured
  * here: 8 writers, 1,600 increments, 732 acknowledged, final value 261).
  * The last FLEET_HISTORY versions of each key are kept.
+ *
+ * A value too large for one NATS message (the server's max_payload, 1 MiB
+ * by default) is written as chunks in a stream of their own before its
+ * version's record, which then names them with the value's SHA-256
+ * (chunks.h). Callers see whole values either way: a watch delivers a
+ * chunked version only once its chunks are read back and checked, and a
+ * transform gets the current value whole.
  */
 #ifndef EDGENODE_FLEET_H
 #define EDGENODE_FLEET_H
@@ -48,6 +55,10 @@ typedef enum fleet_bucket {
 
 #define FLEET_HISTORY 20 /* versions kept per key */
 #define FLEET_KEY_MAX 200
+/* The largest value: a worker's 10 MiB of sources (NODE_SCRIPT_MAX_BYTES),
+ * escaped as JSON, with room to spare. A watch holds one such value at a
+ * time, a write its new value and the current one. */
+#define FLEET_VALUE_MAX (64u << 20)
 
 /* The bucket's name ("workers", ...): a subject token of its records. */
 const char *fleet_bucket_name(fleet_bucket b);
@@ -61,6 +72,8 @@ int fleet_key_valid(const char *s);
 #define FLEET_EREJECT (-1002)  /* the transform refused the write; nothing was written */
 #define FLEET_ECLOSED (-1003)  /* the fleet is closing */
 #define FLEET_ENOENT (-1004)   /* fleet_delete: no such key */
+#define FLEET_EDAMAGED (-1005) /* the key's latest value cannot be read back (a chunk missing or
+                                  not matching its hash); deleting the key still works */
 
 /* One key's state as a watch delivered it. */
 typedef struct fleet_entry {
@@ -82,6 +95,9 @@ typedef struct fleet_callbacks {
   void (*synced)(void *arg, fleet_bucket b);
   /* The connection to NATS went down (0) or came back (1). */
   void (*state)(void *arg, int connected);
+  /* A version that the watch could not read back (its chunks are missing
+   * or do not match their hash): it is skipped, never delivered. Optional. */
+  void (*damaged)(void *arg, fleet_bucket b, const char *key, uint64_t version, const char *why);
   void *arg;
 } fleet_callbacks;
 
@@ -131,7 +147,9 @@ typedef void (*fleet_done_fn)(void *arg, int status, uint64_t version, const cha
  * one. A writer that took that version first makes it read and transform
  * again; an election or a timeout makes it retry until the write deadline,
  * and a timed-out write that landed after all is recognised by its write
- * id instead of being written twice. done is called exactly once, unless
+ * id instead of being written twice. A value over FLEET_VALUE_MAX is
+ * refused (FLEET_EREJECT), and so is a write over a latest value that
+ * cannot be read back (FLEET_EDAMAGED). done is called exactly once, unless
  * this returns an error. Returns 0, or -EINVAL (a members bucket, an
  * invalid key) / FLEET_ECLOSED.
  */
@@ -153,6 +171,8 @@ typedef struct fleet_status {
   uint64_t writes_ok;
   uint64_t writes_failed;
   uint64_t write_retries;
+  uint64_t chunked_writes; /* writes whose value went in chunks */
+  uint64_t damaged;        /* versions the watch skipped as damaged */
   uint64_t last_sequence; /* the highest record sequence the watch delivered */
   char server[128];     /* the URL of the server connected to, or "" */
 } fleet_status;

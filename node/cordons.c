@@ -521,7 +521,10 @@ static void fire(node *n, const char *name, const cordon_verdict *v) {
   char *reason = xasprintf("rule %s fired (%llu observed)", v->rule.text,
                            (unsigned long long)v->observed);
   json_t *details = json_pack("{s:I}", "observed", (json_int_t)v->observed);
-  cordon(n, name, reason, v->rule.text, "monitor", details);
+  /* In force here at once; then on every node, so that the tenant does not
+   * crash another node's shared processes once HAProxy sends it there. */
+  if (cordon(n, name, reason, v->rule.text, "monitor", details) != NULL)
+    node_fleet_share_cordon(n, name, reason, v->rule.text);
   json_decref(details);
   free(reason);
 }
@@ -743,7 +746,7 @@ static json_t *answer(const char *name, const node_cordon *c) {
   return v;
 }
 
-/* ---- in a fleet: an operator's cordon holds on every node ---- */
+/* ---- in a fleet: a cordon, an operator's or a monitor's, holds on every node ---- */
 
 static void fleet_apply(node *n, const char *name, json_t *record) {
   if (n->cordons == NULL || n->state == NODE_DRAINING) return;
@@ -755,8 +758,12 @@ static void fleet_apply(node *n, const char *name, json_t *record) {
   if (c) return; /* cordoned here already, by this node's monitor or the fleet */
   const char *reason = json_string_value(json_object_get(record, "reason"));
   const char *from = json_string_value(json_object_get(record, "node"));
+  const char *rule = json_string_value(json_object_get(record, "rule"));
+  const char *by = json_string_value(json_object_get(record, "by"));
+  int by_monitor = rule && by && strcmp(by, "monitor") == 0;
   json_t *details = json_pack("{s:s?}", "from_node", from);
-  if (cordon(n, name, reason ? reason : "cordoned by an operator", NULL, "operator", details) == NULL)
+  if (cordon(n, name, reason ? reason : "cordoned by an operator", by_monitor ? rule : NULL,
+             by_monitor ? "monitor" : "operator", details) == NULL)
     log_write(LOG_ERROR, name, NULL, NULL, "fleet: cannot cordon the tenant here");
   json_decref(details);
 }

@@ -12,9 +12,10 @@
  *   secrets  name -> {"workers": [...], "sealed"?: {"key", "nonce", "sealed"},
  *            "updated_at"}: the grants, and the value as this node's egress
  *            sealed it with the fleet key (this process never sees it open)
- *   cordons  name -> {"reason", "by", "node"}: an operator's cordon, held on
- *            every node (deleted: uncordoned). A cordon by a node's own
- *            monitor, and a suspension, stay that node's.
+ *   cordons  name -> {"reason", "by", "rule", "node", "since"}: a cordon by
+ *            an operator or by a node's monitor, held on every node
+ *            (deleted: uncordoned). A suspension stays the node's whose
+ *            dedicated process kept crashing (docs/fleet.md says why).
  * and membership: every node's heartbeat, read for GET /v1/fleet.
  *
  * Static stability: node.db is what the node serves from. With NATS away,
@@ -281,6 +282,17 @@ static void on_synced(void *arg, fleet_bucket b) {
   }
 }
 
+/* Nothing is applied: the node keeps the version it had, and a write over
+ * the damaged one is refused until the key is deleted. */
+static void on_damaged(void *arg, fleet_bucket b, const char *key, uint64_t version,
+                       const char *why) {
+  (void)arg;
+  char extra[96];
+  snprintf(extra, sizeof extra, "{\"version\":%llu,\"record\":\"%s\"}",
+           (unsigned long long)version, fleet_bucket_name(b));
+  log_write(LOG_ERROR, key, NULL, extra, "fleet: a version cannot be read back, skipped: %s", why);
+}
+
 static void on_state(void *arg, int connected) {
   struct node_fleet *nf = arg;
   if (connected == nf->connected) return;
@@ -356,7 +368,9 @@ static void on_written(void *arg, int status, uint64_t version, const char *erro
   struct node_fleet *nf = w->owner;
   if (status != 0) {
     unlink_waiter(nf, w);
-    int http = status == FLEET_ENOENT ? 404 : status == FLEET_EREJECT ? 409 : 503;
+    int http = status == FLEET_ENOENT                                ? 404
+               : status == FLEET_EREJECT || status == FLEET_EDAMAGED ? 409
+                                                                     : 503;
     json_t *body = json_pack("{s:s}", "error", status == FLEET_EUNAVAIL ? "fleet unavailable"
                                                : error ? error : "the fleet refused the write");
     answer(w, http, body);
@@ -556,13 +570,33 @@ static void on_cordon_written(node *n, void *data, int status, json_t *body) {
   free(job);
 }
 
+static json_t *cordon_record(node *n, const char *reason, const char *by, const char *rule) {
+  return json_pack("{s:s, s:s, s:s?, s:s, s:I}", "reason", reason, "by", by, "rule", rule, "node",
+                   n->fleet->name, "since", (json_int_t)time_now_ms());
+}
+
 void node_fleet_put_cordon(node *n, const char *name, const char *reason, http_request *req) {
   cordon_job *job = xcalloc(1, sizeof *job);
   job->req = req;
   job->name = xstrdup(name);
-  json_t *rec = json_pack("{s:s, s:s, s:s, s:I}", "reason", reason, "by", "operator", "node",
-                          n->fleet->name, "since", (json_int_t)time_now_ms());
+  json_t *rec = cordon_record(n, reason, "operator", NULL);
   write_record(n, FLEET_CORDONS, name, rec, on_cordon_written, job);
+  json_decref(rec);
+}
+
+static void on_shared_cordon(node *n, void *data, int status, json_t *body) {
+  (void)n;
+  char *name = data;
+  if (status != 0)
+    log_write(LOG_WARN, name, NULL, NULL, "fleet: the monitor's cordon holds on this node only: %s",
+              json_string_value(json_object_get(body, "error")));
+  free(name);
+}
+
+void node_fleet_share_cordon(node *n, const char *name, const char *reason, const char *rule) {
+  if (n->fleet == NULL) return;
+  json_t *rec = cordon_record(n, reason, "monitor", rule);
+  write_record(n, FLEET_CORDONS, name, rec, on_shared_cordon, xstrdup(name));
   json_decref(rec);
 }
 
@@ -685,6 +719,11 @@ void node_fleet_metrics(node *n, FILE *f) {
   fprintf(f, "# HELP edgenode_fleet_write_retries_total Write attempts repeated (conflicts, elections).\n"
              "# TYPE edgenode_fleet_write_retries_total counter\nedgenode_fleet_write_retries_total %llu\n",
           (unsigned long long)st.write_retries);
+  fprintf(f, "# HELP edgenode_fleet_chunked_writes_total Writes whose value went in chunks.\n"
+             "# TYPE edgenode_fleet_chunked_writes_total counter\nedgenode_fleet_chunked_writes_total %llu\n"
+             "# HELP edgenode_fleet_damaged_total Records skipped: their chunks could not be read back.\n"
+             "# TYPE edgenode_fleet_damaged_total counter\nedgenode_fleet_damaged_total %llu\n",
+          (unsigned long long)st.chunked_writes, (unsigned long long)st.damaged);
 }
 
 /* ---- start and stop ---- */
@@ -715,7 +754,8 @@ int node_fleet_start(node *n, char **err) {
                      .ca_file = n->cfg.fleet_ca,
                      .heartbeat_ms = HEARTBEAT_MS,
                      .member_ttl_ms = MEMBER_TTL_MS};
-  fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state, .arg = nf};
+  fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state,
+                        .damaged = on_damaged, .arg = nf};
   char why[256];
   int rc = fleet_open(&nf->link, n->loop, &o, &cb, why, sizeof why);
   if (rc != 0) {

@@ -654,6 +654,9 @@ void node_fleet_delete_secret(node *n, const char *name, node_fleet_cb cb, void 
  * (uncordon with `answer`, taken over, once applied here). */
 void node_fleet_put_cordon(node *n, const char *name, const char *reason, http_request *req);
 void node_fleet_delete_cordon(node *n, const char *name, json_t *answer, http_request *req);
+/* A cordon this node's monitor made (already in force here), made
+ * fleet-wide; a failed write leaves it this node's alone (logged). */
+void node_fleet_share_cordon(node *n, const char *name, const char *reason, const char *rule);
 /* GET /v1/fleet. */
 int node_fleet_route(node *n, http_request *req, const char *path);
 /* The fleet's families of /metrics. */

@@ -107,6 +107,40 @@ describe('a fleet of three nodes', () => {
     }
   });
 
+  test('a worker with 3 MiB of code (over the NATS max_payload of 1 MiB) deployed on node 1 is served by nodes 2 and 3', async () => {
+    // Numbered blocks, so that a chunk lost, doubled or out of place changes what is served.
+    let pad = '';
+    for (let i = 0; pad.length < 3 << 20; i++) pad += `<${i}>`.padEnd(64, '.');
+    const code = `const PAD = ${JSON.stringify(pad)};\n`
+      + 'export default { fetch() { return new Response(`${PAD.length} ${PAD.slice(1 << 20, (1 << 20) + 16)} ${PAD.slice(-64, -56)}`); } };\n';
+    assert.ok(code.length > 3 << 20);
+    const expected = `200 ${pad.length} ${pad.slice(1 << 20, (1 << 20) + 16)} ${pad.slice(-64, -56)}`;
+    // Parsing 3 MiB of source takes more than the default 50 ms of CPU on a busy machine.
+    const r = await nodes[0].deploy('large', code, { json: true, limits: { cpu_ms: 5000 } });
+    assert.equal(r.status, 201, r.text);
+    assert.equal(r.json.version, 1);
+    for (const n of nodes) {
+      await waitFor(async () => (await body(n, 'large')) === expected,
+        { timeout: 20000, what: `the large worker served on ${n.controlPort}` });
+      const w = await n.control('GET', '/v1/workers/large');
+      assert.equal(w.status, 200);
+      assert.equal(w.json.version, 1);
+    }
+    const m = await nodes[0].control('GET', '/metrics');
+    assert.match(m.text, /^edgenode_fleet_chunked_writes_total [1-9]\d*$/m);
+    for (const n of nodes) {
+      assert.match((await n.control('GET', '/metrics')).text, /^edgenode_fleet_damaged_total 0$/m);
+    }
+    // A small deploy over it, from another node, is a plain record again.
+    const small = await nodes[1].deploy('large', worker('small again'));
+    assert.equal(small.status, 200, small.text);
+    assert.equal(small.json.version, 2);
+    for (const n of nodes) {
+      await waitFor(async () => (await body(n, 'large')) === '200 small again',
+        { timeout: 10000, what: `small again on ${n.controlPort}` });
+    }
+  });
+
   test('egress rules set on one node reach the others', async () => {
     await nodes[0].deploy('caller', worker('calls out'));
     const rules = [{ match: 'https://api.example.com/*' }];
@@ -227,6 +261,32 @@ describe('a fleet of three nodes', () => {
         return t.json.tenants.find((x) => x.name === 'noisy')?.state === 'active';
       }, { timeout: 10000, what: 'active everywhere' });
       assert.equal(await body(n, 'noisy'), '200 noisy');
+    }
+  });
+
+  test("the cordon monitor's cordon on one node holds on every node, until an operator uncordons it", async () => {
+    const spinner = `export default { fetch(request) {
+      if (new URL(request.url).pathname === '/spin') { while (true) {} }
+      return new Response('spinner'); } };`;
+    await nodes[0].deployOk('spinner', spinner, { json: true, limits: { cpu_ms: 20 } });
+    await waitFor(async () => (await body(nodes[2], 'spinner')) === '200 spinner',
+      { timeout: 5000, what: 'spinner everywhere' });
+    // The default rules include cpu_limit_hits >= 3 in 60s; the hits are node 1's alone.
+    for (let i = 0; i < 3; i++) assert.equal((await nodes[0].ingress('spinner', '/spin')).status, 503);
+    for (const n of nodes) {
+      await waitFor(async () => {
+        const t = await n.control('GET', '/v1/tenants');
+        const x = t.json.tenants.find((y) => y.name === 'spinner');
+        return x?.state === 'cordoned' && x.by === 'monitor' && x.rule === 'cpu_limit_hits >= 3 in 60s';
+      }, { timeout: 10000, what: `the monitor's cordon on ${n.controlPort}` });
+    }
+    const u = await nodes[2].control('POST', '/v1/tenants/spinner/uncordon');
+    assert.equal(u.status, 200, u.text);
+    for (const n of nodes) {
+      await waitFor(async () => {
+        const t = await n.control('GET', '/v1/tenants');
+        return t.json.tenants.find((x) => x.name === 'spinner')?.state === 'active';
+      }, { timeout: 10000, what: 'active everywhere' });
     }
   });
 

@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include <cmocka.h>
+#include <nats/nats.h>
 
 #include "fleet.h"
 
@@ -145,12 +146,44 @@ typedef struct node_view {
   uint64_t last_version;
   int changes;
   int deletes;
+  /* values too large for last_value: checked against `expected` */
+  const struct blob *expected;
+  uint64_t big_version;
+  int big_ok;
+  int damaged;
+  char damaged_keys[128];
+  char damaged_why[256];
 } node_view;
+
+/* A value of len pseudo-random bytes, different for each seed. */
+typedef struct blob {
+  unsigned char *data;
+  size_t len;
+} blob;
+
+static blob make_blob(size_t len, unsigned seed) {
+  blob b = {.data = malloc(len), .len = len};
+  assert_non_null(b.data);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < len; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    b.data[i] = (unsigned char)x;
+  }
+  return b;
+}
+
+static int blob_equal(const blob *b, const void *value, size_t len) {
+  return value && len == b->len && memcmp(value, b->data, len) == 0;
+}
 
 static void on_change(void *arg, const fleet_entry *e) {
   node_view *v = arg;
   if (e->bucket != FLEET_WORKERS) return;
   v->changes++;
+  if (e->len >= sizeof v->last_value) {
+    v->big_version = e->version;
+    v->big_ok = v->expected && blob_equal(v->expected, e->value, e->len);
+  }
   if (e->deleted) v->deletes++;
   snprintf(v->last_key, sizeof v->last_key, "%s", e->key);
   snprintf(v->last_value, sizeof v->last_value, "%.*s", (int)e->len,
@@ -166,9 +199,21 @@ static void on_state(void *arg, int connected) {
   ((node_view *)arg)->connected = connected;
 }
 
+static void on_damaged(void *arg, fleet_bucket b, const char *key, uint64_t version,
+                       const char *why) {
+  node_view *v = arg;
+  (void)b, (void)version;
+  v->damaged++;
+  size_t n = strlen(v->damaged_keys);
+  snprintf(v->damaged_keys + n, sizeof v->damaged_keys - n, "%s%s", n ? "," : "", key);
+  n = strlen(v->damaged_why);
+  snprintf(v->damaged_why + n, sizeof v->damaged_why - n, "%s%s", n ? "|" : "", why);
+}
+
 static fleet *open_node(uv_loop_t *loop, const char *name, node_view *v, int64_t deadline_ms) {
   fleet_options o = {.servers = servers(), .node_name = name, .write_deadline_ms = deadline_ms};
-  fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state, .arg = v};
+  fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state,
+                        .damaged = on_damaged, .arg = v};
   fleet *f = NULL;
   char err[256];
   int rc = fleet_open(&f, loop, &o, &cb, err, sizeof err);
@@ -212,6 +257,14 @@ static void wait_synced(uv_loop_t *loop, node_view *v) {
   }
   if (!all_synced(v)) dump_logs();
   assert_true(all_synced(v));
+}
+
+/* Nodes "a" and "b", both synced. */
+static void open_pair(uv_loop_t *loop, node_view *a, node_view *b, fleet **fa, fleet **fb) {
+  *fa = open_node(loop, "a", a, 0);
+  *fb = open_node(loop, "b", b, 0);
+  wait_synced(loop, a);
+  wait_synced(loop, b);
 }
 
 /* ---- writes: a counter, incremented by compare-and-set ---- */
@@ -267,10 +320,8 @@ static void test_write_is_watched_by_another_node(void **state) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   node_view a = {0}, b = {0};
-  fleet *fa = open_node(&loop, "a", &a, 0);
-  fleet *fb = open_node(&loop, "b", &b, 0);
-  wait_synced(&loop, &a);
-  wait_synced(&loop, &b);
+  fleet *fa, *fb;
+  open_pair(&loop, &a, &b, &fa, &fb);
 
   answer ans = {0};
   assert_int_equal(fleet_update(fa, FLEET_WORKERS, "hello", increment, NULL, on_done, &ans), 0);
@@ -340,10 +391,8 @@ static void test_concurrent_writes_serialize(void **state) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   node_view a = {0}, b = {0};
-  fleet *fa = open_node(&loop, "a", &a, 0);
-  fleet *fb = open_node(&loop, "b", &b, 0);
-  wait_synced(&loop, &a);
-  wait_synced(&loop, &b);
+  fleet *fa, *fb;
+  open_pair(&loop, &a, &b, &fa, &fb);
   enum { N = 20 };
   answer ans[N];
   memset(ans, 0, sizeof ans);
@@ -373,6 +422,207 @@ static void test_concurrent_writes_serialize(void **state) {
   assert_string_equal(a.last_value, "20");
   close_nodes(&loop, fa, fb);
   assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* ---- values past NATS's max_payload: chunks ---- */
+
+/* Writes a copy of the blob arg. */
+static int put_blob(const void *arg, const void *cur, size_t cur_len, uint64_t cur_rev, void **out,
+                    size_t *out_len, char **error) {
+  (void)cur, (void)cur_len, (void)cur_rev, (void)error;
+  const blob *b = arg;
+  *out = malloc(b->len);
+  memcpy(*out, b->data, b->len);
+  *out_len = b->len;
+  return 0;
+}
+
+/* Writes the next blob once the current value is the previous one whole. */
+typedef struct blob_step {
+  const blob *was, *next;
+} blob_step;
+
+static int cur_was_whole; /* set by step_blob on the write thread, read after its answer */
+
+static int step_blob(const void *arg, const void *cur, size_t cur_len, uint64_t cur_rev, void **out,
+                     size_t *out_len, char **error) {
+  const blob_step *s = arg;
+  cur_was_whole = blob_equal(s->was, cur, cur_len);
+  return put_blob(s->next, cur, cur_len, cur_rev, out, out_len, error);
+}
+
+/* More than the fleet takes (the bytes are never touched: only the length). */
+static int too_large(const void *arg, const void *cur, size_t cur_len, uint64_t cur_rev, void **out,
+                     size_t *out_len, char **error) {
+  (void)arg, (void)cur, (void)cur_len, (void)cur_rev, (void)error;
+  *out_len = (size_t)FLEET_VALUE_MAX + 1;
+  *out = malloc(*out_len);
+  return 0;
+}
+
+static answer write_and_wait(uv_loop_t *loop, fleet *f, const char *key, fleet_transform_fn fn,
+                             const void *arg) {
+  answer a = {0};
+  assert_int_equal(fleet_update(f, FLEET_WORKERS, key, fn, arg, on_done, &a), 0);
+  assert_true(run_until(loop, &a.done, 60));
+  return a;
+}
+
+static void wait_big(uv_loop_t *loop, node_view *v, uint64_t version) {
+  double end = now_s() + 20;
+  while (v->big_version != version && now_s() < end) {
+    int never = 0;
+    run_until(loop, &never, 0.05);
+  }
+  assert_int_equal(v->big_version, version);
+}
+
+/* A 5 MiB value (five times NATS's default max_payload) round-trips: the
+ * other node's watch gets it whole, and the next write's transform reads
+ * it back whole; a small value after it is a record again. */
+static void test_large_values_go_in_chunks(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  node_view a = {0}, b = {0};
+  fleet *fa, *fb;
+  open_pair(&loop, &a, &b, &fa, &fb);
+
+  blob v1 = make_blob(5u << 20, 1), v2 = make_blob((5u << 20) + 3, 2);
+  b.expected = &v1;
+  answer w1 = write_and_wait(&loop, fa, "big", put_blob, &v1);
+  assert_int_equal(w1.status, 0);
+  assert_int_equal(w1.version, 1);
+  wait_big(&loop, &b, 1);
+  assert_true(b.big_ok);
+
+  b.expected = &v2;
+  blob_step step = {.was = &v1, .next = &v2};
+  answer w2 = write_and_wait(&loop, fb, "big", step_blob, &step);
+  assert_int_equal(w2.status, 0);
+  assert_int_equal(w2.version, 2);
+  assert_true(cur_was_whole);
+  wait_big(&loop, &b, 2);
+  assert_true(b.big_ok);
+
+  answer w3 = write_and_wait(&loop, fa, "big", increment, NULL);
+  assert_int_equal(w3.status, 0);
+  double end = now_s() + 5;
+  while (b.last_version != 3 && now_s() < end) {
+    int never = 0;
+    run_until(&loop, &never, 0.05);
+  }
+  assert_string_equal(b.last_value, "1");
+
+  answer no = write_and_wait(&loop, fa, "big", too_large, NULL);
+  assert_int_equal(no.status, FLEET_EREJECT);
+  assert_non_null(strstr(no.error, "over the fleet's limit"));
+
+  fleet_status st;
+  fleet_get_status(fa, &st);
+  assert_int_equal(st.chunked_writes, 1);
+  fleet_get_status(fb, &st);
+  assert_int_equal(st.chunked_writes, 1);
+  assert_int_equal(st.damaged, 0);
+  assert_int_equal(a.damaged + b.damaged, 0);
+  close_nodes(&loop, fa, fb);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  free(v1.data);
+  free(v2.data);
+}
+
+/* Tampering with the chunks stream from outside, as a disk or an operator
+ * could: one chunk purged, one replaced by other bytes of the same length. */
+static void tamper(const char *torn_key, const char *changed_key) {
+  natsConnection *nc = NULL;
+  jsCtx *js = NULL;
+  assert_int_equal(natsConnection_ConnectTo(&nc, servers()), NATS_OK);
+  assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+  char filter[128];
+  jsErrCode je = 0;
+  jsOptions o;
+  jsOptions_Init(&o);
+  snprintf(filter, sizeof filter, "chunk.workers.%s.1.*.2", torn_key);
+  o.Stream.Purge.Subject = filter;
+  assert_int_equal(js_PurgeStream(js, "EDGENODE_CHUNKS", &o, &je), NATS_OK);
+
+  natsMsg *m = NULL;
+  snprintf(filter, sizeof filter, "chunk.workers.%s.1.*.1", changed_key);
+  assert_int_equal(js_GetLastMsg(&m, js, "EDGENODE_CHUNKS", filter, NULL, &je), NATS_OK);
+  char subject[200];
+  snprintf(subject, sizeof subject, "%s", natsMsg_GetSubject(m));
+  int len = natsMsg_GetDataLength(m);
+  char *bytes = malloc((size_t)len);
+  memcpy(bytes, natsMsg_GetData(m), (size_t)len);
+  bytes[len / 2] ^= 1;
+  natsMsg_Destroy(m);
+  jsOptions_Init(&o);
+  o.Stream.Purge.Subject = subject;
+  assert_int_equal(js_PurgeStream(js, "EDGENODE_CHUNKS", &o, &je), NATS_OK);
+  jsPubAck *ack = NULL;
+  assert_int_equal(js_Publish(&ack, js, subject, bytes, len, NULL, &je), NATS_OK);
+  jsPubAck_Destroy(ack);
+  free(bytes);
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+}
+
+/* A chunk missing or not matching the manifest's hash: the watch skips
+ * the version and says so, a write over it is refused, a delete works. */
+static void test_damaged_chunks_are_detected(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  node_view a = {0};
+  fleet *fa = open_node(&loop, "a", &a, 0);
+  wait_synced(&loop, &a);
+  blob v = make_blob(3u << 20, 3);
+  a.expected = &v;
+  assert_int_equal(write_and_wait(&loop, fa, "torn", put_blob, &v).status, 0);
+  assert_int_equal(write_and_wait(&loop, fa, "tampered", put_blob, &v).status, 0);
+  wait_big(&loop, &a, 1);
+  tamper("torn", "tampered");
+
+  /* A node that syncs afterwards reads both back, and finds both damaged. */
+  node_view c = {0};
+  c.expected = &v;
+  fleet *fc = open_node(&loop, "c", &c, 0);
+  wait_synced(&loop, &c);
+  double end = now_s() + 10;
+  while (c.damaged < 2 && now_s() < end) {
+    int never = 0;
+    run_until(&loop, &never, 0.05);
+  }
+  assert_int_equal(c.damaged, 2);
+  assert_string_equal(c.damaged_keys, "torn,tampered");
+  /* 3 MiB in chunks of a little under 1 MiB (the default max_payload): 4 */
+  assert_non_null(strstr(c.damaged_why, "chunk 3 of 4 is missing"));
+  assert_non_null(strstr(c.damaged_why, "do not match the manifest's SHA-256"));
+  assert_int_equal(c.big_version, 0); /* neither was delivered */
+  fleet_status st;
+  fleet_get_status(fc, &st);
+  assert_int_equal(st.damaged, 2);
+
+  answer torn = write_and_wait(&loop, fc, "torn", increment, NULL);
+  assert_int_equal(torn.status, FLEET_EDAMAGED);
+  assert_non_null(strstr(torn.error, "version 1 of the key cannot be read back"));
+  assert_non_null(strstr(torn.error, "missing"));
+  answer changed = write_and_wait(&loop, fc, "tampered", increment, NULL);
+  assert_int_equal(changed.status, FLEET_EDAMAGED);
+  assert_non_null(strstr(changed.error, "SHA-256"));
+
+  answer del = {0};
+  assert_int_equal(fleet_delete(fc, FLEET_WORKERS, "torn", on_done, &del), 0);
+  assert_true(run_until(&loop, &del.done, 20));
+  assert_int_equal(del.status, 0);
+  assert_int_equal(del.version, 2);
+  answer again = write_and_wait(&loop, fc, "torn", increment, NULL);
+  assert_int_equal(again.status, 0);
+  assert_int_equal(again.version, 3);
+
+  close_nodes(&loop, fa, fc);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  free(v.data);
 }
 
 /* One server of three down: writes go on (through an election if it led). */
@@ -477,6 +727,8 @@ int main(void) {
       cmocka_unit_test(test_bad_options),
       cmocka_unit_test(test_write_is_watched_by_another_node),
       cmocka_unit_test(test_concurrent_writes_serialize),
+      cmocka_unit_test(test_large_values_go_in_chunks),
+      cmocka_unit_test(test_damaged_chunks_are_detected),
       cmocka_unit_test(test_one_server_down_writes_go_on),
       cmocka_unit_test(test_all_servers_down_then_back),
       cmocka_unit_test(test_open_before_servers),
