@@ -609,10 +609,12 @@ static void on_conn_handle_closed(uv_handle_t *h) {
   http_conn *c = h->data;
   if (--c->handles_open > 0) return;
   http_server *s = c->server;
+  http_server_int *si = s->conns;
   req_free(c->spare);
   free(c->inbuf);
   free(c);
   s->connections--;
+  si->closed_pending--;
   server_maybe_closed(s);
 }
 
@@ -635,6 +637,7 @@ static void conn_close(http_conn *c) {
   c->inbuf_len = 0;
   http_server *s = c->server;
   http_server_int *si = s->conns;
+  si->closed_pending++;
   if (c->prev) c->prev->next = c->next;
   else si->head = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -1024,8 +1027,10 @@ static uint64_t *refusal(http_server *s, http_conn *c) {
   /* Without the reserve back, the process is still out of descriptors. */
   if (si->reserve_fd < 0) reserve_take(s);
   if (si->reserve_fd < 0) return &s->refused_fd;
-  /* s->connections counts this one already. */
-  if (cfg->max_connections > 0 && s->connections > cfg->max_connections) return &s->refused_cap;
+  /* Connections closed in this same burst of accepts hold no descriptor
+   * any more; this one is counted already. */
+  if (cfg->max_connections > 0 && s->connections - si->closed_pending > cfg->max_connections)
+    return &s->refused_cap;
   if (cfg->max_connections_per_addr == 0) return NULL;
   struct sockaddr_storage ss;
   int len = sizeof ss;
@@ -1434,6 +1439,16 @@ static int conn_has_unread_bytes(http_conn *c) {
   char byte;
   ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n > 0;
+}
+
+json_t *http_server_report(const http_server *s) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "connections",
+                   (json_int_t)s->connections, "max_connections",
+                   (json_int_t)s->config.max_connections, "max_connections_per_addr",
+                   (json_int_t)s->config.max_connections_per_addr, "refused_cap",
+                   (json_int_t)s->refused_cap, "refused_addr", (json_int_t)s->refused_addr,
+                   "refused_fd", (json_int_t)s->refused_fd, "body_timeouts",
+                   (json_int_t)s->body_timeouts);
 }
 
 void http_server_stop_accepting(http_server *s) {

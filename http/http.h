@@ -30,6 +30,7 @@
 #define EDGENODE_HTTP_H
 
 #include <stddef.h>
+#include <jansson.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -227,6 +228,11 @@ int http_request_buffer_body(http_request *req);
  * error can be read. Returns 0, UV_EBUSY (a wait is set) or UV_EINVAL (not a
  * streamed body, or something can be read now). */
 int http_request_body_wait(http_request *req, http_drain_cb cb, void *arg);
+
+/* The server's connection caps and counts, for reports: {"connections",
+ * "max_connections", "max_connections_per_addr", "refused_cap",
+ * "refused_addr", "refused_fd", "body_timeouts"} (0 for a cap: none). */
+json_t *http_server_report(const http_server *s);
 
 /* Case-insensitive header lookup; NULL when absent. */
 const char *http_request_header(const http_request *req, const char *name);

@@ -161,6 +161,7 @@ typedef struct http_server_int {
   int draining;
   int listener_closing;
   int listener_closed;
+  size_t closed_pending; /* closed (their descriptors gone), waiting for their close callbacks */
   int reserve_fd;       /* held so that a process out of descriptors can still accept and close */
   uint64_t fd_warned_ms; /* when running out of descriptors was last logged */
   http_addr_table *addrs; /* with max_connections_per_addr only */
