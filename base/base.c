@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -307,4 +308,22 @@ int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out) {
   if (errno || end == s || *end || s[0] == '-' || v < min || v > max) return -1;
   *out = v;
   return 0;
+}
+
+uint64_t fd_limit_raise(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    struct rlimit raised = {rl.rlim_max, rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+size_t fd_connection_budget(uint64_t limit, size_t reserve) {
+  if (limit >= 2 * (uint64_t)reserve) {
+    uint64_t left = limit - reserve;
+    return left > SIZE_MAX ? SIZE_MAX : (size_t)left;
+  }
+  return (size_t)(limit / 2);
 }

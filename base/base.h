@@ -93,6 +93,17 @@ uint64_t time_thread_cpu_ns(void);
 uint64_t process_rss_bytes(int pid);
 
 /*
+ * Descriptors. fd_limit_raise() raises this process's RLIMIT_NOFILE soft
+ * limit to its hard limit (every connection is a descriptor) and returns
+ * the soft limit in force, 0 when it cannot be read. fd_connection_budget()
+ * is what `limit` leaves for connections once `reserve` descriptors are
+ * kept for the process's own work; a limit below twice the reserve keeps
+ * half of it instead.
+ */
+uint64_t fd_limit_raise(void);
+size_t fd_connection_budget(uint64_t limit, size_t reserve);
+
+/*
  * Parses "ADDR:PORT" ("127.0.0.1:8080", "[::1]:8080", ":8080" = all
  * interfaces). Returns 0, or -EINVAL. host must hold 64 bytes.
  */

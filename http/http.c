@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "http_int.h"
@@ -483,6 +485,35 @@ static void conn_timer(http_conn *c, http_timer_mode mode, uint64_t ms) {
 /* Lazy as well: a timer that fires with nothing to enforce does nothing. */
 static void conn_timer_stop(http_conn *c) { c->timer_mode = HTTP_TM_NONE; }
 
+/* Body bytes received so far on the connection's request. */
+static size_t body_received(const http_conn *c) {
+  const http_req *r = c->req;
+  if (r == NULL) return 0;
+  return r->pub.body_streamed ? r->body_total : r->pub.body_len;
+}
+
+/*
+ * A trickling body holds its connection for as long as it trickles, so
+ * progress alone is not enough: each body_timeout_ms window must bring
+ * body_min_rate bytes a second, or the body must be complete by its end.
+ * The check costs nothing per read: the timer looks once per window.
+ */
+static void body_window_start(http_conn *c) {
+  c->body_window_at = uv_now(c->server->loop);
+  c->body_window_bytes = body_received(c);
+  conn_timer(c, HTTP_TM_BODY, c->server->config.body_timeout_ms);
+}
+
+/* The window is over: 1 when its bytes came at the minimum rate. */
+static int body_window_met(const http_conn *c, uint64_t now) {
+  const http_server_config *cfg = &c->server->config;
+  if (cfg->body_min_rate == HTTP_NO_MIN_RATE) return 0;
+  uint64_t ms = now - c->body_window_at;
+  uint64_t got = body_received(c) - c->body_window_bytes;
+  /* In doubles: got * 1000 and rate * ms may not fit 64 bits. */
+  return (double)got * 1000.0 >= (double)cfg->body_min_rate * (double)ms;
+}
+
 /* Makes the timer enforce the deadline of the phase the connection is in. */
 static void conn_update_timer(http_conn *c) {
   const http_server_config *cfg = &c->server->config;
@@ -497,16 +528,16 @@ static void conn_update_timer(http_conn *c) {
     case HTTP_PH_HEAD:
       if (c->timer_mode != HTTP_TM_HEADER) conn_timer(c, HTTP_TM_HEADER, cfg->header_timeout_ms);
       break;
-    case HTTP_PH_BODY: /* progress restarts it: a trickling body still has to move */
-      if (c->timer_mode != HTTP_TM_RESUME) conn_timer(c, HTTP_TM_BODY, cfg->idle_timeout_ms);
+    case HTTP_PH_BODY:
+      if (c->timer_mode != HTTP_TM_RESUME && c->timer_mode != HTTP_TM_BODY) body_window_start(c);
       break;
     case HTTP_PH_HANDLER:
-      /* A streamed body must keep moving, unless the handler is the one behind. */
+      /* A streamed body must keep moving, unless the handler is the one
+       * behind: its wait is not the client's, and the window starts again
+       * once the handler takes bytes. */
       if (c->timer_mode == HTTP_TM_RESUME) break;
-      if (c->body_streaming && !body_window_full(c))
-        conn_timer(c, HTTP_TM_BODY, cfg->idle_timeout_ms);
-      else
-        conn_timer_stop(c);
+      if (!c->body_streaming || body_window_full(c)) conn_timer_stop(c);
+      else if (c->timer_mode != HTTP_TM_BODY) body_window_start(c);
       break;
   }
 }
@@ -537,9 +568,26 @@ static void on_timer(uv_timer_t *t) {
     case HTTP_TM_HEADER:
       conn_fail(c, 408, "request header timeout: the request head did not arrive in time");
       break;
-    case HTTP_TM_BODY:
-      conn_fail(c, 408, "request body timeout: the request body stopped arriving");
+    case HTTP_TM_BODY: {
+      if (body_window_met(c, now)) {
+        body_window_start(c);
+        break;
+      }
+      const http_server_config *cfg = &c->server->config;
+      char msg[160];
+      if (cfg->body_min_rate == HTTP_NO_MIN_RATE)
+        snprintf(msg, sizeof msg,
+                 "request body timeout: the request body did not arrive within %llu ms",
+                 (unsigned long long)cfg->body_timeout_ms);
+      else
+        snprintf(msg, sizeof msg,
+                 "request body timeout: the request body arrived slower than %llu bytes/s "
+                 "over %llu ms",
+                 (unsigned long long)cfg->body_min_rate, (unsigned long long)cfg->body_timeout_ms);
+      c->server->body_timeouts++;
+      conn_fail(c, 408, msg);
       break;
+    }
     case HTTP_TM_IDLE:
     case HTTP_TM_LINGER:
       conn_close(c);
@@ -561,10 +609,12 @@ static void on_conn_handle_closed(uv_handle_t *h) {
   http_conn *c = h->data;
   if (--c->handles_open > 0) return;
   http_server *s = c->server;
+  http_server_int *si = s->conns;
   req_free(c->spare);
   free(c->inbuf);
   free(c);
   s->connections--;
+  si->closed_pending--;
   server_maybe_closed(s);
 }
 
@@ -587,10 +637,13 @@ static void conn_close(http_conn *c) {
   c->inbuf_len = 0;
   http_server *s = c->server;
   http_server_int *si = s->conns;
+  si->closed_pending++;
   if (c->prev) c->prev->next = c->next;
   else si->head = c->next;
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = NULL;
+  if (c->addr_counted) http__addr_release(si->addrs, &c->addr);
+  c->addr_counted = 0;
   uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
   uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
 
@@ -911,9 +964,92 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   conn_update_timer(c);
 }
 
+/* ---- accepting, within the caps ---- */
+
+/* Takes a descriptor to give up when accept() finds none left. A duplicate
+ * of the listener, since a worker process in its sandbox cannot open files. */
+static void reserve_take(http_server *s) {
+  http_server_int *si = s->conns;
+  if (si->reserve_fd >= 0) return;
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&s->listener, &fd) != 0) return;
+  si->reserve_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
+static void reserve_release(http_server_int *si) {
+  if (si->reserve_fd < 0) return;
+  close(si->reserve_fd);
+  si->reserve_fd = -1;
+}
+
+/* The connection open longest without a request under way, or NULL. */
+static http_conn *oldest_waiting(http_server_int *si) {
+  http_conn *found = NULL;
+  for (http_conn *c = si->head; c != NULL; c = c->next)
+    if (c->phase == HTTP_PH_NEW || c->phase == HTTP_PH_HEAD || c->phase == HTTP_PH_IDLE) found = c;
+  return found;
+}
+
+/*
+ * accept() failed for want of a descriptor. libuv then tries a spare of its
+ * own and, without one (a sandboxed process cannot open the file it uses),
+ * calls us again for the same waiting connection at once: the loop would
+ * spin. Giving up the reserve lets the next accept() succeed, and
+ * on_connection closes that connection at once and takes the reserve back,
+ * so every call consumes one waiting connection. Should another thread have
+ * taken the reserve's place meanwhile, the connection waiting longest for a
+ * request of its own is closed instead.
+ */
+static void out_of_descriptors(http_server *s, int status) {
+  http_server_int *si = s->conns;
+  uint64_t now = uv_now(s->loop);
+  if (si->fd_warned_ms == 0 || now - si->fd_warned_ms >= 10000) {
+    si->fd_warned_ms = now;
+    log_warn("http: accept failed: %s (%zu connections open): closing new connections until "
+             "descriptors are free; raise RLIMIT_NOFILE or lower the connection caps",
+             uv_strerror(status), s->connections);
+  }
+  if (si->reserve_fd >= 0) {
+    reserve_release(si);
+    return;
+  }
+  http_conn *victim = oldest_waiting(si);
+  if (victim != NULL) {
+    s->refused_fd++;
+    conn_close(victim);
+  }
+}
+
+/* The reason a just-accepted connection must be closed at once, or NULL. */
+static uint64_t *refusal(http_server *s, http_conn *c) {
+  http_server_int *si = s->conns;
+  const http_server_config *cfg = &s->config;
+  /* Without the reserve back, the process is still out of descriptors. */
+  if (si->reserve_fd < 0) reserve_take(s);
+  if (si->reserve_fd < 0) return &s->refused_fd;
+  /* Connections closed in this same burst of accepts hold no descriptor
+   * any more; this one is counted already. */
+  if (cfg->max_connections > 0 && s->connections - si->closed_pending > cfg->max_connections)
+    return &s->refused_cap;
+  if (cfg->max_connections_per_addr == 0) return NULL;
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0 ||
+      http__addr_key((const struct sockaddr *)&ss, &c->addr) != 0)
+    return NULL;
+  if (http__addr_acquire(si->addrs, &c->addr, cfg->max_connections_per_addr) != 0)
+    return &s->refused_addr;
+  c->addr_counted = 1;
+  return NULL;
+}
+
 static void on_connection(uv_stream_t *listener, int status) {
   http_server *s = container_of((uv_tcp_t *)listener, http_server, listener);
   http_server_int *si = s->conns;
+  if (status == UV_EMFILE || status == UV_ENFILE) {
+    out_of_descriptors(s, status);
+    return;
+  }
   if (status < 0) {
     log_warn("http: accept failed: %s", uv_strerror(status));
     return;
@@ -937,8 +1073,21 @@ static void on_connection(uv_stream_t *listener, int status) {
   if (si->head) si->head->prev = c;
   si->head = c;
   s->connections++;
-  if ((rc = uv_accept(listener, (uv_stream_t *)&c->tcp)) != 0 ||
-      (rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read)) != 0) {
+  if ((rc = uv_accept(listener, (uv_stream_t *)&c->tcp)) != 0) {
+    conn_close(c);
+    return;
+  }
+  uint64_t *refused = refusal(s, c);
+  if (refused != NULL) {
+    /* Closed before a byte is read or written: a refusal costs no buffer
+     * and no timer, and an answer could not be relied on anyway (closing
+     * over a request not read resets the connection). */
+    (*refused)++;
+    conn_close(c);
+    reserve_take(s);
+    return;
+  }
+  if ((rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read)) != 0) {
     conn_close(c);
     return;
   }
@@ -1184,6 +1333,8 @@ int http_server_init(http_server *s, uv_loop_t *loop, const http_server_config *
   if (s->config.max_body_bytes == 0) s->config.max_body_bytes = 10 * 1024 * 1024 + 65536;
   if (s->config.header_timeout_ms == 0) s->config.header_timeout_ms = 10000;
   if (s->config.idle_timeout_ms == 0) s->config.idle_timeout_ms = 60000;
+  if (s->config.body_timeout_ms == 0) s->config.body_timeout_ms = 30000;
+  if (s->config.body_min_rate == 0) s->config.body_min_rate = HTTP_DEFAULT_BODY_MIN_RATE;
   s->on_request = on_request;
   s->data = data;
 
@@ -1198,6 +1349,8 @@ int http_server_init(http_server *s, uv_loop_t *loop, const http_server_config *
   if (rc != 0) return rc;
   http_server_int *si = xcalloc(1, sizeof *si);
   si->id_base = prefix << 32;
+  si->reserve_fd = -1;
+  if (s->config.max_connections_per_addr > 0) si->addrs = http__addr_table_new();
   s->conns = si;
   return 0;
 }
@@ -1229,6 +1382,7 @@ int http_server_listen(http_server *s, const char *host, int port) {
   if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 1024, on_connection);
   if (rc != 0) return rc;
   s->listening = 1;
+  reserve_take(s);
   return 0;
 }
 
@@ -1238,6 +1392,7 @@ int http_server_listen_fd(http_server *s, int fd) {
   if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 1024, on_connection);
   if (rc != 0) return rc;
   s->listening = 1;
+  reserve_take(s);
   return 0;
 }
 
@@ -1263,12 +1418,15 @@ static void listener_close(http_server *s) {
   if (si->listener_closing) return;
   si->listener_closing = 1;
   s->listening = 0;
+  reserve_release(si); /* a duplicate of the listener would keep it listening */
   uv_close((uv_handle_t *)&s->listener, on_listener_closed);
 }
 
 static void server_maybe_closed(http_server *s) {
   http_server_int *si = s->conns;
   if (si == NULL || !s->closing || !si->listener_closed || s->connections > 0) return;
+  reserve_release(si);
+  http__addr_table_free(si->addrs);
   free(si);
   s->conns = NULL;
   if (s->on_closed) s->on_closed(s);
@@ -1281,6 +1439,16 @@ static int conn_has_unread_bytes(http_conn *c) {
   char byte;
   ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n > 0;
+}
+
+json_t *http_server_report(const http_server *s) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "connections",
+                   (json_int_t)s->connections, "max_connections",
+                   (json_int_t)s->config.max_connections, "max_connections_per_addr",
+                   (json_int_t)s->config.max_connections_per_addr, "refused_cap",
+                   (json_int_t)s->refused_cap, "refused_addr", (json_int_t)s->refused_addr,
+                   "refused_fd", (json_int_t)s->refused_fd, "body_timeouts",
+                   (json_int_t)s->body_timeouts);
 }
 
 void http_server_stop_accepting(http_server *s) {

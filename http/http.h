@@ -16,13 +16,21 @@
  *   431 and close; body over max_body_bytes -> 413 and close, as soon as the
  *   excess is known (Content-Length or chunk sizes), without buffering it;
  *   a header block not finished within header_timeout_ms -> 408 and close;
- *   idle keep-alive connections close after idle_timeout_ms.
+ *   a body (buffered or streamed) that does not bring body_min_rate bytes a
+ *   second over each body_timeout_ms window -> 408 and close;
+ *   idle keep-alive connections close after idle_timeout_ms;
+ * - a connection past max_connections, past max_connections_per_addr from
+ *   its client's address, or while the process is out of descriptors is
+ *   closed as soon as it is accepted (counted in refused_*), and the accept
+ *   loop never spins on EMFILE: a reserve descriptor is given up to accept
+ *   and close what waits.
  * Error responses produced here have a JSON body {"error": "..."}.
  */
 #ifndef EDGENODE_HTTP_H
 #define EDGENODE_HTTP_H
 
 #include <stddef.h>
+#include <jansson.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -68,7 +76,23 @@ typedef struct http_server_config {
   /* Non-zero: requests with a chunked body or one longer than this many bytes
    * are handed over as soon as their head is in, with body_streamed set. */
   size_t stream_body_above;
+  /* A body must be complete within body_timeout_ms of its head, or bring at
+   * least body_min_rate bytes a second over every body_timeout_ms window
+   * (the handler's own delay in taking a streamed body is not counted).
+   * body_timeout_ms default 30000; body_min_rate default
+   * HTTP_DEFAULT_BODY_MIN_RATE, HTTP_NO_MIN_RATE for a plain deadline. */
+  uint64_t body_timeout_ms;
+  uint64_t body_min_rate;
+  /* Open connections at most (0: no cap), and at most from one client
+   * address (0: no cap): an IPv4 address, or an IPv6 /64, the block one
+   * host is usually given (a cap per IPv6 address would be evaded by
+   * picking another address in it). IPv4-mapped IPv6 counts as IPv4. */
+  size_t max_connections;
+  size_t max_connections_per_addr;
 } http_server_config;
+
+#define HTTP_DEFAULT_BODY_MIN_RATE 4096
+#define HTTP_NO_MIN_RATE UINT64_MAX
 
 struct http_server {
   uv_loop_t *loop;
@@ -84,6 +108,11 @@ struct http_server {
   void (*on_closed)(http_server *server);
   void *conns;                /* internal: list of connections */
   uint64_t next_request_seq;
+  /* Connections closed at accept, since the server started, by reason. */
+  uint64_t refused_cap;       /* max_connections were open */
+  uint64_t refused_addr;      /* max_connections_per_addr were open from the address */
+  uint64_t refused_fd;        /* no descriptor was left (EMFILE, ENFILE) */
+  uint64_t body_timeouts;     /* 408s for a body too slow (body_timeout_ms, body_min_rate) */
 };
 
 /* Zero-filled config fields take the defaults above. */
@@ -199,6 +228,11 @@ int http_request_buffer_body(http_request *req);
  * error can be read. Returns 0, UV_EBUSY (a wait is set) or UV_EINVAL (not a
  * streamed body, or something can be read now). */
 int http_request_body_wait(http_request *req, http_drain_cb cb, void *arg);
+
+/* The server's connection caps and counts, for reports: {"connections",
+ * "max_connections", "max_connections_per_addr", "refused_cap",
+ * "refused_addr", "refused_fd", "body_timeouts"} (0 for a cap: none). */
+json_t *http_server_report(const http_server *s);
 
 /* Case-insensitive header lookup; NULL when absent. */
 const char *http_request_header(const http_request *req, const char *name);

@@ -48,6 +48,22 @@ typedef enum {
   HTTP_TM_LINGER,  /* close */
 } http_timer_mode;
 
+/* A client address as connections are counted under it (see
+ * max_connections_per_addr): IPv4 as ::ffff:a.b.c.d, IPv6 its /64. */
+typedef struct http_addr_key {
+  uint8_t b[16];
+} http_addr_key;
+
+typedef struct http_addr_table http_addr_table;
+
+/* 0, or -1 for a family that is not counted (the connection is let in). */
+int http__addr_key(const struct sockaddr *sa, http_addr_key *out);
+http_addr_table *http__addr_table_new(void);
+void http__addr_table_free(http_addr_table *t);
+/* Counts one more connection from k: 0, or -1 when max are open already. */
+int http__addr_acquire(http_addr_table *t, const http_addr_key *k, size_t max);
+void http__addr_release(http_addr_table *t, const http_addr_key *k);
+
 /* Everything before `arena` is one request's state, zeroed between requests
  * (req_reset); from `arena` on, the buffers a connection keeps. */
 typedef struct http_req {
@@ -130,6 +146,12 @@ struct http_conn {
   uint8_t body_streaming; /* the handler has the request; its body is still parsed */
   uint8_t body_paused;  /* the parser paused inside a streamed body (window full, or its end) */
   uint8_t fold_state;   /* head_fold_check's place in the head's lines (0: a new request) */
+  uint8_t addr_counted; /* addr is counted in the server's per-address table */
+  http_addr_key addr;
+  /* The body-rate window: when it began (loop ms) and the body bytes
+   * received by then. */
+  uint64_t body_window_at;
+  size_t body_window_bytes;
 };
 
 /* Internal state behind http_server.conns. */
@@ -139,6 +161,10 @@ typedef struct http_server_int {
   int draining;
   int listener_closing;
   int listener_closed;
+  size_t closed_pending; /* closed (their descriptors gone), waiting for their close callbacks */
+  int reserve_fd;       /* held so that a process out of descriptors can still accept and close */
+  uint64_t fd_warned_ms; /* when running out of descriptors was last logged */
+  http_addr_table *addrs; /* with max_connections_per_addr only */
   char readbuf[HTTP_READ_BUF];
 } http_server_int;
 

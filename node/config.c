@@ -31,6 +31,12 @@ static const option_def options[] = {
     {"grace_ms", OPT_INT, 0, 3600000},
     {"max_body_mb", OPT_INT, 1, 1024},
     {"header_timeout_ms", OPT_INT, 100, 600000},
+    {"body_timeout_ms", OPT_INT, 100, 3600000},
+    {"body_min_rate", OPT_INT, 0, 1073741824},
+    {"max_connections", OPT_INT, 1, 16777216},
+    {"max_connections_per_addr", OPT_INT, 0, 16777216},
+    {"control_max_connections", OPT_INT, 1, 16777216},
+    {"control_max_connections_per_addr", OPT_INT, 0, 16777216},
     {"worker_memory_mb", OPT_INT, 0, 1048576},
     {"isolate_memory_mb", OPT_INT, 16, 1048576},
     {"max_isolates", OPT_INT, 16, 20000},
@@ -74,6 +80,17 @@ static const char usage_text[] =
     "  --grace-ms G                drain grace period on SIGTERM (default 10000)\n"
     "  --max-body-mb M             ingress request body limit, 1..1024 (default 10)\n"
     "  --header-timeout-ms T       a request head must arrive within T ms (default 10000)\n"
+    "  --body-timeout-ms T         a request body must arrive within T ms, or keep\n"
+    "                              --body-min-rate over every T ms (default 30000)\n"
+    "  --body-min-rate R           bytes/s a body must bring per window (default 4096;\n"
+    "                              0: the body must be complete within --body-timeout-ms)\n"
+    "  --max-connections N         open ingress connections per worker process\n"
+    "                              (default 10000; less if RLIMIT_NOFILE is lower)\n"
+    "  --max-connections-per-addr N  ... from one client address, IPv4 or IPv6 /64\n"
+    "                              (default 256; 0: no cap, behind a load balancer)\n"
+    "  --control-max-connections N open control API connections (default 1024; less\n"
+    "                              if RLIMIT_NOFILE is lower)\n"
+    "  --control-max-connections-per-addr N  ... from one address (default 64; 0: no cap)\n"
     "  --worker-memory-mb M        RSS budget of one worker process; over it the process\n"
     "                              is restarted (default 0: 75% of RAM shared by the workers)\n"
     "  --isolate-memory-mb M       heap budget of one process's isolates; over it idle\n"
@@ -141,6 +158,12 @@ void node_config_init(node_config *c) {
   c->grace_ms = 10000;
   c->max_body_mb = 10;
   c->header_timeout_ms = 10000;
+  c->body_timeout_ms = 30000;
+  c->body_min_rate = HTTP_DEFAULT_BODY_MIN_RATE;
+  c->max_connections = 10000;
+  c->max_connections_per_addr = 256;
+  c->control_max_connections = 1024;
+  c->control_max_connections_per_addr = 64;
   c->worker_memory_mb = 0;
   c->isolate_memory_mb = 1024;
   c->max_isolates = 4000;
@@ -321,6 +344,13 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       if (strcmp(o->key, "workers") == 0) c->workers = (int)v;
       else if (strcmp(o->key, "grace_ms") == 0) c->grace_ms = v;
       else if (strcmp(o->key, "header_timeout_ms") == 0) c->header_timeout_ms = v;
+      else if (strcmp(o->key, "body_timeout_ms") == 0) c->body_timeout_ms = v;
+      else if (strcmp(o->key, "body_min_rate") == 0) c->body_min_rate = v;
+      else if (strcmp(o->key, "max_connections") == 0) c->max_connections = v;
+      else if (strcmp(o->key, "max_connections_per_addr") == 0) c->max_connections_per_addr = v;
+      else if (strcmp(o->key, "control_max_connections") == 0) c->control_max_connections = v;
+      else if (strcmp(o->key, "control_max_connections_per_addr") == 0)
+        c->control_max_connections_per_addr = v;
       else if (strcmp(o->key, "worker_memory_mb") == 0) c->worker_memory_mb = v;
       else if (strcmp(o->key, "isolate_memory_mb") == 0) c->isolate_memory_mb = v;
       else if (strcmp(o->key, "max_isolates") == 0) c->max_isolates = v;

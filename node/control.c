@@ -42,6 +42,20 @@ static int authorized(const node *n, const http_request *req) {
 
 /* ---- routes ---------------------------------------------------------------------- */
 
+/* The caps of both listeners; each worker entry has its own ingress counts. */
+static json_t *connections_json(const node *n) {
+  const node_config *c = &n->cfg;
+  json_t *control = http_server_report(&n->control);
+  json_object_set_new(control, "configured_max_connections",
+                      json_integer((json_int_t)c->control_max_connections));
+  return json_pack("{s:I, s:i, s:o, s:{s:I, s:I, s:I, s:I}}", "nofile", (json_int_t)n->nofile,
+                   "reserve", NODE_FD_RESERVE, "control", control, "ingress",
+                   "max_connections", (json_int_t)c->max_connections,
+                   "max_connections_per_addr", (json_int_t)c->max_connections_per_addr,
+                   "body_timeout_ms", (json_int_t)c->body_timeout_ms, "body_min_rate",
+                   (json_int_t)c->body_min_rate);
+}
+
 static void get_node(node *n, http_request *req) {
   char started[32];
   node_iso8601(n->started_at_ms, started);
@@ -67,6 +81,7 @@ static void get_node(node *n, http_request *req) {
   json_object_set_new(body, "mpk_enabled", json_boolean(node_mpk_enabled(n)));
   json_t *egress_sandbox = node_egress_sandbox_json(n); /* jail/ */
   if (egress_sandbox) json_object_set_new(body, "egress_sandbox", egress_sandbox);
+  json_object_set_new(body, "connections", connections_json(n));
   json_object_set_new(body, "worker_memory_budget_mb",
                       json_integer((json_int_t)(node_worker_memory_budget(n) >> 20)));
   node_respond_json(req, 200, body, NULL);
@@ -189,11 +204,27 @@ static void on_request(http_server *s, http_request *req) {
   free(path);
 }
 
+/*
+ * Connections without a token cost the supervisor a descriptor each, and a
+ * supervisor out of descriptors can no longer restart a worker process: the
+ * cap leaves NODE_FD_RESERVE of RLIMIT_NOFILE for its own work.
+ */
+static size_t control_max_connections(node *n) {
+  size_t budget = fd_connection_budget(n->nofile, NODE_FD_RESERVE);
+  uint64_t wanted = (uint64_t)n->cfg.control_max_connections;
+  return wanted < budget ? (size_t)wanted : budget;
+}
+
 int node_control_start(node *n, char **err) {
+  const node_config *cfg = &n->cfg;
   http_server_config config = {
       .max_body_bytes = CONTROL_MAX_BODY,
       .stream_body_above = CONTROL_AUTH_BEFORE_BODY,
       .server_name = "edgenode",
+      .body_timeout_ms = (uint64_t)cfg->body_timeout_ms,
+      .body_min_rate = node_body_min_rate(cfg),
+      .max_connections = control_max_connections(n),
+      .max_connections_per_addr = (size_t)cfg->control_max_connections_per_addr,
   };
   int rc = http_server_init(&n->control, n->loop, &config, on_request, n);
   if (rc != 0) {

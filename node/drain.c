@@ -314,6 +314,11 @@ static void note_fixed(json_t *ignored, const node_config *old, const node_confi
     json_array_append_new(ignored, json_string("egress_allow_cidr"));
   if (!same_list(old->ca_files, old->n_ca_files, fresh->ca_files, fresh->n_ca_files))
     json_array_append_new(ignored, json_string("ca_file"));
+  /* The control API's caps are set when its listener starts. */
+  if (old->control_max_connections != fresh->control_max_connections)
+    json_array_append_new(ignored, json_string("control_max_connections"));
+  if (old->control_max_connections_per_addr != fresh->control_max_connections_per_addr)
+    json_array_append_new(ignored, json_string("control_max_connections_per_addr"));
 }
 
 static void reload(node *n) {
@@ -354,6 +359,11 @@ static void reload(node *n) {
   note_int(changed, "worker_memory_mb", cfg->worker_memory_mb, fresh.worker_memory_mb);
   note_int(changed, "max_body_mb", cfg->max_body_mb, fresh.max_body_mb);
   note_int(changed, "header_timeout_ms", cfg->header_timeout_ms, fresh.header_timeout_ms);
+  note_int(changed, "body_timeout_ms", cfg->body_timeout_ms, fresh.body_timeout_ms);
+  note_int(changed, "body_min_rate", cfg->body_min_rate, fresh.body_min_rate);
+  note_int(changed, "max_connections", cfg->max_connections, fresh.max_connections);
+  note_int(changed, "max_connections_per_addr", cfg->max_connections_per_addr,
+           fresh.max_connections_per_addr);
   note_int(changed, "isolate_memory_mb", cfg->isolate_memory_mb, fresh.isolate_memory_mb);
   note_int(changed, "max_isolates", cfg->max_isolates, fresh.max_isolates);
   note_int(changed, "idle_timeout_s", cfg->idle_timeout_s, fresh.idle_timeout_s);
@@ -370,6 +380,10 @@ static void reload(node *n) {
   /* Worker processes take these as flags: they need new processes. */
   int recycle = cfg->max_body_mb != fresh.max_body_mb ||
                 cfg->header_timeout_ms != fresh.header_timeout_ms ||
+                cfg->body_timeout_ms != fresh.body_timeout_ms ||
+                cfg->body_min_rate != fresh.body_min_rate ||
+                cfg->max_connections != fresh.max_connections ||
+                cfg->max_connections_per_addr != fresh.max_connections_per_addr ||
                 cfg->isolate_memory_mb != fresh.isolate_memory_mb ||
                 cfg->max_isolates != fresh.max_isolates ||
                 cfg->idle_timeout_s != fresh.idle_timeout_s ||
@@ -380,6 +394,13 @@ static void reload(node *n) {
   cfg->worker_memory_mb = fresh.worker_memory_mb; /* read by the next memory check */
   cfg->max_body_mb = fresh.max_body_mb;
   cfg->header_timeout_ms = fresh.header_timeout_ms;
+  cfg->body_timeout_ms = fresh.body_timeout_ms;
+  cfg->body_min_rate = fresh.body_min_rate;
+  cfg->max_connections = fresh.max_connections;
+  cfg->max_connections_per_addr = fresh.max_connections_per_addr;
+  /* The control API takes the body limits at once (its next bodies). */
+  n->control.config.body_timeout_ms = (uint64_t)cfg->body_timeout_ms;
+  n->control.config.body_min_rate = node_body_min_rate(cfg);
   cfg->isolate_memory_mb = fresh.isolate_memory_mb;
   cfg->max_isolates = fresh.max_isolates;
   cfg->idle_timeout_s = fresh.idle_timeout_s;

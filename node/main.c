@@ -103,6 +103,27 @@ static char *worker_exe_path(void) {
   return xasprintf("%s/edgenode-worker", slash ? exe : ".");
 }
 
+/* What the descriptor limit allows, once the caps are set: an operator
+ * reads here why a cap is lower than configured. */
+static void log_descriptors(node *n) {
+  json_t *extra = json_pack("{s:I, s:i, s:I, s:I, s:I, s:I}", "nofile", (json_int_t)n->nofile,
+                            "reserve", NODE_FD_RESERVE, "control_max_connections",
+                            (json_int_t)n->control.config.max_connections,
+                            "control_max_connections_per_addr",
+                            (json_int_t)n->control.config.max_connections_per_addr,
+                            "max_connections", (json_int_t)n->cfg.max_connections,
+                            "max_connections_per_addr",
+                            (json_int_t)n->cfg.max_connections_per_addr);
+  char *text = json_dumps(extra, JSON_COMPACT);
+  json_decref(extra);
+  log_write(LOG_INFO, NULL, NULL, text, "descriptors");
+  free(text);
+  if (n->nofile < 2 * NODE_FD_RESERVE)
+    log_warn("RLIMIT_NOFILE is %llu: raise it to at least %d (LimitNOFILE= under systemd, "
+             "ulimit -n) or connections will be capped low; see docs/operations.md",
+             (unsigned long long)n->nofile, 4 * NODE_FD_RESERVE);
+}
+
 /* Everything before the loop runs; returns 0 or prints why not. */
 static int start(node *n, int argc, char **argv) {
   char *err = NULL;
@@ -124,6 +145,7 @@ static int start(node *n, int argc, char **argv) {
   if (rc == 0) rc = node_cordons_open(n, &err);
   if (rc == 0) rc = node_listen_socket(n, &err);
   if (rc == 0) rc = node_control_start(n, &err);
+  if (rc == 0) log_descriptors(n);
   if (rc == 0) rc = node_fleet_start(n, &err);
   if (rc == 0 && (rc = start_signals(n)) != 0) err = xasprintf("signals: %s", uv_strerror(rc));
   if (rc == 0 && (rc = node_lifecycle_start(n, argc, argv)) != 0)
@@ -190,6 +212,8 @@ int main(int argc, char **argv) {
   log_init("supervisor", n->cfg.log_level);
   n->loop = uv_default_loop();
   n->listen_fd = -1;
+  /* Before anything opens a descriptor; worker processes inherit it. */
+  n->nofile = fd_limit_raise();
   n->started_at_ms = time_now_ms();
   n->started_mono_ns = time_mono_ns();
   n->state = NODE_SERVING;

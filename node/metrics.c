@@ -139,6 +139,83 @@ static void proc_metrics(FILE *f, node *n) {
   }
 }
 
+/* ---- connections: both listeners' caps and what they refused -------------------------- */
+
+static const char *const refusals[] = {"cap", "addr", "fd"};
+
+static double report_value(json_t *report, const char *key) {
+  return (double)json_integer_value(json_object_get(report, key));
+}
+
+static void refused_samples(FILE *f, const char *name, const char *slot, json_t *report) {
+  for (size_t i = 0; i < ARRAY_SIZE(refusals); i++) {
+    char key[32];
+    snprintf(key, sizeof key, "refused_%s", refusals[i]);
+    fprintf(f, "%s{", name);
+    if (slot) fprintf(f, "worker=\"%s\",", slot);
+    fprintf(f, "reason=\"%s\"}", refusals[i]);
+    put_value(f, report_value(report, key));
+  }
+}
+
+static void control_connection_metrics(FILE *f, node *n) {
+  json_t *r = http_server_report(&n->control);
+  family(f, "edgenode_descriptors_limit", "gauge",
+         "RLIMIT_NOFILE of the supervisor, after raising it to the hard limit.");
+  sample(f, "edgenode_descriptors_limit", NULL, NULL, (double)n->nofile);
+  family(f, "edgenode_control_connections", "gauge", "Open control API connections.");
+  sample(f, "edgenode_control_connections", NULL, NULL, report_value(r, "connections"));
+  family(f, "edgenode_control_connections_limit", "gauge",
+         "Control API connections allowed at once (configured, within RLIMIT_NOFILE less a reserve).");
+  sample(f, "edgenode_control_connections_limit", NULL, NULL, report_value(r, "max_connections"));
+  family(f, "edgenode_control_connections_per_addr_limit", "gauge",
+         "Control API connections allowed from one address (0: no cap).");
+  sample(f, "edgenode_control_connections_per_addr_limit", NULL, NULL,
+         report_value(r, "max_connections_per_addr"));
+  family(f, "edgenode_control_connections_refused_total", "counter",
+         "Control API connections closed at accept: cap, addr (per-address cap) or fd (no descriptor).");
+  refused_samples(f, "edgenode_control_connections_refused_total", NULL, r);
+  family(f, "edgenode_control_body_timeouts_total", "counter",
+         "Control API requests answered 408 for a body below the minimum rate.");
+  sample(f, "edgenode_control_body_timeouts_total", NULL, NULL, report_value(r, "body_timeouts"));
+  json_decref(r);
+}
+
+/* Per worker process, from its last report; the counters start again with
+ * each new process. */
+static void ingress_connection_metrics(FILE *f, node *n) {
+  static const struct {
+    const char *name, *type, *help, *key;
+  } defs[] = {
+      {"edgenode_worker_connections", "gauge", "Open ingress connections of the worker process.",
+       "connections"},
+      {"edgenode_worker_connections_limit", "gauge",
+       "Ingress connections the worker process allows at once (within its RLIMIT_NOFILE).",
+       "max_connections"},
+      {"edgenode_worker_connections_per_addr_limit", "gauge",
+       "Ingress connections the worker process allows from one address (0: no cap).",
+       "max_connections_per_addr"},
+      {"edgenode_worker_body_timeouts_total", "counter",
+       "Ingress requests answered 408 for a body below the minimum rate.", "body_timeouts"},
+  };
+  for (size_t d = 0; d <= ARRAY_SIZE(defs); d++) {
+    const char *name = d < ARRAY_SIZE(defs) ? defs[d].name : "edgenode_worker_connections_refused_total";
+    if (d < ARRAY_SIZE(defs))
+      family(f, name, defs[d].type, defs[d].help);
+    else
+      family(f, name, "counter",
+             "Ingress connections closed at accept: cap, addr (per-address cap) or fd (no descriptor).");
+    for (int i = 0; i < n->n_procs; i++) {
+      json_t *r = json_object_get(n->procs[i].process_stats, "ingress");
+      if (!json_is_object(r)) continue;
+      char slot[16];
+      snprintf(slot, sizeof slot, "%d", n->procs[i].id);
+      if (d < ARRAY_SIZE(defs)) sample(f, name, "worker", slot, report_value(r, defs[d].key));
+      else refused_samples(f, name, slot, r);
+    }
+  }
+}
+
 /* ---- tenants -------------------------------------------------------------------------- */
 
 /* Every tenant worth a series: the deployed ones and those with statistics
@@ -251,6 +328,8 @@ static void respond_metrics(node *n, http_request *req) {
   if (f == NULL) abort(); /* only fails for want of memory */
   node_metrics(f, n);
   proc_metrics(f, n);
+  control_connection_metrics(f, n);
+  ingress_connection_metrics(f, n);
   tenant_metrics(f, n);
   node_fleet_metrics(n, f);
   if (fclose(f) != 0) abort();

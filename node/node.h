@@ -30,6 +30,11 @@
 #include "http.h"
 #include "proto.h"
 
+/* Descriptors the supervisor keeps out of the control API's connection cap,
+ * for its own work: spawning and watching worker processes (their links,
+ * memfds and spawn pipes), node.db, the egress, the fleet, facet backups. */
+#define NODE_FD_RESERVE 512
+
 /* ---- configuration (config.c) ------------------------------------------ */
 
 typedef struct node_config {
@@ -45,6 +50,12 @@ typedef struct node_config {
   int64_t grace_ms;          /* drain grace period */
   int max_body_mb;           /* ingress request body limit */
   int64_t header_timeout_ms; /* ingress: a request head must arrive within this */
+  int64_t body_timeout_ms;   /* both listeners: a body's deadline and rate window */
+  int64_t body_min_rate;     /* bytes/s a body must keep past each window; 0: a plain deadline */
+  int64_t max_connections;   /* ingress, per worker process (and RLIMIT_NOFILE less a reserve) */
+  int64_t max_connections_per_addr;         /* ingress, per worker process; 0: no cap */
+  int64_t control_max_connections;          /* control API (and RLIMIT_NOFILE less a reserve) */
+  int64_t control_max_connections_per_addr; /* control API; 0: no cap */
   int64_t worker_memory_mb;  /* RSS budget per worker process; 0 = derived from RAM */
   int64_t isolate_memory_mb; /* heap budget of one process's isolates (eviction) */
   int64_t max_isolates;      /* isolates one worker process holds at most */
@@ -74,6 +85,11 @@ typedef struct node_config {
   int require_sandbox;       /* a sandbox layer refused stops the node */
   int no_sandbox;            /* worker processes and the egress run unsandboxed */
 } node_config;
+
+/* body_min_rate as http_server_config takes it (0 there is its default). */
+static inline uint64_t node_body_min_rate(const node_config *c) {
+  return c->body_min_rate ? (uint64_t)c->body_min_rate : HTTP_NO_MIN_RATE;
+}
 
 enum {
   NODE_CONFIG_OK = 0,
@@ -406,6 +422,7 @@ struct node {
   char control_addr[96];
   http_server control;
   int control_open;
+  uint64_t nofile;         /* RLIMIT_NOFILE in force, after raising it to the hard limit */
   char *worker_path;       /* edgenode-worker next to this executable */
   node_proc *procs;
   int n_procs;

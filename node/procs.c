@@ -528,8 +528,13 @@ static int running_slot(node_proc *p) {
 static int spawn_proc(node_proc *p) {
   node *n = p->owner;
   char id[16], max_body[32], header_timeout[32], isolate_memory[32], max_isolates[32],
-      idle_timeout[32], compact_idle[32];
+      idle_timeout[32], compact_idle[32], body_timeout[32], body_rate[32], max_conns[32],
+      max_per_addr[32];
   snprintf(id, sizeof id, "%d", p->id);
+  snprintf(body_timeout, sizeof body_timeout, "%lld", (long long)n->cfg.body_timeout_ms);
+  snprintf(body_rate, sizeof body_rate, "%lld", (long long)n->cfg.body_min_rate);
+  snprintf(max_conns, sizeof max_conns, "%lld", (long long)n->cfg.max_connections);
+  snprintf(max_per_addr, sizeof max_per_addr, "%lld", (long long)n->cfg.max_connections_per_addr);
   snprintf(max_body, sizeof max_body, "%lld", (long long)n->cfg.max_body_mb * 1024 * 1024);
   snprintf(header_timeout, sizeof header_timeout, "%lld", (long long)n->cfg.header_timeout_ms);
   snprintf(isolate_memory, sizeof isolate_memory, "%lld", (long long)n->cfg.isolate_memory_mb);
@@ -538,7 +543,9 @@ static int spawn_proc(node_proc *p) {
   snprintf(compact_idle, sizeof compact_idle, "%lld", (long long)n->cfg.compact_idle_s);
   char *args[] = {"edgenode-worker", "--id", id, "--ipc-fd", "3", "--listen-fd", "4",
                   "--data", n->data_dir, "--max-body-bytes", max_body,
-                  "--header-timeout-ms", header_timeout, "--isolate-memory-mb", isolate_memory,
+                  "--header-timeout-ms", header_timeout, "--body-timeout-ms", body_timeout,
+                  "--body-min-rate", body_rate, "--max-connections", max_conns,
+                  "--max-connections-per-addr", max_per_addr, "--isolate-memory-mb", isolate_memory,
                   "--max-isolates", max_isolates,
                   "--idle-timeout-s", idle_timeout, "--compact-idle-s", compact_idle, "--log-level",
                   (char *)node_log_level_name(n->cfg.log_level), NULL, NULL, NULL};

@@ -36,6 +36,8 @@ static void usage(void) {
   fprintf(stderr,
           "usage: edgenode-worker --id N --ipc-fd FD --listen-fd FD --data DIR\n"
           "                       [--max-body-bytes B] [--header-timeout-ms T]\n"
+          "                       [--body-timeout-ms T] [--body-min-rate R]\n"
+          "                       [--max-connections N] [--max-connections-per-addr N]\n"
           "                       [--isolate-memory-mb M] [--max-isolates N]\n"
           "                       [--idle-timeout-s S] [--compact-idle-s S]\n"
           "                       [--egress-socket PATH] [--tenant NAME] [--running-fd FD]\n"
@@ -53,6 +55,10 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"data", required_argument, NULL, 'd'},
       {"max-body-bytes", required_argument, NULL, 'b'},
       {"header-timeout-ms", required_argument, NULL, 't'},
+      {"body-timeout-ms", required_argument, NULL, 'B'},
+      {"body-min-rate", required_argument, NULL, 'R'},
+      {"max-connections", required_argument, NULL, 'C'},
+      {"max-connections-per-addr", required_argument, NULL, 'A'},
       {"log-level", required_argument, NULL, 'v'},
       {"isolate-memory-mb", required_argument, NULL, 'm'},
       {"max-isolates", required_argument, NULL, 'x'},
@@ -73,6 +79,10 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
   c->data_dir = "./data";
   c->max_body_bytes = 10u * 1024 * 1024;
   c->header_timeout_ms = 10000;
+  c->body_timeout_ms = 30000;
+  c->body_min_rate = HTTP_DEFAULT_BODY_MIN_RATE;
+  c->max_connections = 10000;
+  c->max_connections_per_addr = 256;
   c->isolate_memory_mb = 1024;
   c->max_isolates = WORKER_MAX_ISOLATES;
   c->idle_timeout_s = 300;
@@ -87,6 +97,10 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'd': c->data_dir = optarg; break;
       case 'b': if (parse_u64(optarg, 0, 1ull << 40, &v)) return -1; c->max_body_bytes = (size_t)v; break;
       case 't': if (parse_u64(optarg, 1, 3600000, &v)) return -1; c->header_timeout_ms = (uint64_t)v; break;
+      case 'B': if (parse_u64(optarg, 1, 3600000, &v)) return -1; c->body_timeout_ms = v; break;
+      case 'R': if (parse_u64(optarg, 0, 1ull << 30, &v)) return -1; c->body_min_rate = v; break;
+      case 'C': if (parse_u64(optarg, 1, 1ull << 24, &v)) return -1; c->max_connections = v; break;
+      case 'A': if (parse_u64(optarg, 0, 1ull << 24, &v)) return -1; c->max_connections_per_addr = v; break;
       case 'm': if (parse_u64(optarg, 16, 1ull << 20, &v)) return -1; c->isolate_memory_mb = (uint64_t)v; break;
       case 'x': if (parse_u64(optarg, 16, 20000, &v)) return -1; c->max_isolates = (size_t)v; break;
       case 'e': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
@@ -340,9 +354,20 @@ static int start(worker *w) {
     log_error("cannot open the supervisor link on fd %d: %s", w->config.ipc_fd, uv_strerror(rc));
     return -1;
   }
+  uint64_t nofile = w->nofile = fd_limit_raise();
+  size_t budget = fd_connection_budget(nofile, WORKER_FD_RESERVE);
+  size_t max_conns = w->config.max_connections < budget ? w->config.max_connections : budget;
+  log_info("descriptors: RLIMIT_NOFILE %llu, up to %zu connections (%llu configured, %d kept "
+           "for facets, isolates and links)",
+           (unsigned long long)nofile, max_conns, (unsigned long long)w->config.max_connections,
+           WORKER_FD_RESERVE);
   http_server_config hc = {
       .max_body_bytes = w->config.max_body_bytes,
       .header_timeout_ms = w->config.header_timeout_ms,
+      .body_timeout_ms = w->config.body_timeout_ms,
+      .body_min_rate = w->config.body_min_rate ? w->config.body_min_rate : HTTP_NO_MIN_RATE,
+      .max_connections = max_conns,
+      .max_connections_per_addr = w->config.max_connections_per_addr,
       /* Larger bodies reach the worker's request.body as they arrive;
        * smaller ones come whole, which costs the tenant less CPU. */
       .stream_body_above = 1024u * 1024,

@@ -45,6 +45,13 @@ static json_t *stats_json(const tenant *t) {
   return j;
 }
 
+/* The listener's caps and what they refused since the process started. */
+static json_t *stats_ingress(const worker *w) {
+  json_t *j = http_server_report(&w->ingress);
+  json_object_set_new(j, "nofile", json_integer((json_int_t)w->nofile));
+  return j;
+}
+
 static void stats_send(worker *w) {
   json_t *tenants = json_object();
   for (tenant *t = w->tenants; t; t = t->next) {
@@ -65,6 +72,7 @@ static void stats_send(worker *w) {
                            "isolates", (json_int_t)w->loaded_count, "evictions",
                            (json_int_t)w->evictions, "compactions", (json_int_t)w->compactions,
                            "units_run", (json_int_t)w->sched.units_run);
+  json_object_set_new(json_object_get(body, "process"), "ingress", stats_ingress(w));
   char *text = json_dumps(body, JSON_COMPACT);
   json_decref(body);
   if (text == NULL) abort();

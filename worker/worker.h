@@ -119,6 +119,10 @@ typedef struct worker_config {
   const char *data_dir;
   size_t max_body_bytes;
   uint64_t header_timeout_ms;
+  uint64_t body_timeout_ms;
+  uint64_t body_min_rate;        /* 0: the body must be complete within body_timeout_ms */
+  uint64_t max_connections;      /* before RLIMIT_NOFILE's say (main.c) */
+  uint64_t max_connections_per_addr;
   uint64_t isolate_memory_mb; /* heap budget of all isolates: evict idle ones past it */
   size_t max_isolates;        /* isolates it holds at most (--max-isolates) */
   uint64_t idle_timeout_s;    /* evict isolates idle this long */
@@ -163,6 +167,7 @@ typedef struct worker {
   size_t loaded_count;   /* live isolates, of every kind of sandbox */
   uint64_t evictions;
   uint64_t compactions;  /* idle isolates compacted (evict.c) */
+  uint64_t nofile;       /* RLIMIT_NOFILE in force, after raising it (main.c) */
   uv_signal_t sigterm;
   uv_signal_t sigint;
   proto_running *running_slot; /* shared with the supervisor; NULL without --running-fd */
@@ -353,6 +358,10 @@ void stats_answered_here(tenant *t, int status);
  * each idle isolate takes ~12-16 memory mappings and vm.max_map_count (65530
  * by default) caps a process near 4-5k. */
 #define WORKER_MAX_ISOLATES 4000
+/* Descriptors a worker process keeps out of its connection cap: open facets
+ * (a database, its WAL and its shared memory each), the supervisor and
+ * egress links, the handoff sockets, V8's and libuv's own. */
+#define WORKER_FD_RESERVE 1024
 /* How long heap pages of freed isolates wait for a new one (iso_page_trim). */
 #define PAGES_KEEP_MS 2000
 /* An isolate idle for config.compact_idle_s gets its heap compacted, once

@@ -4,6 +4,7 @@
  * reaches into the loop only through run_on_loop().
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -214,12 +216,17 @@ typedef struct server_stats {
   size_t in_flight;
   int held;
   int held_keep_alive;
+  uint64_t refused_cap, refused_addr, refused_fd, body_timeouts;
 } server_stats;
 
 static void cmd_stats(harness *h, void *arg) {
   server_stats *st = arg;
   st->connections = h->server.connections;
   st->in_flight = h->server.in_flight;
+  st->refused_cap = h->server.refused_cap;
+  st->refused_addr = h->server.refused_addr;
+  st->refused_fd = h->server.refused_fd;
+  st->body_timeouts = h->server.body_timeouts;
   st->held = h->held != NULL;
   st->held_keep_alive = h->held ? h->held->keep_alive : -1;
 }
@@ -285,6 +292,23 @@ static int tcp_connect_buf(int port, int rcvbuf) {
 }
 
 static int tcp_connect(int port) { return tcp_connect_buf(port, 0); }
+
+/* A connection from another loopback address (127.0.0.0/8 is all ours). */
+static client *client_open_from(harness *h, const char *source) {
+  client *cl = calloc(1, sizeof *cl);
+  assert_non_null(cl);
+  cl->fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(cl->fd >= 0);
+  struct sockaddr_in from = {.sin_family = AF_INET};
+  assert_int_equal(inet_pton(AF_INET, source, &from.sin_addr), 1);
+  assert_int_equal(bind(cl->fd, (struct sockaddr *)&from, sizeof from), 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h->port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(cl->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  struct timeval tv = {5, 0};
+  setsockopt(cl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return cl;
+}
 
 static client *client_open_buf(harness *h, int rcvbuf) {
   client *cl = calloc(1, sizeof *cl);
@@ -907,6 +931,216 @@ static void test_408_header_timeout(void **state) {
   harness_stop(h);
 }
 
+/* One byte every 50 ms is progress, but far below the minimum rate: the
+ * body gets 408 once its first window is over, not after the idle timeout. */
+static void test_408_slow_body(void **state) {
+  (void)state;
+  http_server_config cfg = {.body_timeout_ms = 300, .body_min_rate = 1000};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n");
+  int sent = 0;
+  for (; sent < 100 && stats(h).body_timeouts == 0; sent++) {
+    if (send(cl->fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+    sleep_ms(50);
+  }
+  assert_true(sent < 100); /* 5 s of trickling were not allowed */
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 408);
+  assert_non_null(strstr(r.body, "\"error\""));
+  assert_non_null(strstr(r.body, "slower than 1000 bytes/s over 300 ms"));
+  response_free(&r);
+  assert_true(server_closed(cl));
+  client_free(cl);
+  assert_int_equal(stats(h).body_timeouts, 1);
+
+  /* Without a rate, the body must simply be complete within the deadline. */
+  harness_stop(h);
+  cfg.body_min_rate = HTTP_NO_MIN_RATE;
+  h = harness_start(&cfg);
+  cl = client_open(h);
+  send_str(cl, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n");
+  char chunk[4096];
+  memset(chunk, 'y', sizeof chunk);
+  for (int i = 0; i < 200 && stats(h).body_timeouts == 0; i++) {
+    if (send(cl->fd, chunk, sizeof chunk, MSG_NOSIGNAL) <= 0) break;
+    sleep_ms(20);
+  }
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 408);
+  assert_non_null(strstr(r.body, "did not arrive within 300 ms"));
+  response_free(&r);
+  client_free(cl);
+  harness_stop(h);
+}
+
+/* A body that keeps the rate goes on over many windows. */
+static void test_body_at_rate_passes(void **state) {
+  (void)state;
+  http_server_config cfg = {.body_timeout_ms = 200, .body_min_rate = 100};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  enum { PIECES = 16, PIECE = 100 };
+  char head[128];
+  snprintf(head, sizeof head, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n",
+           PIECES * PIECE);
+  send_str(cl, head);
+  char piece[PIECE];
+  memset(piece, 'z', sizeof piece);
+  for (int i = 0; i < PIECES; i++) { /* about 2000 bytes/s, 20 times the minimum */
+    send_bytes(cl, piece, sizeof piece);
+    sleep_ms(50);
+  }
+  response r;
+  assert_int_equal(read_response(cl, &r, 0), 0);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.body_len, PIECES * PIECE);
+  response_free(&r);
+  assert_int_equal(stats(h).body_timeouts, 0);
+  client_free(cl);
+  harness_stop(h);
+}
+
+/* A streamed body below the rate: the server answers 408 itself and the
+ * handler's read fails with UV_ETIMEDOUT. */
+static void test_408_slow_streamed_body(void **state) {
+  (void)state;
+  http_server_config cfg = {.stream_body_above = 16, .body_timeout_ms = 300, .body_min_rate = 1000};
+  harness *h = harness_start(&cfg);
+  client *cl = client_open(h);
+  send_str(cl, "POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
+  assert_true(wait_held(h));
+  for (int i = 0; i < 100 && stats(h).body_timeouts == 0; i++) {
+    if (send(cl->fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+    sleep_ms(50);
+  }
+  expect_response(cl, 408, NULL);
+  body_take t = {0, 0};
+  run_on_loop(h, cmd_take_body, &t);
+  assert_int_equal(t.rc, UV_ETIMEDOUT);
+  assert_int_equal(respond_held(h, 200, "late"), UV_ECONNRESET);
+  client_free(cl);
+  harness_stop(h);
+}
+
+/* Past max_connections, a new connection is closed at once; the open ones
+ * go on, and once one closes a new client is served again. */
+static void test_max_connections(void **state) {
+  (void)state;
+  http_server_config cfg = {.max_connections = 3};
+  harness *h = harness_start(&cfg);
+  client *open[3];
+  for (int i = 0; i < 3; i++) open[i] = client_open(h);
+  assert_true(wait_connections(h, 3));
+  client *extra = client_open(h);
+  send_str(extra, GET("/x"));
+  assert_true(server_closed(extra));
+  client_free(extra);
+  assert_int_equal(stats(h).refused_cap, 1);
+  send_str(open[0], GET("/still"));
+  expect_response(open[0], 200, "/still");
+  client_free(open[0]);
+  assert_true(wait_connections(h, 2));
+  client *next = client_open(h);
+  send_str(next, GET("/next"));
+  expect_response(next, 200, "/next");
+  client_free(next);
+  client_free(open[1]);
+  client_free(open[2]);
+  harness_stop(h);
+}
+
+/* One address is capped; another one is still served. */
+static void test_max_connections_per_addr(void **state) {
+  (void)state;
+  http_server_config cfg = {.max_connections_per_addr = 2};
+  harness *h = harness_start(&cfg);
+  client *a1 = client_open_from(h, "127.0.0.2"), *a2 = client_open_from(h, "127.0.0.2");
+  assert_true(wait_connections(h, 2));
+  client *a3 = client_open_from(h, "127.0.0.2");
+  assert_true(server_closed(a3));
+  client_free(a3);
+  assert_int_equal(stats(h).refused_addr, 1);
+  client *b = client_open_from(h, "127.0.0.3");
+  send_str(b, GET("/other"));
+  expect_response(b, 200, "/other");
+  client_free(b);
+  /* A closed connection gives its address a place back. */
+  client_free(a1);
+  assert_true(wait_connections(h, 1));
+  a3 = client_open_from(h, "127.0.0.2");
+  send_str(a3, GET("/again"));
+  expect_response(a3, 200, "/again");
+  client_free(a3);
+  client_free(a2);
+  assert_int_equal(stats(h).refused_addr, 1);
+  harness_stop(h);
+}
+
+static int open_descriptors(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  assert_non_null(d);
+  while (readdir(d) != NULL) n++;
+  closedir(d);
+  return n - 3; /* ".", ".." and the directory's own */
+}
+
+static void cmd_drop_libuv_spare(harness *h, void *arg) {
+  (void)arg;
+  /* What a sandboxed process comes to: libuv cannot open "/dev/null" or
+   * "/" for a spare descriptor of its own, and would call on_connection
+   * with UV_EMFILE again and again for the same waiting connection. */
+  if (h->loop.emfile_fd >= 0) close(h->loop.emfile_fd);
+  h->loop.emfile_fd = -1;
+}
+
+/* Out of descriptors, the server closes what waits instead of spinning on
+ * accept(), and serves again once descriptors are free. */
+static void test_emfile_does_not_spin(void **state) {
+  (void)state;
+  harness *h = harness_start(NULL);
+  struct rlimit old;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  /* Room for nine more descriptors: clients and their accepted ends. */
+  struct rlimit low = {(rlim_t)open_descriptors() + 9, old.rlim_max};
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  client *cls[16] = {NULL};
+  int n = 0;
+  server_stats st = stats(h);
+  /* One at a time, so that the server's accepted ends take their
+   * descriptors before the next client takes one. */
+  while (n < 16 && st.refused_fd == 0) {
+    /* libuv takes its spare back whenever a connection is set up. */
+    run_on_loop(h, cmd_drop_libuv_spare, NULL);
+    int fd = tcp_connect(h->port);
+    if (fd < 0) break;
+    cls[n] = calloc(1, sizeof *cls[n]);
+    cls[n++]->fd = fd;
+    for (int i = 0; i < 200; i++) {
+      st = stats(h);
+      if (st.refused_fd > 0 || st.connections == (size_t)n) break;
+      sleep_ms(5);
+    }
+  }
+  if (st.refused_fd == 0) setrlimit(RLIMIT_NOFILE, &old); /* for the tests after this one */
+  assert_true(n > 0);
+  assert_true(st.refused_fd >= 1);
+  /* The loop still answers (it is not stuck in accept) and serves a
+   * connection accepted before descriptors ran out. */
+  send_str(cls[0], GET("/first"));
+    expect_response(cls[0], 200, "/first");
+  for (int i = 0; i < n; i++) client_free(cls[i]);
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+  assert_true(wait_connections(h, 0));
+  client *cl = client_open(h);
+  send_str(cl, GET("/after"));
+  expect_response(cl, 200, "/after");
+  client_free(cl);
+  harness_stop(h);
+}
+
 static void test_disconnect_while_held(void **state) {
   (void)state;
   harness *h = harness_start(NULL);
@@ -1311,6 +1545,12 @@ int main(void) {
       cmocka_unit_test(test_431),
       cmocka_unit_test(test_400_malformed),
       cmocka_unit_test(test_408_header_timeout),
+      cmocka_unit_test(test_408_slow_body),
+      cmocka_unit_test(test_body_at_rate_passes),
+      cmocka_unit_test(test_408_slow_streamed_body),
+      cmocka_unit_test(test_max_connections),
+      cmocka_unit_test(test_max_connections_per_addr),
+      cmocka_unit_test(test_emfile_does_not_spin),
       cmocka_unit_test(test_disconnect_while_held),
       cmocka_unit_test(test_close_while_held),
       cmocka_unit_test(test_half_close),

@@ -316,9 +316,10 @@ export function workerList(info) {
 // Starts edgenode and waits for its "ready" line.
 export async function startNode({
   workers = 2, dev = false, extraArgs = [], dataDir, configFile, env = {}, expectDataDir,
-  listen = '127.0.0.1:0', control = '127.0.0.1:0', readyTimeout = READY_TIMEOUT_MS,
+  listen = '127.0.0.1:0', control = '127.0.0.1:0', readyTimeout = READY_TIMEOUT_MS, nofile,
 } = {}) {
   // null for listen / control / workers / dataDir leaves the flag out (config file tests)
+  // nofile: RLIMIT_NOFILE (soft and hard) the node starts with
   const data = dataDir === undefined ? tempDir() : dataDir;
   const args = [];
   if (listen !== null) args.push('--listen', listen);
@@ -328,7 +329,9 @@ export async function startNode({
   if (dev) args.push('--dev');
   if (configFile) args.push('--config', configFile);
   args.push(...extraArgs);
-  const proc = spawn(EDGENODE, args, {
+  const [file, argv] = nofile === undefined ? [EDGENODE, args]
+    : ['/bin/sh', ['-c', `ulimit -n ${Number(nofile)} && exec "$0" "$@"`, EDGENODE, ...args]];
+  const proc = spawn(file, argv, {
     cwd: SOURCE_DIR,
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
