@@ -360,12 +360,16 @@ static void on_dedicated_gone(node_proc *p) {
 
 /* ---- the cap, sleep and wake ------------------------------------------------------------- */
 
-/* Processes that count against max_dedicated: those of cordoned tenants (a
- * suspended tenant's is on its way out; an uncordoned one's is not listed). */
+/* Whether c's process counts against max_dedicated: not one on its way out
+ * (a suspended tenant's, one draining for being idle; an uncordoned tenant's
+ * is not listed at all), or a newcomer would be refused for it. */
+static int counts(const node_cordon *c) {
+  return c->state == CORDONED && c->proc && !c->going_idle;
+}
+
 static int running_count(const node *n) {
   int count = 0;
-  for (const node_cordon *c = n->cordons->list; c; c = c->next)
-    if (c->state == CORDONED && c->proc) count++;
+  for (const node_cordon *c = n->cordons->list; c; c = c->next) count += counts(c);
   return count;
 }
 
@@ -377,7 +381,7 @@ static node_cordon *over_cap(node *n, node_cordon *cand, double *cpu) {
   node_cordon *worst = cand;
   double most = node_stats_cpu_recent(n, cand->name);
   for (node_cordon *c = n->cordons->list; c; c = c->next) {
-    if (c == cand || c->state != CORDONED || c->proc == NULL) continue;
+    if (c == cand || !counts(c)) continue;
     double used = node_stats_cpu_recent(n, c->name);
     if (used > most) {
       worst = c;
@@ -407,9 +411,10 @@ static void suspend_for_cap(node *n, node_cordon *c, double cpu_ms) {
   close_private(c); /* forwarded requests not yet accepted are refused now */
   char until[32];
   node_iso8601(c->until_ms, until);
-  json_t *extra = json_pack("{s:s, s:s, s:i, s:f, s:I, s:s}", "reason", c->reason, "cause",
-                            "max_dedicated", "max_dedicated", n->cfg.max_dedicated, "cpu_ms", cpu_ms,
-                            "suspend_s", (json_int_t)n->cfg.dedicated_suspend_s, "until", until);
+  json_t *extra = json_pack("{s:s, s:s, s:i, s:I, s:I, s:s}", "reason", c->reason, "cause",
+                            "max_dedicated", "max_dedicated", n->cfg.max_dedicated, "cpu_ms",
+                            (json_int_t)(cpu_ms + 0.5), "suspend_s",
+                            (json_int_t)n->cfg.dedicated_suspend_s, "until", until);
   node_proc *p = c->proc;
   if (p) json_object_set_new(extra, "pid", json_integer(p->child.pid));
   log_json(LOG_WARN, c->name, extra,
@@ -453,7 +458,8 @@ static void on_wake(uv_poll_t *h, int status, int events) {
   unwatch(c);
   if (n->state == NODE_DRAINING) return; /* its requests go with the node */
   if (status < 0)
-    log_write(LOG_WARN, c->name, NULL, NULL, "watching the private socket: %s", uv_strerror(status));
+    log_write(LOG_WARN, c->name, NULL, NULL, "watching the private socket: %s",
+              uv_strerror(status));
   log_write(LOG_INFO, c->name, NULL, NULL,
             "a request for a sleeping cordoned tenant: starting its dedicated process");
   wake_now(n, c);
@@ -561,7 +567,8 @@ static json_t *entry_view(const node_cordon *c) {
   json_object_set_new(v, "crashes", json_integer(c->n_crashes));
   if (c->asleep) json_object_set_new(v, "asleep", json_true());
   if (c->state == SUSPENDED)
-    json_object_set_new(v, "cause", json_string(c->cause == CAUSE_CAP ? "max_dedicated" : "crashes"));
+    json_object_set_new(v, "cause",
+                        json_string(c->cause == CAUSE_CAP ? "max_dedicated" : "crashes"));
   if (c->until_ms > 0) {
     char until[32];
     node_iso8601(c->until_ms, until);
@@ -626,8 +633,9 @@ static void suspend(node *n, node_cordon *c, unsigned crashes) {
               node_db_errmsg(n->db));
   /* Forwarded requests still in the backlog are refused now, not left hanging. */
   close_private(c);
-  json_t *extra = json_pack("{s:s, s:i, s:I}", "reason", c->reason, "crashes", (int)crashes,
-                            "window_s", (json_int_t)n->cfg.cordon_suspend_window_s);
+  json_t *extra = json_pack("{s:s, s:s, s:i, s:I}", "reason", c->reason, "cause", "crashes",
+                            "crashes", (int)crashes, "window_s",
+                            (json_int_t)n->cfg.cordon_suspend_window_s);
   log_json(LOG_ERROR, c->name, extra, "tenant suspended: its dedicated process keeps crashing");
   node_event(n, "suspend", c->name, extra);
   json_decref(extra);

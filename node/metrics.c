@@ -248,7 +248,8 @@ static void tenant_metrics(FILE *f, node *n) {
     sample(f, "edgenode_tenant_cordoned", "tenant", names[i],
            strcmp(node_cordon_state(n, names[i]), "active") != 0);
   family(f, "edgenode_tenant_suspended", "gauge",
-         "1 when the tenant is suspended (its dedicated process kept crashing, or max_dedicated): answered 503.");
+         "1 when the tenant is suspended (its dedicated process kept crashing, or past "
+         "max_dedicated): answered 503.");
   for (size_t i = 0; i < count; i++)
     sample(f, "edgenode_tenant_suspended", "tenant", names[i],
            strcmp(node_cordon_state(n, names[i]), "suspended") == 0);

@@ -363,6 +363,9 @@ test('a dedicated process is restarted; crashing 3 times suspends the tenant', a
     assert.match(m.text, /^edgenode_tenant_suspended\{tenant="fragile"\} 1$/m);
     const sus = await node.control('GET', '/v1/events?tenant=fragile&kind=suspend');
     assert.equal(sus.json.events.length, 1);
+    assert.equal(sus.json.events[0].details.cause, 'crashes');
+    assert.equal(t.cause, 'crashes');
+    assert.equal(r.headers['retry-after'], undefined, 'no end to tell of');
 
     r = await node.control('POST', '/v1/tenants/fragile/uncordon');
     assert.deepEqual(r.json, { name: 'fragile', state: 'active', was: 'suspended' });
