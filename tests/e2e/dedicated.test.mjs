@@ -206,3 +206,24 @@ test('an idle dedicated process exits; the tenant stays cordoned and its next re
     await node.stop();
   }
 });
+
+test('SIGHUP applies max_dedicated, dedicated_idle_s and dedicated_suspend_s at once', async () => {
+  const dir = tempDir();
+  const file = writeFile(dir, 'edgenode.json', JSON.stringify({ max_dedicated: 1 }));
+  const node = await startNode({ workers: 1, configFile: file });
+  try {
+    assert.equal((await node.nodeInfo()).dedicated.max, 1);
+    writeFile(dir, 'edgenode.json', JSON.stringify({ max_dedicated: 3, dedicated_idle_s: 5,
+      dedicated_suspend_s: 7 }));
+    const from = node.logs.length;
+    node.proc.kill('SIGHUP');
+    const line = await node.waitForLog((l) => l.json?.msg === 'configuration reloaded', { from });
+    assert.deepEqual(line.json.changed.max_dedicated, { from: 1, to: 3 });
+    assert.deepEqual(line.json.changed.dedicated_idle_s, { from: 60, to: 5 });
+    assert.deepEqual(line.json.changed.dedicated_suspend_s, { from: 300, to: 7 });
+    assert.equal(line.json.rolling_restart, false);
+    assert.equal((await node.nodeInfo()).dedicated.max, 3);
+  } finally {
+    await node.stop();
+  }
+});
