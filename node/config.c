@@ -51,6 +51,9 @@ static const option_def options[] = {
     {"cordon_idle", OPT_INT, 0, 1},
     {"cordon_suspend_crashes", OPT_INT, 0, 1000},
     {"cordon_suspend_window_s", OPT_INT, 1, 86400},
+    {"max_dedicated", OPT_INT, 1, 4096},
+    {"dedicated_idle_s", OPT_INT, 0, 86400},
+    {"dedicated_suspend_s", OPT_INT, 1, 86400},
     {"fleet", OPT_STRING, 0, 0},
     {"node_name", OPT_STRING, 0, 0},
     {"fleet_creds", OPT_STRING, 0, 0},
@@ -113,6 +116,11 @@ static const char usage_text[] =
     "  --cordon-suspend-crashes N  crashes of a dedicated process that suspend its tenant\n"
     "                              (default 3; 0 never suspends) ...\n"
     "  --cordon-suspend-window-s S ... within S seconds (default 600)\n"
+    "  --max-dedicated N           dedicated processes at most, 1..4096 (default 8); past\n"
+    "                              it the tenant with the most CPU is suspended\n"
+    "  --dedicated-idle-s S        a dedicated process without a request for S seconds\n"
+    "                              exits until the next one (default 60; 0 never)\n"
+    "  --dedicated-suspend-s S     how long a suspension for max_dedicated lasts (default 300)\n"
     "  --fleet URLS                join a fleet: its NATS servers, nats://H:P[,nats://H:P...]\n"
     "                              (tls://H:P for TLS); without it the node is on its own\n"
     "  --node-name NAME            this node's name in the fleet (default: the host name)\n"
@@ -174,6 +182,9 @@ void node_config_init(node_config *c) {
   c->cordon_idle = 1;
   c->cordon_suspend_crashes = 3;
   c->cordon_suspend_window_s = 600;
+  c->max_dedicated = 8;
+  c->dedicated_idle_s = 60;
+  c->dedicated_suspend_s = 300;
 }
 
 void node_config_free(node_config *c) {
@@ -361,6 +372,9 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "cordon_idle") == 0) c->cordon_idle = (int)v;
       else if (strcmp(o->key, "cordon_suspend_crashes") == 0) c->cordon_suspend_crashes = (int)v;
       else if (strcmp(o->key, "cordon_suspend_window_s") == 0) c->cordon_suspend_window_s = v;
+      else if (strcmp(o->key, "max_dedicated") == 0) c->max_dedicated = (int)v;
+      else if (strcmp(o->key, "dedicated_idle_s") == 0) c->dedicated_idle_s = v;
+      else if (strcmp(o->key, "dedicated_suspend_s") == 0) c->dedicated_suspend_s = v;
       else c->max_body_mb = (int)v;
       return NULL;
     }

@@ -82,6 +82,11 @@ static void get_node(node *n, http_request *req) {
   json_t *egress_sandbox = node_egress_sandbox_json(n); /* jail/ */
   if (egress_sandbox) json_object_set_new(body, "egress_sandbox", egress_sandbox);
   json_object_set_new(body, "connections", connections_json(n));
+  node_dedicated_counts d = node_cordons_counts(n);
+  json_object_set_new(body, "dedicated",
+                      json_pack("{s:i, s:i, s:I, s:I}", "running", d.running, "max", d.max,
+                                "suspensions", (json_int_t)d.suspensions, "idle_exits",
+                                (json_int_t)d.idle_exits));
   json_object_set_new(body, "worker_memory_budget_mb",
                       json_integer((json_int_t)(node_worker_memory_budget(n) >> 20)));
   node_respond_json(req, 200, body, NULL);

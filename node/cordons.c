@@ -22,6 +22,18 @@
  * A dedicated process that crashes is restarted with back-off; crashing
  * cordon_suspend_crashes times within cordon_suspend_window_s suspends the
  * tenant (503 everywhere) until an operator uncordons it.
+ *
+ * At most max_dedicated of them run (30 spinning tenants once made 30
+ * processes, 55 held 2 GiB). When one more must start (a new cordon, or a
+ * sleeping one woken), the tenant with the most CPU in the last minute among
+ * those with a process and the newcomer is suspended for dedicated_suspend_s
+ * (a tie: the newcomer, so that running ones are not churned); its process
+ * drains away. Such a suspension is not written to node.db: it is about the
+ * processes running now. When it ends the tenant is cordoned again, asleep.
+ * A dedicated process without a request for dedicated_idle_s drains and
+ * exits; its tenant stays cordoned, asleep: the supervisor watches the
+ * private socket, and the first connection that waits in its backlog starts
+ * the process again (shared processes go on forwarding meanwhile).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,6 +58,8 @@
 #define DEDICATED_ID_BASE 1001
 
 typedef enum cordon_state { CORDONED = 1, SUSPENDED = 2 } cordon_state;
+/* Why a tenant is suspended. */
+typedef enum suspend_cause { CAUSE_NONE, CAUSE_CRASHES, CAUSE_CAP } suspend_cause;
 
 typedef struct node_cordon {
   struct node_cordon *next;
@@ -61,6 +75,14 @@ typedef struct node_cordon {
   char *socket_path;       /* owned: where that socket is (DATA/cordon/N.sock), or NULL */
   int64_t crashes[MAX_CRASHES]; /* monotonic ms of the latest crashes, a ring */
   unsigned n_crashes;
+  suspend_cause cause;     /* suspended: why */
+  int64_t until_ms;        /* suspended for the cap: when it ends (epoch ms); 0 otherwise */
+  char *held_reason;       /* suspended for the cap: the cordon's reason and since, back after */
+  int64_t held_since_ms;
+  int asleep;              /* cordoned, no process: the next connection on the socket starts one */
+  int going_idle;          /* its process was drained for want of requests */
+  uv_poll_t *wake;         /* while asleep: the private socket, watched (owned; see unwatch) */
+  int64_t active_ms;       /* monotonic: the last request seen, or when its process started */
   /* Uncordoning: waiting for the shared processes, then for the process to exit. */
   int leaving;
   unsigned char waiting_for[NODE_PROCS_CAPACITY]; /* shared slots yet to answer */
@@ -74,6 +96,8 @@ struct node_cordons {
   node_cordon *leaving;    /* uncordoned, their dedicated process still draining */
   int next_id;
   int64_t last_expire_ms;
+  uint64_t suspensions;    /* for max_dedicated, since the node started */
+  uint64_t idle_exits;     /* dedicated processes that exited for want of requests */
 };
 
 static int64_t mono_ms(void) { return (int64_t)(time_mono_ns() / 1000000u); }
@@ -121,8 +145,20 @@ static node_cordon *entry_new(node *n, const char *name, cordon_state state, con
   return c;
 }
 
+static void wake_closed(uv_handle_t *h) { free(h); }
+
+/* The watch on the private socket ends (before the socket is closed, as libuv
+ * requires); its handle frees itself, the cordon need not wait for it. */
+static void unwatch(node_cordon *c) {
+  if (c->wake == NULL) return;
+  uv_close((uv_handle_t *)c->wake, wake_closed);
+  c->wake = NULL;
+}
+
 /* Forwarded requests still in its backlog are refused from here on. */
 static void close_private(node_cordon *c) {
+  unwatch(c);
+  c->asleep = 0;
   if (c->listen_fd >= 0) close(c->listen_fd);
   c->listen_fd = -1;
   if (c->socket_path) unlink(c->socket_path);
@@ -136,6 +172,7 @@ static void entry_free(node_cordon *c) {
   free(c->reason);
   free(c->rule);
   free(c->by);
+  free(c->held_reason);
   free(c);
 }
 
@@ -150,11 +187,13 @@ static int load(node *n) {
     const char *reason = json_string_value(json_object_get(row, "reason"));
     const char *by = json_string_value(json_object_get(row, "by"));
     if (name == NULL || !worker_name_valid(name, strlen(name))) continue;
+    /* Only crash suspensions are written down (a cap suspension is not). */
     node_cordon *c = entry_new(n, name, state && strcmp(state, "suspended") == 0 ? SUSPENDED : CORDONED,
                                reason ? reason : "",
                                json_string_value(json_object_get(row, "rule")),
                                by ? by : "operator",
                                json_integer_value(json_object_get(row, "since")));
+    if (c->state == SUSPENDED) c->cause = CAUSE_CRASHES;
     c->next = n->cordons->list;
     n->cordons->list = c;
   }
@@ -168,7 +207,17 @@ static json_t *placement_json(const node_cordon *c, const char *state) {
   json_t *body = json_pack("{s:s, s:s}", "name", c->name, "state", state);
   if (strcmp(state, "cordoned") == 0) {
     json_object_set_new(body, "socket", json_string(c->socket_path));
-    json_object_set_new(body, "ready", json_boolean(c->proc && c->proc->child.state == NODE_PROC_READY));
+    /* Asleep, it is "ready" too: a connection waiting in the socket's backlog starts it. */
+    int ready = c->asleep || (c->proc && c->proc->child.state == NODE_PROC_READY);
+    json_object_set_new(body, "ready", json_boolean(ready));
+  } else if (strcmp(state, "suspended") == 0 && c->cause == CAUSE_CAP) {
+    char until[32];
+    node_iso8601(c->until_ms, until);
+    char *msg = xasprintf("tenant suspended: %s; it is cordoned again at %s, or earlier when an "
+                          "operator uncordons it", c->reason, until);
+    json_object_set_new(body, "error", json_string(msg));
+    json_object_set_new(body, "until", json_integer(c->until_ms));
+    free(msg);
   } else if (strcmp(state, "suspended") == 0) {
     char *msg = xasprintf("tenant suspended: %s; an operator must uncordon it", c->reason);
     json_object_set_new(body, "error", json_string(msg));
@@ -203,6 +252,7 @@ static void on_hello(node_proc *p) {
     struct sched_param idle = {0};
     if (n->cfg.cordon_idle && sched_setscheduler(p->child.pid, SCHED_IDLE, &idle) != 0)
       log_write(LOG_WARN, p->cordon->name, NULL, NULL, "sched_setscheduler: %s", strerror(errno));
+    p->cordon->active_ms = mono_ms(); /* its idle time counts from here */
     if (!p->cordon->leaving) broadcast(n, p->cordon);
     return;
   }
@@ -265,6 +315,9 @@ static int start_dedicated(node *n, node_cordon *c) {
                                          c->listen_fd);
   p->cordon = c;
   c->proc = p;
+  c->asleep = 0;
+  c->going_idle = 0;
+  c->active_ms = mono_ms();
   if (node_proc_spawn(p) != 0) return -1; /* spawn failures schedule a restart themselves */
   return 0;
 }
@@ -304,6 +357,199 @@ static void on_dedicated_gone(node_proc *p) {
   (void)n;
 }
 
+
+/* ---- the cap, sleep and wake ------------------------------------------------------------- */
+
+/* Whether c's process counts against max_dedicated: not one on its way out
+ * (a suspended tenant's, one draining for being idle; an uncordoned tenant's
+ * is not listed at all), or a newcomer would be refused for it. */
+static int counts(const node_cordon *c) {
+  return c->state == CORDONED && c->proc && !c->going_idle;
+}
+
+static int running_count(const node *n) {
+  int count = 0;
+  for (const node_cordon *c = n->cordons->list; c; c = c->next) count += counts(c);
+  return count;
+}
+
+/* Past max_dedicated, the tenant to suspend so that `cand` may run: the one
+ * with the most CPU in the last minute among those with a process and cand,
+ * cand itself on a tie (*cpu: its figure). NULL while there is room. */
+static node_cordon *over_cap(node *n, node_cordon *cand, double *cpu) {
+  if (running_count(n) < n->cfg.max_dedicated) return NULL;
+  node_cordon *worst = cand;
+  double most = node_stats_cpu_recent(n, cand->name);
+  for (node_cordon *c = n->cordons->list; c; c = c->next) {
+    if (c == cand || !counts(c)) continue;
+    double used = node_stats_cpu_recent(n, c->name);
+    if (used > most) {
+      worst = c;
+      most = used;
+    }
+  }
+  *cpu = most;
+  return worst;
+}
+
+/* Suspended for the cap: no process, 503 with Retry-After until until_ms.
+ * Its process, if any, finishes what it runs (within grace_ms) and exits. */
+static void suspend_for_cap(node *n, node_cordon *c, double cpu_ms) {
+  int64_t now = time_now_ms();
+  free(c->held_reason);
+  c->held_reason = c->reason;
+  c->held_since_ms = c->since_ms;
+  c->reason = xasprintf("the node runs its max_dedicated (%d) dedicated processes and this tenant "
+                        "used the most CPU of those that would run (%.0f ms in the last minute)",
+                        n->cfg.max_dedicated, cpu_ms);
+  c->state = SUSPENDED;
+  c->cause = CAUSE_CAP;
+  c->since_ms = now;
+  c->until_ms = now + n->cfg.dedicated_suspend_s * 1000;
+  c->going_idle = 0;
+  n->cordons->suspensions++;
+  close_private(c); /* forwarded requests not yet accepted are refused now */
+  char until[32];
+  node_iso8601(c->until_ms, until);
+  json_t *extra = json_pack("{s:s, s:s, s:i, s:I, s:I, s:s}", "reason", c->reason, "cause",
+                            "max_dedicated", "max_dedicated", n->cfg.max_dedicated, "cpu_ms",
+                            (json_int_t)(cpu_ms + 0.5), "suspend_s",
+                            (json_int_t)n->cfg.dedicated_suspend_s, "until", until);
+  node_proc *p = c->proc;
+  if (p) json_object_set_new(extra, "pid", json_integer(p->child.pid));
+  log_json(LOG_WARN, c->name, extra,
+           "tenant suspended: over max_dedicated, it used the most CPU of the dedicated tenants");
+  node_event(n, "suspend", c->name, extra);
+  json_decref(extra);
+  broadcast(n, c);
+  if (p == NULL) return;
+  node_child_hold(&p->child);
+  if (p->child.alive) node_proc_drain(p);
+  else release_proc(p); /* between a crash and its restart */
+}
+
+/* Suspends others until `cand` fits under the cap: 1, or 0 when cand is the
+ * worst itself (its CPU in *cand_cpu; the caller suspends it). */
+static int make_room(node *n, node_cordon *cand, double *cand_cpu) {
+  double cpu = 0;
+  node_cordon *victim;
+  while ((victim = over_cap(n, cand, &cpu)) != NULL) {
+    if (victim == cand) {
+      *cand_cpu = cpu;
+      return 0;
+    }
+    suspend_for_cap(n, victim, cpu);
+  }
+  return 1;
+}
+
+/* A process for `c` now, under the cap. */
+static void wake_now(node *n, node_cordon *c) {
+  double cpu = 0;
+  c->asleep = 0;
+  if (make_room(n, c, &cpu)) start_dedicated(n, c);
+  else suspend_for_cap(n, c, cpu);
+}
+
+static void on_wake(uv_poll_t *h, int status, int events) {
+  (void)events;
+  node_cordon *c = h->data;
+  node *n = c->owner;
+  unwatch(c);
+  if (n->state == NODE_DRAINING) return; /* its requests go with the node */
+  if (status < 0)
+    log_write(LOG_WARN, c->name, NULL, NULL, "watching the private socket: %s",
+              uv_strerror(status));
+  log_write(LOG_INFO, c->name, NULL, NULL,
+            "a request for a sleeping cordoned tenant: starting its dedicated process");
+  wake_now(n, c);
+}
+
+/* Asleep: cordoned without a process; the first connection waiting in the
+ * private socket's backlog starts one (a connection waiting already: at once). */
+static void fall_asleep(node *n, node_cordon *c) {
+  c->asleep = 1;
+  if (c->listen_fd < 0 || c->wake) return;
+  uv_poll_t *h = xcalloc(1, sizeof *h);
+  int rc = uv_poll_init(n->loop, h, c->listen_fd);
+  if (rc != 0) {
+    free(h);
+  } else {
+    h->data = c;
+    c->wake = h;
+    rc = uv_poll_start(h, UV_READABLE, on_wake);
+  }
+  if (rc == 0) return;
+  /* Unwatched, its requests would wait in the backlog for nothing. */
+  log_write(LOG_ERROR, c->name, NULL, NULL,
+            "cannot watch the private socket (%s): starting the dedicated process now",
+            uv_strerror(rc));
+  unwatch(c);
+  wake_now(n, c);
+}
+
+/* A cap suspension that is over: cordoned again, asleep (its process starts
+ * with its next request, under the cap like any). */
+static void resume(node *n, node_cordon *c) {
+  c->state = CORDONED;
+  c->cause = CAUSE_NONE;
+  c->until_ms = 0;
+  if (c->held_reason) {
+    free(c->reason);
+    c->reason = c->held_reason;
+    c->held_reason = NULL;
+    c->since_ms = c->held_since_ms;
+  }
+  char *err = NULL;
+  if (bind_private(n, c, &err) != 0) {
+    log_write(LOG_ERROR, c->name, NULL, NULL, "cordon: %s", err);
+    free(err);
+  }
+  json_t *extra = json_pack("{s:s, s:s}", "by", "expiry", "reason", c->reason);
+  log_json(LOG_INFO, c->name, extra,
+           "suspension over: cordoned again; its next request starts its dedicated process");
+  node_event(n, "resume", c->name, extra);
+  json_decref(extra);
+  fall_asleep(n, c);
+  broadcast(n, c);
+}
+
+/* Checked at every statistics report (each process sends one a second). */
+static void end_suspensions(node *n) {
+  int64_t now = time_now_ms();
+  for (node_cordon *c = n->cordons->list; c; c = c->next) {
+    /* Not while its old process still drains: one process per tenant. */
+    if (c->state == SUSPENDED && c->cause == CAUSE_CAP && c->proc == NULL && now >= c->until_ms)
+      resume(n, c);
+  }
+}
+
+/* A dedicated process's report: without a request for dedicated_idle_s it
+ * drains and exits, and its tenant sleeps (on_dedicated_exit). */
+static void note_activity(node_proc *p, json_t *body) {
+  node *n = p->owner;
+  node_cordon *c = p->cordon;
+  if (c == NULL || c->leaving || c->state != CORDONED || c->proc != p || c->going_idle) return;
+  int64_t now = mono_ms();
+  json_t *mine = json_object_get(json_object_get(body, "tenants"), c->name);
+  json_t *live = json_object_get(json_object_get(body, "process"), "requests_live");
+  if (json_integer_value(json_object_get(mine, "requests")) > 0 || json_integer_value(live) > 0) {
+    c->active_ms = now;
+    return;
+  }
+  if (n->cfg.dedicated_idle_s == 0 || p->child.state != NODE_PROC_READY ||
+      n->state == NODE_DRAINING || now - c->active_ms < n->cfg.dedicated_idle_s * 1000)
+    return;
+  c->going_idle = 1;
+  node_child_hold(&p->child);
+  json_t *extra = json_pack("{s:i, s:i, s:I}", "worker", p->id, "pid", p->child.pid, "idle_s",
+                            (json_int_t)n->cfg.dedicated_idle_s);
+  log_json(LOG_INFO, c->name, extra,
+           "dedicated process idle: draining it; the tenant's next request starts it again");
+  json_decref(extra);
+  node_proc_drain(p);
+}
+
 /* ---- cordon, suspend, uncordon ------------------------------------------------------------- */
 
 static json_t *entry_view(const node_cordon *c) {
@@ -319,7 +565,25 @@ static json_t *entry_view(const node_cordon *c) {
     json_object_set_new(v, "dedicated", d);
   }
   json_object_set_new(v, "crashes", json_integer(c->n_crashes));
+  if (c->asleep) json_object_set_new(v, "asleep", json_true());
+  if (c->state == SUSPENDED)
+    json_object_set_new(v, "cause",
+                        json_string(c->cause == CAUSE_CAP ? "max_dedicated" : "crashes"));
+  if (c->until_ms > 0) {
+    char until[32];
+    node_iso8601(c->until_ms, until);
+    json_object_set_new(v, "until", json_string(until));
+  }
   return v;
+}
+
+node_dedicated_counts node_cordons_counts(const node *n) {
+  node_dedicated_counts out = {.max = n->cfg.max_dedicated};
+  if (n->cordons == NULL) return out;
+  out.running = running_count(n);
+  out.suspensions = n->cordons->suspensions;
+  out.idle_exits = n->cordons->idle_exits;
+  return out;
 }
 
 json_t *node_cordon_view(const node *n, const char *name) {
@@ -340,22 +604,26 @@ static node_cordon *cordon(node *n, const char *name, const char *reason, const 
   c->next = n->cordons->list;
   n->cordons->list = c;
   cordon_monitor_forget(n->cordons->monitor, name);
-  int started = start_dedicated(n, c) == 0;
+  double cpu = 0;
+  int room = make_room(n, c, &cpu);
+  int started = room && start_dedicated(n, c) == 0;
   json_t *extra = json_pack("{s:s, s:s?, s:s, s:s?}", "reason", reason, "rule", rule, "by", by,
                             "socket", c->socket_path);
   if (details) json_object_update_missing(extra, details);
   if (c->proc) json_object_set_new(extra, "pid", json_integer(c->proc->child.pid));
-  log_json(started ? LOG_WARN : LOG_ERROR, name, extra,
+  log_json(started || !room ? LOG_WARN : LOG_ERROR, name, extra,
            rule ? "tenant cordoned: a rule fired; moving it to a dedicated process"
                 : "tenant cordoned by an operator; moving it to a dedicated process");
   node_event(n, "cordon", name, extra);
   json_decref(extra);
-  broadcast(n, c);
+  if (room) broadcast(n, c);
+  else suspend_for_cap(n, c, cpu);
   return c;
 }
 
 static void suspend(node *n, node_cordon *c, unsigned crashes) {
   c->state = SUSPENDED;
+  c->cause = CAUSE_CRASHES;
   free(c->reason);
   c->reason = xasprintf("its dedicated worker process crashed %u times within %lld s", crashes,
                         (long long)n->cfg.cordon_suspend_window_s);
@@ -365,8 +633,9 @@ static void suspend(node *n, node_cordon *c, unsigned crashes) {
               node_db_errmsg(n->db));
   /* Forwarded requests still in the backlog are refused now, not left hanging. */
   close_private(c);
-  json_t *extra = json_pack("{s:s, s:i, s:I}", "reason", c->reason, "crashes", (int)crashes,
-                            "window_s", (json_int_t)n->cfg.cordon_suspend_window_s);
+  json_t *extra = json_pack("{s:s, s:s, s:i, s:I}", "reason", c->reason, "cause", "crashes",
+                            "crashes", (int)crashes, "window_s",
+                            (json_int_t)n->cfg.cordon_suspend_window_s);
   log_json(LOG_ERROR, c->name, extra, "tenant suspended: its dedicated process keeps crashing");
   node_event(n, "suspend", c->name, extra);
   json_decref(extra);
@@ -419,6 +688,9 @@ static void uncordon(node *n, node_cordon *c, const char *by) {
   node_event(n, "uncordon", c->name, extra);
   json_decref(extra);
   cordon_monitor_forget(n->cordons->monitor, c->name);
+  unwatch(c);
+  c->asleep = 0;
+  c->going_idle = 0;
   c->leaving = 1;
   c->next = n->cordons->leaving;
   n->cordons->leaving = c;
@@ -483,11 +755,23 @@ static void on_dedicated_exit(node_proc *p, int64_t status, int sig, uint64_t li
   json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:I}", "worker", p->id, "pid", p->child.pid,
                             "exit_status", (json_int_t)status, "signal", sig, "uptime_ms",
                             (json_int_t)lived_ms);
-  if (n->state == NODE_DRAINING || c->leaving) {
+  if (n->state == NODE_DRAINING || c->leaving || c->state == SUSPENDED) {
     log_json(status == 0 && sig == 0 ? LOG_INFO : LOG_WARN, c->name, extra,
              "dedicated worker exited");
     json_decref(extra);
     release_proc(p);
+    return;
+  }
+  if (c->going_idle) {
+    c->going_idle = 0;
+    n->cordons->idle_exits++;
+    json_object_set_new(extra, "idle_s", json_integer((json_int_t)n->cfg.dedicated_idle_s));
+    log_json(LOG_INFO, c->name, extra, "dedicated worker exited: idle; asleep until a request");
+    node_event(n, "idle_exit", c->name, extra);
+    json_decref(extra);
+    release_proc(p);
+    fall_asleep(n, c);
+    broadcast(n, c);
     return;
   }
   unsigned recent = count_crash(n, c);
@@ -538,7 +822,12 @@ static void observe(node *n, const char *name, cordon_metric m, json_int_t amoun
 
 static void on_stats(node_proc *p, json_t *body) {
   node *n = p->owner;
-  if (n->cordons == NULL || p->cordon) return; /* a dedicated process's tenant is cordoned already */
+  if (n->cordons == NULL) return;
+  end_suspensions(n);
+  if (p->cordon) { /* a dedicated process's tenant is cordoned already */
+    note_activity(p, body);
+    return;
+  }
   static const struct {
     const char *key;
     cordon_metric metric;
@@ -663,7 +952,10 @@ void node_cordons_start(node *n) {
                               c->reason, "rule", c->rule);
     log_json(LOG_INFO, c->name, extra, "tenant still cordoned from before the restart");
     json_decref(extra);
-    if (c->state == CORDONED) start_dedicated(n, c);
+    if (c->state != CORDONED) continue;
+    /* Past the cap the rest sleep: their processes start with a request. */
+    if (running_count(n) < n->cfg.max_dedicated) start_dedicated(n, c);
+    else fall_asleep(n, c);
   }
 }
 
@@ -691,6 +983,7 @@ void node_cordons_stop(node *n) {
   node_cordon *lists[] = {n->cordons->list, n->cordons->leaving};
   for (size_t k = 0; k < ARRAY_SIZE(lists); k++) {
     for (node_cordon *c = lists[k]; c; c = c->next) {
+      unwatch(c);
       if (c->done_timer_open && !uv_is_closing((uv_handle_t *)&c->done_timer))
         uv_close((uv_handle_t *)&c->done_timer, NULL);
     }

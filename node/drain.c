@@ -373,6 +373,9 @@ static void reload(node *n) {
                         json_pack("{s:s, s:s}", "from", node_log_level_name(cfg->log_level), "to",
                                   node_log_level_name(fresh.log_level)));
   note_int(changed, "cordon_memory_mb", cfg->cordon_memory_mb, fresh.cordon_memory_mb);
+  note_int(changed, "max_dedicated", cfg->max_dedicated, fresh.max_dedicated);
+  note_int(changed, "dedicated_idle_s", cfg->dedicated_idle_s, fresh.dedicated_idle_s);
+  note_int(changed, "dedicated_suspend_s", cfg->dedicated_suspend_s, fresh.dedicated_suspend_s);
   int rules_changed = !same_rules(cfg, &fresh);
   if (rules_changed) json_object_set_new(changed, "cordon_rules", json_true());
   note_fixed(ignored, cfg, &fresh);
@@ -407,6 +410,9 @@ static void reload(node *n) {
   cfg->compact_idle_s = fresh.compact_idle_s;
   cfg->log_level = fresh.log_level;
   cfg->cordon_memory_mb = fresh.cordon_memory_mb; /* read by the next memory check */
+  cfg->max_dedicated = fresh.max_dedicated;             /* read when a process must start */
+  cfg->dedicated_idle_s = fresh.dedicated_idle_s;       /* read at the next report */
+  cfg->dedicated_suspend_s = fresh.dedicated_suspend_s; /* read by the next suspension */
   if (rules_changed) {
     cordon_rule *old_rules = cfg->cordon_rules;
     cfg->cordon_rules = fresh.cordon_rules;

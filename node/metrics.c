@@ -80,6 +80,19 @@ static void node_metrics(FILE *f, node *n) {
   for (int i = 0; (layer = node_sandbox_layer(n, i, &on)) != NULL; i++)
     sample(f, "edgenode_sandbox_layer", "layer", layer, on);
 
+  node_dedicated_counts d = node_cordons_counts(n);
+  family(f, "edgenode_dedicated_processes", "gauge",
+         "Dedicated worker processes of cordoned tenants (what max_dedicated bounds).");
+  sample(f, "edgenode_dedicated_processes", NULL, NULL, d.running);
+  family(f, "edgenode_dedicated_max", "gauge", "The cap on dedicated processes (max_dedicated).");
+  sample(f, "edgenode_dedicated_max", NULL, NULL, d.max);
+  family(f, "edgenode_dedicated_suspensions_total", "counter",
+         "Tenants suspended because one more dedicated process would pass the cap.");
+  sample(f, "edgenode_dedicated_suspensions_total", NULL, NULL, (double)d.suspensions);
+  family(f, "edgenode_dedicated_idle_exits_total", "counter",
+         "Dedicated processes that exited after dedicated_idle_s without a request.");
+  sample(f, "edgenode_dedicated_idle_exits_total", NULL, NULL, (double)d.idle_exits);
+
   family(f, "edgenode_workers_configured", "gauge", "Worker processes the configuration asks for.");
   sample(f, "edgenode_workers_configured", NULL, NULL, n->cfg.workers);
   family(f, "edgenode_worker_memory_budget_bytes", "gauge",
@@ -312,7 +325,8 @@ static void tenant_metrics(FILE *f, node *n) {
     sample(f, "edgenode_tenant_cordoned", "tenant", names[i],
            strcmp(node_cordon_state(n, names[i]), "active") != 0);
   family(f, "edgenode_tenant_suspended", "gauge",
-         "1 when the tenant is suspended (its dedicated process kept crashing): answered 503.");
+         "1 when the tenant is suspended (its dedicated process kept crashing, or past "
+         "max_dedicated): answered 503.");
   for (size_t i = 0; i < count; i++)
     sample(f, "edgenode_tenant_suspended", "tenant", names[i],
            strcmp(node_cordon_state(n, names[i]), "suspended") == 0);

@@ -74,6 +74,9 @@ typedef struct node_config {
   int cordon_idle;           /* 1: dedicated processes run under SCHED_IDLE */
   int cordon_suspend_crashes; /* dedicated-process crashes that suspend the tenant ... */
   int64_t cordon_suspend_window_s; /* ... within this many seconds */
+  int max_dedicated;         /* dedicated processes at most; past it the worst offender is suspended */
+  int64_t dedicated_idle_s;  /* a dedicated process without a request this long exits; 0: never */
+  int64_t dedicated_suspend_s; /* how long a suspension for max_dedicated lasts */
   char *fleet;               /* owned; the fleet's NATS URLs, NULL: a node on its own */
   int fleet_tls;             /* a tls:// URL among them */
   char *node_name;           /* owned; the name in the fleet, NULL: the host name */
@@ -549,6 +552,9 @@ extern const char *const node_stats_counters[NODE_STATS_N_COUNTERS]; /* integers
 extern const char *const node_stats_sums[NODE_STATS_N_SUMS];         /* reals, summed */
 /* Adds a PROTO_STATS report from worker process slot `p`. */
 void node_stats_add(node *n, node_proc *p, json_t *body);
+/* CPU milliseconds the tenant used in about the last minute, in whichever
+ * processes it ran (0 for a tenant never seen). */
+double node_stats_cpu_recent(node *n, const char *name);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
 void node_stats_proc_gone(node *n, node_proc *p);
 void node_stats_free(node *n);
@@ -741,6 +747,14 @@ const char *node_cordon_state(const node *n, const char *name);
 /* The tenant's cordon as shown by the API (state, reason, rule, since, by,
  * dedicated process), or NULL when it is active. New reference. */
 json_t *node_cordon_view(const node *n, const char *name);
+/* The dedicated processes against their cap, for GET /v1/node and /metrics. */
+typedef struct node_dedicated_counts {
+  int running;          /* processes of cordoned tenants: what max_dedicated bounds */
+  int max;              /* max_dedicated */
+  uint64_t suspensions; /* tenants suspended for the cap since the node started */
+  uint64_t idle_exits;  /* dedicated processes that exited for want of requests since then */
+} node_dedicated_counts;
+node_dedicated_counts node_cordons_counts(const node *n);
 /* POST /v1/tenants/{name}/cordon|uncordon: 1 when `sub` is one of them. */
 int node_cordons_route(node *n, http_request *req, const char *name, const char *sub);
 /* What fleet_sync.c, below cordons.c, may ask of it (n->cordon_hooks, set by

@@ -3,12 +3,20 @@
  * every second (PROTO_STATS); counters are summed here across processes and
  * restarts, heap figures are gauges kept per process slot and summed when
  * shown (tenants.c, metrics.c).
+ *
+ * Each tenant's CPU over the last minute is kept too, for the cap on
+ * dedicated processes (cordons.c picks the worst offender by it): two
+ * one-minute buckets, the older one weighted by how much of it still lies
+ * within the minute that ends now (a sliding-window counter: two numbers per
+ * tenant instead of a ring of samples).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "node.h"
+
+#define CPU_WINDOW_MS 60000
 
 const char *const node_stats_counters[NODE_STATS_N_COUNTERS] = {
     "requests",        "errors",      "cpu_limit_hits",  "memory_limit_hits",
@@ -37,6 +45,40 @@ static void add_sum(json_t *t, const char *key, json_t *delta) {
   json_object_set_new(t, key, json_real(v));
 }
 
+static int64_t mono_ms(void) { return (int64_t)(time_mono_ns() / 1000000u); }
+
+/* The tenant's CPU buckets as of now: *cur is the current minute's, *prev the one before. */
+static void cpu_buckets(json_t *t, int64_t now, double *cur, double *prev) {
+  int64_t at = json_integer_value(json_object_get(t, "cpu_minute"));
+  *cur = *prev = 0;
+  if (at == now / CPU_WINDOW_MS) {
+    *cur = json_number_value(json_object_get(t, "cpu_cur"));
+    *prev = json_number_value(json_object_get(t, "cpu_prev"));
+  } else if (at + 1 == now / CPU_WINDOW_MS) {
+    *prev = json_number_value(json_object_get(t, "cpu_cur"));
+  }
+}
+
+static void cpu_add(json_t *t, double ms) {
+  if (!(ms > 0)) return;
+  int64_t now = mono_ms();
+  double cur, prev;
+  cpu_buckets(t, now, &cur, &prev);
+  json_object_set_new(t, "cpu_minute", json_integer(now / CPU_WINDOW_MS));
+  json_object_set_new(t, "cpu_cur", json_real(cur + ms));
+  json_object_set_new(t, "cpu_prev", json_real(prev));
+}
+
+double node_stats_cpu_recent(node *n, const char *name) {
+  json_t *t = n->tenants ? json_object_get(n->tenants, name) : NULL;
+  if (t == NULL) return 0;
+  int64_t now = mono_ms();
+  double cur, prev;
+  cpu_buckets(t, now, &cur, &prev);
+  double left = (double)(CPU_WINDOW_MS - now % CPU_WINDOW_MS) / CPU_WINDOW_MS;
+  return cur + prev * left;
+}
+
 void node_stats_add(node *n, node_proc *p, json_t *body) {
   json_t *process = json_object_get(body, "process");
   if (json_is_object(process)) {
@@ -54,6 +96,7 @@ void node_stats_add(node *n, node_proc *p, json_t *body) {
     for (size_t i = 0; i < NODE_STATS_N_COUNTERS; i++)
       add_counter(t, node_stats_counters[i], json_object_get(delta, node_stats_counters[i]));
     for (size_t i = 0; i < NODE_STATS_N_SUMS; i++) add_sum(t, node_stats_sums[i], json_object_get(delta, node_stats_sums[i]));
+    cpu_add(t, json_number_value(json_object_get(delta, "cpu_ms")));
     json_int_t peak = json_integer_value(json_object_get(delta, "heap_peak"));
     if (peak > json_integer_value(json_object_get(t, "heap_peak")))
       json_object_set_new(t, "heap_peak", json_integer(peak));

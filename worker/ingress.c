@@ -6,6 +6,7 @@
  * (handoff.c). Everything else makes a sandbox_request (sandbox.c, its one
  * owner from here to its answer) and gives it to its tenant (tenants.c).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,15 +28,26 @@ void ingress_hand_off(worker *w, sandbox_request *r) {
 }
 
 void ingress_respond_suspended(tenant *t, http_request *req) {
-  json_t *extra = json_pack("{s:s, s:s, s:s}", "tenant", t->name, "state", "suspended",
-                            "request_id", req->id);
-  char *text = json_dumps(extra, JSON_COMPACT);
-  json_decref(extra);
+  json_t *body = json_pack("{s:s, s:s, s:s, s:s}", "error",
+                           t->cordon_error ? t->cordon_error
+                                           : "tenant suspended: an operator must uncordon it",
+                           "tenant", t->name, "state", "suspended", "request_id", req->id);
+  /* A suspension that ends by itself says when to come back. */
+  char retry[24];
+  http_header headers[2] = {{"Content-Type", "application/json"}, {"Retry-After", retry}};
+  size_t n_headers = 1;
+  if (t->cordon_until_ms > 0) {
+    int64_t left_ms = t->cordon_until_ms - time_now_ms();
+    long long s = left_ms > 1000 ? (left_ms + 999) / 1000 : 1;
+    snprintf(retry, sizeof retry, "%lld", s);
+    json_object_set_new(body, "retry_after_s", json_integer(s));
+    n_headers = 2;
+  }
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  if (text == NULL) abort();
   stats_answered_here(t, 503);
-  http_respond_error(req, 503,
-                     t->cordon_error ? t->cordon_error
-                                     : "tenant suspended: an operator must uncordon it",
-                     text);
+  http_respond(req, 503, headers, n_headers, text, strlen(text));
   free(text);
 }
 

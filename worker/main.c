@@ -272,6 +272,7 @@ static void on_cordon(worker *w, const proto_frame *frame) {
   t->cordon_ready = json_is_true(json_object_get(body, "ready")) && t->cordon_socket != NULL;
   free(t->cordon_error);
   t->cordon_error = error ? xstrdup(error) : NULL;
+  t->cordon_until_ms = json_integer_value(json_object_get(body, "until"));
   tenant_set_placement(w, t, placement_of(json_string_value(json_object_get(body, "state"))));
   if (frame->id) {
     t->cordon_done_id = frame->id;

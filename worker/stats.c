@@ -68,10 +68,14 @@ static void stats_send(worker *w) {
     t->stats.heap_used = heap;
     t->stats.heap_peak = heap;
   }
-  json_t *body = json_pack("{s:o, s:{s:I, s:I, s:I, s:I}}", "tenants", tenants, "process",
+  /* requests_live: a dedicated process with a request still answering or
+   * running (waitUntil) is not idle, however long since its last request. */
+  size_t live = w->ingress.in_flight > w->version_requests ? w->ingress.in_flight : w->version_requests;
+  json_t *body = json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "tenants", tenants, "process",
                            "isolates", (json_int_t)w->loaded_count, "evictions",
                            (json_int_t)w->evictions, "compactions", (json_int_t)w->compactions,
-                           "units_run", (json_int_t)w->sched.units_run);
+                           "units_run", (json_int_t)w->sched.units_run, "requests_live",
+                           (json_int_t)live);
   json_object_set_new(json_object_get(body, "process"), "ingress", stats_ingress(w));
   char *text = json_dumps(body, JSON_COMPACT);
   json_decref(body);

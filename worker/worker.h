@@ -106,6 +106,7 @@ struct tenant {
   char *cordon_socket;   /* the dedicated process's private unix socket, or NULL */
   int cordon_ready;      /* the dedicated process is up: forward at once */
   char *cordon_error;    /* suspended: the message clients get */
+  int64_t cordon_until_ms; /* suspended: when it ends (ms since the epoch; Retry-After), 0: unknown */
   uint32_t cordon_done_id; /* a PROTO_CORDON to answer once no handoff is left; 0 = none */
   size_t handoffs;       /* requests being forwarded to the dedicated process */
   struct handoff *handoff_waiting; /* held until the dedicated process is ready */

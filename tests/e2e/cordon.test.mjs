@@ -11,8 +11,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import {
-  EDGECTL, SOURCE_DIR, parseOne, rawRequest, runEdgenode, runProcess, sleep, startNode, tempDir,
-  waitFor, workerList, writeFile,
+  EDGECTL, SOURCE_DIR, dedicatedReady, parseOne, rawRequest, runEdgenode, runProcess, sleep,
+  startNode, tempDir, waitFor, workerList, writeFile,
 } from './lib/node.mjs';
 
 const COUNTER = readFileSync(path.join(SOURCE_DIR, 'tests/e2e/fixtures/facets/counter.js'), 'utf8');
@@ -43,15 +43,6 @@ async function tenant(node, name) {
   const r = await node.control('GET', `/v1/tenants/${name}`);
   assert.equal(r.status, 200, r.text);
   return r.json;
-}
-
-// Waits until the tenant's dedicated process said HELLO; returns the tenant.
-async function dedicatedReady(node, name, { notPid } = {}) {
-  return waitFor(async () => {
-    const t = await tenant(node, name);
-    const d = t.dedicated;
-    return t.state === 'cordoned' && d?.state === 'ready' && d.pid !== notPid ? t : null;
-  }, { timeout: 40000, what: `${name}'s dedicated process` });
 }
 
 // The process that logged the tenant's most recent console line with `text`.
@@ -372,6 +363,9 @@ test('a dedicated process is restarted; crashing 3 times suspends the tenant', a
     assert.match(m.text, /^edgenode_tenant_suspended\{tenant="fragile"\} 1$/m);
     const sus = await node.control('GET', '/v1/events?tenant=fragile&kind=suspend');
     assert.equal(sus.json.events.length, 1);
+    assert.equal(sus.json.events[0].details.cause, 'crashes');
+    assert.equal(t.cause, 'crashes');
+    assert.equal(r.headers['retry-after'], undefined, 'no end to tell of');
 
     r = await node.control('POST', '/v1/tenants/fragile/uncordon');
     assert.deepEqual(r.json, { name: 'fragile', state: 'active', was: 'suspended' });

@@ -296,6 +296,44 @@ static void test_config_file_problems(void **state) {
   free(path);
 }
 
+/* The cap on dedicated processes, their idle exit and the cap's suspension. */
+static void test_dedicated_keys(void **state) {
+  (void)state;
+  node_config c;
+  char *err;
+  assert_int_equal(parse(&c, &err, NULL), NODE_CONFIG_OK);
+  assert_int_equal(c.max_dedicated, 8);
+  assert_int_equal(c.dedicated_idle_s, 60);
+  assert_int_equal(c.dedicated_suspend_s, 300);
+  node_config_free(&c);
+  assert_int_equal(parse(&c, &err, "--max-dedicated", "2", "--dedicated-idle-s", "0",
+                         "--dedicated-suspend-s", "30", NULL),
+                   NODE_CONFIG_OK);
+  assert_int_equal(c.max_dedicated, 2);
+  assert_int_equal(c.dedicated_idle_s, 0);
+  assert_int_equal(c.dedicated_suspend_s, 30);
+  node_config_free(&c);
+  assert_int_equal(apply(&c, "{\"max_dedicated\": 4096, \"dedicated_idle_s\": 86400, "
+                             "\"dedicated_suspend_s\": 1}", &err),
+                   NODE_CONFIG_OK);
+  assert_int_equal(c.max_dedicated, 4096);
+  assert_int_equal(c.dedicated_idle_s, 86400);
+  assert_int_equal(c.dedicated_suspend_s, 1);
+  node_config_free(&c);
+  EXPECT_FLAG_ERROR("--max-dedicated: must be an integer between 1 and 4096", "--max-dedicated", "0");
+  EXPECT_FLAG_ERROR("--max-dedicated: must be an integer", "--max-dedicated", "many");
+  EXPECT_FLAG_ERROR("--dedicated-idle-s: must be an integer between 0 and 86400",
+                    "--dedicated-idle-s", "-1");
+  EXPECT_FLAG_ERROR("--dedicated-suspend-s: must be an integer between 1 and 86400",
+                    "--dedicated-suspend-s", "0");
+  expect_file_error("{\"max_dedicated\": 4097}",
+                    "\"max_dedicated\": must be an integer between 1 and 4096");
+  expect_file_error("{\"max_dedicated\": \"8\"}", "\"max_dedicated\": must be an integer");
+  expect_file_error("{\"dedicated_idle_s\": 86401}",
+                    "\"dedicated_idle_s\": must be an integer between 0 and 86400");
+  expect_file_error("{\"dedicated_suspend_s\": 1.5}", "\"dedicated_suspend_s\": must be an integer");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_defaults),
@@ -308,6 +346,7 @@ int main(void) {
       cmocka_unit_test(test_file_errors_name_the_key),
       cmocka_unit_test(test_flags_override_file),
       cmocka_unit_test(test_config_file_problems),
+      cmocka_unit_test(test_dedicated_keys),
   };
   return cmocka_run_group_tests_name("node_config", tests, NULL, NULL);
 }

@@ -313,6 +313,17 @@ export function workerList(info) {
   return Array.isArray(list) ? list : [];
 }
 
+// Waits until a cordoned tenant's dedicated process said HELLO (and is not
+// notPid); returns the tenant as GET /v1/tenants/NAME shows it.
+export async function dedicatedReady(node, name, { notPid } = {}) {
+  return waitFor(async () => {
+    const r = await node.control('GET', `/v1/tenants/${name}`);
+    if (r.status !== 200) throw new Error(`GET /v1/tenants/${name} -> ${r.status} ${r.text}`);
+    const d = r.json.dedicated;
+    return r.json.state === 'cordoned' && d?.state === 'ready' && d.pid !== notPid ? r.json : null;
+  }, { timeout: 40000, what: `${name}'s dedicated process` });
+}
+
 // Starts edgenode and waits for its "ready" line.
 export async function startNode({
   workers = 2, dev = false, extraArgs = [], dataDir, configFile, env = {}, expectDataDir,
