@@ -4,9 +4,10 @@
  * size limit and the CPU deadline; names and paths; two processes writing
  * one facet at once; the operators' functions.
  *
- * `facets_test --bench [DIR]` instead measures facet_call throughput, and
+ * `facets_test --bench [DIR]` instead measures facet_call throughput,
  * `facets_test --bench-js` env.DB.exec in an isolate without HTTP
- * (tests/bench/facets.sh runs both).
+ * (tests/bench/facets.sh runs both), and `facets_test --bench-replicate
+ * [DIR]` what capturing commits for replication costs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -874,6 +875,23 @@ static void test_coalescing(void **state) {
   assert_int_equal(facet_store_commit(f->s, NULL), 0);
 }
 
+/* Runs sql (no parameters) up to `tries` times until it fails; the
+ * error's message (caller frees), or NULL when it never did. */
+static char *exec_until_error(fx *f, const char *sql, int tries) {
+  char *e = NULL;
+  for (int i = 0; i < tries && e == NULL; i++) {
+    tv *res = NULL;
+    iso_wire args;
+    iso_wire_init(&args);
+    iso_wire_array(&args, 1);
+    iso_wire_string(&args, sql, strlen(sql));
+    if (call_op(f, "exec", &args, &res) != 0) e = xstrdup(tv_get(res, "message")->str);
+    tv_free(res);
+    iso_wire_free(&args);
+  }
+  return e;
+}
+
 static void test_coalescing_loses_nothing_silently(void **state) {
   fx *f = *state;
   run(f, "CREATE TABLE b (v BLOB)");
@@ -882,17 +900,7 @@ static void test_coalescing_loses_nothing_silently(void **state) {
   assert_int_equal(facet_store_commit(f->s, NULL), 0);
   /* the size limit makes SQLite drop the whole open transaction */
   run(f, "INSERT INTO b VALUES (2)");
-  char *e = NULL;
-  for (int i = 0; i < 20 && e == NULL; i++) {
-    tv *res = NULL;
-    iso_wire args;
-    iso_wire_init(&args);
-    iso_wire_array(&args, 1);
-    iso_wire_string(&args, "INSERT INTO b VALUES (randomblob(100000))", 41);
-    if (call_op(f, "exec", &args, &res) != 0) e = xstrdup(tv_get(res, "message")->str);
-    tv_free(res);
-    iso_wire_free(&args);
-  }
+  char *e = exec_until_error(f, "INSERT INTO b VALUES (randomblob(100000))", 20);
   assert_non_null(e);
   assert_non_null(strstr(e, "facet is full"));
   free(e);
@@ -1807,17 +1815,7 @@ static void test_replica_records_only_commits(void **state) {
   assert_int_equal(r.records, 0);
   /* the size limit makes SQLite drop the run's transaction */
   run(f, "INSERT INTO b VALUES (2)");
-  for (int i = 0; i < 20; i++) {
-    tv *res = NULL;
-    iso_wire args;
-    iso_wire_init(&args);
-    iso_wire_array(&args, 1);
-    iso_wire_string(&args, "INSERT INTO b VALUES (randomblob(100000))", 41);
-    int rc = call_op(f, "exec", &args, &res);
-    tv_free(res);
-    iso_wire_free(&args);
-    if (rc != 0) break;
-  }
+  free(exec_until_error(f, "INSERT INTO b VALUES (randomblob(100000))", 20));
   assert_int_equal(facet_store_commit(f->s, NULL), -1);
   repl_sync(&r);
   assert_int_equal(r.records, 0);
@@ -1841,6 +1839,30 @@ static void test_replica_records_only_commits(void **state) {
   rec_list_clear(&l);
   expect_replica(&r);
   free(replica);
+}
+
+/* A transaction's pages are held until it ends, in SQLite's heap: past
+ * the process's limit the write fails, and nothing of it is stored. */
+static void test_replica_transaction_past_the_heap_limit(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE b (v BLOB)");
+  reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1, .heap_limit_mb = 48});
+  repl r = {.f = f};
+  repl_start(&r);
+  run(f, "INSERT INTO b VALUES ('before')");
+  gate(f);
+  char *e = exec_until_error(f, "INSERT INTO b VALUES (randomblob(1000000))", 80);
+  assert_non_null(e);
+  assert_non_null(strstr(e, "out of memory"));
+  free(e);
+  assert_int_equal(facet_store_commit(f->s, NULL), -1);
+  expect_replica(&r);
+  assert_int_equal(r.records, 1);
+  assert_true(count_rows(f, "b") == 1);
+  run(f, "INSERT INTO b VALUES ('after')");
+  gate(f);
+  expect_replica(&r);
+  reopen_store(f, &(facet_options){.heap_limit_mb = FACET_DEFAULT_HEAP_MB});
 }
 
 static void test_snapshot(void **state) {
@@ -2265,6 +2287,85 @@ static int bench(const char *dir_arg) {
   return 0;
 }
 
+/* What replication's capture costs: small commits (each statement its own,
+ * as without coalescing) and one 50,000-insert transaction, with replicate
+ * off and on; on, each commit's record is taken as a host would, and the
+ * big one is applied to a snapshot. One JSON line per mode: microseconds
+ * of wall and CPU time per small commit, milliseconds for the big one,
+ * record bytes. */
+typedef struct bench_take {
+  size_t bytes;
+  uint8_t *last; /* a copy of the last record */
+} bench_take;
+
+static int bench_take_cb(void *arg, const char *tenant, const char *facet_id, const void *rec,
+                         size_t len) {
+  (void)tenant, (void)facet_id;
+  bench_take *t = arg;
+  t->bytes += len;
+  free(t->last);
+  t->last = xmalloc(len);
+  memcpy(t->last, rec, len);
+  return 0;
+}
+
+static void bench_replicate_round(const char *dir, int replicate, int normal, int n, int m) {
+  facet_options o = {.synchronous = normal ? FACET_SYNC_NORMAL : FACET_SYNC_FULL,
+                     .replicate = replicate};
+  facet_store *s = facet_store_new(dir, &o);
+  if (s == NULL) exit(1);
+  char tenant[32];
+  snprintf(tenant, sizeof tenant, "repl%d%d", replicate, normal);
+  fx f = {.s = s, .tenant = tenant, .token = 1};
+  bench_exec(&f, "CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT)", NAN, 0);
+  bench_take t = {0};
+  facet_store_take_changes(s, bench_take_cb, &t);
+  t.bytes = 0;
+  const char *ins = "INSERT INTO kv (v) VALUES (?)";
+  bench_clock t0 = bench_start();
+  for (int i = 0; i < n; i++) {
+    bench_exec(&f, ins, i, 1);
+    facet_store_take_changes(s, bench_take_cb, &t);
+  }
+  double small_wall = (double)(time_mono_ns() - t0.wall) / 1e3 / n;
+  double small_cpu = (double)(time_thread_cpu_ns() - t0.cpu) / 1e3 / n;
+  size_t small_bytes = t.bytes / (size_t)n;
+  char *snap = xasprintf("%s/%s-replica.sqlite", dir, tenant);
+  if (facet_store_snapshot(s, tenant, NULL, snap, NULL) != 0) exit(1);
+  t.bytes = 0;
+  t0 = bench_start();
+  bench_op(&f, "begin");
+  for (int i = 0; i < m; i++) bench_exec(&f, ins, i, 1);
+  bench_op(&f, "commit");
+  facet_store_take_changes(s, bench_take_cb, &t);
+  double big_wall = (double)(time_mono_ns() - t0.wall) / 1e6;
+  double big_cpu = (double)(time_thread_cpu_ns() - t0.cpu) / 1e6;
+  uint64_t a0 = time_mono_ns();
+  if (replicate && facet_record_apply(snap, t.last, t.bytes, NULL) != 0) exit(1);
+  double apply_ms = (double)(time_mono_ns() - a0) / 1e6;
+  printf("{\"synchronous\":\"%s\",\"replicate\":%d,\"small_commit_us\":[%.1f,%.1f],"
+         "\"small_record_bytes\":%zu,\"txn_%d_ms\":[%.1f,%.1f],\"txn_record_bytes\":%zu,"
+         "\"apply_ms\":%.1f}\n",
+         normal ? "NORMAL" : "FULL", replicate, small_wall, small_cpu, small_bytes, m, big_wall,
+         big_cpu, t.bytes, apply_ms);
+  free(t.last);
+  free(snap);
+  facet_store_free(s);
+}
+
+static int bench_replicate(const char *dir_arg) {
+  char dir[256];
+  if (dir_arg != NULL) {
+    snprintf(dir, sizeof dir, "%s", dir_arg);
+  } else if (make_temp_dir(dir, sizeof dir, "facets-bench-repl") != 0) {
+    return 1;
+  }
+  int n = env_int("N_AUTO", 2000), m = env_int("N_TXN", 50000);
+  for (int round = 0; round < 4; round++) bench_replicate_round(dir, round % 2, round / 2, n, m);
+  if (dir_arg == NULL) rm_rf(dir);
+  return 0;
+}
+
 /* The JavaScript path without HTTP: env.DB.exec in an isolate of this
  * process, with and without a CPU clock read per host call (what a host
  * computing each call's deadline pays). */
@@ -2505,6 +2606,8 @@ int main(int argc, char **argv) {
   log_init("facets_test", LOG_ERROR);
   if (argc >= 2 && strcmp(argv[1], "--bench") == 0) return bench(argc >= 3 ? argv[2] : NULL);
   if (argc >= 2 && strcmp(argv[1], "--bench-js") == 0) return bench_js();
+  if (argc >= 2 && strcmp(argv[1], "--bench-replicate") == 0)
+    return bench_replicate(argc >= 3 ? argv[2] : NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_types_in_and_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unsupported_parameters, setup, teardown),
@@ -2539,6 +2642,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_replica_without_coalescing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_replica_of_two_new_facets, setup, teardown),
       cmocka_unit_test_setup_teardown(test_replica_records_only_commits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_replica_transaction_past_the_heap_limit, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_record_bad_input, setup, teardown),
       /* V8 starts threads: after every test that forks */
