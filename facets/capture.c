@@ -149,6 +149,13 @@ static int refuse(const char *what, sqlite3_int64 off, int amt) {
   return SQLITE_IOERR_WRITE;
 }
 
+/* Whether slots 0..n-1 each have their header and page. */
+static int slots_complete(const capture *c, uint32_t n) {
+  for (uint32_t k = 0; k < n; k++)
+    if (c->state[k] != (SLOT_HEADER | SLOT_PAGE)) return 0;
+  return 1;
+}
+
 /* A frame header: slot for frame `frame`, made when it is the next one. */
 static int note_header(capture *c, uint32_t frame, const uint8_t *h, sqlite3_int64 off) {
   if (c->base == 0) c->base = frame;
@@ -163,22 +170,15 @@ static int note_header(capture *c, uint32_t frame, const uint8_t *h, sqlite3_int
   }
   uint8_t *slot = slot_at(c, i);
   /* A new page at this position (after ROLLBACK TO): its data follows. */
-  if ((c->state[i] & SLOT_HEADER) &&
-      ((uint32_t)slot[0] | (uint32_t)slot[1] << 8 | (uint32_t)slot[2] << 16 |
-       (uint32_t)slot[3] << 24) != pgno)
-    c->state[i] = 0;
-  slot[0] = (uint8_t)pgno;
-  slot[1] = (uint8_t)(pgno >> 8);
-  slot[2] = (uint8_t)(pgno >> 16);
-  slot[3] = (uint8_t)(pgno >> 24);
+  if ((c->state[i] & SLOT_HEADER) && facet__get_le32(slot) != pgno) c->state[i] = 0;
+  facet__put_le32(slot, pgno);
   c->state[i] |= SLOT_HEADER;
   if (size != 0 && (int64_t)i >= c->commit) {
     /* The commit frame's page is written next; every earlier one must be
      * complete now, or the record could not be (checked here, where the
      * commit can still fail). */
-    for (uint32_t k = 0; k < i; k++)
-      if (c->state[k] != (SLOT_HEADER | SLOT_PAGE))
-        return refuse("a commit frame after an incomplete frame", off, FRAME_HEADER);
+    if (!slots_complete(c, i))
+      return refuse("a commit frame after an incomplete frame", off, FRAME_HEADER);
     c->commit = i;
     c->db_pages = size;
   }

@@ -16,6 +16,9 @@
  *   - the operators' side (facet_describe, facet_backup_to, facet_purge,
  *     library `facets_admin`) works on the files directly and never touches V8,
  *     so the supervisor can link it.
+ * Replication (below) spans both: the worker side captures each commit as
+ * a change record and takes snapshots; the admin side applies records to a
+ * replica.
  *
  * Containment: tenants' SQL runs behind an authorizer that denies ATTACH,
  * DETACH, VACUUM INTO, BEGIN/COMMIT/SAVEPOINT (transactions go through
@@ -267,8 +270,8 @@ int facet_store_take_changes(facet_store *s, facet_change_cb cb, void *arg);
  * 18 and 19 = 2) with its WAL folded in, the same kind of file as the
  * facet after a checkpoint, so records (whose page 1 says WAL) apply to it
  * without changing its mode, and it opens as a facet. Its pages are the
- * facet's, but for page 1's change counter and schema cookie, which the
- * backup API rewrites (the next record with page 1 brings the facet's
+ * facet's, but for page 1's change counter, version-valid-for number and
+ * schema cookie, which the backup API rewrites (the next record with page 1 brings the facet's
  * back; SQLite reads neither from a file nobody has open). Returns 0,
  * -EINVAL (names), -ENOENT (no such facet), -EBUSY, or another negative
  * errno with a message in *err (caller frees; may be NULL).

@@ -35,6 +35,17 @@ int facet__backup(sqlite3 *src, const char *what, const char *dest_path, int wal
 #define FACET__RECORD_HEADER 20 /* magic, version, 3 zero bytes, page size, db pages, n pages */
 #define FACET__RECORD_TRAILER 4 /* CRC-32C of everything before it */
 
+static inline void facet__put_le32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint32_t facet__get_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* CRC-32C (Castagnoli), as iSCSI and ext4 use it: crc32c("123456789") = 0xe3069283. */
 uint32_t facet__crc32c(const void *data, size_t len);
 /* Writes the header in front of the n_pages (page number, page) pairs at

@@ -64,26 +64,15 @@ uint32_t facet__crc32c(const void *data, size_t len) {
 
 /* ---- The format ---- */
 
-static void put_le32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-  p[2] = (uint8_t)(v >> 16);
-  p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 size_t facet__record_seal(uint8_t *rec, uint32_t page_size, uint32_t db_pages, uint32_t n_pages) {
   memcpy(rec, FACET_RECORD_MAGIC, 4);
   rec[4] = FACET_RECORD_VERSION;
   rec[5] = rec[6] = rec[7] = 0;
-  put_le32(rec + 8, page_size);
-  put_le32(rec + 12, db_pages);
-  put_le32(rec + 16, n_pages);
+  facet__put_le32(rec + 8, page_size);
+  facet__put_le32(rec + 12, db_pages);
+  facet__put_le32(rec + 16, n_pages);
   size_t body = FACET__RECORD_HEADER + (size_t)n_pages * (4 + (size_t)page_size);
-  put_le32(rec + body, facet__crc32c(rec, body));
+  facet__put_le32(rec + body, facet__crc32c(rec, body));
   return body + FACET__RECORD_TRAILER;
 }
 
@@ -106,7 +95,8 @@ int facet_record_read(const void *rec, size_t len, facet_record_info *info, char
   if (p[4] != FACET_RECORD_VERSION || p[5] != 0 || p[6] != 0 || p[7] != 0)
     return bad_record(err, xasprintf("facet change record version %u is not supported (this "
                                      "build reads version %u)", p[4], FACET_RECORD_VERSION));
-  uint32_t page_size = get_le32(p + 8), db_pages = get_le32(p + 12), n_pages = get_le32(p + 16);
+  uint32_t page_size = facet__get_le32(p + 8), db_pages = facet__get_le32(p + 12);
+  uint32_t n_pages = facet__get_le32(p + 16);
   if (page_size < 512 || page_size > 65536 || (page_size & (page_size - 1)) != 0)
     return bad_record(err, xasprintf("facet change record: page size %u is not a power of two "
                                      "from 512 to 65536", page_size));
@@ -120,11 +110,11 @@ int facet_record_read(const void *rec, size_t len, facet_record_info *info, char
                                      "bytes, not %zu: truncated or padded",
                                      n_pages, page_size, (unsigned long long)want, len));
   size_t body = len - FACET__RECORD_TRAILER;
-  if (facet__crc32c(p, body) != get_le32(p + body))
+  if (facet__crc32c(p, body) != facet__get_le32(p + body))
     return bad_record(err, xasprintf("facet change record: checksum mismatch (corrupt)"));
   for (uint32_t i = 0; i < n_pages; i++) {
-    uint32_t pgno = get_le32(p + FACET__RECORD_HEADER + (size_t)i * (4 + (size_t)page_size));
-    if (pgno == 0)
+    size_t at = FACET__RECORD_HEADER + (size_t)i * (4 + (size_t)page_size);
+    if (facet__get_le32(p + at) == 0)
       return bad_record(err, xasprintf("facet change record: page number 0 (pages count from 1)"));
   }
   if (info != NULL) *info = (facet_record_info){page_size, db_pages, n_pages};
@@ -195,7 +185,7 @@ static uint32_t pages_held(const uint8_t *rec, const facet_record_info *info) {
   uint32_t held = 0;
   const uint8_t *pair = rec + FACET__RECORD_HEADER;
   for (uint32_t i = 0; i < info->n_pages; i++, pair += 4 + (size_t)info->page_size) {
-    uint32_t pgno = get_le32(pair);
+    uint32_t pgno = facet__get_le32(pair);
     if (pgno > info->db_pages || (seen[pgno / 8] & (1u << (pgno % 8)))) continue;
     seen[pgno / 8] |= (uint8_t)(1u << (pgno % 8));
     held++;
@@ -249,7 +239,7 @@ static int apply_pages(int fd, const uint8_t *p, const facet_record_info *info) 
   size_t step = 4 + (size_t)info->page_size;
   const uint8_t *pair = p + FACET__RECORD_HEADER;
   for (uint32_t i = 0; i < info->n_pages; i++, pair += step) {
-    off_t off = (off_t)(get_le32(pair) - 1) * info->page_size;
+    off_t off = (off_t)(facet__get_le32(pair) - 1) * info->page_size;
     int rc = write_all(fd, pair + 4, info->page_size, off);
     if (rc != 0) return rc;
   }

@@ -1593,7 +1593,8 @@ static off_t wal_size(fx *f) {
 
 /* Inserts n rows of `bytes` random bytes into big(v), one statement each. */
 static void insert_big(fx *f, int n, int bytes) {
-  for (int i = 0; i < n; i++) tv_free(ok(f, "INSERT INTO big (v) VALUES (randomblob(?))", "d", (double)bytes));
+  for (int i = 0; i < n; i++)
+    tv_free(ok(f, "INSERT INTO big (v) VALUES (randomblob(?))", "d", (double)bytes));
 }
 
 static void checkpoint(fx *f, const char *mode) {
@@ -1788,7 +1789,8 @@ static void test_replica_of_two_new_facets(void **state) {
   assert_int_equal(r.taken.n, 1);
   char *fresh = xasprintf("%s/fresh.sqlite", f->dir);
   char *e = NULL;
-  assert_int_equal(facet_record_apply(fresh, r.taken.item[0].rec, r.taken.item[0].len, &e), -EINVAL);
+  assert_int_equal(facet_record_apply(fresh, r.taken.item[0].rec, r.taken.item[0].len, &e),
+                   -EINVAL);
   assert_non_null(strstr(e, "is empty and the record holds"));
   assert_non_null(strstr(e, "start the replica from a snapshot"));
   free(e);
