@@ -1867,6 +1867,46 @@ static void test_replica_transaction_past_the_heap_limit(void **state) {
   reopen_store(f, &(facet_options){.heap_limit_mb = FACET_DEFAULT_HEAP_MB});
 }
 
+/* A node taking the facet over: snapshot plus records, put where a facet
+ * lives, serve it. */
+static void test_replica_serves_as_the_facet(void **state) {
+  fx *f = *state;
+  reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1});
+  repl r = {.f = f};
+  run(f, "CREATE TABLE t (k INTEGER PRIMARY KEY, v)");
+  run(f, "INSERT INTO t (v) VALUES ('one')");
+  gate(f);
+  assert_int_equal(facet_store_take_changes(f->s, collect, &r.taken), 0);
+  rec_list_clear(&r.taken);
+  repl_start(&r);
+  run(f, "INSERT INTO t (v) VALUES ('two')");
+  gate(f);
+  run(f, "CREATE TABLE u (a, b); INSERT INTO u VALUES (1, 2)");
+  gate(f);
+  repl_sync(&r);
+  assert_int_equal(r.records, 2);
+  fx g = {.tenant = "alpha", .token = 1};
+  assert_int_equal(make_temp_dir(g.dir, sizeof g.dir, "facets-takeover"), 0);
+  g.s = facet_store_new(g.dir, &(facet_options){.replicate = 1});
+  assert_non_null(g.s);
+  char *replica = replica_path(f, "alpha", NULL);
+  char *target = facet_path(g.dir, "alpha", NULL);
+  assert_int_equal(rename(replica, target), 0);
+  tv *res = ok(&g, "SELECT group_concat(v, ',') FROM (SELECT v FROM t ORDER BY k)", "");
+  assert_string_equal(text(res, 0, 0), "one,two");
+  tv_free(res);
+  assert_true(count_rows(&g, "u") == 1);
+  run(&g, "INSERT INTO t (v) VALUES ('three, on the new owner')");
+  assert_true(count_rows(&g, "t") == 3);
+  facet_store_free(g.s);
+  char *dump = dump_file(target); /* integrity_check: ok */
+  assert_non_null(strstr(dump, "three, on the new owner"));
+  free(dump);
+  rm_rf(g.dir);
+  free(replica);
+  free(target);
+}
+
 static void test_snapshot(void **state) {
   fx *f = *state;
   reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1});
@@ -2646,6 +2686,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_replica_records_only_commits, setup, teardown),
       cmocka_unit_test_setup_teardown(test_replica_transaction_past_the_heap_limit, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_replica_serves_as_the_facet, setup, teardown),
       cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_record_bad_input, setup, teardown),
       /* V8 starts threads: after every test that forks */
