@@ -150,28 +150,18 @@ done:
   return rc;
 }
 
-int facet_backup_to(const char *data_dir, const char *tenant, const char *facet_id,
-                    const char *dest_path, char **err) {
-  char *path = facet_path(data_dir, tenant, facet_id);
-  if (path == NULL || dest_path == NULL) {
-    free(path);
-    return -EINVAL;
-  }
-  sqlite3 *src = NULL, *dst = NULL;
-  int rc = admin_open(path, &src, err);
-  if (rc != 0) {
-    free(path);
-    return rc;
-  }
+int facet__backup(sqlite3 *src, const char *what, const char *dest_path, int wal_format,
+                  char **err) {
+  sqlite3 *dst = NULL;
+  int rc = 0;
   /* Replace, never append to, whatever was at dest_path. */
   if (unlink(dest_path) != 0 && errno != ENOENT) {
     rc = -errno;
     set_err(err, xasprintf("%s: %s", dest_path, strerror(errno)));
-    goto done;
+    return rc;
   }
   int sq = sqlite3_open_v2(dest_path, &dst,
-                               SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                               NULL);
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (sq == SQLITE_OK) {
     /* One step copies every page within one read transaction: one snapshot,
      * and in WAL mode writers carry on meanwhile. Stepping in pieces would
@@ -190,20 +180,34 @@ int facet_backup_to(const char *data_dir, const char *tenant, const char *facet_
       if (sq == SQLITE_DONE) sq = fin;
     }
   }
-  /* The copy carries the source's WAL flag; make it one self-contained file. */
-  if (sq == SQLITE_OK)
+  /* The copy carries the source's WAL flag (the pages are copied as they
+   * are, and the copy was written in rollback mode, so its WAL is empty).
+   * Kept, it is the primary's kind of file; else one self-contained file. */
+  if (sq == SQLITE_OK && !wal_format)
     sq = sqlite3_exec(dst, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
   if (sq != SQLITE_OK) {
-    set_err(err, xasprintf("backup of %s: %s", path,
+    set_err(err, xasprintf("backup of %s: %s", what,
                            dst ? sqlite3_errmsg(dst) : sqlite3_errstr(sq)));
     rc = -EIO;
   }
-done:
   if (dst != NULL && sqlite3_close(dst) != SQLITE_OK) {
     sqlite3_close_v2(dst);
     if (rc == 0) rc = -EIO;
   }
   if (rc != 0) unlink(dest_path);
+  return rc;
+}
+
+int facet_backup_to(const char *data_dir, const char *tenant, const char *facet_id,
+                    const char *dest_path, char **err) {
+  char *path = facet_path(data_dir, tenant, facet_id);
+  if (path == NULL || dest_path == NULL) {
+    free(path);
+    return -EINVAL;
+  }
+  sqlite3 *src = NULL;
+  int rc = admin_open(path, &src, err);
+  if (rc == 0) rc = facet__backup(src, path, dest_path, 0, err);
   sqlite3_close_v2(src);
   free(path);
   return rc;

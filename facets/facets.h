@@ -16,6 +16,9 @@
  *   - the operators' side (facet_describe, facet_backup_to, facet_purge,
  *     library `facets_admin`) works on the files directly and never touches V8,
  *     so the supervisor can link it.
+ * Replication (below) spans both: the worker side captures each commit as
+ * a change record and takes snapshots; the admin side applies records to a
+ * replica.
  *
  * Containment: tenants' SQL runs behind an authorizer that denies ATTACH,
  * DETACH, VACUUM INTO, BEGIN/COMMIT/SAVEPOINT (transactions go through
@@ -79,6 +82,13 @@ typedef struct facet_options {
    * writes of one synchronous run are one atomic, durable commit. Off: each
    * statement commits by itself, as facet_call did before. */
   int coalesce;
+  /* Replication: every commit of every facet of the store is captured as
+   * a change record (the pages it wrote, see "Replication" below) for
+   * facet_store_take_changes(). A transaction's pages are held in memory
+   * until it ends (SQLite's heap: heap_limit_mb bounds the largest one;
+   * past it the write fails with an out-of-memory error). Off: facets
+   * open with SQLite's own VFS and capture costs nothing. */
+  int replicate;
 } facet_options;
 
 /* Bytes SQLite holds in this process, all facets together: what
@@ -202,6 +212,101 @@ void facet_store_rollback(facet_store *s);
 /* Closes the tenant's cached connections (its own facet and its children's),
  * e.g. on redeploy or delete. */
 void facet_store_close_tenant(facet_store *s, const char *tenant);
+
+/* ---- Replication (facet_options.replicate) ----
+ *
+ * A change record is what one commit changed in a facet's file: each page
+ * SQLite wrote into the WAL for it (so tables without a primary key,
+ * WITHOUT ROWID tables, indexes, the schema and the freelist alike), and
+ * the database's size after it. Applied in commit order to a copy of the
+ * facet taken before the first of them (facet_store_snapshot), records
+ * make that copy the facet, page for page.
+ *
+ * Format (version 1; integers little-endian, a record is self-contained):
+ *   offset  size  field
+ *   0       4     magic "EFWR"
+ *   4       1     version: 1
+ *   5       3     zero
+ *   8       4     page size in bytes (a power of two, 512..65536)
+ *   12      4     database size in pages after the commit (>= 1)
+ *   16      4     n: the number of pages that follow
+ *   20      n*(4+page size)  n times: page number (from 1), the page's bytes
+ *   20+n*(4+page size)  4    CRC-32C (Castagnoli) of every byte before it
+ * Pages are in the order SQLite wrote them; one spilled from the cache and
+ * then written again is there twice, and the later copy is the one that
+ * counts. Pages past the database size (a transaction that grew and then
+ * shrank the file) are cut off by it. A record is 24 + n*(4+page size)
+ * bytes: one small insert is two or three pages.
+ *
+ * What is captured: the commits this process's store makes, and only
+ * those. The facet must have one writer, this store (another process's
+ * commits to the same file are not in its records), and the replica must
+ * start from a snapshot taken by this store (or be empty with a first
+ * record that holds every page: a facet replicated since it was made).
+ */
+#define FACET_RECORD_MAGIC "EFWR"
+#define FACET_RECORD_VERSION 1
+
+/*
+ * Hands over each change record the store's facets committed since the
+ * last take, oldest first, to cb(arg, tenant, facet_id, rec, len):
+ * facet_id is NULL for the tenant's own facet; rec is valid only during
+ * the call. A record is complete once the commit returned (after
+ * facet_store_commit(), or after facet_call in the non-coalescing mode).
+ * When cb returns non-zero, that record and the later ones stay for the
+ * next take and this returns that value; otherwise 0. Untaken records stay
+ * in memory (counted in SQLite's heap): take them after every commit.
+ */
+typedef int (*facet_change_cb)(void *arg, const char *tenant, const char *facet_id,
+                               const void *rec, size_t len);
+int facet_store_take_changes(facet_store *s, facet_change_cb cb, void *arg);
+
+/*
+ * Writes a consistent copy of the facet, as this store's connection sees
+ * it, to dest_path (created or replaced): the base that records apply to.
+ * It holds exactly the commits whose records were taken before the call,
+ * so it refuses (-EBUSY, with a message) while the facet has a transaction
+ * open or records not taken yet. The copy is in WAL format (header bytes
+ * 18 and 19 = 2) with its WAL folded in, the same kind of file as the
+ * facet after a checkpoint, so records (whose page 1 says WAL) apply to it
+ * without changing its mode, and it opens as a facet. Its pages are the
+ * facet's, but for page 1's change counter, version-valid-for number and
+ * schema cookie, which the backup API rewrites (the next record with page 1 brings the facet's
+ * back; SQLite reads neither from a file nobody has open). Returns 0,
+ * -EINVAL (names), -ENOENT (no such facet), -EBUSY, or another negative
+ * errno with a message in *err (caller frees; may be NULL).
+ */
+int facet_store_snapshot(facet_store *s, const char *tenant, const char *facet_id,
+                         const char *dest_path, char **err);
+
+/* ---- Change records (library facets_admin: the node restoring a facet) ---- */
+
+typedef struct facet_record_info {
+  uint32_t page_size;
+  uint32_t db_pages; /* database size after the commit */
+  uint32_t n_pages;  /* pages the record holds */
+} facet_record_info;
+
+/* Checks a record (magic, version, sizes, checksum, page numbers) and
+ * describes it. Returns 0, or -EINVAL with a message in *err (caller
+ * frees; may be NULL). */
+int facet_record_read(const void *rec, size_t len, facet_record_info *info, char **err);
+
+/*
+ * Applies one record to replica_path, a facet file that no SQLite
+ * connection has open: writes its pages at (page number - 1) * page size,
+ * cuts or extends the file to the database size, fsyncs it (and its
+ * directory when the file was new). Records must be applied in commit
+ * order, each once; applying the last one again is harmless (after a
+ * crash during an apply, apply it again). A missing or empty replica takes
+ * only a record holding every page. Refuses, changing nothing: a corrupt
+ * or truncated record, one of another page size than the replica's, a
+ * replica that is not an SQLite file, and one with a -wal or -journal
+ * file beside it that is not empty (opening it would play that over the
+ * applied pages) (-EBUSY). Returns 0 or a negative errno with a message in
+ * *err (caller frees; may be NULL).
+ */
+int facet_record_apply(const char *replica_path, const void *rec, size_t len, char **err);
 
 /* ---- Operators (library facets_admin) ---- */
 

@@ -22,7 +22,51 @@ int facet__harden(sqlite3 *db);
 /* DATA/facets/<tenant>.purged: the mark facet_purge leaves (facets.h). */
 char *facet__purged_mark(const char *data_dir, const char *tenant);
 
+/* The online backup of src (labelled `what` in messages) into dest_path,
+ * replaced, in one step (admin.c). wal_format: the copy keeps the WAL
+ * flag of the source's header (bytes 18 and 19 = 2) as a file in WAL mode
+ * with nothing left in its WAL; otherwise it is a rollback-journal file.
+ * Returns 0 or a negative errno with a message in *err (may be NULL). */
+int facet__backup(sqlite3 *src, const char *what, const char *dest_path, int wal_format,
+                  char **err);
+
+/* ---- Change records (record.c; the format is in facets.h) ---- */
+
+#define FACET__RECORD_HEADER 20 /* magic, version, 3 zero bytes, page size, db pages, n pages */
+#define FACET__RECORD_TRAILER 4 /* CRC-32C of everything before it */
+
+static inline void facet__put_le32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint32_t facet__get_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* CRC-32C (Castagnoli), as iSCSI and ext4 use it: crc32c("123456789") = 0xe3069283. */
+uint32_t facet__crc32c(const void *data, size_t len);
+/* Writes the header in front of the n_pages (page number, page) pairs at
+ * rec + FACET__RECORD_HEADER and the checksum after them (room for it
+ * must be there). Returns the record's length. */
+size_t facet__record_seal(uint8_t *rec, uint32_t page_size, uint32_t db_pages, uint32_t n_pages);
+
 #endif
+
+/* ---- The worker side: capture.c (WAL frames of each commit) ---- */
+
+/* Receives one sealed record (owned by the sink now: sqlite3_free). */
+typedef void (*facet__capture_sink)(void *arg, uint8_t *rec, size_t len);
+/* The name of the capturing VFS, registered on first use; NULL when it
+ * could not be. */
+const char *facet__capture_vfs(void);
+/* Starts capturing the commits of db (opened with that VFS, outside any
+ * write transaction). Returns an SQLite code. */
+int facet__capture_attach(sqlite3 *db, uint32_t page_size, facet__capture_sink sink, void *arg);
+/* Stops it; a transaction in progress is then not captured. */
+void facet__capture_detach(sqlite3 *db);
 
 /* ---- The worker side: store.c (connections) and exec.c (operations) ---- */
 
@@ -65,6 +109,15 @@ typedef struct facet_conn {
   facet_cached_stmt cache[FACET_STMT_CACHE];
 } facet_conn;
 
+/* A change record waiting for facet_store_take_changes. */
+typedef struct facet_change {
+  struct facet_change *next;
+  char *names;     /* "<tenant>\0<id>" or "<tenant>\0" (heap) */
+  int child;       /* names has an id */
+  uint8_t *rec;    /* sqlite3_malloc */
+  size_t len;
+} facet_change;
+
 struct facet_store {
   char *data_dir;
   facet_options opt;
@@ -74,6 +127,7 @@ struct facet_store {
   uint64_t stmt_ids;  /* statements cached so far: the next id's sequence */
   uint64_t conn_generation; /* connections closed so far (facet_ref) */
   uint32_t n_implicit; /* connections with an implicit transaction open, or writes lost */
+  facet_change *changes, **changes_tail; /* replication: records not taken yet, oldest first */
   sqlite3 *printf_db; /* runs SQLite's own printf() for the guarded one (store.c) */
   sqlite3_stmt *printf_stmts[FACET_PRINTF_ARGS_MAX + 1]; /* by argument count */
 };

@@ -433,6 +433,8 @@ static void conn_close(facet_conn *c) {
   if (c->db != NULL) {
     facet__conn_abandon_txn(c);
     forget_loss(c);
+    /* (The sink names c, which is about to go.) */
+    if (c->store->opt.replicate) facet__capture_detach(c->db);
     for (int i = 0; i < FACET_STMT_CACHE; i++) {
       if (c->cache[i].sql == NULL) continue;
       sqlite3_finalize(c->cache[i].stmt);
@@ -509,6 +511,87 @@ static int conn_configure(facet_conn *c) {
   return SQLITE_OK;
 }
 
+/* ---- Replication ---- */
+
+/* A commit's record, sealed by capture.c: queued under the facet's names. */
+static void on_change(void *arg, uint8_t *rec, size_t len) {
+  facet_conn *c = arg;
+  facet_store *s = c->store;
+  facet_change *ch = xcalloc(1, sizeof *ch);
+  ch->names = xstrdup(c->key);
+  ch->child = c->key[c->tenant_len] == '/';
+  ch->names[c->tenant_len] = '\0';
+  ch->rec = rec;
+  ch->len = len;
+  if (s->changes == NULL) s->changes_tail = &s->changes;
+  *s->changes_tail = ch;
+  s->changes_tail = &ch->next;
+}
+
+static void change_free(facet_change *ch) {
+  sqlite3_free(ch->rec);
+  free(ch->names);
+  free(ch);
+}
+
+int facet_store_take_changes(facet_store *s, facet_change_cb cb, void *arg) {
+  while (s->changes != NULL) {
+    facet_change *ch = s->changes;
+    const char *id = ch->child ? ch->names + strlen(ch->names) + 1 : NULL;
+    int rc = cb(arg, ch->names, id, ch->rec, ch->len);
+    if (rc != 0) return rc;
+    s->changes = ch->next;
+    change_free(ch);
+  }
+  return 0;
+}
+
+/* Whether a record of the facet named `key` is waiting. */
+static int changes_queued(const facet_store *s, const facet_conn *c) {
+  for (const facet_change *ch = s->changes; ch != NULL; ch = ch->next) {
+    size_t tlen = strlen(ch->names);
+    if (tlen != c->tenant_len || memcmp(ch->names, c->key, tlen) != 0) continue;
+    if (!ch->child ? c->key[tlen] == '\0'
+                   : c->key[tlen] == '/' && strcmp(c->key + tlen + 1, ch->names + tlen + 1) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+static int snapshot_refuse(char **err, int rc, char *msg) {
+  if (err != NULL)
+    *err = msg;
+  else
+    free(msg);
+  return rc;
+}
+
+int facet_store_snapshot(facet_store *s, const char *tenant, const char *facet_id,
+                         const char *dest_path, char **err) {
+  if (err != NULL) *err = NULL;
+  char *path = facet_path(s->data_dir, tenant, facet_id);
+  if (path == NULL || dest_path == NULL) {
+    free(path);
+    return -EINVAL;
+  }
+  struct stat st;
+  int missing = lstat(path, &st) != 0;
+  free(path);
+  if (missing) return snapshot_refuse(err, -ENOENT, xasprintf("the facet does not exist"));
+  char *why = NULL;
+  facet_conn *c = facet__conn_by_name(s, tenant, facet_id, NULL, &why);
+  if (c == NULL) return snapshot_refuse(err, -EIO, why);
+  if (c->depth > 0 || c->implicit || c->lost != NULL || !sqlite3_get_autocommit(c->db))
+    return snapshot_refuse(err, -EBUSY,
+                           xasprintf("facet %s has writes not committed yet: snapshot it after "
+                                     "the output gate", c->key));
+  if (changes_queued(s, c))
+    return snapshot_refuse(err, -EBUSY,
+                           xasprintf("facet %s has change records not taken yet: take them "
+                                     "first (the snapshot would hold them too)", c->key));
+  return facet__backup(c->db, c->key, dest_path, 1, err);
+}
+
 __attribute__((noinline))
 static facet_conn *conn_open(facet_store *s, const char *tenant, const char *facet_id,
                              char **err) {
@@ -541,8 +624,17 @@ static facet_conn *conn_open(facet_store *s, const char *tenant, const char *fac
   c->tenant_len = strlen(tenant);
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
               SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE;
-  int rc = sqlite3_open_v2(path, &c->db, flags, NULL);
+  const char *vfs = NULL;
+  if (s->opt.replicate && (vfs = facet__capture_vfs()) == NULL) {
+    *err = xasprintf("cannot open the facet: its commits cannot be captured for replication");
+    free(path);
+    conn_close(c);
+    return NULL;
+  }
+  int rc = sqlite3_open_v2(path, &c->db, flags, vfs);
   if (rc == SQLITE_OK) rc = conn_configure(c);
+  if (rc == SQLITE_OK && vfs != NULL)
+    rc = facet__capture_attach(c->db, (uint32_t)c->page_size, on_change, c);
   if (rc != SQLITE_OK) {
     *err = xasprintf("cannot open the facet: %s",
                      c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
@@ -829,6 +921,11 @@ facet_store *facet_store_new(const char *data_dir, const facet_options *options)
 void facet_store_free(facet_store *s) {
   if (s == NULL) return;
   for (uint32_t i = 0; i < s->n_conns; i++) conn_close(s->conns[i]);
+  while (s->changes != NULL) {
+    facet_change *ch = s->changes;
+    s->changes = ch->next;
+    change_free(ch);
+  }
   printf_close(s);
   free(s->conns);
   free(s->data_dir);

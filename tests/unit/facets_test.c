@@ -4,9 +4,10 @@
  * size limit and the CPU deadline; names and paths; two processes writing
  * one facet at once; the operators' functions.
  *
- * `facets_test --bench [DIR]` instead measures facet_call throughput, and
+ * `facets_test --bench [DIR]` instead measures facet_call throughput,
  * `facets_test --bench-js` env.DB.exec in an isolate without HTTP
- * (tests/bench/facets.sh runs both).
+ * (tests/bench/facets.sh runs both), and `facets_test --bench-replicate
+ * [DIR]` what capturing commits for replication costs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -316,6 +317,12 @@ static char *raw_text(sqlite3 *db, const char *sql) {
   char *s = xstrdup((const char *)sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
   return s;
+}
+
+static void expect_raw(sqlite3 *db, const char *sql, const char *want) {
+  char *got = raw_text(db, sql);
+  assert_string_equal(got, want);
+  free(got);
 }
 
 /* ---- types -------------------------------------------------------------- */
@@ -868,6 +875,23 @@ static void test_coalescing(void **state) {
   assert_int_equal(facet_store_commit(f->s, NULL), 0);
 }
 
+/* Runs sql (no parameters) up to `tries` times until it fails; the
+ * error's message (caller frees), or NULL when it never did. */
+static char *exec_until_error(fx *f, const char *sql, int tries) {
+  char *e = NULL;
+  for (int i = 0; i < tries && e == NULL; i++) {
+    tv *res = NULL;
+    iso_wire args;
+    iso_wire_init(&args);
+    iso_wire_array(&args, 1);
+    iso_wire_string(&args, sql, strlen(sql));
+    if (call_op(f, "exec", &args, &res) != 0) e = xstrdup(tv_get(res, "message")->str);
+    tv_free(res);
+    iso_wire_free(&args);
+  }
+  return e;
+}
+
 static void test_coalescing_loses_nothing_silently(void **state) {
   fx *f = *state;
   run(f, "CREATE TABLE b (v BLOB)");
@@ -876,17 +900,7 @@ static void test_coalescing_loses_nothing_silently(void **state) {
   assert_int_equal(facet_store_commit(f->s, NULL), 0);
   /* the size limit makes SQLite drop the whole open transaction */
   run(f, "INSERT INTO b VALUES (2)");
-  char *e = NULL;
-  for (int i = 0; i < 20 && e == NULL; i++) {
-    tv *res = NULL;
-    iso_wire args;
-    iso_wire_init(&args);
-    iso_wire_array(&args, 1);
-    iso_wire_string(&args, "INSERT INTO b VALUES (randomblob(100000))", 41);
-    if (call_op(f, "exec", &args, &res) != 0) e = xstrdup(tv_get(res, "message")->str);
-    tv_free(res);
-    iso_wire_free(&args);
-  }
+  char *e = exec_until_error(f, "INSERT INTO b VALUES (randomblob(100000))", 20);
   assert_non_null(e);
   assert_non_null(strstr(e, "facet is full"));
   free(e);
@@ -1319,18 +1333,10 @@ static void test_describe_backup_purge(void **state) {
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   sqlite3 *db = NULL;
   assert_int_equal(sqlite3_open_v2(dest, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  char *s = raw_text(db, "PRAGMA integrity_check");
-  assert_string_equal(s, "ok");
-  free(s);
-  s = raw_text(db, "PRAGMA journal_mode");
-  assert_string_equal(s, "delete");
-  free(s);
-  s = raw_text(db, "SELECT count(*) = max(sum) AND count(*) > 0 FROM log");
-  assert_string_equal(s, "1");
-  free(s);
-  s = raw_text(db, "SELECT count(*) FROM one");
-  assert_string_equal(s, "3");
-  free(s);
+  expect_raw(db, "PRAGMA integrity_check", "ok");
+  expect_raw(db, "PRAGMA journal_mode", "delete");
+  expect_raw(db, "SELECT count(*) = max(sum) AND count(*) > 0 FROM log", "1");
+  expect_raw(db, "SELECT count(*) FROM one", "3");
   sqlite3_close(db);
   assert_int_equal(facet_backup_to(f->dir, "ops", "child", dest, &e), 0);
   assert_int_equal(facet_backup_to(f->dir, "nobody", NULL, dest, &e), -ENOENT);
@@ -1375,6 +1381,729 @@ static void test_reopen_keeps_data(void **state) {
   assert_int_equal(stat(dir, &st), 0);
   free(dir);
   assert_int_equal(st.st_mode & 077, 0);
+}
+
+/* ---- replication: change records ---------------------------------------- */
+
+/* The records a take handed over, in order. */
+typedef struct rec_list {
+  struct {
+    char *tenant, *facet_id;
+    uint8_t *rec;
+    size_t len;
+  } item[512];
+  int n;
+  int refuse_after; /* the callback says no once this many are in (0: never) */
+} rec_list;
+
+static int collect(void *arg, const char *tenant, const char *facet_id, const void *rec,
+                   size_t len) {
+  rec_list *l = arg;
+  if (l->refuse_after > 0 && l->n >= l->refuse_after) return 7;
+  assert_true(l->n < (int)ARRAY_SIZE(l->item));
+  l->item[l->n].tenant = xstrdup(tenant);
+  l->item[l->n].facet_id = facet_id ? xstrdup(facet_id) : NULL;
+  l->item[l->n].rec = xmalloc(len);
+  memcpy(l->item[l->n].rec, rec, len);
+  l->item[l->n].len = len;
+  l->n++;
+  return 0;
+}
+
+static void rec_list_clear(rec_list *l) {
+  for (int i = 0; i < l->n; i++) {
+    free(l->item[i].tenant);
+    free(l->item[i].facet_id);
+    free(l->item[i].rec);
+  }
+  l->n = 0;
+}
+
+/* Every table's rows (all columns, in full order), the schema, and
+ * integrity_check, as one text. */
+static void dump_table(sqlite3 *db, const char *name, sqlite3_str *out) {
+  char *sql = sqlite3_mprintf("SELECT * FROM \"%w\"", name);
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+  int n = sqlite3_column_count(st);
+  sqlite3_finalize(st);
+  sqlite3_str *order = sqlite3_str_new(NULL);
+  for (int i = 1; i <= n; i++) sqlite3_str_appendf(order, "%s%d", i > 1 ? "," : "", i);
+  char *by = sqlite3_str_finish(order);
+  char *full = sqlite3_mprintf("%s ORDER BY %s", sql, by);
+  assert_int_equal(sqlite3_prepare_v2(db, full, -1, &st, NULL), SQLITE_OK);
+  sqlite3_str_appendf(out, "table %s\n", name);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    for (int i = 0; i < n; i++) {
+      switch (sqlite3_column_type(st, i)) {
+        case SQLITE_INTEGER: sqlite3_str_appendf(out, "i%lld|", sqlite3_column_int64(st, i)); break;
+        case SQLITE_FLOAT: sqlite3_str_appendf(out, "f%.17g|", sqlite3_column_double(st, i)); break;
+        case SQLITE_TEXT: sqlite3_str_appendf(out, "t%s|", sqlite3_column_text(st, i)); break;
+        case SQLITE_BLOB: {
+          const uint8_t *b = sqlite3_column_blob(st, i);
+          int len = sqlite3_column_bytes(st, i);
+          sqlite3_str_appendf(out, "b%d:", len);
+          for (int k = 0; k < len; k++) sqlite3_str_appendf(out, "%02x", b[k]);
+          sqlite3_str_appendall(out, "|");
+          break;
+        }
+        default: sqlite3_str_appendall(out, "n|");
+      }
+    }
+    sqlite3_str_appendall(out, "\n");
+  }
+  sqlite3_finalize(st);
+  sqlite3_free(full);
+  sqlite3_free(by);
+  sqlite3_free(sql);
+}
+
+static char *dump_file(const char *path) {
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  char *check = raw_text(db, "PRAGMA integrity_check");
+  if (strcmp(check, "ok") != 0) fail_msg("%s: integrity_check: %s", path, check);
+  free(check);
+  sqlite3_str *out = sqlite3_str_new(NULL);
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema "
+                                          "ORDER BY type, name", -1, &st, NULL), SQLITE_OK);
+  char *tables[64];
+  int n = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    sqlite3_str_appendf(out, "%s %s %s %s\n", sqlite3_column_text(st, 0),
+                        sqlite3_column_text(st, 1), sqlite3_column_text(st, 2),
+                        sqlite3_column_text(st, 3));
+    if (strcmp((const char *)sqlite3_column_text(st, 0), "table") == 0 && n < 64)
+      tables[n++] = xstrdup((const char *)sqlite3_column_text(st, 1));
+  }
+  sqlite3_finalize(st);
+  for (int i = 0; i < n; i++) {
+    dump_table(db, tables[i], out);
+    free(tables[i]);
+  }
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  char *s = sqlite3_str_finish(out);
+  char *copy = xstrdup(s ? s : "");
+  sqlite3_free(s);
+  return copy;
+}
+
+static uint8_t *read_whole(const char *path, size_t *len) {
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  uint8_t *b = xmalloc((size_t)st.st_size + 1);
+  assert_int_equal(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
+  close(fd);
+  *len = (size_t)st.st_size;
+  return b;
+}
+
+/* The primary's file, checkpointed, and the replica hold the same pages,
+ * but for page 1's change counter, schema cookie and version-valid-for,
+ * which the snapshot's backup rewrote. */
+static void expect_same_pages(const char *primary, const char *replica) {
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(primary, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  assert_int_equal(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL),
+                   SQLITE_OK);
+  size_t a_len, b_len;
+  uint8_t *a = read_whole(primary, &a_len), *b = read_whole(replica, &b_len);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  assert_int_equal(a_len, b_len);
+  static const int masked[][2] = {{24, 28}, {40, 44}, {92, 96}};
+  for (size_t m = 0; m < ARRAY_SIZE(masked); m++)
+    for (int i = masked[m][0]; i < masked[m][1]; i++) a[i] = b[i] = 0;
+  for (size_t i = 0; i < a_len; i++)
+    if (a[i] != b[i]) fail_msg("page %zu differs at byte %zu", i / 4096 + 1, i % 4096);
+  free(a);
+  free(b);
+}
+
+/* A replicating fixture: the store, its records applied to replicas. */
+typedef struct repl {
+  fx *f;
+  rec_list taken;
+  int records;        /* applied so far */
+  size_t bytes;       /* their size */
+} repl;
+
+/* Takes the store's records and applies each to DIR/replica-<tenant>[-<id>].sqlite. */
+static char *replica_path(fx *f, const char *tenant, const char *id) {
+  return id ? xasprintf("%s/replica-%s-%s.sqlite", f->dir, tenant, id)
+            : xasprintf("%s/replica-%s.sqlite", f->dir, tenant);
+}
+
+static void repl_sync(repl *r) {
+  assert_int_equal(facet_store_take_changes(r->f->s, collect, &r->taken), 0);
+  for (int i = 0; i < r->taken.n; i++) {
+    char *path = replica_path(r->f, r->taken.item[i].tenant, r->taken.item[i].facet_id);
+    char *e = NULL;
+    int rc = facet_record_apply(path, r->taken.item[i].rec, r->taken.item[i].len, &e);
+    if (rc != 0) fail_msg("apply to %s: %s", path, e ? e : "?");
+    r->bytes += r->taken.item[i].len;
+    r->records++;
+    free(path);
+  }
+  rec_list_clear(&r->taken);
+}
+
+/* The replica of the fixture's facet is the facet: rows, schema, pages. */
+static void expect_replica(repl *r) {
+  repl_sync(r);
+  char *primary = facet_path(r->f->dir, r->f->tenant, r->f->facet_id);
+  char *replica = replica_path(r->f, r->f->tenant, r->f->facet_id);
+  char *a = dump_file(primary), *b = dump_file(replica);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  expect_same_pages(primary, replica);
+  free(primary);
+  free(replica);
+}
+
+static void gate(fx *f) {
+  char *e = NULL;
+  int rc = facet_store_commit(f->s, &e);
+  if (rc != 0) fail_msg("gate: %d %s", rc, e ? e : "");
+}
+
+/* Starts the fixture's facet's replica from a snapshot. */
+static void repl_start(repl *r) {
+  char *replica = replica_path(r->f, r->f->tenant, r->f->facet_id);
+  char *e = NULL;
+  int rc = facet_store_snapshot(r->f->s, r->f->tenant, r->f->facet_id, replica, &e);
+  if (rc != 0) fail_msg("snapshot: %d %s", rc, e ? e : "");
+  free(replica);
+}
+
+static off_t wal_size(fx *f) {
+  char *path = facet_path(f->dir, f->tenant, f->facet_id);
+  char *wal = xasprintf("%s-wal", path);
+  struct stat st;
+  off_t size = stat(wal, &st) == 0 ? st.st_size : 0;
+  free(wal);
+  free(path);
+  return size;
+}
+
+/* Inserts n rows of `bytes` random bytes into big(v), one statement each. */
+static void insert_big(fx *f, int n, int bytes) {
+  for (int i = 0; i < n; i++)
+    tv_free(ok(f, "INSERT INTO big (v) VALUES (randomblob(?))", "d", (double)bytes));
+}
+
+static void checkpoint(fx *f, const char *mode) {
+  sqlite3 *db = open_raw(f, f->tenant);
+  char *sql = xasprintf("PRAGMA wal_checkpoint(%s)", mode);
+  expect_raw(db, sql, "0"); /* not busy */
+  free(sql);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+static void test_replica_follows_every_kind_of_commit(void **state) {
+  fx *f = *state;
+  reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1});
+  repl r = {.f = f};
+  run(f, "CREATE TABLE seed (v)");
+  gate(f);
+  /* the replica starts from a snapshot taken after this record */
+  assert_int_equal(facet_store_take_changes(f->s, collect, &r.taken), 0);
+  assert_int_equal(r.taken.n, 1);
+  rec_list_clear(&r.taken);
+  repl_start(&r);
+  expect_replica(&r);
+
+  /* rowid tables, no primary key, WITHOUT ROWID, indexes, blobs on overflow pages */
+  run(f, "CREATE TABLE pk (id INTEGER PRIMARY KEY, name TEXT UNIQUE, score REAL)");
+  run(f, "CREATE TABLE nopk (a, b)");
+  run(f, "CREATE TABLE wr (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID");
+  run(f, "CREATE INDEX nopk_b ON nopk (b)");
+  gate(f);
+  for (int i = 0; i < 200; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "n%03d", i);
+    tv_free(ok(f, "INSERT INTO pk (name, score) VALUES (?, ?)", "sd", name, i * 1.5));
+    tv_free(ok(f, "INSERT INTO nopk VALUES (?, ?)", "ds", (double)i, name));
+    tv_free(ok(f, "INSERT INTO wr VALUES (?, randomblob(?))", "sd", name, (double)(i * 37)));
+  }
+  gate(f);
+  run(f, "INSERT INTO nopk VALUES (1, 'dup'), (1, 'dup')"); /* rows without any key */
+  run(f, "INSERT INTO wr VALUES ('huge', randomblob(100000))");
+  gate(f);
+  expect_replica(&r);
+
+  /* one small commit is a few pages */
+  run(f, "UPDATE pk SET score = -1 WHERE id = 7");
+  gate(f);
+  assert_int_equal(facet_store_take_changes(f->s, collect, &r.taken), 0);
+  assert_int_equal(r.taken.n, 1);
+  facet_record_info info;
+  assert_int_equal(facet_record_read(r.taken.item[0].rec, r.taken.item[0].len, &info, NULL), 0);
+  assert_int_equal(info.page_size, 4096);
+  assert_true(info.n_pages >= 1 && info.n_pages <= 4);
+  assert_int_equal(r.taken.item[0].len, 24 + info.n_pages * (4 + 4096));
+  char *e = NULL;
+  char *replica = replica_path(f, f->tenant, NULL);
+  assert_int_equal(facet_record_apply(replica, r.taken.item[0].rec, r.taken.item[0].len, &e), 0);
+  /* applying the last record again changes nothing */
+  assert_int_equal(facet_record_apply(replica, r.taken.item[0].rec, r.taken.item[0].len, &e), 0);
+  rec_list_clear(&r.taken);
+  expect_replica(&r);
+
+  /* a transaction that spills the page cache, then rewrites pages it
+   * spilled (in place in the WAL), in one commit */
+  run(f, "CREATE TABLE big (id INTEGER PRIMARY KEY, v BLOB)");
+  gate(f);
+  checkpoint(f, "TRUNCATE");
+  insert_big(f, 2500, 3000);
+  assert_true(wal_size(f) > 4 * 1024 * 1024); /* spilled before the commit */
+  run(f, "UPDATE big SET v = randomblob(2000) WHERE id % 3 = 0");
+  run(f, "UPDATE pk SET score = score + 1");
+  gate(f);
+  expect_replica(&r);
+
+  /* rolled back after spilling: transactionSync inside the run (a savepoint) */
+  checkpoint(f, "TRUNCATE");
+  run(f, "INSERT INTO pk (name) VALUES ('kept-before')");
+  op_ok(f, "begin");
+  /* pages of the file as it is, and new ones */
+  run(f, "UPDATE big SET v = randomblob(3000)");
+  insert_big(f, 500, 3000);
+  run(f, "DELETE FROM nopk");
+  assert_true(wal_size(f) > 4 * 1024 * 1024); /* spilled */
+  op_ok(f, "rollback");
+  run(f, "INSERT INTO pk (name) VALUES ('kept-after')");
+  gate(f);
+  expect_replica(&r);
+  assert_true(count_rows(f, "nopk") == 202);
+  gate(f);
+
+  /* the WAL starts again from its header after a checkpoint */
+  checkpoint(f, "TRUNCATE");
+  assert_int_equal(wal_size(f), 0);
+  run(f, "INSERT INTO nopk VALUES ('after', 'truncate')");
+  gate(f);
+  expect_replica(&r);
+  run(f, "INSERT INTO nopk VALUES ('second', 'commit')");
+  gate(f);
+  checkpoint(f, "RESTART");
+  run(f, "INSERT INTO nopk VALUES ('after', 'restart')");
+  gate(f);
+  expect_replica(&r);
+
+  /* VACUUM after deleting (the file shrinks), a table dropped */
+  run(f, "DELETE FROM big WHERE id % 2 = 0");
+  gate(f);
+  run(f, "VACUUM");
+  gate(f);
+  expect_replica(&r);
+  run(f, "DROP TABLE big");
+  gate(f);
+  run(f, "VACUUM");
+  gate(f);
+  expect_replica(&r);
+  free(replica);
+}
+
+/* Without coalescing every statement commits by itself, and a transaction
+ * rolled back after spilling leaves its frames in the WAL for the next
+ * one to write over. */
+static void test_replica_without_coalescing(void **state) {
+  fx *f = *state;
+  reopen_store(f, &(facet_options){.replicate = 1});
+  repl r = {.f = f};
+  /* a new facet: its first record holds every page, no snapshot needed */
+  run(f, "CREATE TABLE big (id INTEGER PRIMARY KEY, v BLOB)");
+  insert_big(f, 10, 100);
+  expect_replica(&r);
+  assert_int_equal(r.records, 11);
+  checkpoint(f, "TRUNCATE");
+  op_ok(f, "begin");
+  insert_big(f, 2500, 3000);
+  assert_true(wal_size(f) > 4 * 1024 * 1024);
+  op_ok(f, "rollback");
+  repl_sync(&r);
+  assert_int_equal(r.records, 11); /* nothing of it */
+  run(f, "INSERT INTO big (v) VALUES ('after the rollback')");
+  op_ok(f, "begin");
+  insert_big(f, 1500, 3000);
+  run(f, "UPDATE big SET v = 'x' WHERE id < 5");
+  op_ok(f, "commit");
+  expect_replica(&r);
+  /* several statements in one text are one commit */
+  run(f, "INSERT INTO big (v) VALUES (1); INSERT INTO big (v) VALUES (2)");
+  int had = r.records;
+  expect_replica(&r);
+  assert_int_equal(r.records, had + 1);
+}
+
+/* A facet replicated since it was made needs no snapshot: its first
+ * record holds every page. Two facets of one store, records by name. */
+static void test_replica_of_two_new_facets(void **state) {
+  fx *f = *state;
+  reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1});
+  repl r = {.f = f};
+  run(f, "CREATE TABLE own (v); INSERT INTO own VALUES ('mine')");
+  f->facet_id = "kid";
+  run(f, "CREATE TABLE child (v) ; INSERT INTO child VALUES ('the child''s')");
+  f->facet_id = NULL;
+  run(f, "INSERT INTO own VALUES ('mine, later in the run')");
+  gate(f);
+  assert_int_equal(facet_store_take_changes(f->s, collect, &r.taken), 0);
+  assert_int_equal(r.taken.n, 2);
+  int own = r.taken.item[0].facet_id == NULL ? 0 : 1;
+  assert_string_equal(r.taken.item[own].tenant, "alpha");
+  assert_null(r.taken.item[own].facet_id);
+  assert_string_equal(r.taken.item[1 - own].tenant, "alpha");
+  assert_string_equal(r.taken.item[1 - own].facet_id, "kid");
+  /* nothing was taken twice */
+  rec_list again = {0};
+  assert_int_equal(facet_store_take_changes(f->s, collect, &again), 0);
+  assert_int_equal(again.n, 0);
+  for (int i = 0; i < r.taken.n; i++) {
+    char *path = replica_path(f, r.taken.item[i].tenant, r.taken.item[i].facet_id);
+    assert_int_equal(facet_record_apply(path, r.taken.item[i].rec, r.taken.item[i].len, NULL), 0);
+    free(path);
+  }
+  rec_list_clear(&r.taken);
+  expect_replica(&r);
+  f->facet_id = "kid";
+  expect_replica(&r);
+  run(f, "INSERT INTO child VALUES (2)");
+  f->facet_id = NULL;
+  run(f, "INSERT INTO own VALUES (3)");
+  gate(f);
+  expect_replica(&r);
+  f->facet_id = "kid";
+  expect_replica(&r);
+  f->facet_id = NULL;
+  /* a record that does not hold every page cannot start an empty replica */
+  run(f, "INSERT INTO own VALUES (4)");
+  gate(f);
+  assert_int_equal(facet_store_take_changes(f->s, collect, &r.taken), 0);
+  assert_int_equal(r.taken.n, 1);
+  char *fresh = xasprintf("%s/fresh.sqlite", f->dir);
+  char *e = NULL;
+  assert_int_equal(facet_record_apply(fresh, r.taken.item[0].rec, r.taken.item[0].len, &e),
+                   -EINVAL);
+  assert_non_null(strstr(e, "is empty and the record holds"));
+  assert_non_null(strstr(e, "start the replica from a snapshot"));
+  free(e);
+  assert_int_equal(access(fresh, F_OK), -1); /* not even made */
+  free(fresh);
+  rec_list_clear(&r.taken);
+}
+
+/* Commits that fail, and rollbacks, leave no record; without replicate
+ * nothing is captured at all. */
+static void test_replica_records_only_commits(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE b (v BLOB)");
+  rec_list l = {0};
+  assert_int_equal(facet_store_take_changes(f->s, collect, &l), 0);
+  assert_int_equal(l.n, 0); /* replicate is off */
+  reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1, .default_limit_mb = 1});
+  repl r = {.f = f};
+  char *replica = replica_path(f, f->tenant, NULL);
+  repl_start(&r);
+  run(f, "INSERT INTO b VALUES (1)");
+  facet_store_rollback(f->s);
+  repl_sync(&r);
+  assert_int_equal(r.records, 0);
+  /* the size limit makes SQLite drop the run's transaction */
+  run(f, "INSERT INTO b VALUES (2)");
+  free(exec_until_error(f, "INSERT INTO b VALUES (randomblob(100000))", 20));
+  assert_int_equal(facet_store_commit(f->s, NULL), -1);
+  repl_sync(&r);
+  assert_int_equal(r.records, 0);
+  run(f, "INSERT INTO b VALUES (3)");
+  gate(f);
+  expect_replica(&r);
+  assert_int_equal(r.records, 1);
+  /* a callback that says no keeps the record for the next take */
+  run(f, "INSERT INTO b VALUES (4)");
+  gate(f);
+  run(f, "INSERT INTO b VALUES (5)");
+  gate(f);
+  l.refuse_after = 1;
+  assert_int_equal(facet_store_take_changes(f->s, collect, &l), 7);
+  assert_int_equal(l.n, 1);
+  l.refuse_after = 0;
+  assert_int_equal(facet_store_take_changes(f->s, collect, &l), 0);
+  assert_int_equal(l.n, 2);
+  for (int i = 0; i < l.n; i++)
+    assert_int_equal(facet_record_apply(replica, l.item[i].rec, l.item[i].len, NULL), 0);
+  rec_list_clear(&l);
+  expect_replica(&r);
+  free(replica);
+}
+
+/* A transaction's pages are held until it ends, in SQLite's heap: past
+ * the process's limit the write fails, and nothing of it is stored. */
+static void test_replica_transaction_past_the_heap_limit(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE b (v BLOB)");
+  reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1, .heap_limit_mb = 48});
+  repl r = {.f = f};
+  repl_start(&r);
+  run(f, "INSERT INTO b VALUES ('before')");
+  gate(f);
+  char *e = exec_until_error(f, "INSERT INTO b VALUES (randomblob(1000000))", 80);
+  assert_non_null(e);
+  assert_non_null(strstr(e, "out of memory"));
+  free(e);
+  assert_int_equal(facet_store_commit(f->s, NULL), -1);
+  expect_replica(&r);
+  assert_int_equal(r.records, 1);
+  assert_true(count_rows(f, "b") == 1);
+  run(f, "INSERT INTO b VALUES ('after')");
+  gate(f);
+  expect_replica(&r);
+  reopen_store(f, &(facet_options){.heap_limit_mb = FACET_DEFAULT_HEAP_MB});
+}
+
+/* A node taking the facet over: snapshot plus records, put where a facet
+ * lives, serve it. */
+static void test_replica_serves_as_the_facet(void **state) {
+  fx *f = *state;
+  reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1});
+  repl r = {.f = f};
+  run(f, "CREATE TABLE t (k INTEGER PRIMARY KEY, v)");
+  run(f, "INSERT INTO t (v) VALUES ('one')");
+  gate(f);
+  assert_int_equal(facet_store_take_changes(f->s, collect, &r.taken), 0);
+  rec_list_clear(&r.taken);
+  repl_start(&r);
+  run(f, "INSERT INTO t (v) VALUES ('two')");
+  gate(f);
+  run(f, "CREATE TABLE u (a, b); INSERT INTO u VALUES (1, 2)");
+  gate(f);
+  repl_sync(&r);
+  assert_int_equal(r.records, 2);
+  fx g = {.tenant = "alpha", .token = 1};
+  assert_int_equal(make_temp_dir(g.dir, sizeof g.dir, "facets-takeover"), 0);
+  g.s = facet_store_new(g.dir, &(facet_options){.replicate = 1});
+  assert_non_null(g.s);
+  char *replica = replica_path(f, "alpha", NULL);
+  char *target = facet_path(g.dir, "alpha", NULL);
+  assert_int_equal(rename(replica, target), 0);
+  tv *res = ok(&g, "SELECT group_concat(v, ',') FROM (SELECT v FROM t ORDER BY k)", "");
+  assert_string_equal(text(res, 0, 0), "one,two");
+  tv_free(res);
+  assert_true(count_rows(&g, "u") == 1);
+  run(&g, "INSERT INTO t (v) VALUES ('three, on the new owner')");
+  assert_true(count_rows(&g, "t") == 3);
+  facet_store_free(g.s);
+  char *dump = dump_file(target); /* integrity_check: ok */
+  assert_non_null(strstr(dump, "three, on the new owner"));
+  free(dump);
+  rm_rf(g.dir);
+  free(replica);
+  free(target);
+}
+
+static void test_snapshot(void **state) {
+  fx *f = *state;
+  reopen_store(f, &(facet_options){.coalesce = 1, .replicate = 1});
+  char *dest = xasprintf("%s/snap.sqlite", f->dir);
+  char *e = NULL;
+  assert_int_equal(facet_store_snapshot(f->s, "alpha", NULL, dest, &e), -ENOENT);
+  assert_non_null(e);
+  free(e);
+  assert_int_equal(facet_store_snapshot(f->s, "../x", NULL, dest, &e), -EINVAL);
+  assert_int_equal(facet_store_snapshot(f->s, "alpha", "../x", dest, &e), -EINVAL);
+  assert_int_equal(facet_store_snapshot(f->s, "alpha", NULL, NULL, &e), -EINVAL);
+  run(f, "CREATE TABLE t (v)");
+  /* the run is not committed yet */
+  e = NULL;
+  assert_int_equal(facet_store_snapshot(f->s, "alpha", NULL, dest, &e), -EBUSY);
+  assert_non_null(strstr(e, "writes not committed yet"));
+  free(e);
+  gate(f);
+  /* its record is not taken yet */
+  assert_int_equal(facet_store_snapshot(f->s, "alpha", NULL, dest, &e), -EBUSY);
+  assert_non_null(strstr(e, "change records not taken yet"));
+  free(e);
+  rec_list l = {0};
+  assert_int_equal(facet_store_take_changes(f->s, collect, &l), 0);
+  rec_list_clear(&l);
+  e = NULL;
+  assert_int_equal(facet_store_snapshot(f->s, "alpha", NULL, dest, &e), 0);
+  assert_null(e);
+  /* the snapshot is in WAL format with nothing in a WAL */
+  size_t len;
+  uint8_t *b = read_whole(dest, &len);
+  assert_true(len >= 4096);
+  assert_int_equal(b[18], 2);
+  assert_int_equal(b[19], 2);
+  free(b);
+  char *wal = xasprintf("%s-wal", dest);
+  assert_int_equal(access(wal, F_OK), -1);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(dest, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  expect_raw(db, "PRAGMA journal_mode", "wal");
+  expect_raw(db, "SELECT count(*) FROM sqlite_schema WHERE name = 't'", "1");
+  /* an open replica (its WAL beside it) is refused, and left alone */
+  assert_int_equal(sqlite3_exec(db, "CREATE TABLE local (v)", NULL, NULL, NULL), SQLITE_OK);
+  run(f, "INSERT INTO t VALUES (1)");
+  gate(f);
+  assert_int_equal(facet_store_take_changes(f->s, collect, &l), 0);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(facet_record_apply(dest, l.item[0].rec, l.item[0].len, &e), -EBUSY);
+  assert_non_null(strstr(e, "-wal exists"));
+  free(e);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  assert_int_equal(access(wal, F_OK), -1);
+  rec_list_clear(&l);
+  free(wal);
+  /* a loader child's facet */
+  f->facet_id = "kid";
+  run(f, "CREATE TABLE c (v)");
+  gate(f);
+  assert_int_equal(facet_store_take_changes(f->s, collect, &l), 0);
+  rec_list_clear(&l);
+  assert_int_equal(facet_store_snapshot(f->s, "alpha", "kid", dest, &e), 0);
+  free(dest);
+}
+
+/* ---- change records: bad input ---- */
+
+static uint32_t test_crc32c(const uint8_t *p, size_t n) {
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+  }
+  return ~c;
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A record made from the format in facets.h, not by the code under test:
+ * n pages numbered from pgno, each filled with its number. */
+static uint8_t *make_record(uint32_t page_size, uint32_t db_pages, uint32_t pgno, uint32_t n,
+                            size_t *len) {
+  *len = 24 + (size_t)n * (4 + page_size);
+  uint8_t *r = xcalloc(1, *len);
+  memcpy(r, "EFWR", 4);
+  r[4] = 1;
+  put32(r + 8, page_size);
+  put32(r + 12, db_pages);
+  put32(r + 16, n);
+  for (uint32_t i = 0; i < n; i++) {
+    uint8_t *pair = r + 20 + i * (4 + (size_t)page_size);
+    put32(pair, pgno + i);
+    memset(pair + 4, (int)(pgno + i), page_size);
+  }
+  put32(r + *len - 4, test_crc32c(r, *len - 4));
+  return r;
+}
+
+static void reseal(uint8_t *r, size_t len) { put32(r + len - 4, test_crc32c(r, len - 4)); }
+
+static void expect_bad(const char *path, const uint8_t *rec, size_t len, int want_rc,
+                       const char *want) {
+  char *e = NULL;
+  int rc = facet_record_apply(path, rec, len, &e);
+  if (rc != want_rc) fail_msg("apply: %d (%s), expected %d", rc, e ? e : "", want_rc);
+  assert_non_null(e);
+  if (strstr(e, want) == NULL) fail_msg("got \"%s\", expected \"%s\"", e, want);
+  free(e);
+}
+
+static void test_record_bad_input(void **state) {
+  fx *f = *state;
+  /* the known CRC-32C check value: the checksum is the documented one */
+  assert_int_equal(test_crc32c((const uint8_t *)"123456789", 9), 0xe3069283u);
+  char *path = xasprintf("%s/replica.sqlite", f->dir);
+  size_t len;
+  uint8_t *r = make_record(4096, 3, 1, 3, &len);
+  /* a hand-made record of every page makes a file of those pages */
+  facet_record_info info;
+  assert_int_equal(facet_record_read(r, len, &info, NULL), 0);
+  assert_int_equal(info.db_pages, 3);
+  assert_int_equal(info.n_pages, 3);
+  assert_int_equal(facet_record_apply(path, r, len, NULL), 0);
+  size_t flen;
+  uint8_t *file = read_whole(path, &flen);
+  assert_int_equal(flen, 3 * 4096);
+  assert_int_equal(file[0], 1);
+  assert_int_equal(file[4096 + 7], 2);
+  assert_int_equal(file[2 * 4096 + 4095], 3);
+  free(file);
+  /* ...which is no SQLite file */
+  uint8_t *one = make_record(4096, 3, 2, 1, &len);
+  expect_bad(path, one, len, -EINVAL, "is not an SQLite database");
+  free(one);
+  unlink(path);
+
+  /* a real facet as the replica from here on */
+  run(f, "CREATE TABLE t (v)");
+  assert_int_equal(facet_backup_to(f->dir, "alpha", NULL, path, NULL), 0);
+  size_t before_len;
+  uint8_t *before = read_whole(path, &before_len);
+  free(r);
+  r = make_record(4096, 2, 2, 1, &len);
+  expect_bad(path, r, 10, -EINVAL, "too short");
+  expect_bad(path, NULL, 0, -EINVAL, "too short");
+  expect_bad(path, r, len - 1, -EINVAL, "truncated or padded");
+  uint8_t *longer = xcalloc(1, len + 1);
+  memcpy(longer, r, len);
+  expect_bad(path, longer, len + 1, -EINVAL, "truncated or padded");
+  free(longer);
+  r[100] ^= 1;
+  expect_bad(path, r, len, -EINVAL, "checksum mismatch (corrupt)");
+  r[100] ^= 1;
+  r[0] = 'X';
+  expect_bad(path, r, len, -EINVAL, "not a facet change record");
+  r[0] = 'E';
+  r[4] = 2;
+  reseal(r, len);
+  expect_bad(path, r, len, -EINVAL, "version 2 is not supported");
+  r[4] = 1;
+  put32(r + 12, 0);
+  reseal(r, len);
+  expect_bad(path, r, len, -EINVAL, "a database of 0 pages");
+  put32(r + 12, 2);
+  put32(r + 20, 0);
+  reseal(r, len);
+  expect_bad(path, r, len, -EINVAL, "page number 0");
+  put32(r + 8, 3000);
+  expect_bad(path, r, len, -EINVAL, "page size 3000 is not a power of two");
+  free(r);
+  r = make_record(1024, 2, 2, 1, &len);
+  expect_bad(path, r, len, -EINVAL, "the record's page size (1024) is not the replica's (4096)");
+  free(r);
+  /* a hot journal beside the replica would be played over the pages */
+  char *journal = xasprintf("%s-journal", path);
+  int fd = open(journal, O_WRONLY | O_CREAT, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "x", 1), 1);
+  close(fd);
+  r = make_record(4096, 2, 2, 1, &len);
+  expect_bad(path, r, len, -EBUSY, "-journal exists");
+  unlink(journal);
+  free(journal);
+  /* not a file */
+  char *dir = xasprintf("%s/facets", f->dir);
+  expect_bad(dir, r, len, -EINVAL, "is not a regular file");
+  free(dir);
+  free(r);
+  /* none of it changed the replica */
+  size_t after_len;
+  uint8_t *after = read_whole(path, &after_len);
+  assert_int_equal(after_len, before_len);
+  assert_memory_equal(after, before, before_len);
+  free(after);
+  free(before);
+  free(path);
 }
 
 /* ---- the JavaScript API, in an isolate ---------------------------------- */
@@ -1596,6 +2325,85 @@ static int bench(const char *dir_arg) {
     printf("}\n");
     facet_store_free(s);
   }
+  if (dir_arg == NULL) rm_rf(dir);
+  return 0;
+}
+
+/* What replication's capture costs: small commits (each statement its own,
+ * as without coalescing) and one 50,000-insert transaction, with replicate
+ * off and on; on, each commit's record is taken as a host would, and the
+ * big one is applied to a snapshot. One JSON line per mode: microseconds
+ * of wall and CPU time per small commit, milliseconds for the big one,
+ * record bytes. */
+typedef struct bench_take {
+  size_t bytes;
+  uint8_t *last; /* a copy of the last record */
+} bench_take;
+
+static int bench_take_cb(void *arg, const char *tenant, const char *facet_id, const void *rec,
+                         size_t len) {
+  (void)tenant, (void)facet_id;
+  bench_take *t = arg;
+  t->bytes += len;
+  free(t->last);
+  t->last = xmalloc(len);
+  memcpy(t->last, rec, len);
+  return 0;
+}
+
+static void bench_replicate_round(const char *dir, int replicate, int normal, int n, int m) {
+  facet_options o = {.synchronous = normal ? FACET_SYNC_NORMAL : FACET_SYNC_FULL,
+                     .replicate = replicate};
+  facet_store *s = facet_store_new(dir, &o);
+  if (s == NULL) exit(1);
+  char tenant[32];
+  snprintf(tenant, sizeof tenant, "repl%d%d", replicate, normal);
+  fx f = {.s = s, .tenant = tenant, .token = 1};
+  bench_exec(&f, "CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT)", NAN, 0);
+  bench_take t = {0};
+  facet_store_take_changes(s, bench_take_cb, &t);
+  t.bytes = 0;
+  const char *ins = "INSERT INTO kv (v) VALUES (?)";
+  bench_clock t0 = bench_start();
+  for (int i = 0; i < n; i++) {
+    bench_exec(&f, ins, i, 1);
+    facet_store_take_changes(s, bench_take_cb, &t);
+  }
+  double small_wall = (double)(time_mono_ns() - t0.wall) / 1e3 / n;
+  double small_cpu = (double)(time_thread_cpu_ns() - t0.cpu) / 1e3 / n;
+  size_t small_bytes = t.bytes / (size_t)n;
+  char *snap = xasprintf("%s/%s-replica.sqlite", dir, tenant);
+  if (facet_store_snapshot(s, tenant, NULL, snap, NULL) != 0) exit(1);
+  t.bytes = 0;
+  t0 = bench_start();
+  bench_op(&f, "begin");
+  for (int i = 0; i < m; i++) bench_exec(&f, ins, i, 1);
+  bench_op(&f, "commit");
+  facet_store_take_changes(s, bench_take_cb, &t);
+  double big_wall = (double)(time_mono_ns() - t0.wall) / 1e6;
+  double big_cpu = (double)(time_thread_cpu_ns() - t0.cpu) / 1e6;
+  uint64_t a0 = time_mono_ns();
+  if (replicate && facet_record_apply(snap, t.last, t.bytes, NULL) != 0) exit(1);
+  double apply_ms = (double)(time_mono_ns() - a0) / 1e6;
+  printf("{\"synchronous\":\"%s\",\"replicate\":%d,\"small_commit_us\":[%.1f,%.1f],"
+         "\"small_record_bytes\":%zu,\"txn_%d_ms\":[%.1f,%.1f],\"txn_record_bytes\":%zu,"
+         "\"apply_ms\":%.1f}\n",
+         normal ? "NORMAL" : "FULL", replicate, small_wall, small_cpu, small_bytes, m, big_wall,
+         big_cpu, t.bytes, apply_ms);
+  free(t.last);
+  free(snap);
+  facet_store_free(s);
+}
+
+static int bench_replicate(const char *dir_arg) {
+  char dir[256];
+  if (dir_arg != NULL) {
+    snprintf(dir, sizeof dir, "%s", dir_arg);
+  } else if (make_temp_dir(dir, sizeof dir, "facets-bench-repl") != 0) {
+    return 1;
+  }
+  int n = env_int("N_AUTO", 2000), m = env_int("N_TXN", 50000);
+  for (int round = 0; round < 4; round++) bench_replicate_round(dir, round % 2, round / 2, n, m);
   if (dir_arg == NULL) rm_rf(dir);
   return 0;
 }
@@ -1840,6 +2648,8 @@ int main(int argc, char **argv) {
   log_init("facets_test", LOG_ERROR);
   if (argc >= 2 && strcmp(argv[1], "--bench") == 0) return bench(argc >= 3 ? argv[2] : NULL);
   if (argc >= 2 && strcmp(argv[1], "--bench-js") == 0) return bench_js();
+  if (argc >= 2 && strcmp(argv[1], "--bench-replicate") == 0)
+    return bench_replicate(argc >= 3 ? argv[2] : NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_types_in_and_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unsupported_parameters, setup, teardown),
@@ -1870,6 +2680,15 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_errors_say_what, setup, teardown),
       cmocka_unit_test_setup_teardown(test_memory_limits, setup, teardown),
       cmocka_unit_test_setup_teardown(test_printf, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_replica_follows_every_kind_of_commit, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_replica_without_coalescing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_replica_of_two_new_facets, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_replica_records_only_commits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_replica_transaction_past_the_heap_limit, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_replica_serves_as_the_facet, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_record_bad_input, setup, teardown),
       /* V8 starts threads: after every test that forks */
       cmocka_unit_test_setup_teardown(test_js_api, setup, teardown),
       cmocka_unit_test_setup_teardown(test_js_cpu_limit, setup, teardown),
