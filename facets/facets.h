@@ -208,6 +208,16 @@ void facet_store_release(facet_store *s, uint64_t token);
 int facet_store_pending(const facet_store *s);
 int facet_store_commit(facet_store *s, char **err);
 void facet_store_rollback(facet_store *s);
+/*
+ * A failed commit is also kept, by facet, until the facet's owner takes it:
+ * a gate reached for one sandbox commits every facet's writes, but only the
+ * sandbox whose facet (tenant, facet_id) lost them may answer for that.
+ * Returns 1 with *message (heap) when the facet had lost writes since its
+ * owner last looked, else 0. facet_store_pending() stays non-zero while any
+ * is kept.
+ */
+int facet_store_take_failure(facet_store *s, const char *tenant, const char *facet_id,
+                             char **message);
 
 /* Closes the tenant's cached connections (its own facet and its children's),
  * e.g. on redeploy or delete. */

@@ -85,6 +85,14 @@ typedef struct facet_cached_stmt {
   int vacuum;         /* VACUUM: cannot run inside the implicit transaction */
 } facet_cached_stmt;
 
+/* Writes a gate could not store, kept for the sandbox whose facet they were
+ * in: whoever's gate committed them, only that one may answer for them. */
+typedef struct facet_failure {
+  char *key;     /* the facet: "<tenant>" or "<tenant>/<id>" */
+  char *message; /* "facet KEY: why" */
+  struct facet_failure *next;
+} facet_failure;
+
 /* One open facet file. */
 typedef struct facet_conn {
   facet_store *store;
@@ -127,6 +135,7 @@ struct facet_store {
   uint64_t stmt_ids;  /* statements cached so far: the next id's sequence */
   uint64_t conn_generation; /* connections closed so far (facet_ref) */
   uint32_t n_implicit; /* connections with an implicit transaction open, or writes lost */
+  struct facet_failure *failures; /* gates that lost writes, until their owner takes them */
   facet_change *changes, **changes_tail; /* replication: records not taken yet, oldest first */
   sqlite3 *printf_db; /* runs SQLite's own printf() for the guarded one (store.c) */
   sqlite3_stmt *printf_stmts[FACET_PRINTF_ARGS_MAX + 1]; /* by argument count */

@@ -918,6 +918,8 @@ facet_store *facet_store_new(const char *data_dir, const facet_options *options)
   return s;
 }
 
+static void failures_free(facet_store *s);
+
 void facet_store_free(facet_store *s) {
   if (s == NULL) return;
   for (uint32_t i = 0; i < s->n_conns; i++) conn_close(s->conns[i]);
@@ -926,6 +928,7 @@ void facet_store_free(facet_store *s) {
     s->changes = ch->next;
     change_free(ch);
   }
+  failures_free(s);
   printf_close(s);
   free(s->conns);
   free(s->data_dir);
@@ -945,15 +948,65 @@ void facet_store_release(facet_store *s, uint64_t token) {
   }
 }
 
-int facet_store_pending(const facet_store *s) { return s->n_implicit > 0; }
+int facet_store_pending(const facet_store *s) { return s->n_implicit > 0 || s->failures != NULL; }
 
-/* Adds "facet KEY: why" to the gate's report. */
+/* Records "facet KEY: why" for the facet's owner, and for this gate's report. */
 static void report_failure(char **err, const facet_conn *c, const char *why) {
+  facet_store *s = c->store;
   char *tenant = xstrndup(c->key, c->tenant_len);
   log_write(LOG_ERROR, tenant, NULL, NULL, "facet %s: the run's writes were not stored: %s",
             c->key, why);
   free(tenant);
-  if (err != NULL && *err == NULL) *err = xasprintf("facet %s: %s", c->key, why);
+  /* One kept per facet, the latest: a facet whose owner is gone keeps no
+   * more than that. */
+  facet_failure *f = s->failures;
+  while (f != NULL && strcmp(f->key, c->key) != 0) f = f->next;
+  if (f == NULL) {
+    f = xcalloc(1, sizeof *f);
+    f->key = xstrdup(c->key);
+    f->next = s->failures;
+    s->failures = f;
+  } else {
+    free(f->message);
+  }
+  f->message = xasprintf("facet %s: %s", c->key, why);
+  if (err != NULL && *err == NULL) *err = xstrdup(f->message);
+}
+
+static int failure_is_of(const facet_failure *f, const char *tenant, const char *facet_id) {
+  size_t tlen = strlen(tenant);
+  if (strncmp(f->key, tenant, tlen) != 0) return 0;
+  if (facet_id == NULL) return f->key[tlen] == '\0';
+  return f->key[tlen] == '/' && strcmp(f->key + tlen + 1, facet_id) == 0;
+}
+
+int facet_store_take_failure(facet_store *s, const char *tenant, const char *facet_id,
+                             char **message) {
+  *message = NULL;
+  if (tenant == NULL) return 0;
+  for (facet_failure **at = &s->failures; *at != NULL;) {
+    facet_failure *f = *at;
+    if (!failure_is_of(f, tenant, facet_id)) {
+      at = &f->next;
+      continue;
+    }
+    *at = f->next;
+    if (*message == NULL) *message = f->message;
+    else free(f->message);
+    free(f->key);
+    free(f);
+  }
+  return *message != NULL;
+}
+
+static void failures_free(facet_store *s) {
+  while (s->failures != NULL) {
+    facet_failure *f = s->failures;
+    s->failures = f->next;
+    free(f->key);
+    free(f->message);
+    free(f);
+  }
 }
 
 int facet_store_commit(facet_store *s, char **err) {

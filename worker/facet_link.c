@@ -80,13 +80,17 @@ int facet_link_gate(sandbox *sb) {
   worker *w = sb->w;
   if (sb->gate_error != NULL) return -1;
   if (w->facets == NULL || !facet_store_pending(w->facets)) return 0;
-  char *err = NULL;
-  int rc = facet_store_commit(w->facets, &err);
-  if (rc >= 0) return rc;
-  /* (facets/ has logged which facet and why.) */
-  sb->gate_error = err ? err : xstrdup("the commit failed");
-  reset(sb);
-  return -1;
+  int rc = facet_store_commit(w->facets, NULL);
+  /* (facets/ has logged which facet and why.) Only this sandbox's own
+   * facet's losses are its to answer for; others wait for their owner. */
+  char *lost = NULL;
+  if (sb->tenant != NULL &&
+      facet_store_take_failure(w->facets, sb->tenant->name, sb->facet_id, &lost)) {
+    sb->gate_error = lost;
+    reset(sb);
+    return -1;
+  }
+  return rc > 0 ? 1 : 0;
 }
 
 void facet_link_drop(sandbox *sb) {

@@ -399,8 +399,6 @@ void sandbox_dispose(sandbox *sb) {
   if (sb->kind != SANDBOX_VERSION) sb->requests = 0;
   if (sb->iso) {
     sandbox_charge_outside(sb);
-    /* Freed from inside one of its callbacks, it yields no more. */
-    (void)facet_link_gate(sb);
     iso_worker_free(sb->iso);
     sb->iso = NULL;
     w->loaded_count--;

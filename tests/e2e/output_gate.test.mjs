@@ -48,7 +48,7 @@ before(async () => {
   upstreamPort = upstream.address().port;
   node = await startNode({ workers: 1, extraArgs: ['--egress-allow-cidr', '127.0.0.1/32'] });
   await node.deployOk('gate', { 'index.js': GATE }, {
-    bindings: { DB: { type: 'facet' } },
+    bindings: { DB: { type: 'facet' }, LOADER: { type: 'loader' } },
     egress: [{ match: `http://127.0.0.1:${upstreamPort}/` }],
     limits: { cpu_ms: 200 },
   });
@@ -147,3 +147,20 @@ test('an uncaught exception after a write still stores the write, as Durable Obj
   const c = await node.ingress('gate', '/count?tag=thrown');
   assert.equal(c.json, 1);
 });
+
+for (const via of ['respond', 'vacuum', 'child']) {
+  test(`a commit that fails at ${via === 'respond' ? 'the response' : via === 'vacuum' ? "VACUUM's early gate" : 'a gate a loader child reaches'} turns the response into a 500 and resets the isolate`, async () => {
+    const tag = `fail-${via}`;
+    const g0 = (await node.ingress('gate', '/generation')).json;
+    const r = await node.ingress('gate', `/commit-fails?tag=${tag}&via=${via}`, { method: 'POST' });
+    assert.equal(r.status, 500, r.text);
+    assert.match(r.json.error, /^the worker's writes could not be stored: facet gate: FOREIGN KEY constraint failed/);
+    const c = await node.ingress('gate', `/count?tag=${tag}`);
+    assert.equal(c.status, 200, c.text);
+    // what the client was refused is not half there either: the row written
+    // before the failing commit went with it; the one after is in a commit
+    // of its own only when the gate that failed came before it
+    assert.ok(c.json <= 1, `rows kept: ${c.json}`);
+    assert.ok((await node.ingress('gate', '/generation')).json <= g0, 'the isolate was made anew');
+  });
+}

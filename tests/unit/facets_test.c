@@ -911,6 +911,13 @@ static void test_coalescing_loses_nothing_silently(void **state) {
   assert_non_null(e);
   assert_non_null(strstr(e, "facet alpha: facet is full"));
   free(e);
+  /* the loss waits for its facet's owner, and only for it */
+  assert_true(facet_store_pending(f->s));
+  assert_int_equal(facet_store_take_failure(f->s, "beta", NULL, &e), 0);
+  assert_int_equal(facet_store_take_failure(f->s, "alpha", "child", &e), 0);
+  assert_int_equal(facet_store_take_failure(f->s, "alpha", NULL, &e), 1);
+  assert_non_null(strstr(e, "facet alpha: facet is full"));
+  free(e);
   assert_false(facet_store_pending(f->s));
   assert_true(raw_count(f, "b") == 1);
   /* the next run starts clean */
