@@ -182,6 +182,7 @@ static void cleanup(node *n) {
   node_stats_free(n);
   free(n->data_dir);
   if (n->token) memset(n->token, 0, n->token_len);
+  node_tails_close(n);
   free(n->token);
   node_config_free(&n->cfg);
 }
