@@ -121,7 +121,8 @@ static void on_drained(void *arg, int status);
 
 /* Writes one line (JSON) in the session's format. 0, or -1: it is blocked now. */
 static int write_line(tail_session *s, const char *type, json_t *line) {
-  char *text = json_dumps(line, JSON_COMPACT);
+  /* Six digits: "cpu_ms":0.344442, not 0.34444200000000003. */
+  char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(6));
   if (text == NULL) return 0;
   char *framed = s->sse ? xasprintf("event: %s\ndata: %s\n\n", type, text) : xasprintf("%s\n", text);
   free(text);

@@ -77,7 +77,7 @@ static void emit(worker *w, const char *key, json_t *line) {
     return;
   }
   if (w->tail_dropped) json_object_set_new(frame, "dropped", json_integer((json_int_t)w->tail_dropped));
-  char *text = json_dumps(frame, JSON_COMPACT);
+  char *text = json_dumps(frame, JSON_COMPACT | JSON_REAL_PRECISION(6));
   json_decref(frame);
   if (text == NULL) return;
   if (proto_channel_send(&w->supervisor, PROTO_TAIL_LINE, 0, text, strlen(text)) == 0)
