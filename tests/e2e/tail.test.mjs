@@ -130,6 +130,29 @@ test('a tail shows console lines, exceptions with their stack, and request lines
   }
 });
 
+test("a loader child's console lines go to its parent's tail, with the parent's request id", async () => {
+  const child = 'export default { fetch() { console.log("child speaks"); return new Response("c"); } };';
+  await node.deployOk('parent', { 'index.js': `export default { async fetch(request, env) {
+    const stub = env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'c.js', modules: { 'c.js': ${JSON.stringify(child)} } });
+    const res = await stub.getEntrypoint().fetch('http://child.example/');
+    return new Response('parent got ' + await res.text());
+  } };` }, { bindings: { LOADER: { type: 'loader' } }, limits: { cpu_ms: 2000 } });
+  const tail = await openTail('/v1/workers/parent/tail');
+  try {
+    await untilSeen(tail, 'parent', '/p');
+    const log = await tail.waitLine((l) => l.type === 'log' && l.message === 'child speaks');
+    assert.match(log.sandbox, /^loader/);
+    assert.match(log.request_id, /^[0-9a-f]{16}$/);
+    const req = await tail.waitLine((l) => l.type === 'request' && l.request_id === log.request_id,
+      'the parent request line with the same request id');
+    assert.equal(req.status, 200);
+    assert.equal(tail.lines.filter((l) => l.type === 'request' && !l.url.endsWith('/p')).length, 0,
+      'no request line of its own for the child');
+  } finally {
+    tail.close();
+  }
+});
+
 test('SSE when the client asks for text/event-stream', async () => {
   const tail = await openTail('/v1/workers/logs/tail', { sse: true });
   try {
