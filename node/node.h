@@ -528,7 +528,7 @@ typedef struct node_tail_counts {
   uint64_t dropped;  /* lines slow readers lost */
 } node_tail_counts;
 node_tail_counts node_tails_counts(const node *n);
-/* At exit: frees what is left. */
+/* At shutdown: ends every session's stream and frees them. */
 void node_tails_close(node *n);
 
 /* run.c: POST /v1/run, one-shot execution in a worker process. */

@@ -236,7 +236,8 @@ static const char *parse_filters(tail_session *s, const char *target, const char
   s->sample = 1;
   int given = node_query_param(target, "status", value, sizeof value);
   *key = "status";
-  if (given < 0) return "status: expected ok, error, 1xx..5xx or a status code, comma-separated";
+  if (given < 0 || (given > 0 && value[0] == '\0'))
+    return "status: expected ok, error, 1xx..5xx or a status code, comma-separated";
   for (const char *v = value; given > 0 && *v;) {
     size_t len = strcspn(v, ",");
     if (s->n_status == TAIL_MAX_STATUS || parse_status(v, len, &s->status[s->n_status]) != 0)
@@ -393,7 +394,7 @@ void node_tails_close(node *n) {
   while (t->head) {
     tail_session *s = t->head;
     t->head = s->next;
-    http_respond_abort(s->req);
+    http_respond_end(s->req);
     free(s->key);
     free(s);
   }

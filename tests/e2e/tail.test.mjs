@@ -7,7 +7,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
-import { EDGECTL, sleep, startNode, waitFor } from './lib/node.mjs';
+import { EDGECTL, dedicatedReady, sleep, startNode, waitFor } from './lib/node.mjs';
 
 let node;
 
@@ -228,6 +228,10 @@ test('bad filters, unknown workers and a missing token are refused', async () =>
   let t = await openTail('/v1/workers/logs/tail?status=teapot');
   assert.equal(t.status, 400);
   assert.equal(t.json.key, 'status');
+  t = await openTail('/v1/workers/logs/tail?status=');
+  assert.equal(t.status, 400);
+  t = await openTail('/v1/workers/logs/tail?status=5xx,600');
+  assert.equal(t.status, 400);
   t = await openTail('/v1/workers/logs/tail?sample=0');
   assert.equal(t.status, 400);
   assert.equal(t.json.key, 'sample');
@@ -316,6 +320,24 @@ test('a reader that stops reading loses lines, counted, and the tenant is not sl
   } finally {
     sock.destroy();
     watcher.close();
+  }
+});
+
+test("a cordoned tenant's dedicated process sends its lines too", async () => {
+  await node.deployOk('alone', 'export default { fetch(r) { console.log("alone at", new URL(r.url).pathname); return new Response("a"); } };');
+  const tail = await openTail('/v1/workers/alone/tail');
+  try {
+    const c = await node.control('POST', '/v1/tenants/alone/cordon', { body: { reason: 'tail test' } });
+    assert.equal(c.status, 200, c.text);
+    const t = await dedicatedReady(node, 'alone');
+    await waitFor(async () => {
+      await node.ingress('alone', '/dedicated');
+      return tail.lines.some((l) => l.type === 'request' && l.url.endsWith('/dedicated') &&
+        l.worker_process === t.dedicated.worker);
+    }, { timeout: 20000, what: `a request line from the dedicated process ${JSON.stringify(t.dedicated)}` });
+    await tail.waitLine((l) => l.type === 'log' && l.message === 'alone at /dedicated');
+  } finally {
+    tail.close();
   }
 });
 
