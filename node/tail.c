@@ -77,9 +77,19 @@ static char *keys_body(struct node_tails *t) {
   return text;
 }
 
+static int tailed(const struct node_tails *t, const char *key) {
+  for (const tail_session *s = t->head; s; s = s->next)
+    if (strcmp(s->key, key) == 0) return 1;
+  return 0;
+}
+
+/* A dedicated process hosts one tenant, which may be hostile: it hears of
+ * its own tail only, never of what else is tailed. */
 static void send_keys(node_proc *p, const char *text) {
   if (!node_proc_usable(p)) return;
-  json_t *body = json_loads(text, 0, NULL);
+  json_t *body = p->tenant ? json_pack("{s:[]}", "keys") : json_loads(text, 0, NULL);
+  if (p->tenant && tailed(p->owner->tails, p->tenant))
+    json_array_append_new(json_object_get(body, "keys"), json_string(p->tenant));
   (void)node_proc_send_json(p, PROTO_TAIL, 0, body); /* logged there; the next change resends */
   json_decref(body);
 }
@@ -198,6 +208,9 @@ static void on_line(node_proc *p, json_t *body) {
   json_t *line = json_object_get(body, "line");
   const char *type = json_string_value(json_object_get(line, "type"));
   if (t == NULL || key == NULL || type == NULL) return;
+  /* What a worker process says of other tenants is not trusted: a
+   * dedicated one speaks for its own tenant only. */
+  if (p->tenant && strcmp(key, p->tenant) != 0) return;
   uint64_t lost = (uint64_t)json_integer_value(json_object_get(body, "dropped"));
   json_object_set_new(line, "worker_process", json_integer(p->id));
   for (tail_session *s = t->head; s; s = s->next) {
