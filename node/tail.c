@@ -129,7 +129,9 @@ static void session_free(tail_session *s) {
 
 static void on_drained(void *arg, int status);
 
-/* Writes one line (JSON) in the session's format. 0, or -1: it is blocked now. */
+/* Writes one line (JSON) in the session's format. 0, 1 when it is blocked
+ * now, or -1 when the client is gone: the write closed the connection, whose
+ * abort may already have freed s. */
 static int write_line(tail_session *s, const char *type, json_t *line) {
   /* Six digits: "cpu_ms":0.344442, not 0.34444200000000003. */
   char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(6));
@@ -138,19 +140,19 @@ static int write_line(tail_session *s, const char *type, json_t *line) {
   free(text);
   int rc = http_respond_write(s->req, framed, strlen(framed));
   free(framed);
-  if (rc == 1) {
-    s->blocked = http_respond_on_drain(s->req, on_drained, s) == 0;
-    return -1;
-  }
-  return 0;
+  if (rc < 0) return -1;
+  if (rc == 1) s->blocked = http_respond_on_drain(s->req, on_drained, s) == 0;
+  return rc;
 }
 
-static void write_dropped(tail_session *s) {
-  if (s->dropped == 0) return;
+/* The notice of lines lost, if any: as write_line. */
+static int write_dropped(tail_session *s) {
+  if (s->dropped == 0) return 0;
   json_t *line = json_pack("{s:s, s:I}", "type", "dropped", "count", (json_int_t)s->dropped);
   s->dropped = 0;
-  write_line(s, "dropped", line);
+  int rc = write_line(s, "dropped", line);
   json_decref(line);
+  return rc;
 }
 
 static void on_drained(void *arg, int status) {
@@ -213,7 +215,8 @@ static void on_line(node_proc *p, json_t *body) {
   if (p->tenant && strcmp(key, p->tenant) != 0) return;
   uint64_t lost = (uint64_t)json_integer_value(json_object_get(body, "dropped"));
   json_object_set_new(line, "worker_process", json_integer(p->id));
-  for (tail_session *s = t->head; s; s = s->next) {
+  for (tail_session *s = t->head, *next; s; s = next) {
+    next = s->next; /* a write that fails frees s */
     if (strcmp(s->key, key) != 0) continue;
     if (lost) drop(s, lost);
     if (!session_takes(s, type, line)) continue;
@@ -221,8 +224,7 @@ static void on_line(node_proc *p, json_t *body) {
       drop(s, 1);
       continue;
     }
-    write_dropped(s);
-    if (!s->blocked) write_line(s, type, line);
+    if (write_dropped(s) == 0) write_line(s, type, line);
   }
 }
 
@@ -315,14 +317,14 @@ static void open_session(node *n, http_request *req, const char *key) {
   t->opened_total++;
   n->tail_hooks = &hooks;
   broadcast_keys(n);
+  log_write(LOG_INFO, strncmp(key, "run:", 4) == 0 ? NULL : key, req->id, NULL, "tail opened");
   /* The reader knows its tail is live (and the processes were told) from here. */
   const char *colon = strchr(key, ':');
   json_t *line = strncmp(key, "run:", 4) == 0
                      ? json_pack("{s:s, s:s}", "type", "attached", "run", colon + 1)
                      : json_pack("{s:s, s:s}", "type", "attached", "worker", key);
-  write_line(s, "attached", line);
+  write_line(s, "attached", line); /* last: a failed write may free s and req */
   json_decref(line);
-  log_write(LOG_INFO, strncmp(key, "run:", 4) == 0 ? NULL : key, req->id, NULL, "tail opened");
 }
 
 static void worker_tail(node *n, http_request *req, const char *name) {

@@ -353,7 +353,8 @@ test('edgectl tail prints human lines, and --json the lines themselves', async (
     try {
       await waitFor(async () => {
         await node.ingress('logs', '/cli');
-        return out.includes('/cli');
+        // The request line comes last of a request's lines.
+        return json ? /"type":"request"[^\n]*\/cli"/.test(out) : /GET \S+\/cli 200/.test(out);
       }, { timeout: 15000, what: `edgectl ${args.join(' ')} output (stderr: ${err})` });
       if (json) {
         const lines = out.trim().split('\n').map((l) => JSON.parse(l));
