@@ -132,6 +132,17 @@ static const cli_command commands[] = {
      "next request on, without a redeploy.\n"
      "egress clear NAME: removes every rule: the worker makes no outbound requests.",
      0, cli_cmd_egress},
+    {"tail", "tail NAME [--status S] [--sample R] [--json]",
+     "stream a worker's console output, exceptions and requests",
+     "GET /v1/workers/NAME/tail: one line per console message, uncaught exception\n"
+     "and request (method, URL, status, CPU and wall time, outcome) as they happen,\n"
+     "until Ctrl-C. With --json, the node's JSON lines as they come.\n"
+     "A reader that falls behind loses lines: a line says how many.\n"
+     "\n"
+     "  --status S       only requests (and exceptions) with status S: ok, error,\n"
+     "                   1xx..5xx or a code; comma-separated for several\n"
+     "  --sample R       only a share R (0 < R <= 1) of the requests",
+     CLI_OPT_STATUS | CLI_OPT_SAMPLE, cli_cmd_tail},
 };
 
 static const char global_usage[] = "edgectl [OPTIONS] COMMAND [ARGS...]";
@@ -247,6 +258,8 @@ typedef enum opt_id {
   OPT_SPEC,
   OPT_REPLACE,
   OPT_WORKER,
+  OPT_STATUS,
+  OPT_SAMPLE,
 } opt_id;
 
 static const struct {
@@ -274,6 +287,8 @@ static const struct {
     {"--spec", OPT_SPEC, 1, CLI_OPT_SPEC},
     {"--replace", OPT_REPLACE, 0, CLI_OPT_REPLACE},
     {"--worker", OPT_WORKER, 1, CLI_OPT_WORKER},
+    {"--status", OPT_STATUS, 1, CLI_OPT_STATUS},
+    {"--sample", OPT_SAMPLE, 1, CLI_OPT_SAMPLE},
 };
 
 /* A positive decimal integer option value, or a usage error. */
@@ -355,6 +370,8 @@ void cli_args_parse(int argc, char **argv, cli_options *o) {
       case OPT_SPEC: o->spec_file = value; break;
       case OPT_REPLACE: o->replace = 1; break;
       case OPT_WORKER: o->workers[o->nworkers++] = value; break;
+      case OPT_STATUS: o->status = value; break;
+      case OPT_SAMPLE: o->sample = value; break;
     }
   }
   if (o->node == NULL) o->node = env_or("EDGENODE_NODE", CLI_DEFAULT_NODE);

@@ -34,6 +34,8 @@ enum {
   CLI_OPT_SPEC = 1u << 7,
   CLI_OPT_REPLACE = 1u << 8,
   CLI_OPT_WORKER = 1u << 9,
+  CLI_OPT_STATUS = 1u << 10,
+  CLI_OPT_SAMPLE = 1u << 11,
 };
 
 typedef struct cli_command cli_command;
@@ -60,6 +62,8 @@ typedef struct cli_options {
   int replace;           /* --replace */
   const char **workers;  /* --worker, each one given (owned array of argv strings) */
   int nworkers;
+  const char *status;    /* --status (tail) */
+  const char *sample;    /* --sample (tail) */
   /* the command's operands, after its name */
   const cli_command *command; /* NULL when none was named */
   const char **args;          /* owned (the strings are argv's) */
@@ -137,6 +141,14 @@ int cli_client_request(cli_client *c, const char *method, const char *path, cons
                        cli_response *r);
 const char *cli_client_error(const cli_client *c);
 
+/* A GET whose 2xx body is a stream of lines (a tail): each line, without its
+ * newline and NUL-terminated, goes to fn as it arrives; no timeout applies
+ * to silence. Returns as cli_client_request (a 2xx: when the stream ended),
+ * with an error status's body in *r. */
+typedef void (*cli_line_fn)(void *arg, const char *line, size_t len);
+int cli_client_stream(cli_client *c, const char *path, cli_line_fn fn, void *arg,
+                      cli_response *r);
+
 void cli_response_free(cli_response *r);
 
 /* Reads a whole regular file (at most `max` bytes and one more, so that a
@@ -198,6 +210,10 @@ int cli_cmd_top(const cli_options *o);
 int cli_cmd_secret(const cli_options *o);
 int cli_cmd_facet(const cli_options *o);
 int cli_cmd_egress(const cli_options *o);
+
+/* ---- tail.c ---- */
+
+int cli_cmd_tail(const cli_options *o);
 
 /* Frees what the commands kept for the process (the client). */
 void cli_commands_done(void);

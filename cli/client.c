@@ -48,12 +48,15 @@ struct cli_client {
   long timeout_s;
   char errbuf[CURL_ERROR_SIZE];
   char error[1024];
+  cli_line_fn line_fn; /* cli_client_stream: a 2xx body goes here line by line */
+  void *line_arg;
 };
 
 typedef struct sink {
   char *data;
   size_t len, cap;
   int too_large;
+  cli_client *c;
 } sink;
 
 /* ---- the node's URL and the token ---- */
@@ -257,9 +260,44 @@ void cli_client_free(cli_client *c) {
 
 const char *cli_client_error(const cli_client *c) { return c->error; }
 
+int cli_client_stream(cli_client *c, const char *path, cli_line_fn fn, void *arg,
+                      cli_response *r) {
+  c->line_fn = fn;
+  c->line_arg = arg;
+  int rc = cli_client_request(c, "GET", path, NULL, r);
+  c->line_fn = NULL;
+  c->line_arg = NULL;
+  return rc;
+}
+
+/* A streamed 2xx body: whole lines to line_fn, the rest kept for the next bytes. */
+static size_t on_stream(sink *s, const char *data, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (data[i] != '\n') {
+      if (s->cap - s->len < 2) {
+        if (s->len >= MAX_RESPONSE_BYTES) return 0; /* one line that never ends */
+        s->cap = s->cap ? s->cap * 2 : 4096;
+        s->data = xrealloc(s->data, s->cap);
+      }
+      s->data[s->len++] = data[i];
+      continue;
+    }
+    if (s->data == NULL) s->data = xmalloc(s->cap = 4096);
+    s->data[s->len] = '\0';
+    s->c->line_fn(s->c->line_arg, s->data, s->len);
+    s->len = 0;
+  }
+  return len;
+}
+
 static size_t on_data(char *data, size_t size, size_t n, void *arg) {
   sink *s = arg;
   size_t len = size * n;
+  long status = 0;
+  if (s->c && s->c->line_fn &&
+      curl_easy_getinfo(s->c->curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+      status >= 200 && status < 300)
+    return on_stream(s, data, len);
   if (s->len + len > MAX_RESPONSE_BYTES) {
     s->too_large = 1;
     return 0; /* libcurl stops with CURLE_WRITE_ERROR */
@@ -378,8 +416,10 @@ static struct curl_slist *prepare(cli_client *c, const char *url, const char *me
   SET(CURLOPT_WRITEDATA, in);
   SET(CURLOPT_CONNECTTIMEOUT, c->timeout_s);
   /* Silence, not a slow answer, is what times out: a deploy may compile for 30 s. */
-  SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
-  SET(CURLOPT_LOW_SPEED_TIME, c->timeout_s);
+  if (c->line_fn == NULL) { /* a stream may stay silent as long as the tenant does */
+    SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+    SET(CURLOPT_LOW_SPEED_TIME, c->timeout_s);
+  }
   if (c->cacert != NULL) SET(CURLOPT_CAINFO, c->cacert);
   if (c->insecure) {
     SET(CURLOPT_SSL_VERIFYPEER, 0L);
@@ -418,7 +458,7 @@ int cli_client_request(cli_client *c, const char *method, const char *path, cons
     }
     int home = origin_equal(&to, &c->home);
     left_origin |= !home;
-    sink in = {0};
+    sink in = {.c = c};
     struct curl_slist *headers = prepare(c, url, method, body, home, &in);
     CURLcode rc = curl_easy_perform(c->curl);
     curl_slist_free_all(headers);

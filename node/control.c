@@ -128,12 +128,18 @@ static int facet_route(node *n, http_request *req, const char *path) {
   return name_subroute(n, req, path, "/v1/workers/", node_facet_route);
 }
 
+static int tail_route(node *n, http_request *req, const char *path) {
+  return name_subroute(n, req, path, "/v1/workers/", node_tail_route) ||
+         name_subroute(n, req, path, "/v1/runs/", node_run_tail_route);
+}
+
 /* Every route behind the token, in the order they are tried: each returns 1
  * when it answered (or will answer) the request, 0 when the path is not its. */
 static int (*const routes[])(node *, http_request *, const char *) = {
     node_route,         node_drain_route,   node_metrics_route, node_events_route,
     node_workers_route, run_route,          node_tenants_route, cordon_route,
     node_egress_route,  node_secrets_route, facet_route,        node_fleet_route,
+    tail_route,
 };
 
 /* Before the first "ready", every process must be up; after it, one serving
@@ -209,6 +215,9 @@ static void on_request(http_server *s, http_request *req) {
   free(path);
 }
 
+/* Streamed answers (tails) end when their client leaves. */
+static void on_abort(http_server *s, http_request *req) { node_tail_aborted(s->data, req); }
+
 /*
  * Connections without a token cost the supervisor a descriptor each, and a
  * supervisor out of descriptors can no longer restart a worker process: the
@@ -236,6 +245,7 @@ int node_control_start(node *n, char **err) {
     *err = xasprintf("control API: %s", uv_strerror(rc));
     return rc;
   }
+  n->control.on_abort = on_abort;
   rc = http_server_listen(&n->control, n->cfg.control_host, n->cfg.control_port);
   const char *host = n->cfg.control_host;
   if (rc != 0) {

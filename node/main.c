@@ -67,6 +67,7 @@ static void on_procs_stopped(node *n) {
   node_egress_stop(n); /* last: draining requests may still have been fetching */
   node_fleet_stop(n);
   node_memwatch_stop(n);
+  node_tails_close(n); /* their clients see the streams end, not break */
   if (n->control_open) http_server_close(&n->control, on_control_closed);
   n->control_open = 0;
   log_info("stopped");
@@ -182,6 +183,7 @@ static void cleanup(node *n) {
   node_stats_free(n);
   free(n->data_dir);
   if (n->token) memset(n->token, 0, n->token_len);
+  node_tails_close(n);
   free(n->token);
   node_config_free(&n->cfg);
 }

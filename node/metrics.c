@@ -335,6 +335,18 @@ static void tenant_metrics(FILE *f, node *n) {
   json_decref(set);
 }
 
+/* Live logs (tail.c): sessions, and the lines slow readers lost. */
+static void tail_metrics(FILE *f, node *n) {
+  node_tail_counts t = node_tails_counts(n);
+  family(f, "edgenode_tail_sessions", "gauge", "Live-log tails open (GET .../tail).");
+  sample(f, "edgenode_tail_sessions", NULL, NULL, t.open);
+  family(f, "edgenode_tail_sessions_opened_total", "counter", "Live-log tails opened.");
+  sample(f, "edgenode_tail_sessions_opened_total", NULL, NULL, (double)t.opened);
+  family(f, "edgenode_tail_dropped_lines_total", "counter",
+         "Tail lines dropped because a reader (or the supervisor) fell behind.");
+  sample(f, "edgenode_tail_dropped_lines_total", NULL, NULL, (double)t.dropped);
+}
+
 static void respond_metrics(node *n, http_request *req) {
   char *text = NULL;
   size_t len = 0;
@@ -345,6 +357,7 @@ static void respond_metrics(node *n, http_request *req) {
   control_connection_metrics(f, n);
   ingress_connection_metrics(f, n);
   tenant_metrics(f, n);
+  tail_metrics(f, n);
   node_fleet_metrics(n, f);
   if (fclose(f) != 0) abort();
   http_header headers[] = {

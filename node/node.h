@@ -8,7 +8,7 @@
  * the `node_core` library (also linked by the unit tests); the other files
  * make up the edgenode executable. Calls go one way, from the top down:
  *   main.c -> control.c -> route modules (deploy.c, tenants.c, metrics.c,
- *   run.c, facet_routes.c, egress_routes.c, secrets.c, and the routes of drain.c,
+ *   run.c, facet_routes.c, egress_routes.c, secrets.c, tail.c, and the routes of drain.c,
  *   events.c, cordons.c) -> drain.c, cordons.c, memwatch.c -> fleet_sync.c ->
  *   procs.c -> egress.c -> sandbox.c, events.c, stats.c, route.c, child.c, db.c,
  *   spec.c, config.c.
@@ -457,6 +457,8 @@ struct node {
   uv_timer_t heartbeat_timer; /* procs.c: watches the shared processes' heartbeats */
   int heartbeat_timer_open;
   const struct node_cordon_hooks *cordon_hooks; /* cordons.c's, for fleet_sync.c below it */
+  struct node_tails *tails; /* tail.c: open live-log sessions; NULL until the first */
+  const struct node_tail_hooks *tail_hooks; /* tail.c's, for procs.c below it; NULL: none */
 };
 
 /* datadir.c */
@@ -505,6 +507,29 @@ json_t *node_worker_metadata(json_t *row, int with_sizes);
 void node_deploy_dev(node *n, void (*done)(node *n));
 /* GET /v1/workers, GET|PUT|DELETE /v1/workers/{name}. */
 int node_workers_route(node *n, http_request *req, const char *path);
+
+/* tail.c: live logs, GET /v1/workers/{name}/tail and GET /v1/runs/{id}/tail
+ * (docs/control-api.md). procs.c hands it worker processes' HELLOs and
+ * PROTO_TAIL_LINEs through n->tail_hooks. */
+typedef struct node_tail_hooks {
+  void (*hello)(node_proc *p);              /* tell the process what is tailed */
+  void (*line)(node_proc *p, json_t *body); /* a PROTO_TAIL_LINE */
+} node_tail_hooks;
+/* A run's tail id ("tail_id" of POST /v1/run): 1 to 64 of [A-Za-z0-9._-]. */
+#define NODE_TAIL_ID_MAX 64
+int node_run_tail_id_valid(const char *id, size_t len);
+int node_tail_route(node *n, http_request *req, const char *name, const char *sub);
+int node_run_tail_route(node *n, http_request *req, const char *id, const char *sub);
+/* The control API's client of `req` went away: ends its session, if it is one. */
+void node_tail_aborted(node *n, http_request *req);
+typedef struct node_tail_counts {
+  int open;          /* sessions open now */
+  uint64_t opened;   /* since the node started */
+  uint64_t dropped;  /* lines slow readers lost */
+} node_tail_counts;
+node_tail_counts node_tails_counts(const node *n);
+/* At shutdown: ends every session's stream and frees them. */
+void node_tails_close(node *n);
 
 /* run.c: POST /v1/run, one-shot execution in a worker process. */
 void node_run(node *n, http_request *req);

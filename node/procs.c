@@ -282,6 +282,7 @@ static void on_hello(node_proc *p, json_t *body) {
   log_write(LOG_INFO, p->tenant, NULL, extra, "worker ready");
   /* Before any spec request of the process is answered: where tenants run. */
   if (n->proc_listener) n->proc_listener->hello(p);
+  if (n->tail_hooks) n->tail_hooks->hello(p);
   if (!p->tenant) n->procs_changed(n);
 }
 
@@ -376,6 +377,9 @@ static void on_frame(node_child *c, const proto_frame *f) {
       break;
     case PROTO_CORDON_DONE:
       if (p->owner->proc_listener) p->owner->proc_listener->cordon_done(p, body);
+      break;
+    case PROTO_TAIL_LINE:
+      if (p->owner->tail_hooks && body) p->owner->tail_hooks->line(p, body);
       break;
     case PROTO_PONG:
       break;

@@ -131,6 +131,12 @@ static json_t *request_problem(json_t *r) {
   return json_pack("{s:s++, s:s}", "error", field, ": ", why, "key", field);
 }
 
+/* 1 when a "tail_id" is given and is not one GET /v1/runs/{id}/tail takes. */
+static int tail_id_problem(json_t *id) {
+  if (id == NULL) return 0;
+  return !json_is_string(id) || !node_run_tail_id_valid(json_string_value(id), json_string_length(id));
+}
+
 /* What is wrong with "request", "input" and "env" (taken out into `extra`)
  * and with the deploy body left in `root`: NULL, or the error body. */
 static json_t *extra_problem(json_t *root, json_t *extra) {
@@ -141,6 +147,8 @@ static json_t *extra_problem(json_t *root, json_t *extra) {
   else if (env && !json_is_object(env)) problem = "\"env\" must be an object of plain values";
   else if (request && json_object_get(extra, "input"))
     problem = "give either \"request\" (a fetch) or \"input\" (run(input, env)), not both";
+  else if (tail_id_problem(json_object_get(extra, "tail_id")))
+    problem = "\"tail_id\" must be 1 to 64 letters, digits, '-', '_' or '.' (GET /v1/runs/{tail_id}/tail)";
   else if (json_object_size(json_object_get(root, "bindings")) > 0)
     problem = "bindings are not available to /v1/run (pass plain values in \"env\")";
   if (problem) return json_pack("{s:s}", "error", problem);
@@ -168,7 +176,7 @@ static int split_body(const uint8_t *raw, size_t len, json_t **extra, char **dep
     return 400;
   }
   *extra = json_object();
-  static const char *const keys[] = {"request", "input", "env"};
+  static const char *const keys[] = {"request", "input", "env", "tail_id"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     json_t *v = json_object_get(root, keys[i]);
     if (v == NULL) continue;

@@ -98,6 +98,15 @@ typedef enum proto_type {
   PROTO_CORDON = 15,
   /* shared worker process -> supervisor (reply, same id): {"name"}. */
   PROTO_CORDON_DONE = 16,
+  /* supervisor -> worker (one-way): {"keys": ["hello", "run:ID", ...]}: every
+   * tenant and run someone tails now (docs/control-api.md, tail). Sent after the
+   * process's HELLO and on each change; replaces the last set. Nothing tailed:
+   * the process builds no tail line at all. */
+  PROTO_TAIL = 17,
+  /* worker -> supervisor (one-way): {"key", "line": {"type": "log"|"exception"|
+   * "request", ...}, "dropped"?: N (lines this process dropped since the last
+   * one it sent, for a supervisor that fell behind)}. */
+  PROTO_TAIL_LINE = 18,
 
   /* ---- the egress process (egress/, docs/egress.md) ----
    * The egress says PROTO_HELLO {"pid": N, "process": "egress"} to the

@@ -831,6 +831,11 @@ int loader_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
     sandbox_call_error(result, "Error", "the dynamic worker is unavailable; try again");
     return -1;
   }
+  /* The child's lines (log, tail) name the parent's request: one request id
+   * from the client's error body to everything its children did. */
+  sandbox_request *parent_req = sandbox_request_of(l->w, call->token);
+  if (parent_req && c->sb.owned)
+    memcpy(c->sb.owned->request_id, parent_req->request_id, sizeof parent_req->request_id);
   return 0;
 
 malformed:

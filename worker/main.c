@@ -292,6 +292,7 @@ static void on_frame(proto_channel *ch, const proto_frame *frame) {
     case PROTO_RUN: run_on_frame(w, frame); break;
     case PROTO_DRAIN: on_drain(w, frame); break;
     case PROTO_CORDON: on_cordon(w, frame); break;
+    case PROTO_TAIL: tail_on_frame(w, frame); break;
     case PROTO_PING: proto_channel_send(ch, PROTO_PONG, frame->id, NULL, 0); break;
     default: log_debug("ignoring %s from the supervisor", proto_type_name(frame->type));
   }
@@ -462,6 +463,7 @@ int main(int argc, char **argv) {
   uv_run(self.loop, UV_RUN_DEFAULT);
   if (uv_loop_close(self.loop) != 0) log_debug("loop closed with handles still open");
   egress_link_free(&self);
+  tail_free(&self);
   log_info("exiting");
   return 0;
 }

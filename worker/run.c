@@ -440,6 +440,8 @@ void run_on_frame(worker *w, const proto_frame *frame) {
   if (json_is_object(env)) job->env_json = json_dumps(env, JSON_COMPACT);
 
   sandbox_init(&job->sb, w, SANDBOX_RUN, &run_ops, NULL, job->spec, xstrdup("run"));
+  const char *tail_id = json_string_value(json_object_get(job->spec, "tail_id"));
+  if (tail_id) job->sb.tail_key = xasprintf("run:%s", tail_id);
 
   iso_request req = {0};
   iso_header *headers = NULL;

@@ -151,6 +151,15 @@ static void host_log(void *data, uint64_t token, iso_log_level level, const char
   const char *request_id = r && r->request_id[0] ? r->request_id : NULL;
   log_write_bytes(map[level & 3], sb->log_tenant, request_id, sb->log_extra, msg,
                   utf8_cut(msg, len, 3500));
+  if (tail_wanted(sb->w, tail_key(sb))) tail_log(sb, r, level, msg, len);
+}
+
+/* What its tail line says of a request that failed, and its exception. */
+static void tail_failure(sandbox *sb, sandbox_request *r, const iso_error *err) {
+  if (r->outcome == NULL) r->outcome = tail_outcome_of(err);
+  int thrown = err->kind != ISO_ERR_CPU && err->kind != ISO_ERR_MEMORY &&
+               err->kind != ISO_ERR_CANCELLED && err->kind != ISO_ERR_INTERNAL;
+  if (thrown && tail_wanted(sb->w, tail_key(sb))) tail_exception(sb, r, err);
 }
 
 static int host_timer_start(void *data, uint64_t token, uint32_t timer_id, double delay_ms) {
@@ -189,6 +198,8 @@ static void host_respond(void *data, uint64_t token, const iso_response *res,
     res = NULL;
     err = &gate_err;
   }
+  if (err) tail_failure(sb, r, err);
+  if (sb->kind != SANDBOX_VERSION && !r->responded) r->status = res ? res->status : 500;
   if (sb->kind == SANDBOX_VERSION && err == &gate_err) {
     if (r->req) {
       log_write(LOG_ERROR, r->tenant->name, r->req->id, NULL, "%s", gate_err.message);
@@ -416,6 +427,8 @@ void sandbox_dispose(sandbox *sb) {
   sb->label = NULL;
   free(sb->log_extra);
   sb->log_extra = NULL;
+  free(sb->tail_key);
+  sb->tail_key = NULL;
   sb->ops->freed(sb);
 }
 
@@ -449,6 +462,8 @@ sandbox_request *sandbox_request_new(worker *w, http_request *req, tenant *t, ch
   memcpy(r->request_id, req->id, sizeof r->request_id);
   r->start_ns = req->start_ns;
   r->tenant = t;
+  /* The request line of a tail names it after the response took req. */
+  if (t && tail_wanted(w, t->name)) r->method = xstrdup(req->method);
   id_map_put(&w->tokens, r->token, r);
   return r;
 }
@@ -485,6 +500,8 @@ static void count_request(const sandbox_request *r) {
 void sandbox_request_finish(worker *w, sandbox_request *r) {
   if (r->req) sandbox_request_fail(r, 500, "request dropped", NULL);
   sandbox *sb = r->sb;
+  if (r->tenant && tail_wanted(w, r->tenant->name))
+    tail_request(w, r->tenant->name, sb, r, r->cpu_ns);
   count_request(r);
   request_free(w, r);
   if (sb) sandbox_settle(sb);
@@ -515,8 +532,10 @@ static void request_over(sandbox_request *r) {
   sandbox *sb = r->sb;
   worker *w = sb->w;
   uint64_t token = r->token;
+  int tailed = sb->kind == SANDBOX_RUN && tail_wanted(w, tail_key(sb));
+  if (sb->iso && (sb->tenant || tailed)) r->cpu_ns = iso_worker_request_cpu_ns(sb->iso, token);
   if (sb->tenant && sb->iso) {
-    sb->tenant->stats.cpu_ns += iso_worker_request_cpu_ns(sb->iso, token);
+    sb->tenant->stats.cpu_ns += r->cpu_ns;
     sb->tenant->stats.dirty = 1;
   }
   /* A limit hit after the response ends the request too: counted now. */
@@ -535,6 +554,7 @@ static void request_over(sandbox_request *r) {
   }
   measure(sb);
   sb->last_used_ns = time_mono_ns();
+  if (tailed) tail_request(w, tail_key(sb), sb, r, r->cpu_ns);
   if (r->prev) r->prev->next = r->next;
   else sb->owned = r->next;
   if (r->next) r->next->prev = r->prev;
@@ -649,6 +669,7 @@ static void run_ingress(sched_unit *unit) {
   http_request *req = r->req;
   if (req == NULL || req->conn == NULL) {
     /* The client left while the request waited for its turn: skip the work. */
+    r->outcome = "canceled";
     detach(r);
     sandbox_request_finish(w, r);
     return;
@@ -869,6 +890,7 @@ static void wall_sweep(uv_timer_t *timer) {
     snprintf(extra, sizeof extra, "{\"limit_ms\":%llu}", (unsigned long long)limit_ms);
     log_write(LOG_WARN, r->tenant->name, r->req->id, NULL, "exceeded wall time limit");
     r->tenant->stats.wall_limit_hits++;
+    r->outcome = "exceededWallTime";
     sandbox_request_fail(r, 504, "exceeded wall time limit", extra);
   }
   if (w->running == NULL) uv_timer_stop(timer);

@@ -131,6 +131,7 @@ struct sandbox {
   const char *log_tenant; /* the tenant in log lines, or NULL */
   char *label;           /* "loader get \"id\"": what log lines say it is; NULL for versions */
   char *log_extra;       /* the console lines' extra JSON */
+  char *tail_key;        /* a run's "run:ID" for its tail, or NULL: log_tenant's (tail.c) */
   sandbox_request *owned; /* owner-answered requests submitted and not over */
   size_t heap_used;      /* after its last request (children and runs) */
   size_t held_bytes;     /* heap and ArrayBuffers, once loaded and after each request */
@@ -164,6 +165,8 @@ struct sandbox_request {
   uint64_t start_ns;     /* when the request was complete: its wall time counts from here */
   int status;            /* what the client was sent */
   int responded;
+  const char *outcome;   /* for its tail line: "exception", "exceededCpu", ...; NULL: by status */
+  uint64_t cpu_ns;       /* its CPU, once over (for its tail line) */
   /* An ingress request: answered to its HTTP client. */
   http_request *req;     /* NULL once responded, or when the owner answers */
   char request_id[17];   /* kept past the response, for ctx.waitUntil() logs */

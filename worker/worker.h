@@ -175,6 +175,8 @@ typedef struct worker {
   int running_depth;     /* nested entries into JavaScript (process.c) */
   uv_timer_t handoff_timer;    /* expires handoffs held too long (handoff.c) */
   int handoff_timer_on;
+  json_t *tail_keys;     /* tenants and runs someone tails, as a set; NULL: none (tail.c) */
+  uint64_t tail_dropped; /* tail lines dropped since the last one sent (tail.c) */
 } worker;
 
 /*
@@ -194,6 +196,7 @@ typedef struct worker {
  *   stats.c      per-tenant accounting, reported every second
  *   evict.c      eviction and compaction of idle sandboxes
  *   sandbox.c    the one host of an isolate, and every request through it
+ *   tail.c       live-log lines of tailed tenants and runs, to the supervisor
  *   process.c    per-process state reached from everywhere: running slot, exit
  *   route.c spec.c id_map.c timers.c pool.c stray.c mpk.c   pure or leaf
  */
@@ -387,5 +390,23 @@ void pool_start(worker *w);
 /* Makes no more: a draining process takes few new workers. */
 void pool_drain(void);
 void pool_stop(void);
+
+
+/* tail.c: live-log lines (PROTO_TAIL_LINE) for what the supervisor says is
+ * tailed (PROTO_TAIL). Every hook is guarded by tail_wanted(), which costs
+ * one NULL test while nobody tails. */
+void tail_on_frame(worker *w, const proto_frame *f);
+void tail_free(worker *w);
+/* The key a sandbox's lines go under: a run's "run:ID", else its tenant's name. */
+const char *tail_key(const sandbox *sb);
+int tail_wanted(const worker *w, const char *key);
+void tail_log(sandbox *sb, const sandbox_request *r, iso_log_level level, const char *msg,
+              size_t len);
+void tail_exception(sandbox *sb, const sandbox_request *r, const iso_error *err);
+/* "ok" for no error, else "exception", "exceededCpu", "exceededMemory", ... */
+const char *tail_outcome_of(const iso_error *err);
+/* The request line of r (sb may be NULL: it never reached a sandbox). */
+void tail_request(worker *w, const char *key, const sandbox *sb, const sandbox_request *r,
+                  uint64_t cpu_ns);
 
 #endif
