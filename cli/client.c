@@ -469,6 +469,17 @@ void cli_response_free(cli_response *r) {
   memset(r, 0, sizeof *r);
 }
 
+json_t *cli_read_json(const char *file) {
+  size_t len;
+  char *text = cli_read_file(file, 0, &len);
+  if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
+  json_error_t err;
+  json_t *j = json_loadb(text, len, 0, &err);
+  free(text);
+  if (j == NULL) cli_fail("%s:%d:%d: %s", file, err.line, err.column, err.text);
+  return j;
+}
+
 json_t *cli_response_json(const cli_response *r) {
   if (r->body_len == 0) return NULL;
   return json_loadb(r->body, r->body_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
