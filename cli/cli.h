@@ -6,6 +6,7 @@
  *     └──────▶ commands.c  one function per command ──▶ client.c  the control API over libcurl
  *                                                  ├──▶ print.c   tables and fields for people
  *                                                  └──▶ project.c module files, edgenode.json
+ *                                                         └──▶ toml.c  edgenode.toml as JSON
  *
  * Exit statuses: 0 success, 1 the request failed (the node answered with an
  * error status, could not be reached, or a file could not be read), 2 usage.
@@ -223,12 +224,21 @@ typedef struct cli_project {
 } cli_project;
 
 /*
- * Reads config_file, or ./edgenode.json when NULL. Returns 1 with *p
- * filled, 0 when config_file is NULL and there is no edgenode.json. A bad
+ * Reads config_file (TOML when it ends in .toml, else JSON), or else
+ * ./edgenode.json or ./edgenode.toml. Returns 1 with *p filled, 0 when
+ * config_file is NULL and there is neither. A bad
  * config (or a module that cannot be read) fails, exit 1, naming the file.
  */
 int cli_project_load(const char *config_file, cli_project *p);
 void cli_project_free(cli_project *p);
+
+/* ---- toml.c ---- */
+
+/*
+ * The TOML subset of a project config as a JSON object (new reference), or
+ * NULL with *error ("line N: why", owned by the caller) set.
+ */
+json_t *cli_toml_parse(const char *text, size_t len, char **error);
 
 /* ---- commands.c ---- */
 

@@ -311,10 +311,8 @@ int cli_cmd_deploy(const cli_options *o) {
   cli_project p = {0};
   int project = o->nargs <= 1 && o->spec_file == NULL;
   if (project && !cli_project_load(o->config_file, &p)) {
-    if (access("edgenode.toml", F_OK) == 0)
-      cli_fail("edgenode.toml: edgectl reads edgenode.json only (the same keys, in JSON)");
     cli_usage_error("deploy: missing operand (NAME and module FILEs, a --spec FILE, or an "
-                    "edgenode.json here)");
+                    "edgenode.json or edgenode.toml here)");
   }
   if (!project && o->config_file) cli_usage_error("deploy: --config takes no FILEs and no --spec");
   if (project && o->main_file) cli_usage_error("deploy: --main goes with FILEs; a project has \"main\"");

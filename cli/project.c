@@ -3,6 +3,8 @@
  * "main_module" and "modules" of a deploy, and how a project's config file
  * (edgenode.json) becomes a whole deploy.
  *
+ * edgenode.toml is read by toml.c into the same JSON.
+ *
  * Module names are paths relative to one directory (the main module's, or a
  * project's base_dir), so that relative imports resolve on the node as they
  * do on disk. The config takes wrangler's keys where the two mean the same
@@ -378,20 +380,43 @@ static void project_routes(cli_project *p, const json_t *config) {
   }
 }
 
-static json_t *load_json(const char *file) {
-  json_t *j = cli_read_json(file);
-  if (!json_is_object(j)) cli_fail("%s: a project config is a JSON object (\"name\", \"main\", ...)", file);
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The config as JSON: a .toml file through the TOML subset, anything else as JSON. */
+static json_t *load_config(const char *file) {
+  if (!ends_with(file, ".toml")) {
+    json_t *j = cli_read_json(file);
+    if (!json_is_object(j)) cli_fail("%s: a project config is a JSON object (\"name\", \"main\", ...)", file);
+    return j;
+  }
+  size_t len;
+  char *text = cli_read_file(file, 0, &len);
+  if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
+  char *error = NULL;
+  json_t *j = cli_toml_parse(text, len, &error);
+  free(text);
+  if (j == NULL) {
+    char why[320];
+    snprintf(why, sizeof why, "%s", error);
+    free(error);
+    cli_fail("%s: %s", file, why);
+  }
   return j;
 }
 
 int cli_project_load(const char *config_file, cli_project *p) {
   memset(p, 0, sizeof *p);
   if (config_file == NULL) {
-    if (access("edgenode.json", F_OK) != 0) return 0;
-    config_file = "edgenode.json";
+    int json = access("edgenode.json", F_OK) == 0, toml = access("edgenode.toml", F_OK) == 0;
+    if (json && toml) cli_fail("both edgenode.json and edgenode.toml are here: keep one, or say which with --config");
+    if (!json && !toml) return 0;
+    config_file = json ? "edgenode.json" : "edgenode.toml";
   }
   p->file = xstrdup(config_file);
-  json_t *config = load_json(config_file);
+  json_t *config = load_config(config_file);
   check_keys(config_file, config);
   json_t *name = get_typed(config_file, config, "name", JSON_STRING, "a worker name");
   if (name) p->name = xstrdup(json_string_value(name));

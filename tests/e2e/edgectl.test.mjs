@@ -538,15 +538,82 @@ test('a bad project config fails with the file and the reason, and deploys nothi
   assert.match(configAndFiles.stderr, /--config takes no FILEs/);
   assert.equal((await node.control('GET', '/v1/workers/bp')).status, 404, 'nothing deployed');
 
-  const tomlDir = path.join(work, 'tomlproject');
-  mkdirSync(tomlDir);
-  writeFile(tomlDir, 'edgenode.toml', 'name = "t"\nmain = "index.js"\n');
-  const toml = await ctl(['deploy'], { cwd: tomlDir });
-  assert.equal(toml.code, 1);
-  assert.match(toml.stderr, /edgenode\.toml: edgectl reads edgenode\.json only/);
+  writeFile(dir, 'edgenode.toml', 'name = "bp"\nmain = "index.js"\n');
+  const both = await ctl(['deploy'], { cwd: dir });
+  assert.equal(both.code, 1);
+  assert.match(both.stderr, /both edgenode\.json and edgenode\.toml are here/);
   const empty = await ctl(['deploy'], { cwd: path.join(work, 'nested') });
   assert.equal(empty.code, 2);
-  assert.match(empty.stderr, /edgenode\.json here/);
+  assert.match(empty.stderr, /edgenode\.json or edgenode\.toml here/);
+});
+
+// The same project as edgenode.toml, in wrangler.toml's shape.
+test('deploy a project from edgenode.toml; a TOML error names the line', async () => {
+  const dir = path.join(work, 'tomlproject');
+  mkdirSync(dir);
+  const src = path.join(PROJECT, 'src');
+  writeFile(dir, 'edgenode.toml', `# as in wrangler.toml
+name = "tomlproject"
+main = "${path.join(src, 'index.js')}"
+compatibility_date = "2026-01-01"
+find_additional_modules = true
+
+[[rules]]
+type = "ESModule"
+globs = ["lib/**/*.js"]   # lib/shout.js
+
+[vars]
+GREETING = "hello"
+CONF = { region = "eu" }
+
+[[d1_databases]]
+binding = "DB"
+database_name = "project-db"
+
+[limits]
+cpu_ms = 40
+wall_ms = 5_000
+
+[[egress]]
+match = "https://api.example.com/v1/"
+methods = ["GET"]
+inject.headers.Authorization = 'Bearer \${secret:API_TOKEN}'
+`);
+  const fromToml = parseJson(ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'toml dry run'), 'dry run');
+  const fromJson = parseJson(ok(await ctl(['deploy', '--dry-run'], { cwd: PROJECT }), 'json dry run'), 'dry run');
+  fromJson.egress[0].inject = { headers: { Authorization: 'Bearer ${secret:API_TOKEN}' } };
+  assert.deepEqual(fromToml, fromJson, 'edgenode.toml gives the spec of the same edgenode.json');
+  ok(await ctl(['secret', 'set', 'API_TOKEN', '--worker', 'tomlproject'], { input: 'token' }), 'secret set');
+  ok(await ctl(['deploy'], { cwd: dir }), 'deploy from edgenode.toml');
+  ok(await ctl(['secret', 'delete', 'API_TOKEN']), 'secret delete');
+  assert.deepEqual(JSON.parse((await node.ingress('tomlproject', '/')).text), { greeting: 'HELLO!', region: 'eu', hits: 1 });
+  ok(await ctl(['delete', 'tomlproject']), 'delete tomlproject');
+
+  const bad = path.join(work, 'badtoml');
+  mkdirSync(bad);
+  writeFile(bad, 'index.js', `export default { fetch() { return new Response('x'); } };\n`);
+  for (const [line, why] of [
+    ['a = """x"""', /line 3: multi-line strings are not supported/],
+    ['a = "x', /line 3: unterminated string/],
+    ['name = "again"', /line 3: key 'name' is given twice/],
+    ['compatibility_date = 2026-01-01', /line 3: unsupported value '2026-01-01'/],
+    ['a 1', /line 3: expected '=' after a key/],
+    ['vars = 1\n[vars]', /line 4: \[vars\]: 'vars' is already a value/],
+    ['limits = { cpu_ms = 1 } 2', /line 3: unexpected '2' after the value/],
+    ['a = "\\q"', /line 3: unknown escape '\\q'/],
+    ['routes = [1,', /unterminated array/],
+    ['routes = [1 2]', /line 3: expected ',' or '\]' in an array/],
+    ['[limits', /line 3: expected '\]' to close the table header/],
+    ['limits.cpu_ms = inf', /line 3: unsupported value 'inf'/],
+    ['kv_namespaces = []', /"kv_namespaces" has no counterpart/],
+  ]) {
+    writeFile(bad, 'edgenode.toml', `name = "bt"\nmain = "index.js"\n${line}\n`);
+    const r = await ctl(['deploy', '--dry-run'], { cwd: bad });
+    assert.equal(r.code, 1, `${line}: ${r.stderr}`);
+    assert.match(r.stderr, /^edgectl: edgenode\.toml: /, line);
+    assert.match(r.stderr, why, line);
+    assert.equal(r.stdout, '');
+  }
 });
 
 test('a project with routes: the node\'s routes get this worker\'s patterns, or a node without them refuses first', async () => {
