@@ -500,6 +500,31 @@ test('deploy a project folder, then a redeploy that drops its bindings or egress
   ok(await ctl(['delete', 'project']), 'delete project');
 });
 
+test('"modules" globs pick files below base_dir, skipping dot files and node_modules', async () => {
+  const dir = path.join(work, 'globbed');
+  for (const d of ['app', 'app/lib', 'app/lib/deep', 'app/node_modules', 'app/.cache']) mkdirSync(path.join(dir, d), { recursive: true });
+  for (const f of ['app/main.js', 'app/lib/a.js', 'app/lib/deep/b.mjs', 'app/lib/c.txt', 'app/node_modules/dep.js',
+    'app/.cache/x.js', 'app/lib/.hidden.js', 'outside.js']) writeFile(dir, f, `export const f = ${JSON.stringify(f)};\n`);
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'globbed', main: 'app/main.js', modules: ['**/*.js', 'lib/**/*.mjs'] }));
+  const spec = parseJson(ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'dry run'), 'dry run');
+  assert.deepEqual(Object.keys(spec.modules), ['main.js', 'lib/a.js', 'lib/deep/b.mjs']);
+  assert.equal(spec.main_module, 'main.js');
+  // base_dir above main: names keep the directory
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'globbed', main: 'app/main.js', base_dir: '.', modules: ['app/lib/*.js'] }));
+  const based = parseJson(ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'dry run base_dir'), 'dry run');
+  assert.deepEqual(Object.keys(based.modules), ['app/main.js', 'app/lib/a.js']);
+  // wrangler's rules pick files only with find_additional_modules, as in wrangler
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'globbed', main: 'app/main.js',
+    rules: [{ type: 'ESModule', globs: ['**/*.js'] }] }));
+  const rulesOnly = ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'dry run rules');
+  assert.deepEqual(Object.keys(parseJson(rulesOnly, 'dry run').modules), ['main.js']);
+  assert.match(rulesOnly.stderr, /"rules" pick modules only with "find_additional_modules": true/);
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'globbed', main: 'outside.js', base_dir: 'app' }));
+  const outside = await ctl(['deploy', '--dry-run'], { cwd: dir });
+  assert.equal(outside.code, 1);
+  assert.match(outside.stderr, /main outside\.js is not below base_dir/);
+});
+
 test('a bad project config fails with the file and the reason, and deploys nothing', async () => {
   const dir = path.join(work, 'badproject');
   mkdirSync(dir);
