@@ -315,6 +315,7 @@ int cli_cmd_deploy(const cli_options *o) {
                     "edgenode.json or edgenode.toml here)");
   }
   if (!project && o->config_file) cli_usage_error("deploy: --config takes no FILEs and no --spec");
+  if (!project && o->nargs == 0) cli_usage_error("deploy: missing operand NAME");
   if (project && o->main_file) cli_usage_error("deploy: --main goes with FILEs; a project has \"main\"");
   const char *name = o->nargs > 0 ? o->args[0] : p.name;
   if (name == NULL) cli_usage_error("deploy: no NAME given and %s has no \"name\"", p.file);

@@ -567,6 +567,9 @@ test('a bad project config fails with the file and the reason, and deploys nothi
   const both = await ctl(['deploy'], { cwd: dir });
   assert.equal(both.code, 1);
   assert.match(both.stderr, /both edgenode\.json and edgenode\.toml are here/);
+  const specNoName = await ctl(['deploy', '--spec', 'edgenode.json'], { cwd: dir });
+  assert.equal(specNoName.code, 2);
+  assert.match(specNoName.stderr, /deploy: missing operand NAME/);
   const empty = await ctl(['deploy'], { cwd: path.join(work, 'nested') });
   assert.equal(empty.code, 2);
   assert.match(empty.stderr, /edgenode\.json or edgenode\.toml here/);
