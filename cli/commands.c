@@ -307,13 +307,34 @@ static void print_deployed(const cli_options *o, const char *name, const cli_res
   json_decref(j);
 }
 
+static void print_dry_run(const json_t *body, const char *name, const json_t *routes) {
+  cli_print_json(body);
+  fprintf(stderr, "edgectl: dry run: the spec of PUT /v1/workers/%s, not sent\n", name);
+  if (routes == NULL) return;
+  char *text = dump_compact(routes);
+  fprintf(stderr, "edgectl: and routes %s to %s (PUT /v1/routes)\n", text, name);
+  free(text);
+}
+
+static void deploy_send(const cli_options *o, const char *name, const json_t *body, const json_t *routes) {
+  if (!o->replace) check_nothing_dropped(o, name, body);
+  if (routes) sync_routes(o, name, routes, 1);
+  char *text = dump_compact(body);
+  char *path = xasprintf("/v1/workers/%s", name);
+  cli_response r = call(o, "PUT", path, text);
+  free(text);
+  free(path);
+  if (routes) sync_routes(o, name, routes, 0);
+  print_deployed(o, name, &r);
+  cli_response_free(&r);
+}
+
 int cli_cmd_deploy(const cli_options *o) {
   cli_project p = {0};
   int project = o->nargs <= 1 && o->spec_file == NULL;
-  if (project && !cli_project_load(o->config_file, &p)) {
+  if (project && !cli_project_load(o->config_file, &p))
     cli_usage_error("deploy: missing operand (NAME and module FILEs, a --spec FILE, or an "
                     "edgenode.json or edgenode.toml here)");
-  }
   if (!project && o->config_file) cli_usage_error("deploy: --config takes no FILEs and no --spec");
   if (!project && o->nargs == 0) cli_usage_error("deploy: missing operand NAME");
   if (project && o->main_file) cli_usage_error("deploy: --main goes with FILEs; a project has \"main\"");
@@ -325,26 +346,8 @@ int cli_cmd_deploy(const cli_options *o) {
   add_limits(body, o, from);
   add_flag_bindings(body, o, from);
   add_flag_egress(body, o, from);
-  if (o->dry_run) {
-    cli_print_json(body);
-    fprintf(stderr, "edgectl: dry run: the spec of PUT /v1/workers/%s, not sent\n", name);
-    if (p.routes) {
-      char *routes = dump_compact(p.routes);
-      fprintf(stderr, "edgectl: and routes %s to %s (PUT /v1/routes)\n", routes, name);
-      free(routes);
-    }
-  } else {
-    if (!o->replace) check_nothing_dropped(o, name, body);
-    if (p.routes) sync_routes(o, name, p.routes, 1);
-    char *text = dump_compact(body);
-    char *path = xasprintf("/v1/workers/%s", name);
-    cli_response r = call(o, "PUT", path, text);
-    free(text);
-    free(path);
-    if (p.routes) sync_routes(o, name, p.routes, 0);
-    print_deployed(o, name, &r);
-    cli_response_free(&r);
-  }
+  if (o->dry_run) print_dry_run(body, name, p.routes);
+  else deploy_send(o, name, body, p.routes);
   json_decref(body);
   cli_project_free(&p);
   return 0;
