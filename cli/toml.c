@@ -201,9 +201,10 @@ static json_t *array(parser *p) {
     if (v == NULL) break;
     json_array_append_new(arr, v);
     skip_space(p, 1);
-    if (!at_end(p) && *p->s == ',') {
+    if (at_end(p)) break;
+    if (*p->s == ',') {
       p->s++;
-    } else if (at_end(p) || *p->s != ']') {
+    } else if (*p->s != ']') {
       fail(p, "expected ',' or ']' in an array");
       break;
     }
