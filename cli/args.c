@@ -1,8 +1,8 @@
 /*
  * edgectl's command line: the table of commands with their usage and help,
  * the options (anywhere on the line, "--opt value" or "--opt=value", "--"
- * ends them) and usage errors. A usage error prints one command's usage
- * lines and where to read more, never the whole help: the help of one
+ * ends them) and usage errors. A usage error prints what is wrong and where
+ * to read more, one line each, never the whole help: the help of one
  * command is `edgectl help NAME` (or `edgectl NAME --help`), the overview
  * `edgectl help`.
  */
@@ -17,28 +17,44 @@
 #include "cli.h"
 
 static const cli_command commands[] = {
-    {"deploy", "deploy NAME FILE... [--main FILE] [--cpu-ms N] [--memory-mb N] [--spec FILE] [--replace]\n"
-               "deploy NAME --spec FILE [--replace]",
-     "deploy (or replace) a worker from module files",
-     "Deploys worker NAME, or replaces it, with PUT /v1/workers/NAME. Each FILE is a\n"
-     "module, named by its path relative to the directory of the main module (--main,\n"
-     "read too when not among the FILEs, or else the first FILE), so that imports\n"
-     "resolve on the node as on disk; a file outside that directory is refused.\n"
+    {"deploy",
+     "deploy [NAME] [--config FILE] [OPTIONS]\n"
+     "deploy NAME FILE... [--main FILE] [--spec FILE] [OPTIONS]\n"
+     "deploy NAME --spec FILE [OPTIONS]",
+     "deploy (or replace) a worker from a project folder or module files",
+     "Deploys worker NAME, or replaces it, with PUT /v1/workers/NAME.\n"
      "\n"
+     "Without FILEs it deploys the project of ./edgenode.json (or --config FILE):\n"
+     "\"name\", \"main\", modules by glob, \"vars\", \"d1_databases\", \"bindings\",\n"
+     "\"limits\", \"egress\", \"routes\", as in wrangler's config where the two map\n"
+     "(see docs/control-api.md). NAME, when given, overrides \"name\".\n"
+     "\n"
+     "With FILEs, each FILE is a module named by its path relative to the directory\n"
+     "of the main module (--main, read too when not among the FILEs, or else the\n"
+     "first FILE), so that imports resolve on the node as on disk.\n"
+     "\n"
+     "  --config FILE    the project config (default ./edgenode.json)\n"
      "  --main FILE      the module whose default export handles requests\n"
+     "  --spec FILE      a JSON object with the rest of the deploy: \"bindings\",\n"
+     "                   \"limits\", \"egress\"; with \"modules\" (and \"main_module\") it\n"
+     "                   is the whole deploy and takes no FILEs\n"
+     "  --var NAME=VALUE a text binding env.NAME (repeatable)\n"
+     "  --facet NAME     env.NAME is the worker's SQLite facet (repeatable)\n"
+     "  --egress FILE    the egress rules: a JSON array, or {\"rules\": [...]}\n"
+     "  --allow URL      one more egress rule allowing URL and below (repeatable)\n"
      "  --cpu-ms N       CPU limit per request (1..30000, default 50)\n"
      "  --memory-mb N    heap limit (8..4096, default 128)\n"
-     "  --spec FILE      a JSON object with the rest of the deploy: \"bindings\",\n"
-     "                   \"limits\", \"egress\" (see docs/control-api.md); with\n"
-     "                   \"modules\" (and \"main_module\") it is the whole deploy and\n"
-     "                   takes no FILEs. --cpu-ms and --memory-mb override its limits.\n"
-     "  --replace        deploy even when it drops the bindings the worker has\n"
+     "  --dry-run        print the spec JSON that would be sent, send nothing\n"
+     "  --replace        deploy even when it drops bindings or egress rules the\n"
+     "                   worker has\n"
      "\n"
-     "A deploy without \"bindings\" over a worker that has some is refused: the new\n"
-     "version would lose env.DB and the rest. Give them in --spec, or --replace.\n"
-     "Limits not given take their defaults, also on a redeploy; egress rules not\n"
-     "given stay as they are.",
-     CLI_OPT_MAIN | CLI_OPT_CPU_MS | CLI_OPT_MEMORY_MB | CLI_OPT_SPEC | CLI_OPT_REPLACE,
+     "The options override the config or spec. A deploy that lacks a binding the\n"
+     "worker has, or gives egress rules without one the worker has, is refused:\n"
+     "edgectl reads the worker first. Give them, or --replace. Limits not given\n"
+     "take their defaults, also on a redeploy; egress rules not given stay.",
+     CLI_OPT_MAIN | CLI_OPT_CPU_MS | CLI_OPT_MEMORY_MB | CLI_OPT_SPEC | CLI_OPT_REPLACE |
+         CLI_OPT_CONFIG | CLI_OPT_DRY_RUN | CLI_OPT_VAR | CLI_OPT_FACET | CLI_OPT_EGRESS |
+         CLI_OPT_ALLOW,
      cli_cmd_deploy},
     {"list", "list", "list deployed workers",
      "A table of the deployed workers: name, version, main module, last deploy.\n"
@@ -213,11 +229,10 @@ void cli_usage_error(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
-  print_usage_lines(stderr, usage_command);
   if (usage_command)
-    fprintf(stderr, "run 'edgectl help %s' for more\n", usage_command->name);
+    fprintf(stderr, "see 'edgectl help %s'\n", usage_command->name);
   else
-    fputs("run 'edgectl help' for the commands and options\n", stderr);
+    fputs("see 'edgectl help'\n", stderr);
   exit(CLI_EXIT_USAGE);
 }
 
@@ -260,6 +275,12 @@ typedef enum opt_id {
   OPT_WORKER,
   OPT_STATUS,
   OPT_SAMPLE,
+  OPT_CONFIG,
+  OPT_DRY_RUN,
+  OPT_VAR,
+  OPT_FACET,
+  OPT_EGRESS,
+  OPT_ALLOW,
 } opt_id;
 
 static const struct {
@@ -289,6 +310,12 @@ static const struct {
     {"--worker", OPT_WORKER, 1, CLI_OPT_WORKER},
     {"--status", OPT_STATUS, 1, CLI_OPT_STATUS},
     {"--sample", OPT_SAMPLE, 1, CLI_OPT_SAMPLE},
+    {"--config", OPT_CONFIG, 1, CLI_OPT_CONFIG},
+    {"--dry-run", OPT_DRY_RUN, 0, CLI_OPT_DRY_RUN},
+    {"--var", OPT_VAR, 1, CLI_OPT_VAR},
+    {"--facet", OPT_FACET, 1, CLI_OPT_FACET},
+    {"--egress", OPT_EGRESS, 1, CLI_OPT_EGRESS},
+    {"--allow", OPT_ALLOW, 1, CLI_OPT_ALLOW},
 };
 
 /* A positive decimal integer option value, or a usage error. */
@@ -320,7 +347,9 @@ void cli_args_parse(int argc, char **argv, cli_options *o) {
   memset(o, 0, sizeof *o);
   o->timeout_s = CLI_DEFAULT_TIMEOUT_S;
   o->args = xcalloc((size_t)argc + 1, sizeof *o->args);
-  o->workers = xcalloc((size_t)argc + 1, sizeof *o->workers);
+  cli_list *lists[] = {&o->workers, &o->vars, &o->facets, &o->allows};
+  for (size_t k = 0; k < ARRAY_SIZE(lists); k++)
+    lists[k]->items = xcalloc((size_t)argc + 1, sizeof *lists[k]->items);
   const char *command_name = NULL;
   int only_operands = 0;
   for (int i = 1; i < argc; i++) {
@@ -369,7 +398,13 @@ void cli_args_parse(int argc, char **argv, cli_options *o) {
       case OPT_REASON: o->reason = value; break;
       case OPT_SPEC: o->spec_file = value; break;
       case OPT_REPLACE: o->replace = 1; break;
-      case OPT_WORKER: o->workers[o->nworkers++] = value; break;
+      case OPT_WORKER: o->workers.items[o->workers.n++] = value; break;
+      case OPT_CONFIG: o->config_file = value; break;
+      case OPT_DRY_RUN: o->dry_run = 1; break;
+      case OPT_VAR: o->vars.items[o->vars.n++] = value; break;
+      case OPT_FACET: o->facets.items[o->facets.n++] = value; break;
+      case OPT_EGRESS: o->egress_file = value; break;
+      case OPT_ALLOW: o->allows.items[o->allows.n++] = value; break;
       case OPT_STATUS: o->status = value; break;
       case OPT_SAMPLE: o->sample = value; break;
     }
@@ -414,7 +449,10 @@ void cli_args_parse(int argc, char **argv, cli_options *o) {
 
 void cli_args_free(cli_options *o) {
   free(o->args);
-  free(o->workers);
+  free(o->workers.items);
+  free(o->vars.items);
+  free(o->facets.items);
+  free(o->allows.items);
   o->args = NULL;
   o->nargs = 0;
 }

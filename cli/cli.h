@@ -4,7 +4,9 @@
  *   main.c ──▶ args.c      the command line: options, the command table, usage
  *     │
  *     └──────▶ commands.c  one function per command ──▶ client.c  the control API over libcurl
- *                                                  └──▶ print.c   tables and fields for people
+ *                                                  ├──▶ print.c   tables and fields for people
+ *                                                  └──▶ project.c module files, edgenode.json
+ *                                                         └──▶ toml.c  edgenode.toml as JSON
  *
  * Exit statuses: 0 success, 1 the request failed (the node answered with an
  * error status, could not be reached, or a file could not be read), 2 usage.
@@ -34,9 +36,21 @@ enum {
   CLI_OPT_SPEC = 1u << 7,
   CLI_OPT_REPLACE = 1u << 8,
   CLI_OPT_WORKER = 1u << 9,
-  CLI_OPT_STATUS = 1u << 10,
-  CLI_OPT_SAMPLE = 1u << 11,
+  CLI_OPT_CONFIG = 1u << 10,
+  CLI_OPT_DRY_RUN = 1u << 11,
+  CLI_OPT_VAR = 1u << 12,
+  CLI_OPT_FACET = 1u << 13,
+  CLI_OPT_EGRESS = 1u << 14,
+  CLI_OPT_ALLOW = 1u << 15,
+  CLI_OPT_STATUS = 1u << 16,
+  CLI_OPT_SAMPLE = 1u << 17,
 };
+
+/* A repeatable option's values, in the order given (the strings are argv's). */
+typedef struct cli_list {
+  const char **items; /* owned array */
+  int n;
+} cli_list;
 
 typedef struct cli_command cli_command;
 
@@ -60,8 +74,13 @@ typedef struct cli_options {
   const char *reason;    /* --reason */
   const char *spec_file; /* --spec */
   int replace;           /* --replace */
-  const char **workers;  /* --worker, each one given (owned array of argv strings) */
-  int nworkers;
+  cli_list workers;       /* --worker W */
+  const char *config_file; /* --config */
+  int dry_run;            /* --dry-run */
+  cli_list vars;          /* --var NAME=VALUE */
+  cli_list facets;        /* --facet NAME */
+  const char *egress_file; /* --egress */
+  cli_list allows;        /* --allow URL */
   const char *status;    /* --status (tail) */
   const char *sample;    /* --sample (tail) */
   /* the command's operands, after its name */
@@ -94,8 +113,8 @@ void cli_args_free(cli_options *o);
 const cli_command *cli_command_find(const char *name);
 
 /*
- * A usage error: the message, the usage of the command being parsed (or of
- * edgectl when none is named yet) and where to read more, on stderr; exit 2.
+ * A usage error: the message and "see 'edgectl help CMD'" for the command
+ * being parsed (or 'edgectl help' when none is named yet), on stderr; exit 2.
  */
 __attribute__((noreturn, format(printf, 1, 2))) void cli_usage_error(const char *fmt, ...);
 
@@ -156,6 +175,9 @@ void cli_response_free(cli_response *r);
  * with errno set (EISDIR for a directory, EINVAL for another non-file). */
 char *cli_read_file(const char *path, size_t max, size_t *len);
 
+/* A JSON file's value; an unreadable file or bad JSON fails (exit 1) with file:line:column. */
+json_t *cli_read_json(const char *file);
+
 /* The body as JSON, or NULL when it is empty or not JSON. New reference. */
 json_t *cli_response_json(const cli_response *r);
 
@@ -189,7 +211,46 @@ void cli_table_add(cli_table *t, char **row);
 void cli_table_print(cli_table *t, int indent);
 
 double cli_jnum(const json_t *obj, const char *key);
+/* obj[key] = value, taking the reference; aborts when out of memory. */
+void cli_jset(json_t *obj, const char *key, json_t *value);
 const char *cli_jstr(const json_t *obj, const char *key, const char *fallback);
+
+/* ---- project.c ---- */
+
+/*
+ * Sets "main_module" and "modules" {name: text} in `body` from the files. A
+ * module's name is its path relative to the directory of the main module
+ * (main_file, read too when not among the files, or else the first file), so
+ * that relative imports between them resolve on the node as they do on
+ * disk. A file outside that directory could only be named with "..", which
+ * no import can reach: it is a usage error.
+ */
+void cli_add_modules(json_t *body, const char *main_file, const char *const *files, int nfiles);
+
+/* A project folder's deploy, from its edgenode.json. */
+typedef struct cli_project {
+  char *file;     /* the config read; owned */
+  char *name;     /* its "name", or NULL; owned */
+  json_t *body;   /* the PUT /v1/workers body: modules, and bindings, limits, egress if given */
+  json_t *routes; /* array of route patterns for this worker, or NULL */
+} cli_project;
+
+/*
+ * Reads config_file (TOML when it ends in .toml, else JSON), or else
+ * ./edgenode.json or ./edgenode.toml. Returns 1 with *p filled, 0 when
+ * config_file is NULL and there is neither. A bad
+ * config (or a module that cannot be read) fails, exit 1, naming the file.
+ */
+int cli_project_load(const char *config_file, cli_project *p);
+void cli_project_free(cli_project *p);
+
+/* ---- toml.c ---- */
+
+/*
+ * The TOML subset of a project config as a JSON object (new reference), or
+ * NULL with *error ("line N: why", owned by the caller) set.
+ */
+json_t *cli_toml_parse(const char *text, size_t len, char **error);
 
 /* ---- commands.c ---- */
 

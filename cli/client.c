@@ -101,7 +101,11 @@ static char *node_base_url(const char *s) {
   const char *auth = s + skip;
   size_t alen = strcspn(auth, "/?#");
   if (alen == 0) cli_usage_error("--node: no host in '%s'", s);
-  char *authority = xstrndup(auth, alen);
+  /* On the stack: a usage error exits from the checks below, and would leave heap copies behind. */
+  char authority[320], hp[330];
+  if (alen >= sizeof authority) cli_usage_error("--node: the host and port are too long in '%s'", s);
+  memcpy(authority, auth, alen);
+  authority[alen] = '\0';
   /* The URL is not echoed: it would put the password on the terminal. */
   if (strchr(authority, '@') != NULL)
     cli_usage_error("--node: a user name or password in the URL is not supported "
@@ -114,20 +118,16 @@ static char *node_base_url(const char *s) {
   int has_port = colon != NULL && (bracket == NULL || colon > bracket);
   if (authority[0] != '[' && colon != NULL && strchr(authority, ':') != colon)
     cli_usage_error("--node: write IPv6 addresses in brackets: '%s'", s);
-  char *hp = has_port ? xstrdup(authority)
-                      : xasprintf("%s:%s", authority, skip == 7 ? "80" : "443");
+  snprintf(hp, sizeof hp, "%s%s", authority, has_port ? "" : skip == 7 ? ":80" : ":443");
   char host[64];
   int port = 0;
   if (hp[0] == ':' || parse_host_port(hp, host, &port) < 0 || port == 0)
     cli_usage_error("--node: bad host or port in '%s'", s);
-  free(hp);
 
   const char *path = auth + alen;
   size_t plen = strcspn(path, "?#");
   while (plen > 0 && path[plen - 1] == '/') plen--;
-  char *base = xasprintf("%s://%s%.*s", scheme, authority, (int)plen, path);
-  free(authority);
-  return base;
+  return xasprintf("%s://%s%.*s", scheme, authority, (int)plen, path);
 }
 
 char *cli_read_file(const char *path, size_t max, size_t *len) {
@@ -507,6 +507,17 @@ void cli_response_free(cli_response *r) {
   free(r->body);
   free(r->url);
   memset(r, 0, sizeof *r);
+}
+
+json_t *cli_read_json(const char *file) {
+  size_t len;
+  char *text = cli_read_file(file, 0, &len);
+  if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
+  json_error_t err;
+  json_t *j = json_loadb(text, len, 0, &err);
+  free(text);
+  if (j == NULL) cli_fail("%s:%d:%d: %s", file, err.line, err.column, err.text);
+  return j;
 }
 
 json_t *cli_response_json(const cli_response *r) {

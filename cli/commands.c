@@ -4,10 +4,11 @@
  * fields for people, the node's JSON with --json). A request the node
  * refuses prints its error and the place in the code it names, and exits 1.
  *
- * deploy guards one thing the API cannot: a deploy from files carries no
- * bindings, and would silently replace a worker that has some with one that
- * has none (its next request fails on env.DB). So unless the deploy gives
- * "bindings" or --replace, it reads the worker first and refuses.
+ * deploy guards one thing the API cannot: a PUT replaces the whole spec, so
+ * a redeploy from files (or a config) that forgets a binding would silently
+ * give a worker that uses env.DB a version without it, and its next request
+ * fails. So unless --replace, deploy reads the worker first and refuses to
+ * drop a binding, or (when it sends rules) an egress rule.
  */
 #include <errno.h>
 #include <poll.h>
@@ -98,150 +99,49 @@ static void print_answer(const cli_options *o, const cli_response *r, void (*hum
   json_decref(j);
 }
 
-static void jset(json_t *obj, const char *key, json_t *value) {
-  if (value == NULL || json_object_set_new(obj, key, value) < 0) abort();
-}
-
 static char *dump_compact(const json_t *j) {
   char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
   if (s == NULL) abort();
   return s;
 }
 
-/* ---- files and module names ---- */
-
-/*
- * `path` made absolute against the working directory and lexically
- * canonical: no "." or ".." segments, no doubled or trailing slashes.
- * Lexical, not realpath(): module names are what the user typed, and a
- * symlinked file inside the directory still belongs to it.
- */
-static char *path_canonical(const char *path) {
-  char *in;
-  if (path[0] != '/') {
-    char *cwd = getcwd(NULL, 0);
-    if (cwd == NULL) cli_fail("cannot read the working directory: %s", strerror(errno));
-    in = xasprintf("%s/%s", cwd, path);
-    free(cwd);
-  } else {
-    in = xstrdup(path);
+/* body[key], an object (or with `array`, an array) created when absent. */
+static json_t *member(json_t *body, const char *key, int array, const char *from) {
+  json_t *m = json_object_get(body, key);
+  if (m == NULL) {
+    m = array ? json_array() : json_object();
+    cli_jset(body, key, m);
+  } else if (array ? !json_is_array(m) : !json_is_object(m)) {
+    cli_fail("%s: \"%s\" must be %s", from, key, array ? "an array" : "an object");
   }
-  /* Each kept segment is appended as "/seg"; ".." drops the last one. */
-  char *out = xmalloc(strlen(in) + 2);
-  size_t len = 0;
-  for (char *seg = in; *seg;) {
-    size_t n = strcspn(seg, "/");
-    if (n == 2 && seg[0] == '.' && seg[1] == '.') {
-      while (len > 0 && out[len - 1] != '/') len--;
-      if (len > 0) len--;
-    } else if (n > 0 && !(n == 1 && seg[0] == '.')) {
-      out[len++] = '/';
-      memcpy(out + len, seg, n);
-      len += n;
-    }
-    seg += n;
-    if (*seg == '/') seg++;
-  }
-  if (len == 0) out[len++] = '/';
-  out[len] = '\0';
-  free(in);
-  return out;
-}
-
-/* The directory part of a canonical path ("/a/b.js" -> "/a", "/b.js" -> "/"). */
-static char *path_dir(const char *canonical) {
-  const char *slash = strrchr(canonical, '/');
-  return slash == canonical ? xstrdup("/") : xstrndup(canonical, (size_t)(slash - canonical));
-}
-
-/* `file`'s path below `dir` (both canonical), or NULL when it is not below it. */
-static const char *path_below(const char *file, const char *dir) {
-  size_t n = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
-  if (strncmp(file, dir, n) != 0 || file[n] != '/' || file[n + 1] == '\0') return NULL;
-  return file + n + 1;
-}
-
-/*
- * Sets "main_module" and "modules" {name: text} in `body` from the files. A
- * module's name is its path relative to the directory of the main module
- * (--main, read too when not among the files, or else the first file), so
- * that relative imports between them resolve on the node as they do on
- * disk. A file outside that directory could only be named with "..", which
- * no import can reach: it is refused.
- */
-static void add_modules(json_t *body, const cli_options *o, const char *const *files, int nfiles) {
-  const char *main_path = o->main_file ? o->main_file : files[0];
-  char *main_canonical = path_canonical(main_path);
-  char *dir = path_dir(main_canonical);
-  json_t *modules = json_object();
-  for (int i = 0; i <= nfiles; i++) {
-    const char *path = i < nfiles ? files[i] : o->main_file;
-    if (path == NULL) break;
-    char *canonical = path_canonical(path);
-    const char *name = path_below(canonical, dir);
-    if (name == NULL)
-      cli_usage_error("%s is outside %s, the directory of the main module %s: module names are "
-                      "paths relative to it",
-                      path, dir, main_path);
-    if (i == nfiles && json_object_get(modules, name) != NULL) { /* --main was listed */
-      free(canonical);
-      break;
-    }
-    if (json_object_get(modules, name) != NULL)
-      cli_usage_error("%s: module %s is given twice", path, name);
-    size_t len;
-    char *text = cli_read_file(path, 0, &len);
-    if (text == NULL) cli_fail("%s: %s", path, strerror(errno));
-    json_t *s = memchr(text, '\0', len) ? NULL : json_stringn(text, len);
-    if (s == NULL) cli_fail("%s: not UTF-8 text", path);
-    free(text);
-    if (json_object_set_new(modules, name, s) < 0) cli_fail("%s: file name is not UTF-8", path);
-    free(canonical);
-  }
-  jset(body, "main_module", json_string(path_below(main_canonical, dir)));
-  jset(body, "modules", modules);
-  free(main_canonical);
-  free(dir);
+  return m;
 }
 
 /* --cpu-ms and --memory-mb into body's "limits", over what a --spec gave. */
-static void add_limits(json_t *body, const cli_options *o) {
+static void add_limits(json_t *body, const cli_options *o, const char *from) {
   if (!(o->given & (CLI_OPT_CPU_MS | CLI_OPT_MEMORY_MB))) return;
-  json_t *limits = json_object_get(body, "limits");
-  if (limits == NULL) {
-    limits = json_object();
-    jset(body, "limits", limits);
-  } else if (!json_is_object(limits)) {
-    cli_fail("%s: \"limits\" must be an object", o->spec_file);
-  }
-  if (o->given & CLI_OPT_CPU_MS) jset(limits, "cpu_ms", json_integer(o->cpu_ms));
-  if (o->given & CLI_OPT_MEMORY_MB) jset(limits, "memory_mb", json_integer(o->memory_mb));
+  json_t *limits = member(body, "limits", 0, from);
+  if (o->given & CLI_OPT_CPU_MS) cli_jset(limits, "cpu_ms", json_integer(o->cpu_ms));
+  if (o->given & CLI_OPT_MEMORY_MB) cli_jset(limits, "memory_mb", json_integer(o->memory_mb));
 }
 
 /* The JSON object of a --spec file. */
 static json_t *read_spec(const char *file) {
-  size_t len;
-  char *text = cli_read_file(file, 0, &len);
-  if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
-  json_error_t err;
-  json_t *spec = json_loadb(text, len, 0, &err);
-  free(text);
-  if (spec == NULL) cli_fail("%s:%d:%d: %s", file, err.line, err.column, err.text);
+  json_t *spec = cli_read_json(file);
   if (!json_is_object(spec))
     cli_fail("%s: a spec is a JSON object (\"bindings\", \"limits\", \"egress\", ...)", file);
   return spec;
 }
 
-/* ---- deploy, list, show, delete, node, run ---- */
+/* ---- deploy ---- */
 
-/* The names of a worker's bindings, "A, B", or NULL when it has none. */
-static char *binding_names(const json_t *worker) {
-  json_t *bindings = json_object_get(worker, "bindings");
-  if (!json_is_object(bindings) || json_object_size(bindings) == 0) return NULL;
+/* The keys of `obj`, "A, B", for those `keep` has not (all when keep is NULL); NULL: none. */
+static char *keys_missing(const json_t *obj, const json_t *keep) {
   char *names = NULL;
   const char *k;
   json_t *v;
-  json_object_foreach(bindings, k, v) {
+  json_object_foreach((json_t *)obj, k, v) {
+    if (json_object_get(keep, k) != NULL) continue;
     char *next = names ? xasprintf("%s, %s", names, k) : xstrdup(k);
     free(names);
     names = next;
@@ -249,9 +149,45 @@ static char *binding_names(const json_t *worker) {
   return names;
 }
 
-/* Refuses a deploy that would drop the bindings of the worker deployed as `name`. */
-static void check_bindings_kept(const cli_options *o, const char *name, const char *path) {
+/* The "match" of each rule as the keys of an object, for keys_missing(). */
+static json_t *rule_matches(const json_t *rules) {
+  json_t *set = json_object();
+  size_t i;
+  json_t *r;
+  json_array_foreach(rules, i, r) {
+    const char *match = cli_jstr(r, "match", NULL);
+    if (match) cli_jset(set, match, json_true());
+  }
+  return set;
+}
+
+/* Refuses a deploy that would drop an egress rule (by its match) the worker has. */
+static void check_egress_kept(const cli_options *o, const char *name, const json_t *rules) {
+  char *path = xasprintf("/v1/workers/%s/egress", name);
+  cli_response r = call(o, "GET", path, NULL);
+  free(path);
+  json_t *j = cli_response_json(&r);
+  cli_response_free(&r);
+  json_t *now = rule_matches(json_object_get(j, "rules")), *next = rule_matches(rules);
+  char *missing = keys_missing(now, next);
+  json_decref(now);
+  json_decref(next);
+  json_decref(j);
+  if (missing != NULL)
+    cli_fail("worker %s has egress rules (%s) that this deploy would drop: give them too, or add "
+             "--replace to deploy without them",
+             name, missing);
+}
+
+/*
+ * Refuses a deploy that would drop what the worker deployed as `name` has:
+ * a binding (by name) the new spec lacks, or, when the spec gives "egress",
+ * a rule it lacks. Without "egress" the node keeps the rules as they are.
+ */
+static void check_nothing_dropped(const cli_options *o, const char *name, const json_t *body) {
+  char *path = xasprintf("/v1/workers/%s", name);
   cli_response r = call_any(o, "GET", path, NULL);
+  free(path);
   if (r.status == 404) { /* a new worker */
     cli_response_free(&r);
     return;
@@ -259,17 +195,56 @@ static void check_bindings_kept(const cli_options *o, const char *name, const ch
   if (r.status < 200 || r.status >= 300) fail_with_answer(&r);
   json_t *worker = cli_response_json(&r);
   cli_response_free(&r);
-  char *names = binding_names(worker);
+  json_t *had = json_object_get(worker, "bindings");
+  char *missing = json_is_object(had) ? keys_missing(had, json_object_get(body, "bindings")) : NULL;
   json_decref(worker);
-  if (names != NULL)
-    cli_fail("worker %s has bindings (%s) that this deploy would drop: give them in a --spec "
-             "FILE (\"bindings\"), or add --replace to deploy without them",
-             name, names);
+  if (missing != NULL)
+    cli_fail("worker %s has bindings (%s) that this deploy would drop: give them (--spec FILE, "
+             "edgenode.json, --var, --facet), or add --replace to deploy without them",
+             name, missing);
+  json_t *rules = json_object_get(body, "egress");
+  if (json_is_array(rules)) check_egress_kept(o, name, rules);
 }
 
-int cli_cmd_deploy(const cli_options *o) {
-  cli_expect_operands(o, 1, -1);
-  const char *name = cli_worker_name(o, 0);
+/* --var NAME=VALUE (text) and --facet NAME, over what a spec or config gave. */
+static void add_flag_bindings(json_t *body, const cli_options *o, const char *from) {
+  if (o->vars.n == 0 && o->facets.n == 0) return;
+  json_t *b = member(body, "bindings", 0, from);
+  for (int i = 0; i < o->vars.n; i++) {
+    const char *v = o->vars.items[i], *eq = strchr(v, '=');
+    if (eq == NULL || eq == v) cli_usage_error("--var needs NAME=VALUE, not '%s'", v);
+    char *name = xstrndup(v, (size_t)(eq - v));
+    json_t *binding = json_pack("{s:s, s:s}", "type", "text", "value", eq + 1);
+    if (binding == NULL) cli_usage_error("--var %s: the value must be UTF-8 text", name);
+    cli_jset(b, name, binding);
+    free(name);
+  }
+  for (int i = 0; i < o->facets.n; i++) {
+    if (o->facets.items[i][0] == '\0') cli_usage_error("--facet needs a binding NAME");
+    cli_jset(b, o->facets.items[i], json_pack("{s:s}", "type", "facet"));
+  }
+}
+
+/* --egress FILE (rules, or {"rules": [...]}) replaces the rules; each --allow URL adds one. */
+static void add_flag_egress(json_t *body, const cli_options *o, const char *from) {
+  if (o->egress_file) {
+    json_t *j = cli_read_json(o->egress_file);
+    json_t *rules = json_is_object(j) ? json_object_get(j, "rules") : j;
+    if (!json_is_array(rules)) cli_fail("%s: egress rules are a JSON array, or {\"rules\": [...]}", o->egress_file);
+    cli_jset(body, "egress", json_incref(rules));
+    json_decref(j);
+  }
+  if (o->allows.n == 0) return;
+  json_t *rules = member(body, "egress", 1, from);
+  for (int i = 0; i < o->allows.n; i++) {
+    json_t *rule = json_pack("{s:s}", "match", o->allows.items[i]);
+    if (rule == NULL) cli_usage_error("--allow needs a URL prefix in UTF-8");
+    json_array_append_new(rules, rule);
+  }
+}
+
+/* The body from FILEs or a --spec: the deploy as before project folders. */
+static json_t *files_body(const cli_options *o) {
   json_t *body = o->spec_file ? read_spec(o->spec_file) : json_object();
   int spec_has_code = json_object_get(body, "modules") || json_object_get(body, "main_module");
   const char *const *files = o->args + 1;
@@ -279,31 +254,106 @@ int cli_cmd_deploy(const cli_options *o) {
       cli_usage_error("deploy: %s holds the modules: give no FILEs with it", o->spec_file);
     if (o->main_file) cli_usage_error("deploy: %s holds the modules: --main goes with FILEs", o->spec_file);
   } else {
-    if (nfiles == 0) cli_usage_error("deploy: missing operand (module FILEs, or a --spec with \"modules\")");
-    add_modules(body, o, files, nfiles);
+    if (nfiles == 0)
+      cli_usage_error("deploy: missing operand (module FILEs, a --spec with \"modules\", or an "
+                      "edgenode.json here)");
+    cli_add_modules(body, o->main_file, files, nfiles);
   }
-  add_limits(body, o);
-  char *path = xasprintf("/v1/workers/%s", name);
-  if (!o->replace && json_object_get(body, "bindings") == NULL) check_bindings_kept(o, name, path);
+  return body;
+}
+
+/*
+ * Routes of a project: this worker's patterns replace the ones it had, the
+ * other workers' stay. Read first (check_only), so that a node without
+ * PUT /v1/routes refuses before the code is deployed.
+ */
+static void sync_routes(const cli_options *o, const char *name, const json_t *patterns, int check_only) {
+  cli_response r = call_any(o, "GET", "/v1/routes", NULL);
+  if (r.status == 404) cli_fail("this node has no /v1/routes: deploy without \"routes\" in the config");
+  if (r.status < 200 || r.status >= 300) fail_with_answer(&r);
+  json_t *j = cli_response_json(&r);
+  cli_response_free(&r);
+  if (check_only) {
+    json_decref(j);
+    return;
+  }
+  json_t *routes = json_array();
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(j, "routes"), i, e) {
+    if (strcmp(cli_jstr(e, "worker", ""), name) != 0) json_array_append(routes, e);
+  }
+  json_array_foreach(patterns, i, e) json_array_append_new(routes, json_pack("{s:O, s:s}", "pattern", e, "worker", name));
+  json_t *put = json_pack("{s:o}", "routes", routes);
+  char *text = dump_compact(put);
+  json_decref(put);
+  json_decref(j);
+  cli_response done = call(o, "PUT", "/v1/routes", text);
+  free(text);
+  cli_response_free(&done);
+}
+
+static void print_deployed(const cli_options *o, const char *name, const cli_response *r) {
+  if (o->json) {
+    cli_print_json_body(r);
+    return;
+  }
+  json_t *j = cli_response_json(r);
+  json_t *version = json_object_get(j, "version");
+  if (json_is_integer(version))
+    printf("deployed %s (version %" JSON_INTEGER_FORMAT ")\n", name, json_integer_value(version));
+  else
+    printf("deployed %s\n", name);
+  json_decref(j);
+}
+
+static void print_dry_run(const json_t *body, const char *name, const json_t *routes) {
+  cli_print_json(body);
+  fprintf(stderr, "edgectl: dry run: the spec of PUT /v1/workers/%s, not sent\n", name);
+  if (routes == NULL) return;
+  char *text = dump_compact(routes);
+  fprintf(stderr, "edgectl: and routes %s to %s (PUT /v1/routes)\n", text, name);
+  free(text);
+}
+
+static void deploy_send(const cli_options *o, const char *name, const json_t *body, const json_t *routes) {
+  if (!o->replace) check_nothing_dropped(o, name, body);
+  if (routes) sync_routes(o, name, routes, 1);
   char *text = dump_compact(body);
-  json_decref(body);
+  char *path = xasprintf("/v1/workers/%s", name);
   cli_response r = call(o, "PUT", path, text);
   free(text);
   free(path);
-  if (o->json) {
-    cli_print_json_body(&r);
-  } else {
-    json_t *j = cli_response_json(&r);
-    json_t *version = json_object_get(j, "version");
-    if (json_is_integer(version))
-      printf("deployed %s (version %" JSON_INTEGER_FORMAT ")\n", name, json_integer_value(version));
-    else
-      printf("deployed %s\n", name);
-    json_decref(j);
-  }
+  if (routes) sync_routes(o, name, routes, 0);
+  print_deployed(o, name, &r);
   cli_response_free(&r);
+}
+
+int cli_cmd_deploy(const cli_options *o) {
+  cli_project p = {0};
+  int project = o->nargs <= 1 && o->spec_file == NULL;
+  if (project && !cli_project_load(o->config_file, &p))
+    cli_usage_error("deploy: missing operand (NAME and module FILEs, a --spec FILE, or an "
+                    "edgenode.json or edgenode.toml here)");
+  if (!project && o->config_file) cli_usage_error("deploy: --config takes no FILEs and no --spec");
+  if (!project && o->nargs == 0) cli_usage_error("deploy: missing operand NAME");
+  if (project && o->main_file) cli_usage_error("deploy: --main goes with FILEs; a project has \"main\"");
+  const char *name = o->nargs > 0 ? o->args[0] : p.name;
+  if (name == NULL) cli_usage_error("deploy: no NAME given and %s has no \"name\"", p.file);
+  name = cli_worker_name_of(name);
+  json_t *body = project ? json_incref(p.body) : files_body(o);
+  const char *from = project ? p.file : o->spec_file ? o->spec_file : "the deploy";
+  add_limits(body, o, from);
+  add_flag_bindings(body, o, from);
+  add_flag_egress(body, o, from);
+  if (o->dry_run) print_dry_run(body, name, p.routes);
+  else deploy_send(o, name, body, p.routes);
+  json_decref(body);
+  cli_project_free(&p);
   return 0;
 }
+
+/* ---- list, show, delete, node, run ---- */
 
 static void print_workers(json_t *j) {
   json_t *workers = json_object_get(j, "workers");
@@ -491,13 +541,13 @@ static void print_run_result(json_t *j) {
 int cli_cmd_run(const cli_options *o) {
   cli_expect_operands(o, 1, -1);
   json_t *body = json_object();
-  add_modules(body, o, o->args, o->nargs);
-  add_limits(body, o);
+  cli_add_modules(body, o->main_file, o->args, o->nargs);
+  add_limits(body, o, "run");
   if (o->input != NULL) {
     json_error_t jerr;
     json_t *input = json_loads(o->input, JSON_DECODE_ANY, &jerr);
     if (input == NULL) cli_usage_error("--input is not valid JSON: %s", jerr.text);
-    jset(body, "input", input);
+    cli_jset(body, "input", input);
   }
   char *text = dump_compact(body);
   json_decref(body);
@@ -592,7 +642,7 @@ int cli_cmd_secret(const cli_options *o) {
   if (strcmp(sub, "set") != 0 && strcmp(sub, "delete") != 0)
     cli_usage_error("secret: expected 'set NAME', 'grant NAME WORKER', 'revoke NAME WORKER', "
                     "'list' or 'delete NAME'");
-  if (o->nworkers && strcmp(sub, "set") != 0)
+  if (o->workers.n && strcmp(sub, "set") != 0)
     cli_usage_error("secret %s: --worker is for 'secret set'", sub);
   cli_expect_operands(o, 2, 2);
   const char *name = o->args[1];
@@ -607,10 +657,10 @@ int cli_cmd_secret(const cli_options *o) {
     if (len == 0) cli_fail("secret %s: the value on standard input is empty", name);
     json_t *body = json_pack("{s:s%}", "value", value, len);
     if (body == NULL) cli_fail("secret %s: the value is not valid UTF-8", name);
-    if (o->nworkers) {
+    if (o->workers.n) {
       json_t *workers = json_array();
-      for (int i = 0; i < o->nworkers; i++)
-        json_array_append_new(workers, json_string(cli_worker_name_of(o->workers[i])));
+      for (int i = 0; i < o->workers.n; i++)
+        json_array_append_new(workers, json_string(cli_worker_name_of(o->workers.items[i])));
       json_object_set_new(body, "workers", workers);
     }
     char *text = dump_compact(body);
@@ -734,14 +784,7 @@ int cli_cmd_egress(const cli_options *o) {
   char *path = xasprintf("/v1/workers/%s/egress", name);
   cli_response r;
   if (set) {
-    const char *file = o->args[2];
-    size_t len;
-    char *text = cli_read_file(file, 0, &len);
-    if (text == NULL) cli_fail("%s: %s", file, strerror(errno));
-    json_error_t err;
-    json_t *rules = json_loadb(text, len, 0, &err);
-    free(text);
-    if (rules == NULL) cli_fail("%s:%d:%d: %s", file, err.line, err.column, err.text);
+    json_t *rules = cli_read_json(o->args[2]);
     char *body = dump_compact(rules);
     json_decref(rules);
     r = call(o, "PUT", path, body);

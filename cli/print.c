@@ -263,3 +263,7 @@ const char *cli_jstr(const json_t *obj, const char *key, const char *fallback) {
   const char *s = json_string_value(json_object_get(obj, key));
   return s ? s : fallback;
 }
+
+void cli_jset(json_t *obj, const char *key, json_t *value) {
+  if (value == NULL || json_object_set_new(obj, key, value) < 0) abort();
+}

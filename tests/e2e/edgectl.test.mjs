@@ -1,6 +1,6 @@
 // edgectl against a running node: every command, --json, failures, README tour.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { EDGECTL, SOURCE_DIR, runProcess, startNode, tempDir, workerList, writeFile } from './lib/node.mjs';
@@ -291,29 +291,30 @@ test('help for each command: edgectl help NAME and NAME --help', async () => {
     assert.equal(ok(await ctl([c, '--help']), `${c} --help`).stdout, h.stdout);
   }
   const deploy = ok(await ctl(['help', 'deploy']), 'help deploy');
-  for (const opt of ['--main', '--cpu-ms', '--memory-mb', '--spec', '--replace']) assert.ok(deploy.stdout.includes(opt), opt);
+  for (const opt of ['--main', '--cpu-ms', '--memory-mb', '--spec', '--replace', '--config', '--dry-run', '--var',
+    '--facet', '--egress', '--allow', 'edgenode.json']) assert.ok(deploy.stdout.includes(opt), opt);
   const unknown = await ctl(['help', 'frobnicate']);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /unknown command 'frobnicate'/);
 });
 
-test('a usage error prints that command\'s usage and a hint, not the whole help', async () => {
+test('a usage error prints one line and where to read more, not the whole help', async () => {
   for (const [args, cmd, why] of [[['deploy'], 'deploy', /missing operand/], [['show', 'a', 'b'], 'show', /unexpected operand 'b'/],
     [['list', '--input', '{}'], 'list', /list does not take --input/], [['uncordon', 'a', '--reason', 'x'], 'uncordon', /--reason/],
     [['events', '--limit', 'zero'], 'events', /positive integer/]]) {
     const r = await ctl(args);
     assert.equal(r.code, 2, `edgectl ${args.join(' ')}: ${r.stderr}`);
     const lines = r.stderr.trimEnd().split('\n');
+    assert.equal(lines.length, 2, `one line and the pointer: ${r.stderr}`);
     assert.match(lines[0], why, r.stderr);
-    assert.match(lines[1], new RegExp(`^usage: edgectl ${cmd}\\b`), r.stderr);
-    assert.equal(lines.at(-1), `run 'edgectl help ${cmd}' for more`);
-    assert.ok(lines.length <= 4, `short: ${r.stderr}`);
+    assert.equal(lines[1], `see 'edgectl help ${cmd}'`);
     assert.equal(r.stdout, '');
   }
   const none = await ctl([]);
   assert.equal(none.code, 2);
-  assert.deepEqual(none.stderr.trimEnd().split('\n'),
-    ['edgectl: no command given', 'usage: edgectl [OPTIONS] COMMAND [ARGS...]', "run 'edgectl help' for the commands and options"]);
+  assert.deepEqual(none.stderr.trimEnd().split('\n'), ['edgectl: no command given', "see 'edgectl help'"]);
+  const unknown = await ctl(['frobnicate']);
+  assert.deepEqual(unknown.stderr.trimEnd().split('\n'), ["edgectl: unknown command 'frobnicate'", "see 'edgectl help'"]);
 });
 
 test('deploy over a worker with bindings refuses unless --spec gives them or --replace', async () => {
@@ -387,7 +388,7 @@ test('deploy --spec with the modules is the whole deploy', async () => {
   const arr = writeFile(work, 'arr.spec.json', '[]');
   assert.match((await ctl(['deploy', 'whole', 'hello.js', '--spec', arr])).stderr, /a spec is a JSON object/);
   // the node's own refusal of a spec comes back as it is
-  const unknown = writeFile(work, 'unknown.spec.json', '{"bogus": 1, "bindings": {}}');
+  const unknown = writeFile(work, 'unknown.spec.json', '{"bogus": 1, "bindings": {"X": {"type": "json", "value": 1}}}');
   const u = await ctl(['deploy', 'whole', 'hello.js', '--spec', unknown]);
   assert.equal(u.code, 1);
   assert.match(u.stderr, /unknown key "bogus".*\(HTTP 400\)/);
@@ -420,4 +421,247 @@ test('egress NAME, egress set NAME FILE, egress clear NAME', async () => {
   assert.deepEqual((await node.control('GET', '/v1/workers/out/egress')).json.rules, []);
   assert.equal((await ctl(['egress', 'set', 'out'])).code, 2);
   ok(await ctl(['delete', 'out']), 'delete out');
+});
+
+// A project folder: edgenode.json in wrangler's shape (name, main, rules
+// with find_additional_modules, vars, d1_databases, limits) plus egress.
+const PROJECT = path.join(SOURCE_DIR, 'tests', 'e2e', 'fixtures', 'edgectl-project');
+
+test('deploy --dry-run prints the spec from edgenode.json and sends nothing', async () => {
+  const r = ok(await ctl(['deploy', '--dry-run'], { cwd: PROJECT }), 'deploy --dry-run');
+  const spec = parseJson(r, 'dry run');
+  assert.equal(spec.main_module, 'index.js');
+  assert.deepEqual(Object.keys(spec.modules).sort(), ['index.js', 'lib/shout.js'], 'main and the globs, not unused.js or notes/');
+  assert.equal(spec.modules['lib/shout.js'], readFileSync(path.join(PROJECT, 'src', 'lib', 'shout.js'), 'utf8'));
+  assert.deepEqual(spec.bindings, {
+    GREETING: { type: 'text', value: 'hello' },
+    CONF: { type: 'json', value: { region: 'eu' } },
+    DB: { type: 'facet' },
+  });
+  assert.deepEqual(spec.limits, { cpu_ms: 40, wall_ms: 5000 });
+  assert.deepEqual(spec.egress, [{ match: 'https://api.example.com/v1/', methods: ['GET'] }]);
+  assert.match(r.stderr, /dry run: the spec of PUT \/v1\/workers\/project, not sent/);
+  assert.equal((await node.control('GET', '/v1/workers/project')).status, 404, 'nothing deployed');
+
+  // the flags go over the config; NAME over its "name"
+  const flags = parseJson(ok(await ctl(['deploy', 'other', '--dry-run', '--var', 'GREETING=hey', '--facet', 'STORE',
+    '--allow', 'https://b.example.com/', '--cpu-ms', '9'], { cwd: PROJECT }), 'dry run with flags'), 'dry run');
+  assert.deepEqual(flags.bindings.GREETING, { type: 'text', value: 'hey' });
+  assert.deepEqual(flags.bindings.STORE, { type: 'facet' });
+  assert.deepEqual(flags.limits, { cpu_ms: 9, wall_ms: 5000 });
+  assert.deepEqual(flags.egress.map((e) => e.match), ['https://api.example.com/v1/', 'https://b.example.com/']);
+  // --config names the file from anywhere; --dry-run also works for FILEs
+  const elsewhere = parseJson(ok(await ctl(['deploy', '--dry-run', '--config', path.join(PROJECT, 'edgenode.json')]),
+    'dry run --config'), 'dry run');
+  assert.deepEqual(Object.keys(elsewhere.modules).sort(), ['index.js', 'lib/shout.js']);
+  const files = parseJson(ok(await ctl(['deploy', 'f', 'hello.js', '--dry-run', '--var', 'A=1']), 'dry run FILEs'), 'dry run');
+  assert.deepEqual(files.bindings, { A: { type: 'text', value: '1' } });
+  assert.equal((await node.control('GET', '/v1/workers/f')).status, 404);
+});
+
+test('deploy a project folder, then a redeploy that drops its bindings or egress rules needs --replace', async () => {
+  ok(await ctl(['deploy'], { cwd: PROJECT }), 'deploy the project');
+  const res = await node.ingress('project', '/');
+  assert.equal(res.status, 200, res.text);
+  assert.deepEqual(JSON.parse(res.text), { greeting: 'HELLO!', region: 'eu', hits: 1 });
+  const shown = (await node.control('GET', '/v1/workers/project')).json;
+  assert.deepEqual(shown.limits.cpu_ms, 40);
+  assert.deepEqual((await node.control('GET', '/v1/workers/project/egress')).json.rules.map((r) => r.match),
+    ['https://api.example.com/v1/']);
+
+  // from files, without the bindings: refused, and nothing changes
+  const files = ['project', path.join(PROJECT, 'src', 'index.js'), path.join(PROJECT, 'src', 'lib', 'shout.js')];
+  const refused = await ctl(['deploy', ...files]);
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.match(refused.stderr, /worker project has bindings \(GREETING, CONF, DB\) that this deploy would drop/);
+  assert.match(refused.stderr, /--replace/);
+  // one binding given is not enough: the others are named
+  const partial = await ctl(['deploy', ...files, '--facet', 'DB']);
+  assert.equal(partial.code, 1);
+  assert.match(partial.stderr, /bindings \(GREETING, CONF\)/);
+  assert.equal((await node.control('GET', '/v1/workers/project')).json.version, shown.version, 'nothing deployed');
+
+  // egress rules that leave one out: refused as well
+  const rules = writeFile(work, 'project.egress.json', JSON.stringify({ rules: [{ match: 'https://b.example.com/' }] }));
+  const dropsRule = await ctl(['deploy', '--egress', rules], { cwd: PROJECT });
+  assert.equal(dropsRule.code, 1, dropsRule.stderr);
+  assert.match(dropsRule.stderr, /worker project has egress rules \(https:\/\/api\.example\.com\/v1\/\) that this deploy would drop/);
+  // adding one to those it has is no drop
+  ok(await ctl(['deploy', '--allow', 'https://b.example.com/'], { cwd: PROJECT }), 'deploy --allow');
+  assert.deepEqual((await node.control('GET', '/v1/workers/project/egress')).json.rules.map((r) => r.match),
+    ['https://api.example.com/v1/', 'https://b.example.com/']);
+  ok(await ctl(['deploy', '--egress', rules, '--replace'], { cwd: PROJECT }), 'deploy --egress --replace');
+  assert.deepEqual((await node.control('GET', '/v1/workers/project/egress')).json.rules.map((r) => r.match),
+    ['https://b.example.com/']);
+
+  // --replace: deployed as asked, without the bindings
+  const replaced = parseJson(ok(await ctl([...['deploy', ...files], '--replace'], { json: true }), 'deploy --replace'), 'deploy');
+  assert.deepEqual(replaced.bindings, {});
+  ok(await ctl(['delete', 'project']), 'delete project');
+});
+
+test('"modules" globs pick files below base_dir, skipping dot files and node_modules', async () => {
+  const dir = path.join(work, 'globbed');
+  for (const d of ['app', 'app/lib', 'app/lib/deep', 'app/node_modules', 'app/.cache']) mkdirSync(path.join(dir, d), { recursive: true });
+  for (const f of ['app/main.js', 'app/lib/a.js', 'app/lib/deep/b.mjs', 'app/lib/c.txt', 'app/node_modules/dep.js',
+    'app/.cache/x.js', 'app/lib/.hidden.js', 'outside.js']) writeFile(dir, f, `export const f = ${JSON.stringify(f)};\n`);
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'globbed', main: 'app/main.js', modules: ['**/*.js', 'lib/**/*.mjs'] }));
+  const spec = parseJson(ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'dry run'), 'dry run');
+  assert.deepEqual(Object.keys(spec.modules), ['main.js', 'lib/a.js', 'lib/deep/b.mjs']);
+  assert.equal(spec.main_module, 'main.js');
+  // base_dir above main: names keep the directory
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'globbed', main: 'app/main.js', base_dir: '.', modules: ['app/lib/*.js'] }));
+  const based = parseJson(ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'dry run base_dir'), 'dry run');
+  assert.deepEqual(Object.keys(based.modules), ['app/main.js', 'app/lib/a.js']);
+  // wrangler's rules pick files only with find_additional_modules, as in wrangler
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'globbed', main: 'app/main.js',
+    rules: [{ type: 'ESModule', globs: ['**/*.js'] }] }));
+  const rulesOnly = ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'dry run rules');
+  assert.deepEqual(Object.keys(parseJson(rulesOnly, 'dry run').modules), ['main.js']);
+  assert.match(rulesOnly.stderr, /"rules" pick modules only with "find_additional_modules": true/);
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'globbed', main: 'outside.js', base_dir: 'app' }));
+  const outside = await ctl(['deploy', '--dry-run'], { cwd: dir });
+  assert.equal(outside.code, 1);
+  assert.match(outside.stderr, /main outside\.js is not below base_dir/);
+});
+
+test('a bad project config fails with the file and the reason, and deploys nothing', async () => {
+  const dir = path.join(work, 'badproject');
+  mkdirSync(dir);
+  writeFile(dir, 'index.js', `export default { fetch() { return new Response('x'); } };\n`);
+  const cases = [
+    ['{"name": "bp", "main": "index.js", "kv_namespaces": []}', /edgenode\.json: "kv_namespaces" has no counterpart in edgenode/],
+    ['{"name": "bp", "main": "index.js", "bogus": 1}', /edgenode\.json: unknown key "bogus"/],
+    ['{"name": "bp"}', /edgenode\.json: "main" .* is required/],
+    ['{"name": "bp", "main": "missing.js"}', /missing\.js: No such file/],
+    ['{"name": "bp", "main": "index.js", "find_additional_modules": true, "rules": [{"type": "Text", "globs": ["**/*.txt"]}]}',
+      /rules\[0\]: type "Text": edgenode deploys ES modules only/],
+    ['{"name": "bp", "main": "index.js", "vars": []}', /"vars" must be an object/],
+    ['{"name": "bp", "main": "index.js", "d1_databases": [{"database_name": "x"}]}', /d1_databases\[0\] needs "binding"/],
+    ['{"name": "bp", "main": "index.js", "routes": [7]}', /routes\[0\] must be a pattern/],
+    ['{"name": "bp", "main": ', /edgenode\.json:1:\d+:/],
+    ['[]', /a project config is a JSON object/],
+  ];
+  for (const [text, why] of cases) {
+    writeFile(dir, 'edgenode.json', text);
+    const r = await ctl(['deploy'], { cwd: dir });
+    assert.equal(r.code, 1, `${text}: ${r.stderr}`);
+    assert.match(r.stderr, why, text);
+  }
+  writeFile(dir, 'edgenode.json', '{"main": "index.js"}');
+  const noName = await ctl(['deploy'], { cwd: dir });
+  assert.equal(noName.code, 2, noName.stderr);
+  assert.match(noName.stderr, /no NAME given and edgenode\.json has no "name"/);
+  const withMain = await ctl(['deploy', 'bp', '--main', 'index.js'], { cwd: dir });
+  assert.equal(withMain.code, 2);
+  assert.match(withMain.stderr, /a project has "main"/);
+  const badVar = await ctl(['deploy', 'bp', '--var', 'NOVALUE', '--dry-run'], { cwd: dir });
+  assert.equal(badVar.code, 2);
+  assert.match(badVar.stderr, /--var needs NAME=VALUE, not 'NOVALUE'/);
+  const configAndFiles = await ctl(['deploy', 'bp', 'index.js', '--config', 'edgenode.json'], { cwd: dir });
+  assert.equal(configAndFiles.code, 2);
+  assert.match(configAndFiles.stderr, /--config takes no FILEs/);
+  assert.equal((await node.control('GET', '/v1/workers/bp')).status, 404, 'nothing deployed');
+
+  writeFile(dir, 'edgenode.toml', 'name = "bp"\nmain = "index.js"\n');
+  const both = await ctl(['deploy'], { cwd: dir });
+  assert.equal(both.code, 1);
+  assert.match(both.stderr, /both edgenode\.json and edgenode\.toml are here/);
+  const specNoName = await ctl(['deploy', '--spec', 'edgenode.json'], { cwd: dir });
+  assert.equal(specNoName.code, 2);
+  assert.match(specNoName.stderr, /deploy: missing operand NAME/);
+  const empty = await ctl(['deploy'], { cwd: path.join(work, 'nested') });
+  assert.equal(empty.code, 2);
+  assert.match(empty.stderr, /edgenode\.json or edgenode\.toml here/);
+});
+
+// The same project as edgenode.toml, in wrangler.toml's shape.
+test('deploy a project from edgenode.toml; a TOML error names the line', async () => {
+  const dir = path.join(work, 'tomlproject');
+  mkdirSync(dir);
+  const src = path.join(PROJECT, 'src');
+  writeFile(dir, 'edgenode.toml', `# as in wrangler.toml
+name = "tomlproject"
+main = "${path.join(src, 'index.js')}"
+compatibility_date = "2026-01-01"
+find_additional_modules = true
+
+[[rules]]
+type = "ESModule"
+globs = ["lib/**/*.js"]   # lib/shout.js
+
+[vars]
+GREETING = "hello"
+CONF = { region = "eu" }
+
+[[d1_databases]]
+binding = "DB"
+database_name = "project-db"
+
+[limits]
+cpu_ms = 40
+wall_ms = 5_000
+
+[[egress]]
+match = "https://api.example.com/v1/"
+methods = ["GET"]
+inject.headers.Authorization = 'Bearer \${secret:API_TOKEN}'
+`);
+  const fromToml = parseJson(ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'toml dry run'), 'dry run');
+  const fromJson = parseJson(ok(await ctl(['deploy', '--dry-run'], { cwd: PROJECT }), 'json dry run'), 'dry run');
+  fromJson.egress[0].inject = { headers: { Authorization: 'Bearer ${secret:API_TOKEN}' } };
+  assert.deepEqual(fromToml, fromJson, 'edgenode.toml gives the spec of the same edgenode.json');
+  ok(await ctl(['secret', 'set', 'API_TOKEN', '--worker', 'tomlproject'], { input: 'token' }), 'secret set');
+  ok(await ctl(['deploy'], { cwd: dir }), 'deploy from edgenode.toml');
+  ok(await ctl(['secret', 'delete', 'API_TOKEN']), 'secret delete');
+  assert.deepEqual(JSON.parse((await node.ingress('tomlproject', '/')).text), { greeting: 'HELLO!', region: 'eu', hits: 1 });
+  ok(await ctl(['delete', 'tomlproject']), 'delete tomlproject');
+
+  const bad = path.join(work, 'badtoml');
+  mkdirSync(bad);
+  writeFile(bad, 'index.js', `export default { fetch() { return new Response('x'); } };\n`);
+  for (const [line, why] of [
+    ['a = """x"""', /line 3: multi-line strings are not supported/],
+    ['a = "x', /line 3: unterminated string/],
+    ['name = "again"', /line 3: key 'name' is given twice/],
+    ['compatibility_date = 2026-01-01', /line 3: unsupported value '2026-01-01'/],
+    ['a 1', /line 3: expected '=' after a key/],
+    ['vars = 1\n[vars]', /line 4: \[vars\]: 'vars' is already a value/],
+    ['limits = { cpu_ms = 1 } 2', /line 3: unexpected '2' after the value/],
+    ['a = "\\q"', /line 3: unknown escape '\\q'/],
+    ['routes = [1,', /unterminated array/],
+    ['routes = [1 2]', /line 3: expected ',' or '\]' in an array/],
+    ['[limits', /line 3: expected '\]' to close the table header/],
+    ['limits.cpu_ms = inf', /line 3: unsupported value 'inf'/],
+    ['kv_namespaces = []', /"kv_namespaces" has no counterpart/],
+  ]) {
+    writeFile(bad, 'edgenode.toml', `name = "bt"\nmain = "index.js"\n${line}\n`);
+    const r = await ctl(['deploy', '--dry-run'], { cwd: bad });
+    assert.equal(r.code, 1, `${line}: ${r.stderr}`);
+    assert.match(r.stderr, /^edgectl: edgenode\.toml: /, line);
+    assert.match(r.stderr, why, line);
+    assert.equal(r.stdout, '');
+  }
+});
+
+test('a project with routes: the node\'s routes get this worker\'s patterns, or a node without them refuses first', async () => {
+  const dir = path.join(work, 'routed');
+  mkdirSync(dir);
+  writeFile(dir, 'index.js', `export default { fetch() { return new Response('routed'); } };\n`);
+  writeFile(dir, 'edgenode.json', JSON.stringify({ name: 'routed', main: 'index.js',
+    routes: ['routed.example.com/*', { pattern: 'api.example.com/routed/*', zone_name: 'example.com' }] }));
+  const dry = ok(await ctl(['deploy', '--dry-run'], { cwd: dir }), 'dry run');
+  assert.match(dry.stderr, /routes \["routed\.example\.com\/\*","api\.example\.com\/routed\/\*"\] to routed/);
+  const hasRoutes = (await node.control('GET', '/v1/routes')).status === 200;
+  const r = await ctl(['deploy'], { cwd: dir });
+  if (!hasRoutes) {
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /this node has no \/v1\/routes/);
+    assert.equal((await node.control('GET', '/v1/workers/routed')).status, 404, 'refused before the deploy');
+    return;
+  }
+  ok(r, 'deploy with routes');
+  const routes = (await node.control('GET', '/v1/routes')).json.routes.filter((e) => e.worker === 'routed');
+  assert.deepEqual(routes.map((e) => e.pattern), ['routed.example.com/*', 'api.example.com/routed/*']);
+  ok(await ctl(['delete', 'routed']), 'delete routed');
 });
