@@ -859,6 +859,10 @@ static void on_event(node_proc *p, json_t *body) {
   const char *tenant = json_string_value(json_object_get(body, "tenant"));
   if (event == NULL || strcmp(event, "mpk_fault") != 0) return;
   if (tenant && !worker_name_valid(tenant, strlen(tenant))) tenant = NULL;
+  /* A dedicated process hosts one tenant: a fault it reports is that
+   * tenant's, whatever name the report gives (it may be that tenant's code
+   * speaking, to get a neighbour cordoned). */
+  if (p->tenant != NULL) tenant = p->tenant;
   json_t *details = json_deep_copy(body);
   json_object_del(details, "event");
   json_object_del(details, "tenant");

@@ -92,6 +92,9 @@ void node_stats_add(node *n, node_proc *p, json_t *body) {
   snprintf(slot, sizeof slot, "%d", proc_id);
   json_object_foreach(json_object_get(body, "tenants"), name, delta) {
     if (!worker_name_valid(name, strlen(name)) || !json_is_object(delta)) continue;
+    /* A dedicated process hosts one tenant: what it says of others is not
+     * believed (it may be that tenant's code speaking). */
+    if (p->tenant != NULL && strcmp(name, p->tenant) != 0) continue;
     json_t *t = tenant_entry(n, name);
     for (size_t i = 0; i < NODE_STATS_N_COUNTERS; i++)
       add_counter(t, node_stats_counters[i], json_object_get(delta, node_stats_counters[i]));
