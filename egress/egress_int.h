@@ -84,6 +84,8 @@ struct egress {
   secret_store *fleet_secrets;    /* in a fleet: opened from the supervisor's records, in memory */
   int fleet;                      /* in a fleet: values come from fleet_secrets only */
   json_t *grants;                 /* secret name -> [worker, ...] it may be injected for */
+  json_t *bound;                  /* "<pid>" -> tenant: dedicated worker processes, which may
+                                   * fetch for their own tenant only */
   struct fleet_key *fleet_keys;
   size_t n_fleet_keys;
   SSL_CTX *ssl_ctx;
@@ -96,6 +98,9 @@ struct egress {
 
 /* main.c */
 egress *egress_self(void);
+/* The tenant a client's process was bound to (a dedicated worker process),
+ * or NULL: a shared process hosts every tenant and may act for any. */
+const char *egress_client_bound(const client *cl);
 const egress_policy *egress_policy_of(egress *e, const char *worker);
 /* Whether secret `name` (len bytes) may be injected for worker's fetches. */
 int egress_secret_granted(egress *e, const char *name, size_t len, const char *worker);
@@ -109,6 +114,7 @@ void server_close(egress *e);
 struct client {
   egress *e;
   proto_channel ch;
+  int peer_pid;                   /* the connected process (SO_PEERCRED); 0 when unknown */
   fetch *fetches;                 /* in flight on this connection */
   client *next;
   int closed;

@@ -848,6 +848,8 @@ void fetch_start(client *cl, const proto_frame *frame) {
     problem = "malformed fetch request";
   else if (frame->id == 0 || find(cl, frame->id))
     problem = "fetch id in use";
+  else if (egress_client_bound(cl) != NULL && strcmp(egress_client_bound(cl), tenant) != 0)
+    problem = "this worker process may fetch only for its own tenant";
   else if (headers)
     problem = check_headers(headers, why, sizeof why);
   if (problem) {

@@ -285,15 +285,40 @@ static void apply_fleet_secrets(egress *e, json_t *secrets, int replace) {
   }
 }
 
+const char *egress_client_bound(const client *cl) {
+  char pid[16];
+  if (cl->peer_pid <= 0 || cl->e->bound == NULL) return NULL;
+  snprintf(pid, sizeof pid, "%d", cl->peer_pid);
+  return json_string_value(json_object_get(cl->e->bound, pid));
+}
+
+/* "processes": {"<pid>": tenant or null}: which processes are dedicated to
+ * which tenant (null: that process is gone). */
+static void apply_bindings(egress *e, json_t *processes, int replace) {
+  if (e->bound == NULL || replace) {
+    json_decref(e->bound);
+    e->bound = json_object();
+  }
+  const char *pid;
+  json_t *tenant;
+  json_object_foreach(processes, pid, tenant) {
+    if (json_is_string(tenant)) json_object_set(e->bound, pid, tenant);
+    else json_object_del(e->bound, pid);
+  }
+}
+
 static void on_policy(egress *e, uint32_t id, json_t *body) {
   json_t *workers = json_object_get(body, "workers");
   json_t *grants = json_object_get(body, "grants");
   json_t *fleet_secrets = json_object_get(body, "fleet_secrets");
+  json_t *processes = json_object_get(body, "processes");
+  int replace = json_is_true(json_object_get(body, "replace"));
+  if (replace || json_is_object(processes)) apply_bindings(e, processes, replace);
   if (!json_is_object(workers) && !json_is_object(grants) && !json_is_object(fleet_secrets)) {
-    log_warn("policy message without \"workers\", \"grants\" or \"fleet_secrets\": ignored");
+    if (!json_is_object(processes))
+      log_warn("policy message without \"workers\", \"grants\" or \"fleet_secrets\": ignored");
     return;
   }
-  int replace = json_is_true(json_object_get(body, "replace"));
   if (replace) e->fleet = json_is_true(json_object_get(body, "fleet"));
   if (replace || json_is_object(grants)) apply_grants(e, grants, replace);
   if (replace || json_is_object(fleet_secrets)) apply_fleet_secrets(e, fleet_secrets, replace);
@@ -580,6 +605,7 @@ int main(int argc, char **argv) {
   secrets_close(e->fleet_secrets);
   fleet_keys_free(e->fleet_keys, e->n_fleet_keys);
   json_decref(e->grants);
+  json_decref(e->bound);
   tls_ctx_free(e->ssl_ctx);
   log_info("exiting");
   return 0;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -88,6 +89,14 @@ static void on_connection(uv_stream_t *server, int status) {
     uv_close((uv_handle_t *)&c->ch.pipe, on_unstarted_closed);
     return;
   }
+  /* Which process this is: the supervisor binds dedicated processes to
+   * their tenant (egress_client_bound). */
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&c->ch.pipe, &fd) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    c->peer_pid = (int)cred.pid;
   c->next = e->clients;
   e->clients = c;
 }

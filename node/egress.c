@@ -154,6 +154,19 @@ static void on_reply(node_egress *eg, const proto_frame *f, json_t *body) {
 
 /* ---- the process ---- */
 
+/* Every dedicated process running now, by pid: what a (re)started egress
+ * must know before any of them fetches. */
+static json_t *bindings(node *n) {
+  json_t *out = json_object();
+  for (node_proc *p = n->dedicated; p != NULL; p = p->next) {
+    if (p->child.pid <= 0 || p->tenant == NULL) continue;
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", p->child.pid);
+    json_object_set_new(out, pid, json_string(p->tenant));
+  }
+  return out;
+}
+
 static void on_hello(node_egress *eg, json_t *body) {
   node_sandbox_parse(json_object_get(body, "jail"), &eg->jail_on, &eg->jail_off);
   if (eg->child.state != NODE_PROC_STARTING) return;
@@ -169,8 +182,9 @@ static void on_hello(node_egress *eg, json_t *body) {
     if (json_object_get(row, "sealed")) json_object_set(sealed, name, json_object_get(row, "sealed"));
   }
   json_decref(secrets);
-  json_t *msg = json_pack("{s:o, s:o, s:o, s:b, s:b}", "workers", all, "grants", grants,
-                          "fleet_secrets", sealed, "fleet", eg->n->fleet != NULL, "replace", 1);
+  json_t *msg = json_pack("{s:o, s:o, s:o, s:o, s:b, s:b}", "workers", all, "grants", grants,
+                          "fleet_secrets", sealed, "processes", bindings(eg->n), "fleet",
+                          eg->n->fleet != NULL, "replace", 1);
   if (send_json(eg, PROTO_EGRESS_POLICY, eg->sync_id, msg) != 0)
     log_warn("could not send the egress rules to the egress process");
   json_decref(msg);
@@ -394,6 +408,18 @@ void node_egress_kill(node *n) {
 
 void node_egress_push(node *n, const char *name, json_t *rules) {
   push_policy(n->egress, name, rules);
+}
+
+void node_egress_bind(node *n, int pid, const char *tenant) {
+  node_egress *eg = n->egress;
+  /* Not running yet: it gets every binding when it starts (on_hello). */
+  if (eg == NULL || pid <= 0 || (eg->child.state != NODE_PROC_READY && eg->sync_id == 0)) return;
+  char key[16];
+  snprintf(key, sizeof key, "%d", pid);
+  json_t *body = json_pack("{s:{s:s?}}", "processes", key, tenant);
+  if (body && send_json(eg, PROTO_EGRESS_POLICY, 0, body) != 0)
+    log_warn("could not tell the egress process which tenant process %d serves", pid);
+  json_decref(body);
 }
 
 void node_egress_push_secret(node *n, const char *name, json_t *workers, json_t *sealed) {

@@ -628,6 +628,10 @@ void node_egress_ask_secret(node *n, node_egress_ask ask, json_t *body, node_egr
 /* Sends a secret's grants (NULL: none) and, in a fleet, its sealed value
  * (NULL: none) to the egress, when it runs; it gets them all whenever it starts. */
 void node_egress_push_secret(node *n, const char *name, json_t *workers, json_t *sealed);
+/* Tells the egress that process `pid` is `tenant`'s dedicated process (NULL:
+ * it is gone): its fetches may name that tenant only. Dedicated processes
+ * may run a hostile tenant's code; shared ones host every tenant anyway. */
+void node_egress_bind(node *n, int pid, const char *tenant);
 
 /* egress_routes.c: /v1/workers/{name}/egress: 1 when handled. */
 int node_egress_route(node *n, http_request *req, const char *path);

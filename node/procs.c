@@ -458,6 +458,7 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
   fail_validations(p, UV_ECANCELED);
   node_stats_proc_gone(n, p);
   if (p->tenant) {
+    node_egress_bind(n, p->child.pid, NULL);
     if (n->proc_listener) n->proc_listener->dedicated_exit(p, status, sig, lived_ms);
     return;
   }
@@ -589,6 +590,9 @@ static int spawn_proc(node_proc *p) {
   };
   int rc = node_child_spawn(&p->child, &cmd);
   if (rc != 0) return rc;
+  /* Before it can connect anywhere: the egress then lets it act for its
+   * own tenant only, whatever its frames say. */
+  if (p->tenant) node_egress_bind(p->owner, p->child.pid, p->tenant);
   p->memory_killed = 0;
   char extra[96];
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);

@@ -10,7 +10,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { startNode } from './lib/node.mjs';
+import { dedicatedReady, startNode } from './lib/node.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const CLIENT = readFileSync(path.join(here, 'fixtures/egress/client.js'), 'utf8');
@@ -185,4 +185,21 @@ test('bad grants are refused with a clear error', async () => {
   const dup = await node.control('PUT', '/v1/secrets/DUP', { body: { value: 'v', workers: ['a', 'a', 'b'] } });
   assert.deepEqual(dup.json.workers, ['a', 'b']);
   assert.ok(!(await node.control('GET', '/v1/secrets')).json.secrets.some((s) => s.name === 'BAD_GRANT'));
+});
+
+test('a cordoned tenant in its own process still gets its own secret injected (the egress binds that process to it)', async () => {
+  const c = await node.control('POST', '/v1/tenants/shop/cordon', { body: { reason: 'test' } });
+  assert.equal(c.status, 200, c.text);
+  try {
+    const t = await dedicatedReady(node, 'shop');
+    const info = await node.nodeInfo();
+    assert.ok(t.dedicated.pid > 0, JSON.stringify(info.dedicated ?? {}));
+    const r = await fetchVia('shop', '/shop/cordoned');
+    assert.equal(r.status, 200, JSON.stringify(r));
+    // (an earlier test rotated the value)
+    assert.ok([`Bearer ${SHOP_TOKEN}`, `Bearer ${ROTATED}`].includes(JSON.parse(r.body).authorization), r.body);
+  } finally {
+    const u = await node.control('POST', '/v1/tenants/shop/uncordon');
+    assert.equal(u.status, 200, u.text);
+  }
 });
