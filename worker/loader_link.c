@@ -39,6 +39,10 @@
 
 #define LOADER_MAX_CODE_BYTES (64u << 20)
 #define LOADER_MAX_ENV_BYTES (1u << 20)
+/* One module's compile cannot be interrupted (V8 checks for termination
+ * only between modules): 4 MiB of source takes about a second of the
+ * process's loop, which every tenant in it waits for. */
+#define LOADER_MAX_MODULE_BYTES (4u << 20)
 /* Generated wrappers of {text}/{json}/{data} modules escape their content:
  * a control character in a {text} module is six ("\\u0001"), and each
  * module adds a few dozen bytes of its own. */
@@ -506,6 +510,9 @@ static const char *take_code(loader_child *c, const uint8_t *bytes, size_t len,
       return "malformed modules";
     if (memchr(name.ptr, '\0', name.len)) return "a module name holds a NUL character";
     c->modules[i].name = xstrndup(name.ptr, name.len);
+    if (src.len > LOADER_MAX_MODULE_BYTES)
+      return "a Dynamic Worker module is larger than 4 MiB: split it into smaller modules (one "
+             "module's compile cannot be interrupted at the CPU limit)";
     c->modules[i].source = src.ptr;
     c->modules[i].source_len = src.len;
     total += src.len;

@@ -108,3 +108,27 @@ test('a load() whose modules take long to compile fails at the child\'s CPU limi
   assert.ok(stats.cpu_ms >= 20 && stats.cpu_ms < 1000, `the tenant used ${stats.cpu_ms} ms of CPU`);
   await node.control('DELETE', '/v1/workers/compiler');
 });
+
+test('a load() with one module over 4 MiB is refused before anything compiles', async () => {
+  // One module's compile cannot be interrupted: 5 MB of statements held
+  // the process's loop for over a second before this limit.
+  const parent = `export default {
+    async fetch(request, env) {
+      const big = 'a=b+c*d-e/f;'.repeat(Math.ceil(5e6 / 12));
+      const stub = env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'c.js',
+        modules: { 'c.js': 'export default { fetch() { return new Response("child"); } };', 'big.js': big } });
+      try {
+        return new Response(await (await stub.getEntrypoint().fetch('http://c/')).text());
+      } catch (err) {
+        return new Response(err.name + ': ' + err.message);
+      }
+    },
+  };`;
+  await node.deployOk('bigmodule', { 'index.js': parent },
+    { bindings: { LOADER: { type: 'loader' } }, limits: { cpu_ms: 2000 } });
+  const r = await node.ingress('bigmodule', '/', { timeout: 60000 });
+  assert.equal(r.status, 200, r.text);
+  assert.match(r.text, /a Dynamic Worker module is larger than 4 MiB/);
+  await neighbourServed();
+  await node.control('DELETE', '/v1/workers/bigmodule');
+});
