@@ -133,13 +133,16 @@ function loaderModule(name, value) {
       // Parsed, not written as a literal: a "__proto__" key stays a key.
       return [json, () => `export default JSON.parse(${JSON.stringify(json)});\n`];
     }
-    case 'data': {
+    case 'data':
+    case 'wasm': {
       const bytes = bufferSourceBytes(content);
-      if (bytes === null) throw new TypeError(`Module '${name}': data must be an ArrayBuffer or a view.`);
+      if (bytes === null) throw new TypeError(`Module '${name}': ${kind} must be an ArrayBuffer or a view.`);
+      // A wasm module's default export is the compiled WebAssembly.Module.
+      const value = kind === 'wasm' ? 'new WebAssembly.Module(u)' : 'u.buffer';
       return [bytes.length, () =>
         `const b = atob(${JSON.stringify(loaderBase64(bytes))}); const u = new Uint8Array(b.length);\n` +
         'for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);\n' +
-        'export default u.buffer;\n'];
+        `export default ${value};\n`];
     }
     default:
       throw new TypeError(`Module '${name}': ${kind} modules are not supported by this runtime's loader.`);
