@@ -235,6 +235,26 @@ test('a Memory made larger than the memory limit is the memory 503', async (t) =
   assert.equal(ok.status, 200, ok.text);
 });
 
+test('at most 16 live Memories per isolate: the next one is a RangeError', async () => {
+  const r = await node.control('POST', '/v1/run', {
+    body: {
+      modules: {
+        'r.js': `export function run() {
+  const kept = [];
+  try {
+    for (;;) kept.push(new WebAssembly.Memory({ initial: 1 }));
+  } catch (e) {
+    return [kept.length, e.name + ': ' + e.message];
+  }
+}`,
+      },
+      input: null,
+    },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.result, [16, 'RangeError: WebAssembly.Memory(): could not allocate memory']);
+});
+
 test('hash-wasm from npm runs unchanged and agrees with Node', async (t) => {
   const prefix = path.join(cacheRoot(), 'hash-wasm-4.13.0');
   const file = (p) => path.join(p, 'node_modules', 'hash-wasm', 'dist', 'index.esm.js');
