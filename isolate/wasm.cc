@@ -26,6 +26,7 @@
  */
 #include <string.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -73,17 +74,21 @@ class counted_pages final : public forwarding_pages {
       regions_[(char *)p] = wasm_region{w->array_buffers, w, nullptr, length, 0};
     else
       w->wasm_memories--;
+    live_.store(regions_.size(), std::memory_order_relaxed);
     return p;
   }
 
+  /* Every heap page V8 opens comes through here too: without wasm
+   * Memories, one atomic load is all it costs. */
   bool SetPermissions(void *address, size_t length, Permission permissions) override {
-    if (permissions == kReadWrite && !charge((char *)address, length))
+    if (permissions == kReadWrite && live_.load(std::memory_order_relaxed) > 0 &&
+        !charge((char *)address, length))
       return false;
     return inner_->SetPermissions(address, length, permissions);
   }
 
   bool FreePages(void *address, size_t length) override {
-    {
+    if (live_.load(std::memory_order_relaxed) > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = regions_.find((char *)address);
       if (it != regions_.end()) {
@@ -91,6 +96,7 @@ class counted_pages final : public forwarding_pages {
         it->second.worker->wasm_memories--;
         it->second.worker->wasm_refused.store(false, std::memory_order_relaxed);
         regions_.erase(it);
+        live_.store(regions_.size(), std::memory_order_relaxed);
       }
     }
     return inner_->FreePages(address, length);
@@ -106,6 +112,7 @@ class counted_pages final : public forwarding_pages {
         ++it;
       }
     }
+    live_.store(regions_.size(), std::memory_order_relaxed);
   }
 
  private:
@@ -159,6 +166,7 @@ class counted_pages final : public forwarding_pages {
 
   std::mutex mu_;
   std::map<char *, wasm_region> regions_;  /* by reservation start */
+  std::atomic<size_t> live_{0};            /* regions_.size() */
 };
 
 counted_pages *counted;
