@@ -67,7 +67,7 @@ bool context_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err
     return false;
   }
   /* V8 installs WebAssembly in every new context, snapshot or not: the
-   * runtime replaces its asynchronous forms there (13-wasm.js). */
+   * runtime replaces its asynchronous forms there (42-wasm.js). */
   if (fns[3]->Call(context, v8::Undefined(isolate), 0, nullptr).IsEmpty()) {
     error_from_try_catch(w, context, ISO_ERR_INTERNAL, tc, err);
     return false;

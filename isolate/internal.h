@@ -140,7 +140,7 @@ enum snapshot_slot {
   kSlotDispatch,
   kSlotFireTimer,
   kSlotNative,      /* the `native` object the runtime was given */
-  kSlotInstallWasm, /* makes a context's WebAssembly the runtime's (13-wasm.js) */
+  kSlotInstallWasm, /* makes a context's WebAssembly the runtime's (42-wasm.js) */
   kSnapshotSlots,
 };
 
