@@ -4,7 +4,9 @@
  * V8 keeps a wasm Memory outside both its heap and the ArrayBuffer
  * allocator: it reserves the Memory's whole capacity through the platform's
  * page allocator (4 GiB of address space for a Memory without a maximum,
- * inaccessible), opens the initial pages for reading and writing, and
+ * inaccessible; 10 GiB with guard regions if the trap handler were on,
+ * which it is not: worker/mpk.c has SIGSEGV), opens the initial pages for
+ * reading and writing, and
  * opens more on each grow. Only what is open can become resident, so what
  * is open is what counts: each worker's open wasm pages are charged to the
  * same cap as its ArrayBuffers (allocator.cc), and a grow that would pass
