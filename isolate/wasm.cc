@@ -6,12 +6,11 @@
  * page allocator (4 GiB of address space for a Memory without a maximum,
  * inaccessible; 10 GiB with guard regions if the trap handler were on,
  * which it is not: worker/mpk.c has SIGSEGV), opens the initial pages for
- * reading and writing, and
- * opens more on each grow. Only what is open can become resident, so what
- * is open is what counts: each worker's open wasm pages are charged to the
- * same cap as its ArrayBuffers (allocator.cc), and a grow that would pass
- * it is refused, which wasm sees as memory.grow returning -1 and
- * JavaScript as a RangeError from Memory.prototype.grow.
+ * reading and writing, and opens more on each grow. Only what is open can
+ * become resident, so what is open is what counts: each worker's open wasm
+ * pages are charged to the same cap as its ArrayBuffers (allocator.cc), and
+ * a grow that would pass it is refused, which wasm sees as memory.grow
+ * returning -1 and JavaScript as a RangeError from Memory.prototype.grow.
  *
  * V8 cannot take a refusal everywhere. A new Memory's first pages that do
  * not fit would end the process (V8 treats that as the system out of
