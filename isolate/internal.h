@@ -189,6 +189,7 @@ class allocator final : public v8::ArrayBuffer::Allocator {
 struct module_entry {
   std::string name;
   v8::Global<v8::Module> module;
+  v8::Global<v8::Value> wasm;  /* a .wasm module's default export (modules.cc) */
 };
 
 struct pending_request {

@@ -89,29 +89,10 @@ static int base64_valid(const char *s, size_t len) {
   return 1;
 }
 
-/* The ES module a {"wasm": base64} module is loaded as: its default export
- * is the compiled WebAssembly.Module, as workerd's wasm modules are. The
- * base64 alphabet needs no escaping in a string literal. */
-static json_t *wasm_module_source(const char *b64, size_t len) {
-  static const char head[] = "const b = atob(\"";
-  static const char tail[] =
-      "\");\nconst u = new Uint8Array(b.length);\n"
-      "for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);\n"
-      "export default new WebAssembly.Module(u);\n";
-  size_t n = sizeof head - 1 + len + sizeof tail - 1;
-  char *js = malloc(n);
-  if (js == NULL) abort();
-  memcpy(js, head, sizeof head - 1);
-  memcpy(js + sizeof head - 1, b64, len);
-  memcpy(js + sizeof head - 1 + len, tail, sizeof tail - 1);
-  json_t *out = json_stringn(js, n);
-  free(js);
-  if (out == NULL) abort();
-  return out;
-}
-
 /* A module's value: its source string, or for a .wasm module {"wasm":
- * base64}, which becomes its source here. NULL when it is fine, else why not. */
+ * base64}, whose base64 becomes its source here (the worker process
+ * decodes and compiles it: isolate/modules.cc). NULL when it is fine, else
+ * why not. */
 static const char *module_value(json_t *modules, void *it, const char *name, size_t *counted) {
   json_t *src = json_object_iter_value(it);
   if (!module_is_wasm(name, strlen(name))) {
@@ -125,9 +106,7 @@ static const char *module_value(json_t *modules, void *it, const char *name, siz
   if (!base64_valid(json_string_value(b64), json_string_length(b64)))
     return "\"wasm\" must be the module's bytes in standard base64, with padding";
   *counted = json_string_length(b64);
-  if (json_object_iter_set_new(modules, it, wasm_module_source(json_string_value(b64),
-                                                              json_string_length(b64))) != 0)
-    abort();
+  if (json_object_iter_set(modules, it, b64) != 0) abort();
   return NULL;
 }
 

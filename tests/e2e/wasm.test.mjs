@@ -118,7 +118,8 @@ test('a bad .wasm module is refused with a clear error', async () => {
     'a.wasm': { wasm: b64([1, 2, 3, 4]) },
   });
   assert.equal(r.status, 400, r.text);
-  assert.match(r.text, /CompileError/);
+  assert.equal(r.json.module, 'a.wasm', r.text);
+  assert.match(r.json.error, /^CompileError: WasmModuleObject::Compile\(\): expected magic word 00 61 73 6d, found 01 02 03 04 @\+0/);
 });
 
 test('wasm in /v1/run and in a loader child', async () => {
@@ -142,16 +143,27 @@ export default {
       compatibilityDate: '2025-01-01',
       mainModule: 'index.js',
       modules: {
-        'index.js': "import m from './add.wasm'; export default { fetch() { return new Response(String(new WebAssembly.Instance(m).exports.add(1, 41))); } };",
+        'index.js': "import m from './add.wasm'; import n from './add.bin'; " +
+          "export default { fetch() { return new Response(String(new WebAssembly.Instance(m).exports.add(1, 41)) + ' ' + " +
+          "String(new WebAssembly.Instance(n).exports.add(2, 2))); } };",
         'add.wasm': { wasm: bytes },
+        'add.bin': { wasm: bytes.buffer },
       },
     });
-    return child.getEntrypoint().fetch(request);
+    let misnamed;
+    try {
+      await env.LOADER.load({ compatibilityDate: '2025-01-01', mainModule: 'a.js',
+        modules: { 'a.js': 'export default {}', 'b.wasm': { js: '' } } }).getEntrypoint().fetch(request);
+    } catch (e) {
+      misnamed = e.name + ': ' + e.message;
+    }
+    const res = await child.getEntrypoint().fetch(request);
+    return new Response((await res.text()) + ' | ' + misnamed);
   },
 };`, { json: true, bindings: { LOADER: { type: 'loader' } } });
   const r = await node.ingress('wasmparent', '/');
   assert.equal(r.status, 200, r.text);
-  assert.equal(r.text, '42');
+  assert.equal(r.text, "42 4 | TypeError: Module 'b.wasm': a module named '.wasm' must be a {wasm} module.");
 });
 
 test('a wasm spin loop gets the CPU 503 and the worker serves afterwards', async () => {
