@@ -41,8 +41,8 @@ class worker_runner final : public v8::TaskRunner {
 
 /* V8's default platform, with edgenode's page allocator (pages kept between
  * isolates, tagged with their keys under MPK, wasm memories charged to
- * their workers) and, under MPK, background
- * tasks let into every isolate's pages. */
+ * their workers) and, under MPK, background tasks let into every isolate's
+ * pages. */
 class edge_platform final : public v8::Platform {
  public:
   explicit edge_platform(std::unique_ptr<v8::Platform> inner)
