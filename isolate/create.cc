@@ -13,8 +13,11 @@
 namespace iso {
 namespace {
 
-bool no_wasm(v8::Local<v8::Context>, v8::Local<v8::String>) {
-  return false;
+/* Wasm compiles from bytes, never from strings: what eval() being off
+ * guards against does not apply. Its memory is charged to the worker
+ * (wasm.cc). */
+bool wasm_allowed(v8::Local<v8::Context>, v8::Local<v8::String>) {
+  return true;
 }
 
 /* A new context from the snapshot, the runtime already in it, made this
@@ -39,15 +42,11 @@ bool context_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err
   context->AllowCodeGenerationFromStrings(false);
   v8::Context::Scope context_scope(context);
   v8::TryCatch tc(isolate);
-  /* V8 installs WebAssembly in every new context, snapshot or not. With wasm
-   * compilation off, all it still offers is Memory, whose pages count
-   * against neither the heap limit nor the ArrayBuffer cap. */
-  if (context->Global()->Delete(context, str(isolate, "WebAssembly")).IsNothing() ||
-      !remove_atomics_wait_async(context)) {
+  if (!remove_atomics_wait_async(context)) {
     error_set(err, ISO_ERR_INTERNAL, "could not set up the context");
     return false;
   }
-  v8::Local<v8::Function> fns[3];
+  v8::Local<v8::Function> fns[4];
   v8::Local<v8::Object> native;
   if (!context->GetDataFromSnapshotOnce<v8::Function>(snapshot_index(kSlotSetHandler))
            .ToLocal(&fns[0]) ||
@@ -55,6 +54,8 @@ bool context_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err
            .ToLocal(&fns[1]) ||
       !context->GetDataFromSnapshotOnce<v8::Function>(snapshot_index(kSlotFireTimer))
            .ToLocal(&fns[2]) ||
+      !context->GetDataFromSnapshotOnce<v8::Function>(snapshot_index(kSlotInstallWasm))
+           .ToLocal(&fns[3]) ||
       !context->GetDataFromSnapshotOnce<v8::Object>(snapshot_index(kSlotNative))
            .ToLocal(&native)) {
     error_set(err, ISO_ERR_INTERNAL, "the snapshot has no runtime");
@@ -62,6 +63,12 @@ bool context_start(iso_worker *w, v8::Local<v8::Context> context, iso_error *err
   }
   /* Natives outside the core table are not in the snapshot's references. */
   if (!natives_add(context, native)) {
+    error_from_try_catch(w, context, ISO_ERR_INTERNAL, tc, err);
+    return false;
+  }
+  /* V8 installs WebAssembly in every new context, snapshot or not: the
+   * runtime replaces its asynchronous forms there (42-wasm.js). */
+  if (fns[3]->Call(context, v8::Undefined(isolate), 0, nullptr).IsEmpty()) {
     error_from_try_catch(w, context, ISO_ERR_INTERNAL, tc, err);
     return false;
   }
@@ -196,7 +203,7 @@ iso_worker *worker_blank(uint32_t memory_mb, iso_error *err) {
   w->isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
   w->isolate->AddNearHeapLimitCallback(near_heap_limit, w);
   w->isolate->SetOOMErrorHandler(oom_handler);
-  w->isolate->SetAllowWasmCodeGenerationCallback(no_wasm);
+  w->isolate->SetAllowWasmCodeGenerationCallback(wasm_allowed);
   w->isolate->SetHostImportModuleDynamicallyCallback(module_import_dynamic);
   /* A blocked futex uses no CPU: the watchdog would never stop it. */
   w->isolate->SetAllowAtomicsWait(false);
@@ -274,6 +281,7 @@ void worker_destroy(iso_worker *w) {
     w->context.Reset();
     pages_teardown_scope tearing_down;
     w->isolate->Dispose();
+    wasm_forget(w);
   }
   w->tasks->clear();
   delete w->array_buffers;  /* after Dispose: the isolate frees its buffers through it */

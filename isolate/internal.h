@@ -140,6 +140,7 @@ enum snapshot_slot {
   kSlotDispatch,
   kSlotFireTimer,
   kSlotNative,      /* the `native` object the runtime was given */
+  kSlotInstallWasm, /* makes a context's WebAssembly the runtime's (42-wasm.js) */
   kSnapshotSlots,
 };
 
@@ -167,6 +168,15 @@ class allocator final : public v8::ArrayBuffer::Allocator {
   /* Allocations refused so far: a request that fails after one hit the cap. */
   uint64_t refusals() const { return refused_.load(std::memory_order_relaxed); }
   size_t used() const { return used_.load(std::memory_order_relaxed); }
+  /* Memory the cap counts that is not an ArrayBuffer's (wasm.cc). */
+  bool take(size_t length) { return reserve(length); }
+  void take_anyway(size_t length) { used_.fetch_add(length, std::memory_order_relaxed); }
+  void give_back(size_t length) { used_.fetch_sub(length, std::memory_order_relaxed); }
+  size_t left() const {
+    size_t used = this->used();
+    return used < cap_ ? cap_ - used : 0;
+  }
+  void note_refusal() { refused_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   bool reserve(size_t length);
@@ -179,6 +189,7 @@ class allocator final : public v8::ArrayBuffer::Allocator {
 struct module_entry {
   std::string name;
   v8::Global<v8::Module> module;
+  v8::Global<v8::Value> wasm;  /* a .wasm module's default export (modules.cc) */
 };
 
 struct pending_request {
@@ -285,6 +296,9 @@ struct iso_worker {
   /* V8 ran out of memory and was left by a jump (guarded()), past the
    * release of locks it holds: only this thread can dispose of it. */
   bool jumped_out = false;
+  int wasm_memories = 0;      /* live wasm Memories (wasm.cc, under its lock) */
+  /* A grow was refused: V8's retry with a copy must be refused too. */
+  std::atomic<bool> wasm_refused{false};
 };
 
 namespace iso {
@@ -370,6 +384,9 @@ void fail_all(iso_worker *w, iso_error_kind kind, const char *message);
  * has hit the limit (as V8's callback would have it) and its JavaScript is
  * being terminated. Measures only when some heap grew since the last time. */
 bool heap_check(iso_worker *w);
+/* The worker is past its memory limit: its entry ends with that error and
+ * the worker is discarded. */
+void memory_limit_hit(iso_worker *w);
 /* V8's near-heap-limit and OOM callbacks for a worker's isolate. */
 size_t near_heap_limit(void *data, size_t current_limit, size_t initial_limit);
 void oom_handler(const char *location, bool is_heap_oom);
@@ -623,6 +640,12 @@ int prot_of(v8::PageAllocator::Permission p);
 /* The platform's page allocator over `inner` (made once per process);
  * `retagged`: the key allocator (MPK) is put over it. */
 v8::PageAllocator *pages_reusing(v8::PageAllocator *inner, bool retagged);
+
+/* The page allocator over `inner` that charges each worker's open wasm
+ * Memory pages to its memory cap (wasm.cc); made once per process. */
+v8::PageAllocator *wasm_counted_pages(v8::PageAllocator *inner);
+/* Drops what is still noted of a worker's wasm Memories: after Dispose. */
+void wasm_forget(const iso_worker *w);
 
 /* How many times so far V8 asked for heap pages, in any isolate: a heap
  * grows only through them (heap_check). */

@@ -40,14 +40,15 @@ class worker_runner final : public v8::TaskRunner {
 };
 
 /* V8's default platform, with edgenode's page allocator (pages kept between
- * isolates, tagged with their keys under MPK) and, under MPK, background
- * tasks let into every isolate's pages. */
+ * isolates, tagged with their keys under MPK, wasm memories charged to
+ * their workers) and, under MPK, background tasks let into every isolate's
+ * pages. */
 class edge_platform final : public v8::Platform {
  public:
   explicit edge_platform(std::unique_ptr<v8::Platform> inner)
       : inner_(std::move(inner)),
-        pages_(iso::mpk_keyed_pages(
-            iso::pages_reusing(inner_->GetPageAllocator(), iso::mpk_active()))) {}
+        pages_(iso::wasm_counted_pages(iso::mpk_keyed_pages(
+            iso::pages_reusing(inner_->GetPageAllocator(), iso::mpk_active())))) {}
 
   v8::PageAllocator *GetPageAllocator() override { return pages_; }
   v8::ZoneBackingAllocator *GetZoneBackingAllocator() override {

@@ -242,10 +242,14 @@ bool heap_check(iso_worker *w) {
   w->isolate->GetHeapStatistics(&hs);
   if (hs.used_heap_size() <= hs.heap_size_limit())
     return true;
+  memory_limit_hit(w);
+  return false;
+}
+
+void memory_limit_hit(iso_worker *w) {
   w->broken = true;
   w->heap_hit = true;
   w->isolate->TerminateExecution();
-  return false;
 }
 
 size_t near_heap_limit(void *data, size_t current_limit, size_t) {

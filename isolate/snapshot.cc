@@ -215,13 +215,14 @@ bool snapshot_build(std::string *error) {
     }
     v8::Local<v8::UnboundScript> script = compiled->GetUnboundScript();
     v8::Local<v8::Object> native, api;
-    v8::Local<v8::Function> fns[3];
+    v8::Local<v8::Function> fns[4];
     if (!runtime_run(context, script, &native, &api, error))
       return false;
     if (!api_get(context, api, "setHandler", &fns[0]) ||
         !api_get(context, api, "dispatch", &fns[1]) ||
-        !api_get(context, api, "fireTimer", &fns[2])) {
-      *error = "the runtime does not return setHandler, dispatch and fireTimer";
+        !api_get(context, api, "fireTimer", &fns[2]) ||
+        !api_get(context, api, "installWasm", &fns[3])) {
+      *error = "the runtime does not return setHandler, dispatch, fireTimer and installWasm";
       return false;
     }
     warm_up(isolate, script);
@@ -239,6 +240,7 @@ bool snapshot_build(std::string *error) {
     data_index[kSlotDispatch] = creator.AddData(context, fns[1]);
     data_index[kSlotFireTimer] = creator.AddData(context, fns[2]);
     data_index[kSlotNative] = creator.AddData(context, native);
+    data_index[kSlotInstallWasm] = creator.AddData(context, fns[3]);
     creator.SetDefaultContext(context);
   }
   /* Outside any HandleScope. Keeping the compiled functions makes the first

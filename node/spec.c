@@ -5,6 +5,7 @@
  * offending part. Also the time format the control API shows (node_iso8601).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -50,7 +51,11 @@ static json_t *too_large(void) {
                    (json_int_t)NODE_SCRIPT_MAX_BYTES);
 }
 
-/* Relative, canonical ("a/b.js", never "./", "../", "//" or "\"), ending .js or .mjs. */
+static int module_is_wasm(const char *name, size_t len) {
+  return len > 5 && strcmp(name + len - 5, ".wasm") == 0;
+}
+
+/* Relative, canonical ("a/b.js", never "./", "../", "//" or "\"), ending .js, .mjs or .wasm. */
 static int module_name_valid(const char *name, size_t len) {
   if (len == 0 || len > MODULE_NAME_MAX || strlen(name) != len) return 0;
   if (name[0] == '/') return 0;
@@ -68,7 +73,41 @@ static int module_name_valid(const char *name, size_t len) {
     seg++;
   }
   return (len > 3 && strcmp(name + len - 3, ".js") == 0) ||
-         (len > 4 && strcmp(name + len - 4, ".mjs") == 0);
+         (len > 4 && strcmp(name + len - 4, ".mjs") == 0) || module_is_wasm(name, len);
+}
+
+/* Standard base64 with its padding: what {"wasm": ...} holds. */
+static int base64_valid(const char *s, size_t len) {
+  if (len == 0 || len % 4 != 0) return 0;
+  size_t pad = s[len - 1] == '=' ? (s[len - 2] == '=' ? 2 : 1) : 0;
+  for (size_t i = 0; i < len - pad; i++) {
+    char c = s[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+          c == '+' || c == '/'))
+      return 0;
+  }
+  return 1;
+}
+
+/* A module's value: its source string, or for a .wasm module {"wasm":
+ * base64}, whose base64 becomes its source here (the worker process
+ * decodes and compiles it: isolate/modules.cc). NULL when it is fine, else
+ * why not. */
+static const char *module_value(json_t *modules, void *it, const char *name, size_t *counted) {
+  json_t *src = json_object_iter_value(it);
+  if (!module_is_wasm(name, strlen(name))) {
+    if (!json_is_string(src)) return "the source must be a string";
+    *counted = json_string_length(src);
+    return NULL;
+  }
+  json_t *b64 = json_object_get(src, "wasm");
+  if (!json_is_object(src) || json_object_size(src) != 1 || !json_is_string(b64))
+    return "a .wasm module is an object {\"wasm\": base64 of the module's bytes}";
+  if (!base64_valid(json_string_value(b64), json_string_length(b64)))
+    return "\"wasm\" must be the module's bytes in standard base64, with padding";
+  *counted = json_string_length(b64);
+  if (json_object_iter_set(modules, it, b64) != 0) abort();
+  return NULL;
 }
 
 /* A JavaScript identifier in ASCII, so env.NAME works. */
@@ -94,23 +133,23 @@ static int parse_modules(json_t *modules, json_t **error) {
   }
   size_t total = 0;
   const char *name;
-  json_t *src;
   void *it;
   for (it = json_object_iter(modules); it; it = json_object_iter_next(modules, it)) {
     name = json_object_iter_key(it);
-    src = json_object_iter_value(it);
     if (!module_name_valid(name, json_object_iter_key_len(it))) {
       *error = error_body("module", name,
                           "modules: \"%s\": a module name is a relative path without \".\" or "
-                          "\"..\" segments, ending in .js or .mjs",
+                          "\"..\" segments, ending in .js, .mjs or .wasm",
                           name);
       return 400;
     }
-    if (!json_is_string(src)) {
-      *error = error_body("module", name, "modules: \"%s\": the source must be a string", name);
+    size_t counted = 0;
+    const char *why = module_value(modules, it, name, &counted);
+    if (why != NULL) {
+      *error = error_body("module", name, "modules: \"%s\": %s", name, why);
       return 400;
     }
-    total += json_string_length(src);
+    total += counted;
   }
   if (total > NODE_SCRIPT_MAX_BYTES) {
     *error = too_large();

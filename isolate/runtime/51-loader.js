@@ -82,6 +82,8 @@ function loaderUtf8Length(s, limit) {
   return n;
 }
 
+const loaderWasmName = (name) => name.endsWith('.wasm');
+
 function loaderBase64(bytes) {
   let s = '';
   for (let i = 0; i < bytes.length; i += 0x8000) {
@@ -118,6 +120,9 @@ function loaderModule(name, value) {
                         `'json', 'py', or 'wasm'. Module '${name}' contained ${count} properties.`);
   }
   const content = value[kind];
+  if (kind !== 'wasm' && loaderWasmName(name)) {
+    throw new TypeError(`Module '${name}': a module named '.wasm' must be a {wasm} module.`);
+  }
   switch (kind) {
     case 'js': {
       const js = `${content}`;
@@ -133,13 +138,19 @@ function loaderModule(name, value) {
       // Parsed, not written as a literal: a "__proto__" key stays a key.
       return [json, () => `export default JSON.parse(${JSON.stringify(json)});\n`];
     }
-    case 'data': {
+    case 'data':
+    case 'wasm': {
       const bytes = bufferSourceBytes(content);
-      if (bytes === null) throw new TypeError(`Module '${name}': data must be an ArrayBuffer or a view.`);
+      if (bytes === null) throw new TypeError(`Module '${name}': ${kind} must be an ArrayBuffer or a view.`);
+      // A wasm module's default export is the compiled WebAssembly.Module.
+      // Named .wasm, the child compiles it from its base64 natively
+      // (modules.cc); under another name it is decoded in JavaScript.
+      if (kind === 'wasm' && loaderWasmName(name)) return [bytes.length, () => loaderBase64(bytes)];
+      const value = kind === 'wasm' ? 'new WebAssembly.Module(u)' : 'u.buffer';
       return [bytes.length, () =>
         `const b = atob(${JSON.stringify(loaderBase64(bytes))}); const u = new Uint8Array(b.length);\n` +
         'for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);\n' +
-        'export default u.buffer;\n'];
+        `export default ${value};\n`];
     }
     default:
       throw new TypeError(`Module '${name}': ${kind} modules are not supported by this runtime's loader.`);

@@ -307,4 +307,4 @@ function warmRequestPath() {
   return kept;
 }
 
-return { setHandler, dispatch, fireTimer, warmRequestPath };
+return { setHandler, dispatch, fireTimer, warmRequestPath, installWasm };

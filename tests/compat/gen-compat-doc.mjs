@@ -51,7 +51,7 @@ const NOTES = {
   WebSocket: { status: 'not yet' },
   HTMLRewriter: { status: 'not yet' },
   EventSource: { status: 'not yet' },
-  WebAssembly: { status: 'by design', note: 'Removed from tenant contexts: no wasm compilation in the isolates.' },
+  WebAssembly: { note: 'Also compiles from bytes (`compile`, `instantiate`, `new WebAssembly.Module`), which workerd refuses ("Wasm code generation disallowed by embedder"); `compileStreaming` and `instantiateStreaming`, which this workerd lacks, read the whole Response first. Memories count against the memory limit ([workers.md](workers.md#webassembly)).' },
   MessageChannel: { status: 'not yet' },
   MessagePort: { status: 'not yet' },
 };

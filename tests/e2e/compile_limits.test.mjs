@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { sleep, startNode, tempDir, waitFor, writeFile } from './lib/node.mjs';
+import { noCordonConfig, sleep, startNode, waitFor } from './lib/node.mjs';
 
 let node;
 let pid;
@@ -13,8 +13,7 @@ let pid;
 before(async () => {
   // The loads below hit their limits on purpose: the cordon monitor would
   // move the tenants out mid-test.
-  const configFile = writeFile(tempDir(), 'edgenode.json', JSON.stringify({ cordon_rules: [] }));
-  node = await startNode({ workers: 1, configFile });
+  node = await startNode({ workers: 1, configFile: noCordonConfig() });
   [pid] = await node.workerPids();
   await node.deployOk('neighbour', 'export default { fetch() { return new Response("neighbour"); } };');
 });

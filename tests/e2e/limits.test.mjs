@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { httpRequest, sleep, startNode, tempDir, waitFor, writeFile } from './lib/node.mjs';
+import { httpRequest, noCordonConfig, sleep, startNode, waitFor } from './lib/node.mjs';
 
 let node;
 
@@ -34,8 +34,7 @@ function attacker(body) {
 before(async () => {
   // Limits are enforced in the shared process; moving the attackers out
   // (the cordon monitor, tested in cordon.test.mjs) is not what this checks.
-  const configFile = writeFile(tempDir(), 'edgenode.json', JSON.stringify({ cordon_rules: [] }));
-  node = await startNode({ workers: 1, configFile });
+  node = await startNode({ workers: 1, configFile: noCordonConfig() });
   await node.deployOk('steady', STEADY);
   const r = await node.ingress('steady', '/');
   assert.equal(r.text, STEADY_TEXT);

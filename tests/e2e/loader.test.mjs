@@ -3,7 +3,7 @@
 // away when they should.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { sleep, startNode, tempDir, waitFor, workerList, writeFile } from './lib/node.mjs';
+import { noCordonConfig, sleep, startNode, waitFor, workerList } from './lib/node.mjs';
 
 // One worker process: get() caches per process, and the isolate counts below
 // are that process's.
@@ -12,8 +12,7 @@ let node;
 before(async () => {
   // Children here hit their limits on purpose; the cordon monitor would
   // move the parent out (and drop its cached children) mid-test.
-  const configFile = writeFile(tempDir(), 'edgenode.json', JSON.stringify({ cordon_rules: [] }));
-  node = await startNode({ workers: 1, configFile });
+  node = await startNode({ workers: 1, configFile: noCordonConfig() });
 });
 
 after(async () => {

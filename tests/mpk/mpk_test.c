@@ -624,6 +624,29 @@ static void bench(double budget_s) {
   worker_stop(g);
 }
 
+/* A wasm Memory grown and written in a worker: its pages are the
+ * worker's (on its key when MPK is on), and the worker serves after. */
+static const char *wasm_source =
+    "const mem = new WebAssembly.Memory({ initial: 1 });\n"
+    "mem.grow(3);\n"
+    "globalThis.wmem = new Uint8Array(mem.buffer);\n"
+    "wmem.fill(0x77);\n"
+    "export default { fetch() { return new Response(String(wmem[200000] + wmem.length)); } };\n";
+
+static void test_wasm(const char *expect) {
+  test_worker *w = worker_start("tenant-wasm", wasm_source);
+  if (w == NULL) return;
+  check(request(w, 1, "/", "262263"), "%s: a worker with a grown wasm Memory serves", expect);
+  const void *page = iso_worker_address_of(w->iso, "wmem");
+  check(page != NULL, "%s: the address of its Memory", expect);
+  if (page != NULL && strcmp(expect, "on") == 0) {
+    int key = iso_worker_pkey(w->iso);
+    check(smaps_key(page) == key, "the kernel has the Memory's page on key %d (smaps: %d)", key,
+          smaps_key(page));
+  }
+  worker_stop(w);
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--bench") == 0) {
     /* mpk_test --bench on|off|dry SECONDS */
@@ -678,6 +701,7 @@ int main(int argc, char **argv) {
     check(iso_worker_current() == NULL, "no current worker outside every isolate");
   }
   if (workers) test_workers(expect);
+  test_wasm(expect);
   test_reused_pages(expect);
   test_pool_thread(expect);
   iso_pool_fill(0);

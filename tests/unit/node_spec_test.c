@@ -169,6 +169,42 @@ static void test_module_names(void **state) {
   }
 }
 
+/* A .wasm module is {"wasm": base64}; the base64 is its source. */
+static void test_wasm_modules(void **state) {
+  (void)state;
+  json_t *spec, *error;
+  assert_int_equal(parse("application/json",
+                         "{\"main_module\": \"x.js\", \"modules\": {\"x.js\": \"\", "
+                         "\"lib/a.wasm\": {\"wasm\": \"AGFzbQEAAAA=\"}}}",
+                         &spec, &error),
+                   0);
+  /* The worker process decodes and compiles the base64 itself. */
+  const char *src =
+      json_string_value(json_object_get(json_object_get(spec, "modules"), "lib/a.wasm"));
+  assert_non_null(src);
+  assert_string_equal(src, "AGFzbQEAAAA=");
+  json_decref(spec);
+  static const char *const bad[][2] = {
+      {"\"AGFzbQEAAAA=\"", "a .wasm module is an object"},
+      {"{\"wasm\": 1}", "a .wasm module is an object"},
+      {"{\"wasm\": \"AA==\", \"js\": \"\"}", "a .wasm module is an object"},
+      {"{\"wasm\": \"\"}", "standard base64"},
+      {"{\"wasm\": \"AGFzbQEAAAA\"}", "standard base64"},
+      {"{\"wasm\": \"AGFz bQEAAAA=\"}", "standard base64"},
+      {"{\"wasm\": \"AG=zbQEAAAA=\"}", "standard base64"},
+  };
+  for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+    char *body = xasprintf("{\"main_module\": \"x.js\", \"modules\": {\"x.js\": \"\", "
+                           "\"a.wasm\": %s}}",
+                           bad[i][0]);
+    expect_json_error(body, 400, bad[i][1]);
+    free(body);
+  }
+  /* Only .wasm names take an object. */
+  expect_json_error("{\"modules\": {\"x.js\": {\"wasm\": \"AA==\"}}}", 400,
+                    "the source must be a string");
+}
+
 static void test_limits(void **state) {
   (void)state;
   expect_json_error("{\"modules\": {\"a.js\": \"\"}, \"limits\": {\"cpu_ms\": 0}}", 400,
@@ -246,6 +282,7 @@ int main(void) {
       cmocka_unit_test(test_json_defaults),
       cmocka_unit_test(test_json_errors),
       cmocka_unit_test(test_module_names),
+      cmocka_unit_test(test_wasm_modules),
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_bindings),
       cmocka_unit_test(test_total_size),

@@ -1,24 +1,15 @@
 // workerd, the peer the compatibility tests compare against: installed from
 // npm into a cache directory once, then started with a generated config.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { BIN_DIR, sleep, tempDir } from '../../e2e/lib/node.mjs';
+import { sleep, tempDir } from '../../e2e/lib/node.mjs';
+import { cacheRoot, npmInstall } from './npm.mjs';
 
 // Pinned: differences.json and the WPT counts describe this version.
 export const WORKERD_VERSION = '1.20261117.1';
 export const COMPATIBILITY_DATE = '2025-01-01';
-
-const INSTALL_TIMEOUT_MS = 150000;
-
-function cacheRoot() {
-  if (process.env.EDGENODE_COMPAT_CACHE) return process.env.EDGENODE_COMPAT_CACHE;
-  // The build directory when there is one (BIN_DIR is <build>/bin), else $TMPDIR.
-  const build = path.dirname(BIN_DIR);
-  return existsSync(build) ? path.join(build, 'compat-cache') : path.join(tmpdir(), 'edgenode-compat-cache');
-}
 
 function binaryIn(prefix) {
   return path.join(prefix, 'node_modules', '@cloudflare', 'workerd-linux-64', 'bin', 'workerd');
@@ -47,41 +38,10 @@ async function locate() {
   if (process.platform !== 'linux' || process.arch !== 'x64') {
     return { skip: `no workerd package for ${process.platform}-${process.arch} is pinned here` };
   }
-  const root = cacheRoot();
-  const prefix = path.join(root, `workerd-${WORKERD_VERSION}`);
+  const prefix = path.join(cacheRoot(), `workerd-${WORKERD_VERSION}`);
   if (existsSync(binaryIn(prefix)) && runs(binaryIn(prefix))) return { bin: binaryIn(prefix) };
-  // Installed beside the final place and renamed into it, so that two test
-  // files installing at once never see a half-installed tree.
-  try {
-    mkdirSync(root, { recursive: true });
-  } catch (err) {
-    return { skip: `cannot create ${root}: ${err.message}` };
-  }
-  const staging = mkdtempSync(path.join(root, 'install-'));
-  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  const res = await new Promise((resolve) => {
-    // Few retries: an unreachable registry should skip the test soon, not
-    // after npm's minutes of backoff.
-    const proc = spawn(npm, ['install', '--prefix', staging, '--no-audit', '--no-fund', '--no-save',
-      '--loglevel=error', '--fetch-retries=1', '--fetch-timeout=60000',
-      `workerd@${WORKERD_VERSION}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    proc.stdout.on('data', (d) => { out += d; });
-    proc.stderr.on('data', (d) => { out += d; });
-    const timer = setTimeout(() => proc.kill('SIGKILL'), INSTALL_TIMEOUT_MS);
-    proc.on('error', (err) => { clearTimeout(timer); resolve({ code: -1, out: err.message }); });
-    proc.on('close', (code) => { clearTimeout(timer); resolve({ code, out }); });
-  });
-  if (res.code !== 0 || !existsSync(binaryIn(staging))) {
-    rmSync(staging, { recursive: true, force: true });
-    const why = res.out.trim().split('\n').slice(-3).join(' | ');
-    return { skip: `npm install workerd@${WORKERD_VERSION} failed (registry unreachable?): ${why}` };
-  }
-  try {
-    renameSync(staging, prefix);
-  } catch {
-    rmSync(staging, { recursive: true, force: true }); // someone else won the race
-  }
+  const installed = await npmInstall(`workerd@${WORKERD_VERSION}`, prefix, binaryIn);
+  if (installed.skip) return installed;
   if (!existsSync(binaryIn(prefix)) || !runs(binaryIn(prefix))) {
     return { skip: `workerd@${WORKERD_VERSION} was installed but does not run on this machine` };
   }

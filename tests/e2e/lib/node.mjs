@@ -652,6 +652,12 @@ export function writeFile(dir, name, text) {
   return f;
 }
 
+// A config file with no cordon rules, for tests whose tenants hit their
+// limits on purpose: the cordon monitor would move them out mid-test.
+export function noCordonConfig() {
+  return writeFile(tempDir(), 'edgenode.json', JSON.stringify({ cordon_rules: [] }));
+}
+
 // A GET request in wire format.
 export function getRequest(host, urlPath = '/', extra = '') {
   return `GET ${urlPath} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;
