@@ -8,7 +8,8 @@ import { SOURCE_DIR, startNode } from './lib/node.mjs';
 const EXAMPLES = path.join(SOURCE_DIR, 'examples');
 
 // examples/<name>.js is a one-module worker; examples/<name>/ a multi-module
-// one whose main module is index.js.
+// one whose main module is index.js (a folder without one, as
+// examples/agent, is not a worker, and tests/e2e/agent.test.mjs runs it).
 function examples() {
   const out = [];
   for (const entry of readdirSync(EXAMPLES).sort()) {
@@ -24,7 +25,8 @@ function examples() {
         }
       };
       walk(full, '');
-      if (Object.keys(modules).length) out.push({ name, modules, main: 'index.js' });
+      // (a folder without index.js is not a worker: examples/agent is a client program)
+      if (modules['index.js'] !== undefined) out.push({ name, modules, main: 'index.js' });
     } else if (/\.m?js$/.test(entry)) {
       out.push({ name, source: readFileSync(full, 'utf8') });
     }
