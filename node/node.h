@@ -134,7 +134,10 @@ const char *node_log_level_name(log_level level);
 typedef struct node_db node_db;
 
 /* PRAGMA user_version of a node.db this edgenode writes. */
-#define NODE_DB_SCHEMA_VERSION 2
+#define NODE_DB_SCHEMA_VERSION 3
+
+/* Versions of a worker node.db keeps (code and spec), the newest ones. */
+#define NODE_DB_VERSIONS_KEPT 20
 
 /*
  * Opens (creating if needed) node.db at `path`: WAL journal, synchronous=FULL
@@ -157,10 +160,11 @@ typedef struct node_db_worker {
   json_t *egress;    /* the worker's egress rules (an array); NULL keeps the stored ones */
   int64_t version;   /* 0: the next version; > 0: this one (the fleet's), stored only when
                         newer than any the name had: -EALREADY otherwise */
+  int64_t rollback_of; /* > 0: this version restores that one (kept in its history) */
 } node_db_worker;
 
 /* What a deploy stores, read from a spec {"main_module", "modules",
- * "bindings", "limits", "egress"?} (borrowed from it; version 0). */
+ * "bindings", "limits", "egress"?, "rollback_of"?} (borrowed from it; version 0). */
 node_db_worker node_db_worker_of(json_t *spec);
 
 /*
@@ -186,6 +190,15 @@ int node_db_worker_exists(node_db *db, const char *name);
 int node_db_worker_delete(node_db *db, const char *name);
 /* 0 and *rows = array of rows sorted by name (caller decrefs), or -EIO. */
 int node_db_worker_list(node_db *db, json_t **rows);
+
+/* 0 and *rows = the kept versions of a worker, newest first: [{"version",
+ * "main_module", "modules": [names], "size" (bytes of source), "hash",
+ * "created_at" (ms), "egress" (whether its deploy carried rules),
+ * "rollback_of"?}] ([] for an unknown name), or -EIO. */
+int node_db_versions_list(node_db *db, const char *name, json_t **rows);
+/* 0 and *spec = a kept version as a deploy spec {"main_module", "modules",
+ * "bindings", "limits", "egress"?} (caller decrefs), -ENOENT, or -EIO. */
+int node_db_version_get(node_db *db, const char *name, int64_t version, json_t **spec);
 
 /* Why these egress rules would be refused (heap), or NULL when they are fine. */
 char *node_db_rules_problem(json_t *rules);
@@ -472,6 +485,9 @@ int node_listen_socket(node *n, char **err);
 int node_procs_start(node *n, char **err);
 /* Sends PROTO_DRAIN to every live process; exits are no longer restarted. */
 void node_procs_drain(node *n);
+/* After a drain has finished: the ingress socket again, on the port it had,
+ * and a new process in every shared slot. 0, or an error with *err (heap). */
+int node_procs_undrain(node *n, char **err);
 /* SIGKILLs every live process. */
 void node_procs_kill(node *n);
 /* Closes the slots' own handles (restart timers) once every process is gone. */
@@ -505,6 +521,8 @@ json_t *node_worker_metadata(json_t *row, int with_sizes);
 void node_deploy_dev(node *n, void (*done)(node *n));
 /* GET /v1/workers, GET|PUT|DELETE /v1/workers/{name}. */
 int node_workers_route(node *n, http_request *req, const char *path);
+/* GET /v1/workers/{name}/versions, POST /v1/workers/{name}/rollback: 0 for another sub. */
+int node_versions_route(node *n, http_request *req, const char *name, const char *sub);
 
 /* run.c: POST /v1/run, one-shot execution in a worker process. */
 void node_run(node *n, http_request *req);
@@ -639,7 +657,7 @@ void node_drain(node *n, const char *reason, int then_exit);
 void node_drain_finished(node *n);
 /* "serving", "draining" or "drained". */
 const char *node_state_name(const node *n);
-/* POST /v1/node/drain; returns 0 when `path` is not its route. */
+/* POST /v1/node/drain and /v1/node/undrain; returns 0 when `path` is not theirs. */
 int node_drain_route(node *n, http_request *req, const char *path);
 /* sd_notify(3) when built with libsystemd; a no-op otherwise ("READY=1"). */
 void node_notify(const char *state);
