@@ -430,6 +430,7 @@ static void reload(node *n) {
   note_int(changed, "max_dedicated", cfg->max_dedicated, fresh.max_dedicated);
   note_int(changed, "dedicated_idle_s", cfg->dedicated_idle_s, fresh.dedicated_idle_s);
   note_int(changed, "dedicated_suspend_s", cfg->dedicated_suspend_s, fresh.dedicated_suspend_s);
+  note_int(changed, "metrics_max_tenants", cfg->metrics_max_tenants, fresh.metrics_max_tenants);
   int rules_changed = !same_rules(cfg, &fresh);
   if (rules_changed) json_object_set_new(changed, "cordon_rules", json_true());
   note_fixed(ignored, cfg, &fresh);
@@ -467,6 +468,7 @@ static void reload(node *n) {
   cfg->max_dedicated = fresh.max_dedicated;             /* read when a process must start */
   cfg->dedicated_idle_s = fresh.dedicated_idle_s;       /* read at the next report */
   cfg->dedicated_suspend_s = fresh.dedicated_suspend_s; /* read by the next suspension */
+  cfg->metrics_max_tenants = fresh.metrics_max_tenants; /* for tenants not yet given a series */
   if (rules_changed) {
     cordon_rule *old_rules = cfg->cordon_rules;
     cfg->cordon_rules = fresh.cordon_rules;

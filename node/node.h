@@ -77,6 +77,7 @@ typedef struct node_config {
   int max_dedicated;         /* dedicated processes at most; past it the worst offender is suspended */
   int64_t dedicated_idle_s;  /* a dedicated process without a request this long exits; 0: never */
   int64_t dedicated_suspend_s; /* how long a suspension for max_dedicated lasts */
+  int64_t metrics_max_tenants; /* tenants with a latency histogram of their own (metrics.c) */
   char *fleet;               /* owned; the fleet's NATS URLs, NULL: a node on its own */
   int fleet_tls;             /* a tls:// URL among them */
   char *node_name;           /* owned; the name in the fleet, NULL: the host name */
@@ -446,6 +447,7 @@ struct node {
   node_validation *validations;
   char *v8_version;
   json_t *tenants;         /* name -> statistics (tenants.c) */
+  json_t *counts;          /* stats.c: node-wide counters, node_stats_count_groups[] -> {key: n} */
   uv_timer_t memwatch_timer;
   int64_t started_at_ms;
   uint64_t started_mono_ns;
@@ -575,6 +577,22 @@ void node_stats_add(node *n, node_proc *p, json_t *body);
 double node_stats_cpu_recent(node *n, const char *name);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
 void node_stats_proc_gone(node *n, node_proc *p);
+
+/* Node-wide counters in n->counts, by group, each with a fixed set of keys
+ * (only those are taken from a worker process's report): */
+typedef struct node_stats_group {
+  const char *name;        /* "cold_starts", "loader_requests", "runs" */
+  const char *const *keys; /* NULL-terminated */
+} node_stats_group;
+extern const node_stats_group node_stats_groups[3];
+/* Counts a /v1/run answer under "runs", its outcome read from the status
+ * and the body's "kind" (body may be NULL). */
+void node_stats_count_run(node *n, int status, json_t *body);
+/* The count of a group's key (0 when none yet). */
+uint64_t node_stats_count(const node *n, const char *group, const char *key);
+/* "other": the tenants' durations past metrics_max_tenants are summed under
+ * this name (as is a tenant so named), in n->counts. */
+#define NODE_STATS_OTHER "other"
 void node_stats_free(node *n);
 
 /* The sandbox (jail/), procs.c: the flags a spawned process gets (at most
