@@ -138,7 +138,7 @@ static int (*const routes[])(node *, http_request *, const char *) = {
     node_route,         node_drain_route,   node_metrics_route, node_events_route,
     node_workers_route, run_route,          node_tenants_route, cordon_route,
     node_egress_route,  node_secrets_route, facet_route,        node_fleet_route,
-    versions_route,
+    versions_route,     node_routes_route,
 };
 
 /* Before the first "ready", every process must be up; after it, one serving

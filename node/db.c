@@ -5,7 +5,8 @@
  * sees rows as JSON objects.
  *
  * What is kept: the deployed workers (table workers, with the last version
- * handed out per name in worker_versions), their egress allow-lists
+ * handed out per name in worker_versions, their last versions in
+ * worker_history), the ingress routes (routes), their egress allow-lists
  * (egress_rules), the secrets' grants and, in a fleet, their sealed values
  * (secrets), the cordoned tenants (cordons) and the event history (events).
  *
@@ -103,7 +104,12 @@ static const char *const migrations[] = {
     "  rollback_of INTEGER,"      /* the version a rollback restored */
     "  created_at INTEGER NOT NULL,"
     "  PRIMARY KEY (name, version));"
-    "INSERT INTO worker_history SELECT " HISTORY_FROM_WORKERS(NULL, NULL) " FROM workers;",
+    "INSERT INTO worker_history SELECT " HISTORY_FROM_WORKERS(NULL, NULL) " FROM workers;"
+    /* and the ingress routes, one list (PUT /v1/routes replaces it whole) */
+    "CREATE TABLE routes ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  routes TEXT NOT NULL,"
+    "  updated_at INTEGER NOT NULL);",
 };
 
 _Static_assert(ARRAY_SIZE(migrations) == NODE_DB_SCHEMA_VERSION,
@@ -590,6 +596,42 @@ int node_db_version_get(node_db *d, const char *name, int64_t version, json_t **
   }
   sqlite3_finalize(st);
   return result;
+}
+
+/* ---- routes -------------------------------------------------------------------------- */
+
+json_t *node_db_routes_get(node_db *d, int64_t *updated_at) {
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT routes, updated_at FROM routes WHERE id = 1", &st) != 0) return NULL;
+  json_t *routes = NULL;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    routes = column_json(st, 0);
+    if (!json_is_array(routes)) {
+      json_decref(routes);
+      routes = json_array();
+    }
+    if (updated_at) *updated_at = sqlite3_column_int64(st, 1);
+  } else if (rc == SQLITE_DONE) {
+    routes = json_array();
+    if (updated_at) *updated_at = 0;
+  }
+  sqlite3_finalize(st);
+  return routes;
+}
+
+int node_db_routes_put(node_db *d, json_t *routes, int64_t now_ms) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db, "INSERT OR REPLACE INTO routes(id, routes, updated_at) VALUES (1, ?1, ?2)",
+              &st) != 0)
+    return -EIO;
+  if (bind_json(st, 1, routes) != 0) {
+    sqlite3_finalize(st);
+    return -EIO;
+  }
+  sqlite3_bind_int64(st, 2, now_ms);
+  return step_done(st);
 }
 
 /* ---- egress rules ---------------------------------------------------------------- */

@@ -201,6 +201,12 @@ int node_db_versions_list(node_db *db, const char *name, json_t **rows);
  * "bindings", "limits", "egress"?} (caller decrefs), -ENOENT, or -EIO. */
 int node_db_version_get(node_db *db, const char *name, int64_t version, json_t **spec);
 
+/* The ingress routes as stored ([] when none; *updated_at 0 then), or NULL on a
+ * database error. */
+json_t *node_db_routes_get(node_db *db, int64_t *updated_at);
+/* Replaces them (checked by the caller with http_routes_parse): 0 or -EIO. */
+int node_db_routes_put(node_db *db, json_t *routes, int64_t now_ms);
+
 /* Why these egress rules would be refused (heap), or NULL when they are fine. */
 char *node_db_rules_problem(json_t *rules);
 /* A worker's egress rules ([] when none; *updated_at 0 then), or NULL on a database error. */
@@ -448,6 +454,7 @@ struct node {
   char *v8_version;
   json_t *tenants;         /* name -> statistics (tenants.c) */
   json_t *counts;          /* stats.c: node-wide counters, node_stats_count_groups[] -> {key: n} */
+  json_t *routes;          /* routes.c: {"routes": [...]}, what every worker process is given */
   uv_timer_t memwatch_timer;
   int64_t started_at_ms;
   uint64_t started_mono_ns;
@@ -485,6 +492,8 @@ int node_token_load(const char *path, char **token, char **err);
 int node_listen_socket(node *n, char **err);
 /* Spawns every worker process. */
 int node_procs_start(node *n, char **err);
+/* Sends a one-way frame to every worker process, shared and dedicated. */
+void node_procs_send_all(node *n, uint8_t type, json_t *body);
 /* Sends PROTO_DRAIN to every live process; exits are no longer restarted. */
 void node_procs_drain(node *n);
 /* After a drain has finished: the ingress socket again, on the port it had,
@@ -521,6 +530,10 @@ json_t *node_worker_metadata(json_t *row, int with_sizes);
 /* --dev: deploys the embedded examples/hello.js as "hello" unless
  * identical, then calls done, deployed or not. */
 void node_deploy_dev(node *n, void (*done)(node *n));
+/* routes.c: GET and PUT /v1/routes, the ingress routes. node_routes_load
+ * reads them from node.db at start (0, or -EIO). */
+int node_routes_load(node *n);
+int node_routes_route(node *n, http_request *req, const char *path);
 /* GET /v1/workers, GET|PUT|DELETE /v1/workers/{name}. */
 int node_workers_route(node *n, http_request *req, const char *path);
 /* GET /v1/workers/{name}/versions, POST /v1/workers/{name}/rollback: 0 for another sub. */

@@ -281,8 +281,10 @@ static void on_hello(node_proc *p, json_t *body) {
   char extra[128];
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
   log_write(LOG_INFO, p->tenant, NULL, extra, "worker ready");
-  /* Before any spec request of the process is answered: where tenants run. */
+  /* Before any spec request of the process is answered: where tenants run,
+   * and how requests find them. */
   if (n->proc_listener) n->proc_listener->hello(p);
+  if (n->routes) send_json(p, PROTO_ROUTES, 0, n->routes);
   if (!p->tenant) n->procs_changed(n);
 }
 
@@ -787,6 +789,11 @@ int node_procs_all_ready(const node *n) {
   for (int i = 0; i < n->n_procs; i++)
     if (n->procs[i].child.state != NODE_PROC_READY) return 0;
   return n->n_procs > 0 && node_egress_ready(n);
+}
+
+void node_procs_send_all(node *n, uint8_t type, json_t *body) {
+  for (int i = 0; i < n->n_procs; i++) send_json(&n->procs[i], type, 0, body);
+  for (node_proc *p = n->dedicated; p; p = p->next) send_json(p, type, 0, body);
 }
 
 void node_procs_broadcast_changed(node *n, const char *name) {

@@ -105,6 +105,10 @@ typedef enum proto_type {
   PROTO_CORDON = 15,
   /* shared worker process -> supervisor (reply, same id): {"name"}. */
   PROTO_CORDON_DONE = 16,
+  /* supervisor -> worker (one-way): {"routes": [{"pattern", "worker"}, ...]}, the
+   * ingress routes (http.h's http_routes) replacing any before; sent right after
+   * the process's HELLO and to every process on each change. */
+  PROTO_ROUTES = 40,
 
   /* ---- the egress process (egress/, docs/egress.md) ----
    * The egress says PROTO_HELLO {"pid": N, "process": "egress"} to the

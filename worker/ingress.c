@@ -58,6 +58,24 @@ static int misdirected(worker *w, const char *name, size_t len) {
   return own && (strlen(own) != len || memcmp(own, name, len) != 0);
 }
 
+/*
+ * The worker a request is for: the X-Edgenode-Worker header (for clients
+ * that cannot set Host), else the most specific ingress route, else the
+ * first label of the host. 0 with name set, or -1.
+ */
+static int pick_worker(const worker *w, const http_request *req, const route *d, char name[64],
+                       size_t *len) {
+  const char *named = http_request_header(req, "X-Edgenode-Worker");
+  const http_authority *a = &d->authority;
+  if (named == NULL) named = http_routes_match(w->routes, a->host, a->host_len, d->path);
+  if (named == NULL) return route_worker_name(d, name, len);
+  size_t n = strlen(named);
+  if (n > 63 || !worker_name_valid(named, n)) return -1;
+  memcpy(name, named, n + 1);
+  *len = n;
+  return 0;
+}
+
 void ingress_on_request(http_server *server, http_request *req) {
   worker *w = server->data;
   route d;
@@ -69,8 +87,9 @@ void ingress_on_request(http_server *server, http_request *req) {
   }
   char name[64];
   size_t len;
-  if (route_worker_name(&d, name, &len) != 0) {
-    respond_unroutable(req, "the host names no worker: its first label must be a worker name");
+  if (pick_worker(w, req, &d, name, &len) != 0) {
+    respond_unroutable(req, "the request names no worker: the first label of its host must be a "
+                            "worker name, or a route or an X-Edgenode-Worker header name one");
     return;
   }
   if (misdirected(w, name, len)) {

@@ -184,6 +184,7 @@ typedef struct worker {
   /* Deltas since the last report (stats.c): isolates created by sandbox
    * kind, and loader children's requests by how they ended. */
   uint64_t cold_starts[3];
+  http_routes *routes;   /* the supervisor's ingress routes (PROTO_ROUTES); NULL: none */
   uint64_t child_requests[STATS_CHILD_OUTCOMES];
   uint64_t nofile;       /* RLIMIT_NOFILE in force, after raising it (main.c) */
   uv_signal_t sigterm;
