@@ -53,6 +53,7 @@ test('routes send requests to the most specific match, else the first label deci
   assert.match(none.json.error, /X-Edgenode-Worker/);
   const bad = await node.ingress(null, '/', { host: '127.0.0.1', headers: { 'x-edgenode-worker': 'Bad_Name' } });
   assert.equal(bad.status, 400, bad.text);
+  assert.match(bad.json.error, /X-Edgenode-Worker: not a worker name/);
   // a route to a worker that is not deployed answers as an unknown worker does
   await node.control('PUT', '/v1/routes', { body: { routes: [...ROUTES, { pattern: 'ghost.test', worker: 'ghost' }] } });
   assert.equal((await node.ingress(null, '/', { host: 'ghost.test' })).status, 404);
