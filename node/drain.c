@@ -175,6 +175,7 @@ static void undrain(node *n, http_request *req) {
   }
   n->state = NODE_SERVING;
   n->drained = 0;
+  node_cordons_undrained(n);
   json_t *extra = json_pack("{s:s, s:i}", "listen", n->listen_addr, "worker_processes", n->n_procs);
   log_json(LOG_INFO, extra, "undrained: serving again");
   node_event(n, "undrain", NULL, extra);

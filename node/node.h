@@ -785,6 +785,9 @@ int node_cordons_open(node *n, char **err);
 /* Starts the dedicated processes of the cordoned tenants (after the shared ones). */
 void node_cordons_start(node *n);
 void node_cordons_close(node *n);
+/* After an undrain: the cordoned tenants whose dedicated processes the drain
+ * stopped sleep until their next request, which starts one. */
+void node_cordons_undrained(node *n);
 /* The configuration's rules changed (SIGHUP): a new monitor, counts from zero. */
 void node_cordons_reload_rules(node *n);
 /* A deleted worker's cordon goes with it: its dedicated process drains away. */

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { test } from 'node:test';
-import { startNode, waitFor } from './lib/node.mjs';
+import { dedicatedReady, startNode, waitFor } from './lib/node.mjs';
 
 const HELLO = `export default { fetch() { return new Response('alive'); } };\n`;
 const HOLD = `
@@ -80,4 +80,28 @@ test('an undrain while the drain is under way is refused, and the drain goes on'
   await waitFor(async () => (await state(node)) === 'drained', { timeout: 20000, what: 'drained' });
   assert.equal((await node.control('POST', '/v1/node/undrain')).status, 200);
   assert.equal((await node.control('GET', '/v1/node/undrain')).status, 405);
+});
+
+test('a cordoned tenant is served from a dedicated process again after an undrain', async (t) => {
+  const node = await startNode({ workers: 1 });
+  t.after(() => node.stop({ clean: true }));
+  await node.deployOk('apart', HELLO, { json: true, limits: { cpu_ms: 400 } });
+  assert.equal((await node.control('POST', '/v1/tenants/apart/cordon', { body: { reason: 'test' } })).status, 200);
+  const before = await dedicatedReady(node, 'apart');
+  assert.equal((await node.ingress('apart', '/')).text, 'alive');
+  await node.control('POST', '/v1/node/drain');
+  await waitFor(async () => (await state(node)) === 'drained', { timeout: 20000, what: 'drained' });
+  assert.equal((await node.control('POST', '/v1/node/undrain')).status, 200);
+  await waitFor(async () => (await node.control('GET', '/readyz', { token: null })).status === 200,
+    { timeout: 20000, what: 'readyz 200 again' });
+  let last = '';
+  await waitFor(async () => {
+    const r = await node.ingress('apart', '/');
+    last = `${r.status} ${r.text}`;
+    return r.status === 200 && r.text === 'alive';
+  }, { timeout: 20000, what: 'the cordoned tenant served again' }).catch((err) => {
+    throw new Error(`${err.message}; last answer: ${last}`);
+  });
+  const after = await dedicatedReady(node, 'apart', { notPid: before.dedicated.pid });
+  assert.equal(after.state, 'cordoned');
 });
