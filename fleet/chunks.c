@@ -21,6 +21,7 @@
 
 #include "base.h"
 #include "chunks.h"
+#include "fleet.h"
 
 #define CHUNK_HEADROOM 4096 /* headers and protocol overhead within max_payload */
 #define CHUNK_MIN 1024
@@ -109,6 +110,10 @@ void chunk_sha256_hex(const void *data, size_t len, char out[CHUNK_SHA256_HEX + 
   sha256_init(&s);
   sha256_update(&s, data, len);
   sha256_final_hex(&s, out);
+}
+
+void fleet_sha256_hex(const void *data, size_t len, char out[FLEET_SHA256_HEX + 1]) {
+  chunk_sha256_hex(data, len, out);
 }
 
 /* ---- the stream ---- */

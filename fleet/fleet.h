@@ -179,4 +179,9 @@ typedef struct fleet_status {
 
 void fleet_get_status(fleet *f, fleet_status *out);
 
+/* SHA-256 of data as lower-case hex (65 bytes with the NUL): the digest the
+ * chunk manifests use, offered to the supervisor (node.db's versions). */
+#define FLEET_SHA256_HEX 64
+void fleet_sha256_hex(const void *data, size_t len, char out[FLEET_SHA256_HEX + 1]);
+
 #endif

@@ -259,6 +259,25 @@ typedef struct http_authority {
 /* Returns NULL with *out filled, or a constant message saying what is wrong. */
 const char *http_authority_parse(const char *s, size_t len, http_authority *out);
 
+/*
+ * Ingress routes (routes.c): [{"pattern", "worker"}, ...], a pattern being a
+ * host ("name", a wildcard "*.name", or "*") and an optional exact path or
+ * path prefix (a path ending in '*'); the most specific match wins (routes.c
+ * says how). Parsed by the supervisor (to refuse) and by worker processes.
+ */
+typedef struct http_routes http_routes;
+#define HTTP_ROUTES_MAX 1000
+#define HTTP_ROUTE_PATTERN_MAX 512
+/* The table, or NULL with *err (heap) naming the first bad entry. */
+http_routes *http_routes_parse(json_t *routes, char **err);
+void http_routes_free(http_routes *t);
+size_t http_routes_count(const http_routes *t);
+/* The worker of the most specific route for host (its name, without the
+ * port) and path (the target's path; a query is ignored), borrowed from the
+ * table; NULL when none matches (or t is NULL). */
+const char *http_routes_match(const http_routes *t, const char *host, size_t host_len,
+                              const char *path);
+
 /* The standard reason phrase ("Not Found"), or "Unknown". */
 const char *http_status_text(int status);
 

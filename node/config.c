@@ -54,6 +54,7 @@ static const option_def options[] = {
     {"max_dedicated", OPT_INT, 1, 4096},
     {"dedicated_idle_s", OPT_INT, 0, 86400},
     {"dedicated_suspend_s", OPT_INT, 1, 86400},
+    {"metrics_max_tenants", OPT_INT, 0, 100000},
     {"fleet", OPT_STRING, 0, 0},
     {"node_name", OPT_STRING, 0, 0},
     {"fleet_creds", OPT_STRING, 0, 0},
@@ -121,6 +122,8 @@ static const char usage_text[] =
     "  --dedicated-idle-s S        a dedicated process without a request for S seconds\n"
     "                              exits until the next one (default 60; 0 never)\n"
     "  --dedicated-suspend-s S     how long a suspension for max_dedicated lasts (default 300)\n"
+    "  --metrics-max-tenants N     tenants with a latency histogram of their own in /metrics\n"
+    "                              (default 100); the others' requests are tenant=\"other\"\n"
     "  --fleet URLS                join a fleet: its NATS servers, nats://H:P[,nats://H:P...]\n"
     "                              (tls://H:P for TLS); without it the node is on its own\n"
     "  --node-name NAME            this node's name in the fleet (default: the host name)\n"
@@ -185,6 +188,7 @@ void node_config_init(node_config *c) {
   c->max_dedicated = 8;
   c->dedicated_idle_s = 60;
   c->dedicated_suspend_s = 300;
+  c->metrics_max_tenants = 100;
 }
 
 void node_config_free(node_config *c) {
@@ -375,6 +379,7 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "max_dedicated") == 0) c->max_dedicated = (int)v;
       else if (strcmp(o->key, "dedicated_idle_s") == 0) c->dedicated_idle_s = v;
       else if (strcmp(o->key, "dedicated_suspend_s") == 0) c->dedicated_suspend_s = v;
+      else if (strcmp(o->key, "metrics_max_tenants") == 0) c->metrics_max_tenants = v;
       else c->max_body_mb = (int)v;
       return NULL;
     }

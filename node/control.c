@@ -133,6 +133,10 @@ static int tail_route(node *n, http_request *req, const char *path) {
          name_subroute(n, req, path, "/v1/runs/", node_run_tail_route);
 }
 
+static int versions_route(node *n, http_request *req, const char *path) {
+  return name_subroute(n, req, path, "/v1/workers/", node_versions_route);
+}
+
 /* Every route behind the token, in the order they are tried: each returns 1
  * when it answered (or will answer) the request, 0 when the path is not its. */
 static int (*const routes[])(node *, http_request *, const char *) = {
@@ -140,6 +144,7 @@ static int (*const routes[])(node *, http_request *, const char *) = {
     node_workers_route, run_route,          node_tenants_route, cordon_route,
     node_egress_route,  node_secrets_route, facet_route,        node_fleet_route,
     tail_route,
+    versions_route,     node_routes_route,
 };
 
 /* Before the first "ready", every process must be up; after it, one serving

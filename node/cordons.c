@@ -902,6 +902,20 @@ static cordon_monitor *monitor_from_config(node *n) {
   return cordon_monitor_new(rules, n_rules);
 }
 
+void node_cordons_undrained(node *n) {
+  if (n->cordons == NULL) return;
+  for (node_cordon *c = n->cordons->list; c; c = c->next)
+    if (c->state == CORDONED && !c->leaving && c->proc == NULL) {
+      char *err = NULL;
+      if (c->listen_fd < 0 && bind_private(n, c, &err) != 0) {
+        log_write(LOG_ERROR, c->name, NULL, NULL, "cordon: %s", err);
+        free(err);
+      }
+      fall_asleep(n, c);
+      broadcast(n, c);
+    }
+}
+
 void node_cordons_reload_rules(node *n) {
   if (n->cordons == NULL) return;
   /* Counts start over: a window of the old rules means nothing to the new. */

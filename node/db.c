@@ -5,7 +5,8 @@
  * sees rows as JSON objects.
  *
  * What is kept: the deployed workers (table workers, with the last version
- * handed out per name in worker_versions), their egress allow-lists
+ * handed out per name in worker_versions, their last versions in
+ * worker_history), the ingress routes (routes), their egress allow-lists
  * (egress_rules), the secrets' grants and, in a fleet, their sealed values
  * (secrets), the cordoned tenants (cordons) and the event history (events).
  *
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "egress.h"
+#include "fleet.h"
 #include "node.h"
 
 #define BUSY_TIMEOUT_MS 5000
@@ -37,6 +39,12 @@ struct node_db {
    * message (a full disk read "cannot rollback - no transaction is active"). */
   char failure[256];
 };
+
+/* A worker_history row made from the workers row of the same name. */
+#define HISTORY_FROM_WORKERS(egress, rollback_of)                                     \
+  "name, version, main_module, modules, bindings, limits, " #egress ", "              \
+  "(SELECT coalesce(sum(length(CAST(value AS BLOB))), 0) FROM json_each(modules)), " \
+  "code_hash(main_module, modules), " #rollback_of ", updated_at"
 
 /* migrations[v] takes a database from schema version v to v + 1. */
 static const char *const migrations[] = {
@@ -80,6 +88,28 @@ static const char *const migrations[] = {
     "  workers TEXT NOT NULL,"      /* JSON array of worker names */
     "  sealed TEXT,"                /* in a fleet: {"key", "nonce", "sealed"} */
     "  updated_at INTEGER NOT NULL);",
+    /* 3: the last NODE_DB_VERSIONS_KEPT versions of each worker, for
+     * GET .../versions and rollbacks. The workers deployed before start
+     * with their current version. */
+    "CREATE TABLE worker_history ("
+    "  name TEXT NOT NULL,"
+    "  version INTEGER NOT NULL,"
+    "  main_module TEXT NOT NULL,"
+    "  modules TEXT NOT NULL,"
+    "  bindings TEXT NOT NULL,"
+    "  limits TEXT NOT NULL,"
+    "  egress TEXT,"              /* the rules its deploy carried; NULL: none */
+    "  size INTEGER NOT NULL,"    /* bytes of source, every module */
+    "  hash TEXT NOT NULL,"       /* code_hash(main_module, modules) */
+    "  rollback_of INTEGER,"      /* the version a rollback restored */
+    "  created_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (name, version));"
+    "INSERT INTO worker_history SELECT " HISTORY_FROM_WORKERS(NULL, NULL) " FROM workers;"
+    /* and the ingress routes, one list (PUT /v1/routes replaces it whole) */
+    "CREATE TABLE routes ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  routes TEXT NOT NULL,"
+    "  updated_at INTEGER NOT NULL);",
 };
 
 _Static_assert(ARRAY_SIZE(migrations) == NODE_DB_SCHEMA_VERSION,
@@ -115,6 +145,39 @@ static int schema_version(sqlite3 *db, int *version) {
   return rc == SQLITE_ROW ? 0 : -EIO;
 }
 
+/*
+ * code_hash(main_module, modules): SHA-256 (hex) of the main module's name, a
+ * newline and the modules as compact JSON with sorted keys, so that the same
+ * code deployed twice hashes the same whatever order its modules came in.
+ */
+static void code_hash_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  const char *main_module = (const char *)sqlite3_value_text(argv[0]);
+  const char *modules = (const char *)sqlite3_value_text(argv[1]);
+  json_t *parsed = modules ? json_loads(modules, 0, NULL) : NULL;
+  char *sorted = parsed ? json_dumps(parsed, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(parsed);
+  if (main_module == NULL || sorted == NULL) {
+    free(sorted);
+    sqlite3_result_error(ctx, "code_hash: not a main module and a JSON object", -1);
+    return;
+  }
+  char *text = xasprintf("%s\n%s", main_module, sorted);
+  free(sorted);
+  char hex[FLEET_SHA256_HEX + 1];
+  fleet_sha256_hex(text, strlen(text), hex);
+  free(text);
+  sqlite3_result_text(ctx, hex, -1, SQLITE_TRANSIENT);
+}
+
+static int add_functions(sqlite3 *db, const char *path, char **err) {
+  if (sqlite3_create_function(db, "code_hash", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                              code_hash_fn, NULL, NULL) == SQLITE_OK)
+    return 0;
+  *err = xasprintf("%s: %s", path, sqlite3_errmsg(db));
+  return -EIO;
+}
+
 /* Brings the schema to NODE_DB_SCHEMA_VERSION, one transaction per step. */
 static int migrate(sqlite3 *db, const char *path, char **err) {
   int version = 0;
@@ -146,6 +209,7 @@ int node_db_open(const char *path, node_db **out, char **err) {
   node_db *d = xcalloc(1, sizeof *d);
   int rc = open_connection(path, &d->db, BUSY_TIMEOUT_MS, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
                    err);
+  if (rc == 0) rc = add_functions(d->db, path, err);
   if (rc == 0) rc = migrate(d->db, path, err);
   if (rc == 0)
     rc = open_connection(path, &d->history, HISTORY_BUSY_TIMEOUT_MS, "PRAGMA synchronous=NORMAL;", err);
@@ -333,6 +397,40 @@ static int write_row(node_db *d, const char *name, int64_t version, const char *
   return step_done(st);
 }
 
+/* Copies the row just written into worker_history, with the rules its
+ * deploy carried, and keeps the last NODE_DB_VERSIONS_KEPT versions of the
+ * name; inside the caller's transaction. */
+static int write_history(node_db *d, const char *name, const node_db_worker *w) {
+  sqlite3_stmt *st;
+  if (prepare(d->db,
+              "INSERT OR REPLACE INTO worker_history SELECT " HISTORY_FROM_WORKERS(?2, ?3)
+              " FROM workers WHERE name = ?1",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  if (w->egress && bind_json(st, 2, w->egress) != 0) {
+    sqlite3_finalize(st);
+    return -EIO;
+  }
+  if (w->rollback_of > 0) sqlite3_bind_int64(st, 3, w->rollback_of);
+  if (step_done(st) != 0) return -EIO;
+  if (prepare(d->db,
+              "DELETE FROM worker_history WHERE name = ?1 AND version NOT IN "
+              "(SELECT version FROM worker_history WHERE name = ?1 ORDER BY version DESC LIMIT ?2)",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, NODE_DB_VERSIONS_KEPT);
+  return step_done(st);
+}
+
+static int delete_history(node_db *d, const char *name) {
+  sqlite3_stmt *st;
+  if (prepare(d->db, "DELETE FROM worker_history WHERE name = ?1", &st) != 0) return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  return step_done(st);
+}
+
 /* Stores (or for an empty list removes) a worker's rules inside the caller's transaction. */
 static int write_rules(node_db *d, const char *name, json_t *rules, int64_t now_ms) {
   sqlite3_stmt *st;
@@ -372,6 +470,7 @@ node_db_worker node_db_worker_of(json_t *spec) {
       .bindings = json_object_get(spec, "bindings"),
       .limits = json_object_get(spec, "limits"),
       .egress = rules,
+      .rollback_of = json_integer_value(json_object_get(spec, "rollback_of")),
   };
   return w;
 }
@@ -406,6 +505,7 @@ int node_db_worker_put(node_db *d, const char *name, const node_db_worker *w, in
   if (exists < 0 || version < 0 ||
       write_row(d, name, version, w->main_module, w->modules, w->bindings, w->limits, created,
                 now_ms) != 0 ||
+      write_history(d, name, w) != 0 ||
       (w->egress && write_rules(d, name, w->egress, now_ms) != 0) || exec(d->db, "COMMIT") != 0) {
     rollback(d, NULL);
     return -EIO;
@@ -431,8 +531,9 @@ int node_db_worker_delete(node_db *d, const char *name) {
     rc = step_done(st);
   }
   int gone = rc == 0 ? sqlite3_changes(d->db) : 0;
-  /* Its allow-list goes with it, in the same transaction. */
+  /* Its allow-list and its versions go with it, in the same transaction. */
   if (rc == 0 && gone > 0) rc = write_rules(d, name, NULL, 0);
+  if (rc == 0 && gone > 0) rc = delete_history(d, name);
   if (rc == 0 && gone == 0) {
     exec(d->db, "ROLLBACK");
     return -ENOENT;
@@ -442,6 +543,95 @@ int node_db_worker_delete(node_db *d, const char *name) {
     return -EIO;
   }
   return 0;
+}
+
+/* ---- versions ------------------------------------------------------------------- */
+
+static json_t *read_version(sqlite3_stmt *st) {
+  json_t *row = json_pack("{s:I, s:s, s:o, s:I, s:s, s:I, s:b}",
+                          "version", (json_int_t)sqlite3_column_int64(st, 0),
+                          "main_module", (const char *)sqlite3_column_text(st, 1),
+                          "modules", column_json(st, 2),
+                          "size", (json_int_t)sqlite3_column_int64(st, 3),
+                          "hash", (const char *)sqlite3_column_text(st, 4),
+                          "created_at", (json_int_t)sqlite3_column_int64(st, 6),
+                          "egress", sqlite3_column_int(st, 7));
+  if (row && sqlite3_column_type(st, 5) != SQLITE_NULL)
+    json_object_set_new(row, "rollback_of", json_integer(sqlite3_column_int64(st, 5)));
+  return row;
+}
+
+int node_db_versions_list(node_db *d, const char *name, json_t **rows) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db,
+              "SELECT version, main_module, (SELECT json_group_array(key) FROM json_each(modules)), "
+              "size, hash, rollback_of, created_at, egress IS NOT NULL FROM worker_history "
+              "WHERE name = ?1 ORDER BY version DESC",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  return collect_rows(st, read_version, rows);
+}
+
+int node_db_version_get(node_db *d, const char *name, int64_t version, json_t **spec) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db,
+              "SELECT main_module, modules, bindings, limits, egress FROM worker_history "
+              "WHERE name = ?1 AND version = ?2",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, version);
+  int rc = sqlite3_step(st);
+  int result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
+  if (result == 0) {
+    *spec = json_pack("{s:s, s:o, s:o, s:o}", "main_module", (const char *)sqlite3_column_text(st, 0),
+                      "modules", column_json(st, 1), "bindings", column_json(st, 2), "limits",
+                      column_json(st, 3));
+    if (*spec == NULL) result = -EIO;
+    else if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+      json_object_set_new(*spec, "egress", column_json(st, 4));
+  }
+  sqlite3_finalize(st);
+  return result;
+}
+
+/* ---- routes -------------------------------------------------------------------------- */
+
+json_t *node_db_routes_get(node_db *d, int64_t *updated_at) {
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT routes, updated_at FROM routes WHERE id = 1", &st) != 0) return NULL;
+  json_t *routes = NULL;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    routes = column_json(st, 0);
+    if (!json_is_array(routes)) {
+      json_decref(routes);
+      routes = json_array();
+    }
+    if (updated_at) *updated_at = sqlite3_column_int64(st, 1);
+  } else if (rc == SQLITE_DONE) {
+    routes = json_array();
+    if (updated_at) *updated_at = 0;
+  }
+  sqlite3_finalize(st);
+  return routes;
+}
+
+int node_db_routes_put(node_db *d, json_t *routes, int64_t now_ms) {
+  d->failure[0] = '\0';
+  sqlite3_stmt *st;
+  if (prepare(d->db, "INSERT OR REPLACE INTO routes(id, routes, updated_at) VALUES (1, ?1, ?2)",
+              &st) != 0)
+    return -EIO;
+  if (bind_json(st, 1, routes) != 0) {
+    sqlite3_finalize(st);
+    return -EIO;
+  }
+  sqlite3_bind_int64(st, 2, now_ms);
+  return step_done(st);
 }
 
 /* ---- egress rules ---------------------------------------------------------------- */

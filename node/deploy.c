@@ -188,6 +188,7 @@ void node_deploy(node *n, const char *name, json_t *spec, node_deploy_cb cb, voi
   /* PROTO_VALIDATE carries the same body as PROTO_WORKER_SPEC; no version yet. */
   json_t *msg = json_deep_copy(spec);
   json_object_del(msg, "egress");
+  json_object_del(msg, "rollback_of");
   json_object_set_new(msg, "name", json_string(name));
   json_object_set_new(msg, "version", json_integer(0));
   node_procs_validate(n, msg, on_validated, job);
@@ -316,6 +317,20 @@ static void on_deployed(node *n, void *data, int status, json_t *body) {
   node_respond_json(data, status, body, NULL);
 }
 
+/* A spec whose egress rules inject a secret not granted to the worker is
+ * answered 400 (and freed): 1 then, else 0. */
+static int refused_ungranted(node *n, http_request *req, const char *name, json_t *spec,
+                             const char *what) {
+  json_t *rules = json_object_get(spec, "egress");
+  char *why = rules ? node_db_rules_ungranted(n->db, name, rules) : NULL;
+  if (why == NULL) return 0;
+  log_write(LOG_INFO, name, req->id, NULL, "%s rejected: %s", what, why);
+  node_respond_error(req, 400, why);
+  free(why);
+  json_decref(spec);
+  return 1;
+}
+
 static void put_worker(node *n, http_request *req, const char *name) {
   json_t *spec, *error;
   int status = node_spec_parse(http_request_header(req, "Content-Type"), req->body,
@@ -327,15 +342,7 @@ static void put_worker(node *n, http_request *req, const char *name) {
     json_decref(error);
     return;
   }
-  json_t *rules = json_object_get(spec, "egress");
-  char *why = rules ? node_db_rules_ungranted(n->db, name, rules) : NULL;
-  if (why) {
-    log_write(LOG_INFO, name, req->id, NULL, "deploy rejected: %s", why);
-    node_respond_error(req, 400, why);
-    free(why);
-    json_decref(spec);
-    return;
-  }
+  if (refused_ungranted(n, req, name, spec, "deploy")) return;
   node_deploy(n, name, spec, on_deployed, req);
 }
 
@@ -365,6 +372,147 @@ int node_workers_route(node *n, http_request *req, const char *path) {
   if (strncmp(path, prefix, sizeof prefix - 1) != 0 || strchr(path + sizeof prefix - 1, '/') != NULL)
     return 0;
   worker_route(n, req, path + sizeof prefix - 1);
+  return 1;
+}
+
+/* ---- routes: /v1/workers/{name}/versions and /rollback ---------------------------- */
+
+/*
+ * A rollback is a new version carrying N's code and spec, never a pointer
+ * back to N: versions only go up, so a worker process that cached N (or
+ * anything since) sees a version it has not got and fetches it, exactly as
+ * after a deploy; in a fleet it is one more write-once version of the
+ * record. The history says which version it restored (rollback_of).
+ */
+typedef struct rollback_job {
+  http_request *req;
+  int64_t from;
+} rollback_job;
+
+static void list_versions(node *n, http_request *req, const char *name) {
+  json_t *row = NULL, *rows = NULL;
+  int rc = node_db_worker_get(n->db, name, &row);
+  if (rc == -ENOENT) {
+    node_respond_unknown_worker(req, name);
+    return;
+  }
+  if (rc != 0 || node_db_versions_list(n->db, name, &rows) != 0) {
+    json_decref(row);
+    log_write(LOG_ERROR, name, req->id, NULL, "registry read failed: %s", node_db_errmsg(n->db));
+    node_respond_error(req, 500, "registry read failed");
+    return;
+  }
+  size_t i;
+  json_t *v;
+  json_array_foreach(rows, i, v) {
+    char at[32];
+    node_iso8601(json_integer_value(json_object_get(v, "created_at")), at);
+    json_object_set_new(v, "created_at", json_string(at));
+  }
+  json_t *body = json_pack("{s:s, s:O, s:i, s:o}", "name", name, "current",
+                           json_object_get(row, "version"), "kept", NODE_DB_VERSIONS_KEPT,
+                           "versions", rows);
+  json_decref(row);
+  node_respond_json(req, 200, body, NULL);
+  json_decref(body);
+}
+
+static void on_rolled_back(node *n, void *data, int status, json_t *body) {
+  rollback_job *job = data;
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if ((status == 200 || status == 201) && name) {
+    json_object_set_new(body, "rollback_of", json_integer(job->from));
+    node_event_new(n, "rollback", name,
+                   json_pack("{s:O?, s:I}", "version", json_object_get(body, "version"),
+                             "rollback_of", (json_int_t)job->from));
+  }
+  node_respond_json(job->req, status, body, NULL);
+  free(job);
+}
+
+/* {"version": N}: N, or 0 with the 400 answered. */
+static int64_t read_rollback_version(http_request *req, const char *name) {
+  json_error_t jerr;
+  json_t *body = json_loadb(req->body ? (const char *)req->body : "", req->body_len, 0, &jerr);
+  json_t *v = json_object_get(body, "version");
+  int64_t version = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+  json_decref(body);
+  if (version > 0) return version;
+  const char *msg = body == NULL ? "the body must be JSON: {\"version\": N}"
+                    : v == NULL  ? "the body must name the version: {\"version\": N}"
+                                 : "version must be a positive integer";
+  log_write(LOG_INFO, name, req->id, NULL, "rollback rejected: %s", msg);
+  node_respond_error(req, 400, msg);
+  return 0;
+}
+
+/* 404 naming the versions that are kept. */
+static void respond_not_kept(node *n, http_request *req, const char *name, int64_t version) {
+  json_t *rows = NULL, *kept = json_array();
+  if (node_db_versions_list(n->db, name, &rows) == 0) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(rows, i, v) json_array_append(kept, json_object_get(v, "version"));
+  }
+  json_decref(rows);
+  char *msg = xasprintf("version %lld of worker %s is not kept (the last %d versions are)",
+                        (long long)version, name, NODE_DB_VERSIONS_KEPT);
+  json_t *body = json_pack("{s:s, s:I, s:o}", "error", msg, "version", (json_int_t)version,
+                           "kept", kept);
+  free(msg);
+  node_respond_json(req, 404, body, NULL);
+  json_decref(body);
+}
+
+static void rollback(node *n, http_request *req, const char *name) {
+  int64_t version = read_rollback_version(req, name);
+  if (version == 0) return;
+  json_t *row = NULL, *spec = NULL;
+  int rc = node_db_worker_get(n->db, name, &row);
+  int64_t current = rc == 0 ? json_integer_value(json_object_get(row, "version")) : 0;
+  json_decref(row);
+  if (rc == -ENOENT) {
+    node_respond_unknown_worker(req, name);
+    return;
+  }
+  if (rc == 0) rc = node_db_version_get(n->db, name, version, &spec);
+  if (rc == -ENOENT) {
+    respond_not_kept(n, req, name, version);
+    return;
+  }
+  if (rc != 0) {
+    log_write(LOG_ERROR, name, req->id, NULL, "registry read failed: %s", node_db_errmsg(n->db));
+    node_respond_error(req, 500, "registry read failed");
+    return;
+  }
+  if (version == current) {
+    json_decref(spec);
+    node_respond_error(req, 409, "that version is the current one: nothing to roll back");
+    return;
+  }
+  /* Its secrets may have been revoked since: checked as a deploy is. */
+  if (refused_ungranted(n, req, name, spec, "rollback")) return;
+  json_object_set_new(spec, "rollback_of", json_integer(version));
+  rollback_job *job = xcalloc(1, sizeof *job);
+  job->req = req;
+  job->from = version;
+  node_deploy(n, name, spec, on_rolled_back, job);
+}
+
+int node_versions_route(node *n, http_request *req, const char *name, const char *sub) {
+  int versions = strcmp(sub, "versions") == 0;
+  if (!versions && strcmp(sub, "rollback") != 0) return 0;
+  const char *want = versions ? "GET" : "POST";
+  if (strcmp(req->method, want) != 0) {
+    node_respond_method(req, want);
+    return 1;
+  }
+  if (!worker_name_valid(name, strlen(name))) {
+    node_respond_invalid_name(req, name);
+    return 1;
+  }
+  if (versions) list_versions(n, req, name);
+  else rollback(n, req, name);
   return 1;
 }
 

@@ -66,6 +66,8 @@ void node_notify(const char *state) {
 
 /* ---- draining ------------------------------------------------------------------------- */
 
+static void log_json(log_level level, json_t *extra, const char *msg);
+
 const char *node_state_name(const node *n) {
   if (n->state == NODE_SERVING) return "serving";
   return n->drained ? "drained" : "draining";
@@ -136,10 +138,63 @@ void node_drain_finished(node *n) {
   node_notify("STATUS=drained");
 }
 
+/*
+ * Undoing a drain asked for through the API, once it has finished: the
+ * ingress socket is bound again on the same port and every shared slot gets
+ * a new process, as at start. A drain still under way is refused (its
+ * processes are finishing their requests and would have to be told
+ * otherwise), and so is a shutdown.
+ */
+static void undrain(node *n, http_request *req) {
+  if (n->drain_exit) {
+    node_respond_error(req, 409, "the node is shutting down: it cannot be undrained");
+    return;
+  }
+  if (n->state == NODE_SERVING) {
+    json_t *body = json_pack("{s:s, s:b}", "state", node_state_name(n), "undrained", 0);
+    node_respond_json(req, 200, body, NULL);
+    json_decref(body);
+    return;
+  }
+  if (!n->drained) {
+    json_t *body = json_pack("{s:s, s:i}", "error",
+                             "the drain is still under way: undrain once GET /v1/node says "
+                             "\"drained\"",
+                             "processes_left", node_procs_live(n));
+    node_respond_json(req, 409, body, NULL);
+    json_decref(body);
+    return;
+  }
+  char *err = NULL;
+  int rc = node_procs_undrain(n, &err);
+  if (rc != 0) {
+    log_error("undrain failed: %s", err ? err : uv_strerror(rc));
+    node_respond_error(req, 500, err ? err : "the ingress socket could not be bound again");
+    free(err);
+    return;
+  }
+  n->state = NODE_SERVING;
+  n->drained = 0;
+  node_cordons_undrained(n);
+  json_t *extra = json_pack("{s:s, s:i}", "listen", n->listen_addr, "worker_processes", n->n_procs);
+  log_json(LOG_INFO, extra, "undrained: serving again");
+  node_event(n, "undrain", NULL, extra);
+  node_notify("READY=1\nSTATUS=serving");
+  json_object_set_new(extra, "state", json_string(node_state_name(n)));
+  json_object_set_new(extra, "undrained", json_true());
+  node_respond_json(req, 200, extra, NULL);
+  json_decref(extra);
+}
+
 int node_drain_route(node *n, http_request *req, const char *path) {
-  if (strcmp(path, "/v1/node/drain") != 0) return 0;
+  int undo = strcmp(path, "/v1/node/undrain") == 0;
+  if (!undo && strcmp(path, "/v1/node/drain") != 0) return 0;
   if (strcmp(req->method, "POST") != 0) {
     node_respond_method(req, "POST");
+    return 1;
+  }
+  if (undo) {
+    undrain(n, req);
     return 1;
   }
   int started = n->state == NODE_SERVING;
@@ -376,6 +431,7 @@ static void reload(node *n) {
   note_int(changed, "max_dedicated", cfg->max_dedicated, fresh.max_dedicated);
   note_int(changed, "dedicated_idle_s", cfg->dedicated_idle_s, fresh.dedicated_idle_s);
   note_int(changed, "dedicated_suspend_s", cfg->dedicated_suspend_s, fresh.dedicated_suspend_s);
+  note_int(changed, "metrics_max_tenants", cfg->metrics_max_tenants, fresh.metrics_max_tenants);
   int rules_changed = !same_rules(cfg, &fresh);
   if (rules_changed) json_object_set_new(changed, "cordon_rules", json_true());
   note_fixed(ignored, cfg, &fresh);
@@ -413,6 +469,7 @@ static void reload(node *n) {
   cfg->max_dedicated = fresh.max_dedicated;             /* read when a process must start */
   cfg->dedicated_idle_s = fresh.dedicated_idle_s;       /* read at the next report */
   cfg->dedicated_suspend_s = fresh.dedicated_suspend_s; /* read by the next suspension */
+  cfg->metrics_max_tenants = fresh.metrics_max_tenants; /* for tenants not yet given a series */
   if (rules_changed) {
     cordon_rule *old_rules = cfg->cordon_rules;
     cfg->cordon_rules = fresh.cordon_rules;

@@ -7,7 +7,8 @@
  * applied from the write itself after a few seconds).
  *
  * What is replicated, as fleet/ records (versioned, one writer per version):
- *   workers  name -> {"main_module", "modules", "bindings", "limits"[, "egress"]}
+ *   workers  name -> {"main_module", "modules", "bindings", "limits"[, "egress"]
+ *            [, "rollback_of"]}
  *   egress   name -> {"rules": [...]} (a change of the rules alone)
  *   secrets  name -> {"workers": [...], "sealed"?: {"key", "nonce", "sealed"},
  *            "updated_at"}: the grants, and the value as this node's egress
@@ -448,6 +449,8 @@ void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_c
                           json_object_get(spec, "limits"));
   json_t *rules = json_object_get(spec, "egress");
   if (rules) json_object_set(rec, "egress", rules);
+  json_t *rollback_of = json_object_get(spec, "rollback_of"); /* kept in every node's history */
+  if (rollback_of) json_object_set(rec, "rollback_of", rollback_of);
   write_record(n, FLEET_WORKERS, name, rec, cb, data);
   json_decref(rec);
 }

@@ -142,6 +142,10 @@ static int start(node *n, int argc, char **argv) {
     rc = node_db_open(db, &n->db, &err);
     free(db);
   }
+  if (rc == 0 && node_routes_load(n) != 0) {
+    rc = -EIO;
+    err = xasprintf("node.db: reading the routes: %s", node_db_errmsg(n->db));
+  }
   if (rc == 0) rc = node_events_open(n, &err);
   if (rc == 0) rc = node_cordons_open(n, &err);
   if (rc == 0) rc = node_listen_socket(n, &err);
@@ -176,6 +180,7 @@ static void cleanup(node *n) {
   node_cordons_close(n);
   node_events_close(n);
   node_db_close(n->db);
+  json_decref(n->routes);
   if (n->listen_fd >= 0) close(n->listen_fd);
   node_procs_free(n);
   free(n->worker_path);

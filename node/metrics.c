@@ -229,6 +229,27 @@ static void ingress_connection_metrics(FILE *f, node *n) {
   }
 }
 
+/* ---- node-wide counts: cold starts, loader children's requests, runs ------------------- */
+
+static void counts_metrics(FILE *f, node *n) {
+  static const struct {
+    const char *metric, *label, *help;
+  } defs[ARRAY_SIZE(node_stats_groups)] = {
+      {"edgenode_cold_starts_total", "kind",
+       "Isolates created, by kind: worker (a deployed version), loader (a load() or get() "
+       "child), run (a /v1/run sandbox)."},
+      {"edgenode_loader_requests_total", "outcome",
+       "Requests to loader children (load() and get()), by how they ended."},
+      {"edgenode_run_requests_total", "outcome", "POST /v1/run answers, by outcome."},
+  };
+  for (size_t i = 0; i < ARRAY_SIZE(node_stats_groups); i++) {
+    family(f, defs[i].metric, "counter", defs[i].help);
+    for (const char *const *k = node_stats_groups[i].keys; *k; k++)
+      sample(f, defs[i].metric, defs[i].label, *k,
+             (double)node_stats_count(n, node_stats_groups[i].name, *k));
+  }
+}
+
 /* ---- tenants -------------------------------------------------------------------------- */
 
 /* Every tenant worth a series: the deployed ones and those with statistics
@@ -264,6 +285,63 @@ static double heap_used(json_t *t) {
   return sum;
 }
 
+
+/* Responses of every tenant, by status class. */
+static void status_class_metrics(FILE *f, node *n) {
+  static const char *const classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+  double sums[ARRAY_SIZE(classes)] = {0};
+  const char *name;
+  json_t *t;
+  json_object_foreach(n->tenants, name, t) {
+    json_t *a = json_object_get(t, "status_classes");
+    for (size_t i = 0; i < ARRAY_SIZE(classes); i++)
+      sums[i] += (double)json_integer_value(json_array_get(a, i));
+  }
+  family(f, "edgenode_responses_total", "counter",
+         "Responses to ingress requests, every tenant's, by status class.");
+  for (size_t i = 0; i < ARRAY_SIZE(classes); i++)
+    sample(f, "edgenode_responses_total", "class", classes[i], sums[i]);
+}
+
+static void histogram(FILE *f, const char *tenant, json_t *buckets, double wall_ms) {
+  static const uint64_t bounds_ms[PROTO_DURATION_BUCKETS] = PROTO_DURATION_BUCKETS_MS;
+  static const char metric[] = "edgenode_tenant_request_duration_seconds";
+  double cumulative = 0;
+  for (size_t b = 0; b <= PROTO_DURATION_BUCKETS; b++) {
+    cumulative += (double)json_integer_value(json_array_get(buckets, b));
+    fprintf(f, "%s_bucket{tenant=\"", metric);
+    put_label_value(f, tenant);
+    if (b < PROTO_DURATION_BUCKETS) fprintf(f, "\",le=\"%g\"}", (double)bounds_ms[b] / 1e3);
+    else fputs("\",le=\"+Inf\"}", f);
+    put_value(f, cumulative);
+  }
+  fprintf(f, "%s_sum{tenant=\"", metric);
+  put_label_value(f, tenant);
+  fputs("\"}", f);
+  put_value(f, wall_ms / 1e3);
+  fprintf(f, "%s_count{tenant=\"", metric);
+  put_label_value(f, tenant);
+  fputs("\"}", f);
+  put_value(f, cumulative);
+}
+
+/* Own histograms for the first metrics_max_tenants tenants timed, one
+ * "other" for the rest (stats.c decides which). */
+static void duration_metrics(FILE *f, node *n, const char **names, size_t count) {
+  family(f, "edgenode_tenant_request_duration_seconds", "histogram",
+         "Time from complete request to response, per tenant (past metrics_max_tenants: "
+         "tenant=\"other\").");
+  for (size_t i = 0; i < count; i++) {
+    json_t *t = json_object_get(n->tenants, names[i]);
+    if (!json_is_true(json_object_get(t, "histogram_own"))) continue;
+    histogram(f, names[i], json_object_get(t, "durations"),
+              json_number_value(json_object_get(t, "wall_ms")));
+  }
+  json_t *other = json_object_get(n->counts, "other_durations");
+  if (other)
+    histogram(f, NODE_STATS_OTHER, other,
+              json_number_value(json_object_get(n->counts, "other_wall_ms")));
+}
 
 static void tenant_metrics(FILE *f, node *n) {
   json_t *set = tenant_names(n);
@@ -331,6 +409,7 @@ static void tenant_metrics(FILE *f, node *n) {
     sample(f, "edgenode_tenant_suspended", "tenant", names[i],
            strcmp(node_cordon_state(n, names[i]), "suspended") == 0);
 
+  duration_metrics(f, n, names, count);
   free(names);
   json_decref(set);
 }
@@ -356,6 +435,8 @@ static void respond_metrics(node *n, http_request *req) {
   proc_metrics(f, n);
   control_connection_metrics(f, n);
   ingress_connection_metrics(f, n);
+  counts_metrics(f, n);
+  status_class_metrics(f, n);
   tenant_metrics(f, n);
   tail_metrics(f, n);
   node_fleet_metrics(n, f);

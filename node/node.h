@@ -77,6 +77,7 @@ typedef struct node_config {
   int max_dedicated;         /* dedicated processes at most; past it the worst offender is suspended */
   int64_t dedicated_idle_s;  /* a dedicated process without a request this long exits; 0: never */
   int64_t dedicated_suspend_s; /* how long a suspension for max_dedicated lasts */
+  int64_t metrics_max_tenants; /* tenants with a latency histogram of their own (metrics.c) */
   char *fleet;               /* owned; the fleet's NATS URLs, NULL: a node on its own */
   int fleet_tls;             /* a tls:// URL among them */
   char *node_name;           /* owned; the name in the fleet, NULL: the host name */
@@ -134,7 +135,10 @@ const char *node_log_level_name(log_level level);
 typedef struct node_db node_db;
 
 /* PRAGMA user_version of a node.db this edgenode writes. */
-#define NODE_DB_SCHEMA_VERSION 2
+#define NODE_DB_SCHEMA_VERSION 3
+
+/* Versions of a worker node.db keeps (code and spec), the newest ones. */
+#define NODE_DB_VERSIONS_KEPT 20
 
 /*
  * Opens (creating if needed) node.db at `path`: WAL journal, synchronous=FULL
@@ -157,10 +161,11 @@ typedef struct node_db_worker {
   json_t *egress;    /* the worker's egress rules (an array); NULL keeps the stored ones */
   int64_t version;   /* 0: the next version; > 0: this one (the fleet's), stored only when
                         newer than any the name had: -EALREADY otherwise */
+  int64_t rollback_of; /* > 0: this version restores that one (kept in its history) */
 } node_db_worker;
 
 /* What a deploy stores, read from a spec {"main_module", "modules",
- * "bindings", "limits", "egress"?} (borrowed from it; version 0). */
+ * "bindings", "limits", "egress"?, "rollback_of"?} (borrowed from it; version 0). */
 node_db_worker node_db_worker_of(json_t *spec);
 
 /*
@@ -186,6 +191,21 @@ int node_db_worker_exists(node_db *db, const char *name);
 int node_db_worker_delete(node_db *db, const char *name);
 /* 0 and *rows = array of rows sorted by name (caller decrefs), or -EIO. */
 int node_db_worker_list(node_db *db, json_t **rows);
+
+/* 0 and *rows = the kept versions of a worker, newest first: [{"version",
+ * "main_module", "modules": [names], "size" (bytes of source), "hash",
+ * "created_at" (ms), "egress" (whether its deploy carried rules),
+ * "rollback_of"?}] ([] for an unknown name), or -EIO. */
+int node_db_versions_list(node_db *db, const char *name, json_t **rows);
+/* 0 and *spec = a kept version as a deploy spec {"main_module", "modules",
+ * "bindings", "limits", "egress"?} (caller decrefs), -ENOENT, or -EIO. */
+int node_db_version_get(node_db *db, const char *name, int64_t version, json_t **spec);
+
+/* The ingress routes as stored ([] when none; *updated_at 0 then), or NULL on a
+ * database error. */
+json_t *node_db_routes_get(node_db *db, int64_t *updated_at);
+/* Replaces them (checked by the caller with http_routes_parse): 0 or -EIO. */
+int node_db_routes_put(node_db *db, json_t *routes, int64_t now_ms);
 
 /* Why these egress rules would be refused (heap), or NULL when they are fine. */
 char *node_db_rules_problem(json_t *rules);
@@ -433,6 +453,8 @@ struct node {
   node_validation *validations;
   char *v8_version;
   json_t *tenants;         /* name -> statistics (tenants.c) */
+  json_t *counts;          /* stats.c: node-wide counters, node_stats_count_groups[] -> {key: n} */
+  json_t *routes;          /* routes.c: {"routes": [...]}, what every worker process is given */
   uv_timer_t memwatch_timer;
   int64_t started_at_ms;
   uint64_t started_mono_ns;
@@ -472,8 +494,13 @@ int node_token_load(const char *path, char **token, char **err);
 int node_listen_socket(node *n, char **err);
 /* Spawns every worker process. */
 int node_procs_start(node *n, char **err);
+/* Sends a one-way frame to every worker process, shared and dedicated. */
+void node_procs_send_all(node *n, uint8_t type, json_t *body);
 /* Sends PROTO_DRAIN to every live process; exits are no longer restarted. */
 void node_procs_drain(node *n);
+/* After a drain has finished: the ingress socket again, on the port it had,
+ * and a new process in every shared slot. 0, or an error with *err (heap). */
+int node_procs_undrain(node *n, char **err);
 /* SIGKILLs every live process. */
 void node_procs_kill(node *n);
 /* Closes the slots' own handles (restart timers) once every process is gone. */
@@ -505,8 +532,14 @@ json_t *node_worker_metadata(json_t *row, int with_sizes);
 /* --dev: deploys the embedded examples/hello.js as "hello" unless
  * identical, then calls done, deployed or not. */
 void node_deploy_dev(node *n, void (*done)(node *n));
+/* routes.c: GET and PUT /v1/routes, the ingress routes. node_routes_load
+ * reads them from node.db at start (0, or -EIO). */
+int node_routes_load(node *n);
+int node_routes_route(node *n, http_request *req, const char *path);
 /* GET /v1/workers, GET|PUT|DELETE /v1/workers/{name}. */
 int node_workers_route(node *n, http_request *req, const char *path);
+/* GET /v1/workers/{name}/versions, POST /v1/workers/{name}/rollback: 0 for another sub. */
+int node_versions_route(node *n, http_request *req, const char *name, const char *sub);
 
 /* tail.c: live logs, GET /v1/workers/{name}/tail and GET /v1/runs/{id}/tail
  * (docs/control-api.md). procs.c hands it worker processes' HELLOs and
@@ -582,6 +615,22 @@ void node_stats_add(node *n, node_proc *p, json_t *body);
 double node_stats_cpu_recent(node *n, const char *name);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
 void node_stats_proc_gone(node *n, node_proc *p);
+
+/* Node-wide counters in n->counts, by group, each with a fixed set of keys
+ * (only those are taken from a worker process's report): */
+typedef struct node_stats_group {
+  const char *name;        /* "cold_starts", "loader_requests", "runs" */
+  const char *const *keys; /* NULL-terminated */
+} node_stats_group;
+extern const node_stats_group node_stats_groups[3];
+/* Counts a /v1/run answer under "runs", its outcome read from the status
+ * and the body's "kind" (body may be NULL). */
+void node_stats_count_run(node *n, int status, json_t *body);
+/* The count of a group's key (0 when none yet). */
+uint64_t node_stats_count(const node *n, const char *group, const char *key);
+/* "other": the tenants' durations past metrics_max_tenants are summed under
+ * this name (as is a tenant so named), in n->counts. */
+#define NODE_STATS_OTHER "other"
 void node_stats_free(node *n);
 
 /* The sandbox (jail/), procs.c: the flags a spawned process gets (at most
@@ -668,7 +717,7 @@ void node_drain(node *n, const char *reason, int then_exit);
 void node_drain_finished(node *n);
 /* "serving", "draining" or "drained". */
 const char *node_state_name(const node *n);
-/* POST /v1/node/drain; returns 0 when `path` is not its route. */
+/* POST /v1/node/drain and /v1/node/undrain; returns 0 when `path` is not theirs. */
 int node_drain_route(node *n, http_request *req, const char *path);
 /* sd_notify(3) when built with libsystemd; a no-op otherwise ("READY=1"). */
 void node_notify(const char *state);
@@ -765,6 +814,9 @@ int node_cordons_open(node *n, char **err);
 /* Starts the dedicated processes of the cordoned tenants (after the shared ones). */
 void node_cordons_start(node *n);
 void node_cordons_close(node *n);
+/* After an undrain: the cordoned tenants whose dedicated processes the drain
+ * stopped sleep until their next request, which starts one. */
+void node_cordons_undrained(node *n);
 /* The configuration's rules changed (SIGHUP): a new monitor, counts from zero. */
 void node_cordons_reload_rules(node *n);
 /* A deleted worker's cordon goes with it: its dedicated process drains away. */

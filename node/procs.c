@@ -39,11 +39,10 @@ static void format_addr(const char *host, int port, char out[96]) {
   else snprintf(out, 96, "%s:%d", host, port);
 }
 
-int node_listen_socket(node *n, char **err) {
+static int listen_on(node *n, int port, char **err) {
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
   const char *host = n->cfg.listen_host;
-  int port = n->cfg.listen_port;
   if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
       uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0) {
     *err = xasprintf("listen %s: not a numeric address", host);
@@ -74,6 +73,8 @@ int node_listen_socket(node *n, char **err) {
   n->listen_fd = fd;
   return 0;
 }
+
+int node_listen_socket(node *n, char **err) { return listen_on(n, n->cfg.listen_port, err); }
 
 /* ---- sending ------------------------------------------------------------------ */
 
@@ -280,9 +281,11 @@ static void on_hello(node_proc *p, json_t *body) {
   char extra[128];
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);
   log_write(LOG_INFO, p->tenant, NULL, extra, "worker ready");
-  /* Before any spec request of the process is answered: where tenants run. */
+  /* Before any spec request of the process is answered: where tenants run,
+   * and how requests find them. */
   if (n->proc_listener) n->proc_listener->hello(p);
   if (n->tail_hooks) n->tail_hooks->hello(p);
+  if (n->routes) send_json(p, PROTO_ROUTES, 0, n->routes);
   if (!p->tenant) n->procs_changed(n);
 }
 
@@ -708,16 +711,32 @@ uint64_t node_dedicated_memory_budget(const node *n) {
   return node_worker_memory_budget(n);
 }
 
-node_proc *node_procs_add(node *n) {
-  if (n->procs == NULL || n->n_procs >= NODE_PROCS_CAPACITY) return NULL;
-  node_proc *p = &n->procs[n->n_procs++];
+/* A slot's first process as a new node would start it. */
+static void slot_spawn(node_proc *p) {
   node_child_reset(&p->child);
   p->ever_ready = 0;
   p->retiring = p->recycling = 0;
   p->cold_starts_total = p->evictions_total = p->evictions_seen = 0;
   p->stats_pid = 0;
   spawn_proc(p);
+}
+
+node_proc *node_procs_add(node *n) {
+  if (n->procs == NULL || n->n_procs >= NODE_PROCS_CAPACITY) return NULL;
+  node_proc *p = &n->procs[n->n_procs++];
+  slot_spawn(p);
   return p;
+}
+
+int node_procs_undrain(node *n, char **err) {
+  /* The port the node was reached on, even when the configuration says 0. */
+  const char *colon = strrchr(n->listen_addr, ':');
+  int port = colon ? atoi(colon + 1) : n->cfg.listen_port;
+  int rc = listen_on(n, port, err);
+  if (rc != 0) return rc;
+  for (int i = 0; i < n->n_procs; i++)
+    if (!node_child_live(&n->procs[i].child)) slot_spawn(&n->procs[i]);
+  return 0;
 }
 
 void node_proc_drain(node_proc *p) {
@@ -778,6 +797,11 @@ int node_procs_all_ready(const node *n) {
   for (int i = 0; i < n->n_procs; i++)
     if (n->procs[i].child.state != NODE_PROC_READY) return 0;
   return n->n_procs > 0 && node_egress_ready(n);
+}
+
+void node_procs_send_all(node *n, uint8_t type, json_t *body) {
+  for (int i = 0; i < n->n_procs; i++) send_json(&n->procs[i], type, 0, body);
+  for (node_proc *p = n->dedicated; p; p = p->next) send_json(p, type, 0, body);
 }
 
 void node_procs_broadcast_changed(node *n, const char *name) {

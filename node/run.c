@@ -20,8 +20,8 @@
 #define RUN_REPLY_MARGIN_MS 5000
 
 static void on_ran(node *n, void *data, int status, json_t *result) {
-  (void)n;
   http_request *req = data;
+  if (status != 0) node_stats_count_run(n, 503, NULL);
   if (status == UV_EAGAIN) {
     node_respond_error(req, 503, "no worker process is ready; try again");
     return;
@@ -39,10 +39,12 @@ static void on_ran(node *n, void *data, int status, json_t *result) {
   if (!json_is_integer(http_status) || !json_is_object(body)) {
     const char *msg = json_string_value(json_object_get(result, "error"));
     json_t *err = json_pack("{s:s}", "error", msg ? msg : "malformed answer from the worker process");
+    node_stats_count_run(n, 500, NULL);
     node_respond_json(req, 500, err, NULL);
     json_decref(err);
     return;
   }
+  node_stats_count_run(n, (int)json_integer_value(http_status), body);
   node_respond_json(req, (int)json_integer_value(http_status), body, NULL);
 }
 
@@ -205,6 +207,7 @@ static int split_body(const uint8_t *raw, size_t len, json_t **extra, char **dep
 void node_run(node *n, http_request *req) {
   /* A drained node never serves again: "try again" would mislead. */
   if (n->state == NODE_DRAINING) {
+    node_stats_count_run(n, 503, NULL);
     node_respond_error(req, 503, "the node is shutting down");
     return;
   }
@@ -223,6 +226,7 @@ void node_run(node *n, http_request *req) {
   if (status != 0) {
     const char *msg = json_string_value(json_object_get(error, "error"));
     log_write(LOG_INFO, NULL, req->id, NULL, "run rejected: %s", msg ? msg : "bad request");
+    node_stats_count_run(n, status, error);
     node_respond_json(req, status, error, NULL);
     json_decref(error);
     json_decref(extra);

@@ -79,12 +79,118 @@ double node_stats_cpu_recent(node *n, const char *name) {
   return cur + prev * left;
 }
 
+/* ---- node-wide counts ---------------------------------------------------------------- */
+
+static const char *const cold_kinds[] = {"worker", "loader", "run", NULL};
+static const char *const loader_outcomes[] = {"ok",  "exception", "start_error", "cpu",
+                                              "memory", "wall",   NULL};
+static const char *const run_outcomes[] = {"ok",   "bad_request", "rejected",  "exception",
+                                           "cpu",  "memory",      "wall",      "too_large",
+                                           "unavailable", "error", NULL};
+const node_stats_group node_stats_groups[3] = {
+    {"cold_starts", cold_kinds},
+    {"loader_requests", loader_outcomes},
+    {"runs", run_outcomes},
+};
+
+static json_t *counts_of(node *n) {
+  if (n->counts == NULL) n->counts = json_object();
+  return n->counts;
+}
+
+static void count_add(node *n, const char *group, const char *key, json_int_t delta) {
+  if (delta <= 0) return;
+  json_t *g = json_object_get(counts_of(n), group);
+  if (g == NULL) {
+    g = json_object();
+    json_object_set_new(n->counts, group, g);
+  }
+  json_object_set_new(g, key, json_integer(json_integer_value(json_object_get(g, key)) + delta));
+}
+
+uint64_t node_stats_count(const node *n, const char *group, const char *key) {
+  json_t *g = n->counts ? json_object_get(n->counts, group) : NULL;
+  return (uint64_t)json_integer_value(json_object_get(g, key));
+}
+
+/* The groups of a report's "counts", their known keys only. */
+static void add_counts(node *n, json_t *counts) {
+  for (size_t i = 0; i < ARRAY_SIZE(node_stats_groups); i++) {
+    json_t *g = json_object_get(counts, node_stats_groups[i].name);
+    for (const char *const *k = node_stats_groups[i].keys; *k; k++)
+      count_add(n, node_stats_groups[i].name, *k, json_integer_value(json_object_get(g, *k)));
+  }
+}
+
+static const char *run_outcome(int status, json_t *body) {
+  const char *kind = json_string_value(json_object_get(body, "kind"));
+  if (status >= 200 && status < 300) return "ok";
+  if (kind) {
+    static const char *const limits[] = {"cpu", "memory", "wall", "too_large"};
+    for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
+      if (strcmp(kind, limits[i]) == 0) return limits[i];
+    if (status == 400) return "rejected"; /* its code: syntax, link, no handler, top level */
+    if (strcmp(kind, "exception") == 0) return "exception";
+  }
+  if (status == 503 || status == 504) return "unavailable";
+  if (status >= 400 && status < 500) return "bad_request";
+  return "error";
+}
+
+void node_stats_count_run(node *n, int status, json_t *body) {
+  count_add(n, "runs", run_outcome(status, body), 1);
+}
+
+/* Adds the integers of delta (an array of `len`) to t[key], made on first use. */
+static void add_array(json_t *t, const char *key, json_t *delta, size_t len) {
+  if (!json_is_array(delta) || json_array_size(delta) != len) return;
+  json_t *sum = json_object_get(t, key);
+  if (sum == NULL) {
+    sum = json_array();
+    for (size_t i = 0; i < len; i++) json_array_append_new(sum, json_integer(0));
+    json_object_set_new(t, key, sum);
+  }
+  for (size_t i = 0; i < len; i++) {
+    json_int_t d = json_integer_value(json_array_get(delta, i));
+    if (d > 0)
+      json_array_set_new(sum, i, json_integer(json_integer_value(json_array_get(sum, i)) + d));
+  }
+}
+
+/*
+ * A tenant's request durations go to its own histogram while fewer than
+ * metrics_max_tenants tenants have one, else to "other"'s; decided once, at
+ * its first timed request since the supervisor started, so that no series
+ * ever moves from one to the other (a counter that dropped would read as a
+ * reset).
+ */
+static void add_durations(node *n, const char *name, json_t *t, json_t *delta) {
+  json_t *d = json_object_get(delta, "durations");
+  if (!json_is_array(d)) return;
+  json_t *own = json_object_get(t, "histogram_own");
+  if (own == NULL) {
+    json_int_t owned = json_integer_value(json_object_get(counts_of(n), "histograms_own"));
+    int yes = strcmp(name, NODE_STATS_OTHER) != 0 && owned < n->cfg.metrics_max_tenants;
+    if (yes) json_object_set_new(n->counts, "histograms_own", json_integer(owned + 1));
+    own = json_boolean(yes);
+    json_object_set_new(t, "histogram_own", own);
+  }
+  if (json_is_true(own)) {
+    add_array(t, "durations", d, PROTO_DURATION_BUCKETS + 1);
+    return;
+  }
+  json_t *c = counts_of(n);
+  add_array(c, "other_durations", d, PROTO_DURATION_BUCKETS + 1);
+  add_sum(c, "other_wall_ms", json_object_get(delta, "wall_ms"));
+}
+
 void node_stats_add(node *n, node_proc *p, json_t *body) {
   json_t *process = json_object_get(body, "process");
   if (json_is_object(process)) {
     json_decref(p->process_stats);
     p->process_stats = json_incref(process);
   }
+  add_counts(n, json_object_get(body, "counts"));
   int proc_id = p->id;
   const char *name;
   json_t *delta;
@@ -100,6 +206,8 @@ void node_stats_add(node *n, node_proc *p, json_t *body) {
       add_counter(t, node_stats_counters[i], json_object_get(delta, node_stats_counters[i]));
     for (size_t i = 0; i < NODE_STATS_N_SUMS; i++) add_sum(t, node_stats_sums[i], json_object_get(delta, node_stats_sums[i]));
     cpu_add(t, json_number_value(json_object_get(delta, "cpu_ms")));
+    add_array(t, "status_classes", json_object_get(delta, "status_classes"), 5);
+    add_durations(n, name, t, delta);
     json_int_t peak = json_integer_value(json_object_get(delta, "heap_peak"));
     if (peak > json_integer_value(json_object_get(t, "heap_peak")))
       json_object_set_new(t, "heap_peak", json_integer(peak));
@@ -126,5 +234,7 @@ void node_stats_proc_gone(node *n, node_proc *p) {
 void node_stats_free(node *n) {
   json_decref(n->tenants);
   n->tenants = NULL;
+  json_decref(n->counts);
+  n->counts = NULL;
 }
 

@@ -51,6 +51,12 @@
 #define PROTO_SPEC_DEFAULT_PINNED_CHILDREN 20
 #define PROTO_SPEC_MAX_CHILDREN 1000
 
+/* Upper bounds (ms) of the request-duration histogram's buckets: a worker
+ * process counts each tenant's requests into them, and the supervisor
+ * shows them as edgenode_tenant_request_duration_seconds (plus +Inf). */
+#define PROTO_DURATION_BUCKETS_MS {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
+#define PROTO_DURATION_BUCKETS 14
+
 typedef enum proto_type {
   /* worker -> supervisor, once after start: {"pid": N, "v8": "10.2..."} */
   PROTO_HELLO = 1,
@@ -72,7 +78,8 @@ typedef enum proto_type {
   /* supervisor -> worker (one-way): {"grace_ms": N}: stop accepting, finish
    * in-flight requests within the grace period, then exit 0. */
   PROTO_DRAIN = 7,
-  /* worker -> supervisor (one-way), periodically: {"tenants": {...}, ...} */
+  /* worker -> supervisor (one-way), periodically: {"tenants": {...}, "process": {...},
+   * "counts": {...}}; counts and the tenants' figures are deltas since the last one */
   PROTO_STATS = 8,
   /* worker -> supervisor (one-way): {"event": "...", "tenant": "...", ...} */
   PROTO_EVENT = 9,
@@ -107,6 +114,10 @@ typedef enum proto_type {
    * "request", ...}, "dropped"?: N (lines this process dropped since the last
    * one it sent, for a supervisor that fell behind)}. */
   PROTO_TAIL_LINE = 18,
+  /* supervisor -> worker (one-way): {"routes": [{"pattern", "worker"}, ...]}, the
+   * ingress routes (http.h's http_routes) replacing any before; sent right after
+   * the process's HELLO and to every process on each change. */
+  PROTO_ROUTES = 40,
 
   /* ---- the egress process (egress/, docs/egress.md) ----
    * The egress says PROTO_HELLO {"pid": N, "process": "egress"} to the

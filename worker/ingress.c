@@ -58,6 +58,30 @@ static int misdirected(worker *w, const char *name, size_t len) {
   return own && (strlen(own) != len || memcmp(own, name, len) != 0);
 }
 
+/*
+ * The worker a request is for: the X-Edgenode-Worker header (for clients
+ * that cannot set Host), else the most specific ingress route, else the
+ * first label of the host. NULL with name set, or why not (a constant).
+ */
+static const char *pick_worker(const worker *w, const http_request *req, const route *d,
+                               char name[64], size_t *len) {
+  const char *named = http_request_header(req, "X-Edgenode-Worker");
+  int from_header = named != NULL;
+  const http_authority *a = &d->authority;
+  if (named == NULL) named = http_routes_match(w->routes, a->host, a->host_len, d->path);
+  if (named == NULL && route_worker_name(d, name, len) == 0) return NULL;
+  if (named == NULL)
+    return "the request names no worker: the first label of its host must be a worker name, "
+           "or a route or an X-Edgenode-Worker header name one";
+  size_t n = strlen(named);
+  if (n > 63 || !worker_name_valid(named, n))
+    return from_header ? "X-Edgenode-Worker: not a worker name ([a-z0-9][a-z0-9-]{0,62})"
+                       : "the route names no worker"; /* the supervisor checked: never */
+  memcpy(name, named, n + 1);
+  *len = n;
+  return NULL;
+}
+
 void ingress_on_request(http_server *server, http_request *req) {
   worker *w = server->data;
   route d;
@@ -69,8 +93,9 @@ void ingress_on_request(http_server *server, http_request *req) {
   }
   char name[64];
   size_t len;
-  if (route_worker_name(&d, name, &len) != 0) {
-    respond_unroutable(req, "the host names no worker: its first label must be a worker name");
+  const char *why = pick_worker(w, req, &d, name, &len);
+  if (why) {
+    respond_unroutable(req, why);
     return;
   }
   if (misdirected(w, name, len)) {

@@ -306,6 +306,15 @@ static int start_failed(const loader_child *c, const iso_error *err, sandbox_fai
           err->kind == ISO_ERR_EXCEPTION);
 }
 
+static stats_child_outcome child_outcome(const iso_response *res, const iso_error *err,
+                                         sandbox_failure why, int failed_start) {
+  if (res) return STATS_CHILD_OK;
+  if (why == SANDBOX_FAIL_WALL) return STATS_CHILD_WALL;
+  if (why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_CPU) return STATS_CHILD_CPU;
+  if (why == SANDBOX_FAIL_ISO && err && err->kind == ISO_ERR_MEMORY) return STATS_CHILD_MEMORY;
+  return failed_start ? STATS_CHILD_START_ERROR : STATS_CHILD_EXCEPTION;
+}
+
 static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
                           const iso_error *err, sandbox_failure why) {
   loader_child *c = (loader_child *)sb;
@@ -356,6 +365,7 @@ static void child_respond(sandbox *sb, void *cookie, const iso_response *res,
                 why == SANDBOX_FAIL_WALL ? "exceeded wall time limit"
                                          : err->message ? err->message : "limit");
   }
+  stats_child_request(sb->w, child_outcome(res, err, why, start_failed(c, err, why)));
   if (c->owner) complete_parent(c, call, res != NULL, &value);
   iso_wire_free(&value);
   /* Limits and failed starts make a child unusable: new requests get a new one. */

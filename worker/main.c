@@ -202,6 +202,22 @@ static void on_changed(worker *w, const proto_frame *frame) {
   json_decref(body);
 }
 
+/* A table the supervisor could not have stored is kept out, and the one
+ * before stays. */
+static void on_routes(worker *w, const proto_frame *frame) {
+  json_t *body = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
+  char *err = NULL;
+  http_routes *t = http_routes_parse(json_object_get(body, "routes"), &err);
+  json_decref(body);
+  if (t == NULL) {
+    log_warn("ingress routes refused: %s", err);
+    free(err);
+    return;
+  }
+  http_routes_free(w->routes);
+  w->routes = t;
+}
+
 static void on_drain(worker *w, const proto_frame *frame) {
   json_t *body = json_loadb((const char *)frame->payload, frame->length, 0, NULL);
   json_int_t grace = json_integer_value(json_object_get(body, "grace_ms"));
@@ -293,6 +309,7 @@ static void on_frame(proto_channel *ch, const proto_frame *frame) {
     case PROTO_DRAIN: on_drain(w, frame); break;
     case PROTO_CORDON: on_cordon(w, frame); break;
     case PROTO_TAIL: tail_on_frame(w, frame); break;
+    case PROTO_ROUTES: on_routes(w, frame); break;
     case PROTO_PING: proto_channel_send(ch, PROTO_PONG, frame->id, NULL, 0); break;
     default: log_debug("ignoring %s from the supervisor", proto_type_name(frame->type));
   }
@@ -464,6 +481,7 @@ int main(int argc, char **argv) {
   if (uv_loop_close(self.loop) != 0) log_debug("loop closed with handles still open");
   egress_link_free(&self);
   tail_free(&self);
+  http_routes_free(self.routes);
   log_info("exiting");
   return 0;
 }

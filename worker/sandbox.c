@@ -325,6 +325,7 @@ int sandbox_load(sandbox *sb, iso_worker_options *options, iso_error *err) {
   }
   sb->state = sandbox_state_after(sb->state, SANDBOX_LOADED);
   w->loaded_count++;
+  w->cold_starts[sb->kind]++;
   measure(sb); /* what its top level made, before it answers anything */
   return 0;
 }
@@ -489,11 +490,19 @@ static void request_free(worker *w, sandbox_request *r) {
 /* Accounting of an ingress request (stats.c reports it): deltas since the
  * last report, for the tenant's deployed worker only. */
 static void count_request(const sandbox_request *r) {
+  static const uint64_t bounds_ms[PROTO_DURATION_BUCKETS] = PROTO_DURATION_BUCKETS_MS;
   tenant_stats *s = &r->tenant->stats;
   if (r->tenant->spec == NULL && r->tenant->refs == 0) return; /* not a deployed worker */
   s->requests++;
   if (r->status >= 500) s->errors++;
-  if (r->start_ns) s->wall_ns += time_mono_ns() - r->start_ns;
+  if (r->status >= 100 && r->status < 600) s->status_classes[r->status / 100 - 1]++;
+  if (r->start_ns) {
+    uint64_t ns = time_mono_ns() - r->start_ns;
+    s->wall_ns += ns;
+    size_t b = 0;
+    while (b < PROTO_DURATION_BUCKETS && ns > bounds_ms[b] * 1000000u) b++;
+    s->durations[b]++;
+  }
   s->dirty = 1;
 }
 

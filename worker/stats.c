@@ -18,7 +18,36 @@
 void stats_answered_here(tenant *t, int status) {
   t->stats.requests++;
   if (status >= 500) t->stats.errors++;
+  if (status >= 100 && status < 600) t->stats.status_classes[status / 100 - 1]++;
   t->stats.dirty = 1;
+}
+
+static const char *const child_outcomes[STATS_CHILD_OUTCOMES] = {
+    "ok", "exception", "start_error", "cpu", "memory", "wall",
+};
+static const char *const sandbox_kinds[] = {"worker", "loader", "run"};
+
+void stats_child_request(worker *w, stats_child_outcome outcome) {
+  if (outcome < STATS_CHILD_OUTCOMES) w->child_requests[outcome]++;
+}
+
+static json_t *counts_array(const uint64_t *v, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer((json_int_t)v[i]));
+  return a;
+}
+
+/* The process's deltas: {"cold_starts": {kind: n}, "loader_requests": {outcome: n}}. */
+static json_t *counts_json(worker *w) {
+  _Static_assert(ARRAY_SIZE(sandbox_kinds) == ARRAY_SIZE(w->cold_starts), "a name per kind");
+  json_t *cold = json_object(), *children = json_object();
+  for (size_t i = 0; i < ARRAY_SIZE(sandbox_kinds); i++)
+    json_object_set_new(cold, sandbox_kinds[i], json_integer((json_int_t)w->cold_starts[i]));
+  for (size_t i = 0; i < STATS_CHILD_OUTCOMES; i++)
+    json_object_set_new(children, child_outcomes[i], json_integer((json_int_t)w->child_requests[i]));
+  memset(w->cold_starts, 0, sizeof w->cold_starts);
+  memset(w->child_requests, 0, sizeof w->child_requests);
+  return json_pack("{s:o, s:o}", "cold_starts", cold, "loader_requests", children);
 }
 
 /* Heap figures are sampled once per report, not per request: V8's
@@ -42,6 +71,8 @@ static json_t *stats_json(const tenant *t) {
                    "heap_used", (json_int_t)s->heap_used, "heap_peak", (json_int_t)s->heap_peak,
                    "loaded", t->current != NULL);
   json_object_set_new(j, "uncaught_errors", json_integer((json_int_t)s->uncaught_errors));
+  json_object_set_new(j, "status_classes", counts_array(s->status_classes, 5));
+  json_object_set_new(j, "durations", counts_array(s->durations, PROTO_DURATION_BUCKETS + 1));
   return j;
 }
 
@@ -77,6 +108,7 @@ static void stats_send(worker *w) {
                            "units_run", (json_int_t)w->sched.units_run, "requests_live",
                            (json_int_t)live);
   json_object_set_new(json_object_get(body, "process"), "ingress", stats_ingress(w));
+  json_object_set_new(body, "counts", counts_json(w));
   char *text = json_dumps(body, JSON_COMPACT);
   json_decref(body);
   if (text == NULL) abort();

@@ -77,6 +77,8 @@ typedef struct tenant_stats {
   uint64_t wall_limit_hits;
   uint64_t cold_starts;
   uint64_t uncaught_errors;  /* requests that ended in an uncaught exception */
+  uint64_t status_classes[5]; /* answers by status class, 1xx..5xx */
+  uint64_t durations[PROTO_DURATION_BUCKETS + 1]; /* timed requests by bucket, +Inf last */
   size_t heap_used;          /* gauge: the current isolate's heap */
   size_t heap_peak;          /* high-water mark since the last report */
   int dirty;
@@ -88,6 +90,17 @@ typedef enum tenant_placement {
   TENANT_CORDONED,     /* in its dedicated process: forwarded (handoff.c) */
   TENANT_SUSPENDED,    /* nowhere: 503 until an operator uncordons it */
 } tenant_placement;
+
+/* How a loader child's request ended, for the counts of PROTO_STATS. */
+typedef enum stats_child_outcome {
+  STATS_CHILD_OK,
+  STATS_CHILD_EXCEPTION,   /* it threw, or answered nothing */
+  STATS_CHILD_START_ERROR, /* its code did not compile, link or run its top level */
+  STATS_CHILD_CPU,
+  STATS_CHILD_MEMORY,
+  STATS_CHILD_WALL,
+  STATS_CHILD_OUTCOMES
+} stats_child_outcome;
 
 /* What this process knows of one deployed worker. */
 struct tenant {
@@ -168,6 +181,11 @@ typedef struct worker {
   size_t loaded_count;   /* live isolates, of every kind of sandbox */
   uint64_t evictions;
   uint64_t compactions;  /* idle isolates compacted (evict.c) */
+  /* Deltas since the last report (stats.c): isolates created by sandbox
+   * kind, and loader children's requests by how they ended. */
+  uint64_t cold_starts[3];
+  http_routes *routes;   /* the supervisor's ingress routes (PROTO_ROUTES); NULL: none */
+  uint64_t child_requests[STATS_CHILD_OUTCOMES];
   uint64_t nofile;       /* RLIMIT_NOFILE in force, after raising it (main.c) */
   uv_signal_t sigterm;
   uv_signal_t sigint;
@@ -350,6 +368,8 @@ void stream_unit_dropped(sched_unit *u);
 
 /* stats.c: per-tenant accounting, reported to the supervisor every second. */
 void stats_start(worker *w);
+/* A request to a loader child ended (loader_link.c): ok, or how it failed. */
+void stats_child_request(worker *w, stats_child_outcome outcome);
 /* Sends what was counted since the last report now: a process on its way out
  * would otherwise take up to a report's interval of requests with it. */
 void stats_flush(worker *w);

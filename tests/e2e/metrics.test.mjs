@@ -76,6 +76,9 @@ test('GET /metrics: per-tenant, per-process and node metrics in the text format'
   const m = parseMetrics(r.text);
 
   for (const [name, f] of Object.entries(m)) {
+    // a histogram's samples are NAME_bucket, NAME_sum and NAME_count under NAME's HELP and TYPE
+    const base = name.replace(/_(bucket|sum|count)$/, '');
+    if (base !== name && m[base]?.type === 'histogram') continue;
     assert.ok(f.help && f.type, `${name} has HELP and TYPE`);
     if (f.type === 'counter') assert.match(name, /_total$/, `counter ${name} ends with _total`);
     assert.match(name, /^edgenode_/);
@@ -155,6 +158,111 @@ async function promQuery(port, query) {
   if (body.status !== 'success') throw new Error(JSON.stringify(body));
   return body.data.result;
 }
+
+// A parent whose ?child= picks a child that answers, throws, spins or does not compile.
+const PARENT = `
+const children = {
+  ok: 'export default { fetch() { return new Response("child ok"); } };',
+  throws: 'export default { fetch() { throw new Error("child oops"); } };',
+  spins: 'export default { fetch() { while (true) {} } };',
+  broken: 'export default { fetch() {',
+};
+export default {
+  async fetch(request, env) {
+    const which = new URL(request.url).searchParams.get('child');
+    const stub = env.LOADER.load({ compatibilityDate: '2025-06-01', mainModule: 'c.js',
+      modules: { 'c.js': children[which] }, limits: { cpuMs: 20 } });
+    try {
+      return new Response(await (await stub.getEntrypoint().fetch('http://child/')).text());
+    } catch (e) {
+      return new Response('child failed: ' + e.message, { status: 502 });
+    }
+  }
+};
+`;
+const STATUS = `export default { fetch(req) {
+  return new Response('s', { status: Number(new URL(req.url).searchParams.get('s')) });
+} };\n`;
+
+test('/metrics counts runs and loader requests by outcome, cold starts by kind, responses by class and per-tenant durations', async (t) => {
+  const node = await startNode({ workers: 1, extraArgs: ['--metrics-max-tenants', '2'] });
+  t.after(() => node.stop({ clean: true }));
+  await node.deployOk('status', STATUS);
+  await node.deployOk('parent', PARENT, { json: true, bindings: { LOADER: { type: 'loader' } } });
+  for (const s of [200, 200, 201, 302, 404, 503]) {
+    assert.equal((await node.ingress('status', `/?s=${s}`)).status, s);
+  }
+  const outcomes = { ok: 'child ok', throws: 'child failed', spins: 'child failed', broken: 'child failed' };
+  for (const [child, text] of Object.entries(outcomes)) {
+    const r = await node.ingress('parent', `/?child=${child}`);
+    assert.ok(r.text.startsWith(text), `${child}: ${r.status} ${r.text}`);
+  }
+  const run = (body) => node.control('POST', '/v1/run', { body });
+  const code = (src) => ({ modules: { 'index.js': src } });
+  assert.equal((await run(code(OK))).status, 200);
+  assert.equal((await run(code(OK))).status, 200);
+  assert.equal((await run(code(OOPS))).status, 500);
+  assert.equal((await run(code('export default {'))).status, 400);
+  assert.equal((await run({ ...code(SPIN), limits: { cpu_ms: 10 } })).status, 503);
+  assert.equal((await run({ modules: {} })).status, 400);
+  // three more tenants: past --metrics-max-tenants 2, their durations go to "other"
+  for (const name of ['extra-a', 'extra-b', 'other']) {
+    await node.deployOk(name, OK);
+    assert.equal((await node.ingress(name, '/')).text, 'ok');
+  }
+
+  let m;
+  await waitFor(async () => {
+    m = parseMetrics((await node.control('GET', '/metrics')).text);
+    return value(m, 'edgenode_responses_total', { class: '2xx' }) === 3 + 1 + 3 &&
+      value(m, 'edgenode_loader_requests_total', { outcome: 'start_error' }) === 1 &&
+      m.edgenode_tenant_request_duration_seconds_count?.samples
+        .reduce((sum, x) => sum + x.value, 0) === 6 + 4 + 3;
+  }, { timeout: 10000, what: 'the worker process reports in /metrics' }).catch((e) => {
+    const lines = Object.entries(m).filter(([k]) => /responses|loader_req|duration_seconds_count/.test(k));
+    throw new Error(`${e.message}: ${JSON.stringify(lines)}`);
+  });
+
+  assert.equal(m.edgenode_run_requests_total.type, 'counter');
+  const runs = (o) => value(m, 'edgenode_run_requests_total', { outcome: o });
+  assert.deepEqual([runs('ok'), runs('exception'), runs('rejected'), runs('cpu'), runs('bad_request')],
+    [2, 1, 1, 1, 1]);
+  const loads = (o) => value(m, 'edgenode_loader_requests_total', { outcome: o });
+  assert.deepEqual([loads('ok'), loads('exception'), loads('cpu'), loads('start_error'), loads('wall')],
+    [1, 1, 1, 1, 0]);
+  const cold = (k) => value(m, 'edgenode_cold_starts_total', { kind: k });
+  assert.equal(cold('worker'), 5, 'status, parent, extra-a, extra-b, other');
+  assert.ok(cold('loader') >= 3, `loader cold starts: ${cold('loader')}`); // the broken one never got an isolate
+  assert.ok(cold('run') >= 3, `run cold starts: ${cold('run')}`);
+  const cls = (c) => value(m, 'edgenode_responses_total', { class: c });
+  assert.deepEqual([cls('2xx'), cls('3xx'), cls('4xx'), cls('5xx')], [3 + 1 + 3, 1, 1, 1 + 3]);
+
+  const h = m.edgenode_tenant_request_duration_seconds;
+  assert.equal(h.type, 'histogram');
+  // two tenants (the first two the supervisor heard of) have their own series, the rest are "other"
+  const series = m.edgenode_tenant_request_duration_seconds_count.samples.map((x) => x.labels.tenant);
+  assert.equal(series.length, 3, series.join());
+  assert.ok(series.includes('other'));
+  const timed = { status: 6, parent: 4, 'extra-a': 1, 'extra-b': 1, other: 1 };
+  const own = series.filter((x) => x !== 'other');
+  for (const name of own) {
+    assert.equal(value(m, 'edgenode_tenant_request_duration_seconds_count', { tenant: name }), timed[name]);
+    const buckets = m.edgenode_tenant_request_duration_seconds_bucket.samples.filter((x) => x.labels.tenant === name);
+    assert.equal(buckets.length, 15);
+    assert.equal(buckets[14].labels.le, '+Inf');
+    assert.equal(buckets[14].value, timed[name]);
+    for (let i = 1; i < buckets.length; i++) assert.ok(buckets[i].value >= buckets[i - 1].value, 'cumulative');
+    assert.ok(value(m, 'edgenode_tenant_request_duration_seconds_sum', { tenant: name }) > 0);
+  }
+  assert.equal(value(m, 'edgenode_tenant_request_duration_seconds_count', { tenant: 'other' }),
+    13 - timed[own[0]] - timed[own[1]]);
+
+  if (which('promtool')) {
+    const text = (await node.control('GET', '/metrics')).text;
+    const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    assert.equal(lint.status, 0, `promtool check metrics:\n${lint.stdout}${lint.stderr}`);
+  }
+});
 
 test('a real Prometheus server scrapes /metrics with the bearer token', async (t) => {
   if (!which('prometheus')) {

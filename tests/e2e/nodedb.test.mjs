@@ -57,7 +57,10 @@ test('a node.db from before schema versions opens, migrates and goes on working'
   assert.equal(r.status, 200, r.text);
   assert.equal(r.json.version, 3);
   assert.equal((await node.ingress('hello', '/')).text, 'after');
-  assert.equal(sqlite(db, 'PRAGMA user_version;'), '2');
+  assert.equal(sqlite(db, 'PRAGMA user_version;'), '3');
+  // schema 3: the worker deployed before it starts its history with its current version
+  const v = await node.control('GET', '/v1/workers/hello/versions');
+  assert.deepEqual(v.json.versions.map((x) => x.version), [3, 2]);
   // schema 2: secrets set before it have no grants (granted to no worker)
   assert.equal(sqlite(db, 'SELECT count(*) FROM secrets;'), '0');
 });

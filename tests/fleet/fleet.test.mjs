@@ -91,6 +91,29 @@ describe('a fleet of three nodes', () => {
     assert.equal(again.json.error, 'unknown worker');
   });
 
+  test('a rollback on node 2 is a fleet write: every node serves the old code as a new version', async () => {
+    await nodes[0].deployOk('roll', worker('roll v1'));
+    await nodes[0].deployOk('roll', worker('roll v2'));
+    for (const n of nodes) {
+      await waitFor(async () => (await body(n, 'roll')) === '200 roll v2',
+        { timeout: 5000, what: `roll v2 on ${n.controlPort}` });
+    }
+    const r = await nodes[1].control('POST', '/v1/workers/roll/rollback', { body: { version: 1 } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.version, 3);
+    assert.equal(r.json.rollback_of, 1);
+    for (const n of nodes) {
+      await waitFor(async () => (await body(n, 'roll')) === '200 roll v1',
+        { timeout: 5000, what: `roll v1 again on ${n.controlPort}` });
+      const v = await waitFor(async () => {
+        const list = (await n.control('GET', '/v1/workers/roll/versions')).json;
+        return list.current === 3 ? list : null;
+      }, { timeout: 5000, what: 'version 3 listed' });
+      assert.deepEqual(v.versions.map((x) => [x.version, x.rollback_of ?? null]), [[3, 1], [2, null], [1, null]]);
+      assert.equal(v.versions[0].hash, v.versions[2].hash);
+    }
+  });
+
   test('20 concurrent deploys of one name on three nodes give versions 1 to 20, and every node ends on the same code', async () => {
     const results = await Promise.all(Array.from({ length: 20 }, (_, i) =>
       nodes[i % 3].deploy('race', worker(`deploy ${i}`))));
