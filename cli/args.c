@@ -106,6 +106,18 @@ static const cli_command commands[] = {
      "\n"
      "  --no-wait        return once the drain has started",
      CLI_OPT_NO_WAIT, cli_cmd_drain},
+    {"undrain", "undrain", "undo a finished drain: the node serves again",
+     "POST /v1/node/undrain: the ingress listens again and the worker processes start;\n"
+     "/readyz turns 200. Refused while a drain is still under way.",
+     0, cli_cmd_undrain},
+    {"versions", "versions NAME", "the versions the node keeps of a worker",
+     "GET /v1/workers/NAME/versions as a table, newest first: version, when, size,\n"
+     "hash, and which version a rollback restored. --json: the answer as it is.",
+     0, cli_cmd_versions},
+    {"rollback", "rollback NAME VERSION", "make a kept version the current one again",
+     "POST /v1/workers/NAME/rollback: deploys VERSION's code and spec as a new version\n"
+     "(versions only go up), compiled and checked as a deploy is.",
+     0, cli_cmd_rollback},
     {"events", "events [TENANT] [--limit N]", "recent deploys, deletes, crashes, restarts, drains",
      "GET /v1/events as a table, newest first: deploys, deletes, crashes, restarts,\n"
      "drains, reloads, cordons; with TENANT only that worker's.\n"

@@ -969,6 +969,65 @@ static void print_events(json_t *j) {
   }
 }
 
+int cli_cmd_undrain(const cli_options *o) {
+  cli_expect_operands(o, 0, 0);
+  cli_response r = call(o, "POST", "/v1/node/undrain", NULL);
+  print_answer(o, &r, NULL);
+  cli_response_free(&r);
+  return 0;
+}
+
+static void print_versions(json_t *j) {
+  json_t *list = json_object_get(j, "versions");
+  printf("%s: current version %" JSON_INTEGER_FORMAT ", %" JSON_INTEGER_FORMAT " kept\n",
+         cli_jstr(j, "name", "?"), json_integer_value(json_object_get(j, "current")),
+         json_integer_value(json_object_get(j, "kept")));
+  printf("%-8s  %-24s  %10s  %-12s  %s\n", "VERSION", "CREATED", "SIZE", "HASH", "NOTE");
+  size_t i;
+  json_t *v;
+  json_array_foreach(list, i, v) {
+    const char *hash = cli_jstr(v, "hash", "-");
+    printf("%-8" JSON_INTEGER_FORMAT "  %-24s  %10" JSON_INTEGER_FORMAT "  %-12.12s  ",
+           json_integer_value(json_object_get(v, "version")), cli_jstr(v, "created_at", "-"),
+           json_integer_value(json_object_get(v, "size")), hash);
+    json_t *of = json_object_get(v, "rollback_of");
+    if (json_is_integer(of)) printf("rollback to %" JSON_INTEGER_FORMAT, json_integer_value(of));
+    fputc('\n', stdout);
+  }
+}
+
+int cli_cmd_versions(const cli_options *o) {
+  cli_expect_operands(o, 1, 1);
+  char *path = xasprintf("/v1/workers/%s/versions", cli_worker_name(o, 0));
+  cli_response r = call(o, "GET", path, NULL);
+  free(path);
+  print_answer(o, &r, print_versions);
+  cli_response_free(&r);
+  return 0;
+}
+
+int cli_cmd_rollback(const cli_options *o) {
+  cli_expect_operands(o, 2, 2);
+  const char *name = cli_worker_name(o, 0);
+  char *end = NULL;
+  long version = strtol(o->args[1], &end, 10);
+  if (end == o->args[1] || *end != '\0' || version < 1)
+    cli_usage_error("VERSION must be a version number (1 or more), not \"%s\"", o->args[1]);
+  char *path = xasprintf("/v1/workers/%s/rollback", name);
+  char *body = xasprintf("{\"version\":%ld}", version);
+  cli_response r = call(o, "POST", path, body);
+  free(path);
+  free(body);
+  json_t *j = cli_response_json(&r);
+  if (o->json) cli_print_json_body(&r);
+  else
+    printf("%s: version %" JSON_INTEGER_FORMAT " is version %ld's code again\n", name,
+           json_integer_value(json_object_get(j, "version")), version);
+  json_decref(j);
+  cli_response_free(&r);
+  return 0;
+}
+
 int cli_cmd_events(const cli_options *o) {
   cli_expect_operands(o, 0, 1);
   long limit = o->limit > 0 ? o->limit : 100;

@@ -665,3 +665,27 @@ test('a project with routes: the node\'s routes get this worker\'s patterns, or 
   assert.deepEqual(routes.map((e) => e.pattern), ['routed.example.com/*', 'api.example.com/routed/*']);
   ok(await ctl(['delete', 'routed']), 'delete routed');
 });
+
+test('versions lists what the node keeps, rollback makes an old version current again', async () => {
+  writeFile(work, 'v1.js', `export default { fetch() { return new Response('version one'); } };\n`);
+  writeFile(work, 'v2.js', `export default { fetch() { return new Response('version two'); } };\n`);
+  ok(await ctl(['deploy', 'vers', 'v1.js']), 'deploy v1');
+  ok(await ctl(['deploy', 'vers', 'v2.js', '--replace']), 'deploy v2');
+  let r = ok(await ctl(['versions', 'vers']), 'versions');
+  assert.match(r.stdout, /vers: current version 2, 20 kept/);
+  assert.match(r.stdout, /^VERSION\s+CREATED\s+SIZE\s+HASH/m);
+  const j = parseJson(ok(await ctl(['versions', 'vers'], { json: true }), 'versions --json'), 'versions');
+  assert.deepEqual(j.versions.map((v) => v.version), [2, 1]);
+  r = ok(await ctl(['rollback', 'vers', '1']), 'rollback');
+  assert.match(r.stdout, /vers: version 3 is version 1's code again/);
+  assert.equal((await node.ingress('vers', '/')).text, 'version one');
+  r = ok(await ctl(['versions', 'vers']), 'versions after rollback');
+  assert.match(r.stdout, /rollback to 1/);
+  // bad input: a usage error, and the node's own refusal
+  r = await ctl(['rollback', 'vers', 'latest']);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /VERSION must be a version number/);
+  r = await ctl(['rollback', 'vers', '99']);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /HTTP 404/);
+});
