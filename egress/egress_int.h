@@ -84,6 +84,7 @@ struct egress {
   secret_store *fleet_secrets;    /* in a fleet: opened from the supervisor's records, in memory */
   int fleet;                      /* in a fleet: values come from fleet_secrets only */
   json_t *grants;                 /* secret name -> [worker, ...] it may be injected for */
+  json_t *run_as;                 /* "run:<id>" -> the worker whose grants a /v1/run borrows */
   struct fleet_key *fleet_keys;
   size_t n_fleet_keys;
   SSL_CTX *ssl_ctx;
