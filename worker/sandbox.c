@@ -151,6 +151,7 @@ static void host_log(void *data, uint64_t token, iso_log_level level, const char
   const char *request_id = r && r->request_id[0] ? r->request_id : NULL;
   log_write_bytes(map[level & 3], sb->log_tenant, request_id, sb->log_extra, msg,
                   utf8_cut(msg, len, 3500));
+  if (sb->ops->log) sb->ops->log(sb, token, level, msg, len);
 }
 
 static int host_timer_start(void *data, uint64_t token, uint32_t timer_id, double delay_ms) {
@@ -893,9 +894,8 @@ void sandbox_call_error(iso_wire *out, const char *name, const char *message) {
   iso_wire_string(out, message, strlen(message));
 }
 
-/* "TypeError: x" -> name "TypeError", message "x"; anything else is an Error. */
-static void split_message(const char *text, const char **name, size_t *name_len,
-                          const char **message) {
+void sandbox_split_message(const char *text, const char **name, size_t *name_len,
+                           const char **message) {
   *name = "Error";
   *name_len = 5;
   *message = text;
@@ -931,7 +931,7 @@ void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure wh
              (err->kind == ISO_ERR_EXCEPTION || err->kind == ISO_ERR_SYNTAX ||
               err->kind == ISO_ERR_LINK || err->kind == ISO_ERR_NO_HANDLER ||
               err->kind == ISO_ERR_BAD_RETURN)) {
-    split_message(message, &name, &name_len, &message);
+    sandbox_split_message(message, &name, &name_len, &message);
     if (err->kind == ISO_ERR_LINK || err->kind == ISO_ERR_NO_HANDLER) name_len = 0;
   }
   iso_wire_object(out, 2);

@@ -106,6 +106,9 @@ typedef struct sandbox_ops {
   void (*freed)(sandbox *sb);
   /* A cached sandbox (sandbox.cached) is evicted: its owner lets it go. */
   void (*evict)(sandbox *sb);
+  /* A console line of request `token` (0: none), as it goes to the log:
+   * the owner may keep it too (a run answers with its lines). May be NULL. */
+  void (*log)(sandbox *sb, uint64_t token, iso_log_level level, const char *msg, size_t len);
 } sandbox_ops;
 
 /* A host's isolate: one of the three kinds above. */
@@ -149,6 +152,9 @@ struct sandbox {
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   int binding_seen_facet;        /* ... which is "facet" */
   struct loader_state *loader;   /* dynamic workers it started (loader_link.c), or NULL */
+  const char *principal;         /* the name its fetch() and facet calls run under when it
+                                    has no tenant (a run: "run:<id>"), or NULL */
+  const char *facet_tenant;      /* a run's facets' owner (FACET_RUN_OWNER), or NULL */
   sandbox *next_retired;         /* in worker.retired (versions) */
   sandbox *all_next;             /* every live sandbox of the process */
   sandbox *all_prev;
@@ -275,6 +281,16 @@ void sandbox_wall_start(worker *w);
  * (for the owner of a sandbox that failed). */
 void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure why,
                          const sandbox *sb);
+/* "TypeError: x" -> *name "TypeError" (name_len bytes), *message "x";
+ * anything else is an Error with the whole text as its message. */
+void sandbox_split_message(const char *text, const char **name, size_t *name_len,
+                           const char **message);
+
+/* The name its host calls run under: its tenant's, else its principal. */
+static inline const char *sandbox_principal(const sandbox *sb) {
+  return sb->tenant ? sb->tenant->name : sb->principal;
+}
+
 /* Writes an error value {name, message} for JavaScript (a host call's). */
 void sandbox_call_error(iso_wire *out, const char *name, const char *message);
 
