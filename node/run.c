@@ -176,10 +176,13 @@ static json_t *keyed_error(const char *key, const char *message) {
 /* "egress" and "as": valid rules, injecting only secrets granted to the
  * worker "as" names. NULL, or the error body. */
 static json_t *egress_problem(node *n, json_t *rules, json_t *as) {
-  if (as && !rules) return keyed_error("as", "\"as\" lends a worker's secret grants to \"egress\" rules: give the rules too");
+  if (as && !rules)
+    return keyed_error("as", "\"as\" lends a worker's secret grants to \"egress\" rules: "
+                             "give the rules too");
   if (!rules) return NULL;
   if (!json_is_array(rules))
-    return keyed_error("egress", "egress: must be an array of rules, as for /v1/workers/{name}/egress");
+    return keyed_error("egress",
+                       "egress: must be an array of rules, as for /v1/workers/{name}/egress");
   const char *worker = json_string_value(as);
   if (as && (worker == NULL || !worker_name_valid(worker, json_string_length(as))))
     return keyed_error("as", "as: must be a worker name ([a-z0-9][a-z0-9-]{0,62})");
@@ -219,7 +222,8 @@ static json_t *extra_problem(node *n, json_t *root, json_t *extra) {
   if (problem) return json_pack("{s:s}", "error", problem);
   json_t *e = request ? request_problem(request) : NULL;
   if (e == NULL) e = facet_problem(json_object_get(extra, "facet"));
-  if (e == NULL) e = egress_problem(n, json_object_get(extra, "egress"), json_object_get(extra, "as"));
+  if (e == NULL)
+    e = egress_problem(n, json_object_get(extra, "egress"), json_object_get(extra, "as"));
   return e;
 }
 
@@ -326,12 +330,13 @@ void node_run(node *n, http_request *req) {
   run_call *c = xcalloc(1, sizeof *c);
   c->req = req;
   c->spec = spec;
+  /* Its console lines in the node's log carry the control request's id. */
+  json_object_set_new(spec, "run_id", json_string(req->id));
   if (rules == NULL) {
     start_run(n, c);
   } else {
     /* The worker process needs only to know it may fetch: the egress judges. */
     json_object_set_new(spec, "egress", json_true());
-    json_object_set_new(spec, "run_id", json_string(req->id));
     c->policy = xasprintf("run:%s", req->id);
     json_t *body = json_pack("{s:{s:O}}", "workers", c->policy, rules);
     if (as) json_object_set_new(body, "run_as", json_pack("{s:O}", c->policy, as));

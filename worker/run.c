@@ -186,34 +186,17 @@ static const char *kind_name(iso_error_kind kind) {
   }
 }
 
-/* The stack as the caller wrote it: frames in the generated wrapper and
- * the runtime ("edgenode:...") go. */
-static json_t *own_stack(const char *stack) {
-  size_t len = strlen(stack);
-  char *out = xmalloc(len + 1), *p = out;
-  for (const char *line = stack; *line;) {
-    size_t n = strcspn(line, "\n");
-    int ours = memmem(line, n, "(edgenode:", 10) != NULL || memmem(line, n, "at edgenode:", 12) != NULL;
-    if (!ours) {
-      if (p != out) *p++ = '\n';
-      memcpy(p, line, n);
-      p += n;
-    }
-    line += n + (line[n] == '\n');
-  }
-  *p = '\0';
-  json_t *v = json_string(out);
-  free(out);
-  return v ? v : json_string("");
-}
-
 /* {name, message, stack, module, line, column} of what the code threw. */
 static json_t *exception_json(const iso_error *err, int own_place) {
   const char *name, *message;
   size_t name_len;
   sandbox_split_message(err->message ? err->message : "unknown error", &name, &name_len, &message);
   json_t *e = json_pack("{s:s%, s:s}", "name", name, name_len, "message", message);
-  if (err->stack) json_object_set_new(e, "stack", own_stack(err->stack));
+  if (err->stack) {
+    char *stack = sandbox_user_stack(err->stack);
+    json_object_set_new(e, "stack", json_string(stack));
+    free(stack);
+  }
   if (own_place) json_object_set_new(e, "module", json_string(err->module));
   if (own_place && err->line > 0) json_object_set_new(e, "line", json_integer(err->line));
   if (own_place && err->column > 0) json_object_set_new(e, "column", json_integer(err->column));
@@ -541,7 +524,8 @@ static const char *give_capabilities(run_job *job) {
     job->principal = xasprintf("run:%s", run_id);
   }
   if (facet == NULL) return NULL;
-  if (!json_is_string(facet) || !facet_id_valid(json_string_value(facet), json_string_length(facet)))
+  const char *name = json_string_value(facet);
+  if (name == NULL || !facet_id_valid(name, json_string_length(facet)))
     return "\"facet\" must be a name of letters, digits, _ and - (at most 64)";
   /* A run declares no bindings: the spec's are the facet's alone. */
   json_object_set_new(job->spec, "bindings", json_pack("{s:{s:s}}", "DB", "type", "facet"));
@@ -590,7 +574,8 @@ void run_on_frame(worker *w, const proto_frame *frame) {
   if (problem == NULL) problem = build_request(job, &req, &headers, &owned);
   if (problem) {
     reply_error(job, 400, "request", problem);
-  } else if (sandbox_submit(&job->sb, job, &req) != 0) {
+  } else if (sandbox_submit(&job->sb, job, &req,
+                            json_string_value(json_object_get(job->spec, "run_id"))) != 0) {
     reply_error(job, 503, "internal", "the run could not be started");
   }
   free(headers);

@@ -776,7 +776,7 @@ static void run_owned(sched_unit *u) {
   sandbox_leave(sb);
 }
 
-int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req) {
+int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req, const char *request_id) {
   /* One that failed to load still takes them: they get its load error. */
   int failed_load = sb->state == SANDBOX_BROKEN && sb->iso == NULL;
   if ((!sandbox_state_takes_requests(sb->state) && !failed_load) ||
@@ -789,6 +789,7 @@ int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req) {
   r->cookie = cookie;
   r->token = ++w->next_token;
   r->start_ns = time_mono_ns();
+  if (request_id) snprintf(r->request_id, sizeof r->request_id, "%s", request_id);
   r->method = xstrndup(req->method, req->method_len);
   r->url = xstrndup(req->url, req->url_len);
   size_t total = 0;
@@ -934,7 +935,12 @@ void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure wh
     sandbox_split_message(message, &name, &name_len, &message);
     if (err->kind == ISO_ERR_LINK || err->kind == ISO_ERR_NO_HANDLER) name_len = 0;
   }
-  iso_wire_object(out, 2);
+  /* The child's code is its parent's: its stack says where in it. */
+  char *stack = NULL;
+  if (why == SANDBOX_FAIL_ISO && err && err->stack &&
+      (err->kind == ISO_ERR_EXCEPTION || err->kind == ISO_ERR_BAD_RETURN))
+    stack = sandbox_user_stack(err->stack);
+  iso_wire_object(out, stack ? 3 : 2);
   iso_wire_string(out, "name", 4);
   if (name_len == 0) {
     name = err && err->kind == ISO_ERR_NO_HANDLER ? "TypeError" : "Error";
@@ -943,4 +949,26 @@ void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure wh
   iso_wire_string(out, name, name_len);
   iso_wire_string(out, "message", 7);
   iso_wire_string(out, message, strlen(message));
+  if (stack) {
+    iso_wire_string(out, "stack", 5);
+    iso_wire_string(out, stack, strlen(stack));
+  }
+  free(stack);
+}
+
+char *sandbox_user_stack(const char *stack) {
+  char *out = xmalloc(strlen(stack) + 1), *p = out;
+  for (const char *line = stack; *line;) {
+    size_t n = strcspn(line, "\n");
+    int runtime =
+        memmem(line, n, "(edgenode:", 10) != NULL || memmem(line, n, "at edgenode:", 12) != NULL;
+    if (!runtime) {
+      if (p != out) *p++ = '\n';
+      memcpy(p, line, n);
+      p += n;
+    }
+    line += n + (line[n] == '\n');
+  }
+  *p = '\0';
+  return out;
 }

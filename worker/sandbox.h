@@ -256,9 +256,11 @@ void sandbox_request_submit(sandbox *sb, sandbox_request *r);
 
 /* Queues a request of the sandbox's owner (copied) for the sandbox's next
  * turn; the owner hears of it through respond and done with `cookie`.
+ * request_id (may be NULL) tags its console lines: the id of the request
+ * that asked for it (a loader child's parent's, a run's control request).
  * Returns 0, or -1 when the sandbox takes no more requests (then no
  * callback comes). */
-int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req);
+int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req, const char *request_id);
 
 /* The request `token` names (a host call's token), while it is not over. */
 sandbox_request *sandbox_request_of(worker *w, uint64_t token);
@@ -285,6 +287,10 @@ void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure wh
  * anything else is an Error with the whole text as its message. */
 void sandbox_split_message(const char *text, const char **name, size_t *name_len,
                            const char **message);
+
+/* A JavaScript stack as its author wrote it (heap): the runtime's and
+ * generated modules' frames ("edgenode:...") are left out. */
+char *sandbox_user_stack(const char *stack);
 
 /* The name its host calls run under: its tenant's, else its principal. */
 static inline const char *sandbox_principal(const sandbox *sb) {
