@@ -189,13 +189,18 @@ static json_t *egress_problem(node *n, json_t *rules, json_t *as) {
   if (worker && node_db_worker_exists(n->db, worker) != 1)
     return json_pack("{s:s+, s:s}", "error", "as: unknown worker ", worker, "key", "as");
   char *why = node_db_rules_problem(rules);
+  if (why) {
+    json_t *e = keyed_error("egress", why); /* "egress[i].field: ..." names the rule */
+    free(why);
+    return e;
+  }
   /* No worker is named "-": a run without "as" has no grants at all. */
-  if (why == NULL) why = node_db_rules_ungranted(n->db, worker ? worker : "-", rules);
+  why = node_db_rules_ungranted(n->db, worker ? worker : "-", rules);
   if (why == NULL) return NULL;
   json_t *e = worker ? json_pack("{s:s+, s:s}", "error", "egress: ", why, "key", "egress")
-                     : json_pack("{s:s++, s:s}", "error", "egress: ", why,
-                                 " (a run has no grants of its own: name a worker whose grants "
-                                 "it borrows with \"as\")", "key", "egress");
+                     : keyed_error("egress", "egress: a rule injects a secret, and a run has no "
+                                             "grants of its own: name with \"as\" a deployed "
+                                             "worker the secret is granted to");
   free(why);
   return e;
 }

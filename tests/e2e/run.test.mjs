@@ -468,9 +468,9 @@ test('egress: bad rules, an unknown or missing "as", an ungranted secret: 400 na
   const base = { modules: { 'f.js': FETCHER }, input: {} };
   const cases = [
     [{ egress: { match: 'x' } }, 'egress', /must be an array of rules/],
-    [{ egress: [{ match: 'ftp://example.com/' }] }, 'egress', /egress: /],
-    [{ egress: [{ match: 'https://api.example.com/*', bogus: 1 }] }, 'egress', /egress: /],
-    [{ egress: toolRules('NO_SUCH') }, 'egress', /no grants of its own.*"as"/],
+    [{ egress: [{ match: 'ftp://example.com/' }] }, 'egress', /^egress\[0\]\.match: the scheme must be http or https$/],
+    [{ egress: [{ match: 'https://api.example.com/*', bogus: 1 }] }, 'egress', /^egress\[0\]: unknown member "bogus"/],
+    [{ egress: toolRules('NO_SUCH') }, 'egress', /no grants of its own: name with "as"/],
     [{ egress: toolRules('NO_SUCH'), as: 'agent-tools' }, 'egress', /secret NO_SUCH is not granted to worker agent-tools/],
     [{ egress: toolRules(), as: 'nobody-here' }, 'as', /unknown worker nobody-here/],
     [{ egress: toolRules(), as: 'Bad Name' }, 'as', /must be a worker name/],
