@@ -691,6 +691,11 @@ static int op_fetch(worker *w, sandbox *l, const iso_call *call, iso_wire *resul
              "or after the request ended)");
     return -1;
   }
+  if (sandbox_principal(l) == NULL) {
+    /* A run given a facet but no egress rules: nothing to fetch under. */
+    wire_err(result, "TypeError", "this sandbox cannot make host calls");
+    return -1;
+  }
   fetch_args a = {0};
   if (parse_fetch_args(call, &a) != 0) {
     json_decref(a.headers);

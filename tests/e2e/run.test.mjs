@@ -514,6 +514,9 @@ test('facet: a named facet keeps state across runs, is listed, and deleted', asy
   assert.equal((await node.control('DELETE', '/v1/run/facets/agent-1')).status, 404);
   r = await run(body);
   assert.equal(r.json.result, 1, 'a deleted facet starts empty');
+  // a facet gives no fetch(): that takes egress rules
+  r = await run({ modules: { 'f.js': FETCHER }, facet: 'agent_2', input: { url: `http://127.0.0.1:${P}/tool/x` } });
+  assert.match(r.json.result.error, /cannot make host calls/, r.text);
   // without a facet, env.DB does not exist
   r = await run({ modules: { 'c.js': `export function run(i, env) { return typeof env.DB; }` }, input: {} });
   assert.equal(r.json.result, 'undefined');
