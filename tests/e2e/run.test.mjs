@@ -24,11 +24,14 @@ before(async () => {
 });
 
 after(async () => {
-  if (node) {
-    for (const l of node.logs) assert.ok(!l.raw.includes(TOOL_TOKEN), `a log line holds a secret: ${l.raw}`);
-    await node.stop({ clean: true });
+  try {
+    if (node) {
+      for (const l of node.logs) assert.ok(!l.raw.includes(TOOL_TOKEN), `a log line holds a secret: ${l.raw}`);
+      await node.stop({ clean: true });
+    }
+  } finally {
+    upstream?.close(); // or the test process waits on it for ever
   }
-  upstream?.close();
 });
 
 function run(body) {
