@@ -86,6 +86,7 @@ struct egress {
   json_t *grants;                 /* secret name -> [worker, ...] it may be injected for */
   json_t *bound;                  /* "<pid>" -> tenant: dedicated worker processes, which may
                                    * fetch for their own tenant only */
+  json_t *run_as;                 /* "run:<id>" -> the worker whose grants a /v1/run borrows */
   struct fleet_key *fleet_keys;
   size_t n_fleet_keys;
   SSL_CTX *ssl_ctx;

@@ -820,6 +820,17 @@ static char *without_userinfo(const char *url) {
   return xasprintf("%.*s%s", (int)(a - url), url, at + 1);
 }
 
+
+/* Whom a fetch is for: a deployed worker, or a /v1/run ("run:<request id>"),
+ * whose policy the supervisor set for as long as the run lasts. */
+static int principal_valid(const char *name) {
+  if (strncmp(name, "run:", 4) != 0) return worker_name_valid(name, strlen(name));
+  static const char id_chars[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+  size_t n = strlen(name + 4);
+  return n > 0 && n <= 64 && strspn(name + 4, id_chars) == n;
+}
+
 void fetch_start(client *cl, const proto_frame *frame) {
   if (frame->length == 0) {
     /* The worker's go-ahead for the hop ask_hop() asked about; one for a
@@ -843,7 +854,7 @@ void fetch_start(client *cl, const proto_frame *frame) {
   json_t *headers = json_object_get(head, "headers");
   const char *problem = NULL;
   char why[160];
-  if (head == NULL || tenant == NULL || !worker_name_valid(tenant, strlen(tenant)) ||
+  if (head == NULL || tenant == NULL || !principal_valid(tenant) ||
       method == NULL || !http_token(method, strlen(method)) || url == NULL)
     problem = "malformed fetch request";
   else if (frame->id == 0 || find(cl, frame->id))

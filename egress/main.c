@@ -227,6 +227,9 @@ static void reply(egress *e, uint8_t type, uint32_t id, json_t *body);
 
 int egress_secret_granted(egress *e, const char *name, size_t len, const char *worker) {
   char key[EGRESS_SECRET_NAME_MAX + 1];
+  /* A run has no grants of its own: it borrows its "as" worker's, if any. */
+  if (worker && strncmp(worker, "run:", 4) == 0)
+    worker = json_string_value(json_object_get(e->run_as, worker));
   if (len >= sizeof key || worker == NULL) return 0;
   memcpy(key, name, len);
   key[len] = '\0';
@@ -323,9 +326,17 @@ static void on_policy(egress *e, uint32_t id, json_t *body) {
   if (replace || json_is_object(grants)) apply_grants(e, grants, replace);
   if (replace || json_is_object(fleet_secrets)) apply_fleet_secrets(e, fleet_secrets, replace);
   if (replace) policies_clear(e);
+  if (replace) json_object_clear(e->run_as);
   const char *name;
   json_t *rules;
+  json_t *run_as = json_object_get(body, "run_as");
+  json_object_foreach(run_as, name, rules) {
+    if (json_is_string(rules) && strncmp(name, "run:", 4) == 0)
+      json_object_set(e->run_as, name, rules);
+  }
   json_object_foreach(workers, name, rules) {
+    /* A run's policy goes when it ends, and its borrowed grants with it. */
+    if (!json_is_array(rules)) json_object_del(e->run_as, name);
     egress_policy *p = NULL;
     if (json_is_array(rules) && json_array_size(rules) > 0) {
       char *err = NULL;
@@ -548,6 +559,7 @@ static int start(egress *e, char **err) {
   e->n_fleet_keys = e->cfg.n_fleet_key_files;
   e->fleet_secrets = secrets_new_in_memory();
   e->grants = json_object();
+  e->run_as = json_object();
   e->ssl_ctx = tls_ctx_new(&e->cfg, err);
   if (e->ssl_ctx == NULL) {
     free(dir);
@@ -606,6 +618,7 @@ int main(int argc, char **argv) {
   fleet_keys_free(e->fleet_keys, e->n_fleet_keys);
   json_decref(e->grants);
   json_decref(e->bound);
+  json_decref(e->run_as);
   tls_ctx_free(e->ssl_ctx);
   log_info("exiting");
   return 0;

@@ -273,3 +273,17 @@ int facet_unpurge(const char *data_dir, const char *tenant) {
   free(mark);
   return rc;
 }
+
+json_t *facet_run_list(const char *data_dir) {
+  return describe_children(data_dir, FACET_RUN_OWNER);
+}
+
+int facet_run_delete(const char *data_dir, const char *name) {
+  if (name == NULL || !facet_id_valid(name, strlen(name))) return -EINVAL;
+  char *path = facet_path(data_dir, FACET_RUN_OWNER, name);
+  if (path == NULL) return -EINVAL;
+  struct stat st;
+  int rc = lstat(path, &st) == 0 && S_ISREG(st.st_mode) ? unlink_db(path) : -ENOENT;
+  free(path);
+  return rc;
+}

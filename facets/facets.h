@@ -100,6 +100,11 @@ uint64_t facet_heap_used(void);
 /* Loader children's facet ids: [A-Za-z0-9_-]{1,64}. Returns 1 when valid. */
 int facet_id_valid(const char *id, size_t len);
 
+/* The owner of /v1/run's named facets, DATA/facets/_run/<NAME>.sqlite: no
+ * worker name can be it (they start with a letter or a digit), so no
+ * worker's children share the directory. facet_path takes it as a tenant. */
+#define FACET_RUN_OWNER "_run"
+
 /*
  * The file of a facet: DATA/facets/<tenant>.sqlite, or
  * DATA/facets/<tenant>/<facet_id>.sqlite when facet_id is not NULL.
@@ -318,6 +323,11 @@ int facet_record_read(const void *rec, size_t len, facet_record_info *info, char
  */
 int facet_record_apply(const char *replica_path, const void *rec, size_t len, char **err);
 
+/* Closes the connection of one facet (a run's, when the run is over), so
+ * that a delete of its file leaves nothing here writing into it. Call it
+ * between units of work, never inside a transaction. */
+void facet_store_close_facet(facet_store *s, const char *tenant, const char *facet_id);
+
 /* ---- Operators (library facets_admin) ---- */
 
 /*
@@ -360,5 +370,12 @@ int facet_purge(const char *data_dir, const char *tenant);
 int facet_unpurge(const char *data_dir, const char *tenant);
 /* Whether the tenant's facet was purged and the name not deployed since. */
 int facet_purged(const char *data_dir, const char *tenant);
+
+/* /v1/run's named facets, for GET /v1/run/facets: [{"id", "size_bytes"}]
+ * (size of the database file, its WAL aside), at most 1000. */
+json_t *facet_run_list(const char *data_dir);
+/* Deletes run facet `name` and its WAL: 0, -EINVAL (not a facet name),
+ * -ENOENT (none), or another negative errno. */
+int facet_run_delete(const char *data_dir, const char *name);
 
 #endif

@@ -28,8 +28,10 @@ char *facet__dir(const char *data_dir, const char *tenant, int child) {
 }
 
 char *facet_path(const char *data_dir, const char *tenant, const char *facet_id) {
-  if (data_dir == NULL || tenant == NULL || !worker_name_valid(tenant, strlen(tenant)))
-    return NULL;
+  if (data_dir == NULL || tenant == NULL) return NULL;
+  int runs = strcmp(tenant, FACET_RUN_OWNER) == 0;
+  if (!runs && !worker_name_valid(tenant, strlen(tenant))) return NULL;
+  if (runs && facet_id == NULL) return NULL; /* runs' facets are all named */
   if (facet_id == NULL) return xasprintf("%s/facets/%s.sqlite", data_dir, tenant);
   if (!facet_id_valid(facet_id, strlen(facet_id))) return NULL;
   return xasprintf("%s/facets/%s/%s.sqlite", data_dir, tenant, facet_id);

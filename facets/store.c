@@ -1047,6 +1047,19 @@ void facet_store_rollback(facet_store *s) {
   }
 }
 
+void facet_store_close_facet(facet_store *s, const char *tenant, const char *facet_id) {
+  size_t tlen = strlen(tenant);
+  for (uint32_t i = 0; i < s->n_conns; i++) {
+    facet_conn *c = s->conns[i];
+    if (c->tenant_len != tlen || memcmp(c->key, tenant, tlen) != 0 || c->key[tlen] != '/' ||
+        strcmp(c->key + tlen + 1, facet_id) != 0)
+      continue;
+    conn_close(c);
+    s->conns[i] = s->conns[--s->n_conns];
+    return;
+  }
+}
+
 void facet_store_close_tenant(facet_store *s, const char *tenant) {
   size_t tlen = strlen(tenant);
   for (uint32_t i = 0; i < s->n_conns;) {

@@ -59,7 +59,7 @@ typedef struct iso_error {
   char *module;   /* module name, when known */
   int line;       /* 1-based; 0 when unknown */
   int column;     /* 1-based; 0 when unknown */
-  char *stack;    /* JavaScript stack, when known: for logs, never for clients */
+  char *stack;    /* JS stack if known: for logs and its author, never for HTTP clients */
   uint64_t cpu_ns; /* a failed iso_worker_create: the CPU its modules' top level used */
 } iso_error;
 

@@ -114,6 +114,7 @@ static int node_route(node *n, http_request *req, const char *path) {
 }
 
 static int run_route(node *n, http_request *req, const char *path) {
+  if (node_run_facets_route(n, req, path)) return 1;
   if (strcmp(path, "/v1/run") != 0) return 0;
   if (strcmp(req->method, "POST") != 0) node_respond_method(req, "POST");
   else node_run(n, req);

@@ -113,6 +113,7 @@ void node_egress_ask_secret(node *n, node_egress_ask kind, json_t *body, node_eg
       [NODE_EGRESS_SECRET_PUT] = PROTO_SECRET_PUT,
       [NODE_EGRESS_SECRET_LIST] = PROTO_SECRET_LIST,
       [NODE_EGRESS_SECRET_DELETE] = PROTO_SECRET_DELETE,
+      [NODE_EGRESS_POLICY_SET] = PROTO_EGRESS_POLICY,
   };
   if (eg == NULL || eg->child.state != NODE_PROC_READY || !channel_usable(eg)) {
     ask_failed(n, cb, data, 503,

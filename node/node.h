@@ -566,6 +566,8 @@ void node_tails_close(node *n);
 
 /* run.c: POST /v1/run, one-shot execution in a worker process. */
 void node_run(node *n, http_request *req);
+/* GET /v1/run/facets, DELETE /v1/run/facets/{name}: 1 when handled. */
+int node_run_facets_route(node *n, http_request *req, const char *path);
 
 /* control.c: the control API's listener, its bearer token and the dispatcher
  * that hands each request to one of the routes below. Nothing calls back into it. */
@@ -666,6 +668,8 @@ typedef enum node_egress_ask {
   NODE_EGRESS_SECRET_PUT,    /* {"name", "value"[, "fleet": true: seal it, store nothing]} */
   NODE_EGRESS_SECRET_LIST,   /* {} */
   NODE_EGRESS_SECRET_DELETE, /* {"name"} */
+  NODE_EGRESS_POLICY_SET,    /* {"workers": {NAME: rules|null}[, "run_as": {NAME: worker}]},
+                                answered once in force (a run's policy, before it runs) */
 } node_egress_ask;
 /* The egress's answer: status 0 with its reply (borrowed), or an HTTP status
  * with {"error"} (borrowed): 503 when it is not running or does not answer in

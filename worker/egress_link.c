@@ -691,6 +691,11 @@ static int op_fetch(worker *w, sandbox *l, const iso_call *call, iso_wire *resul
              "or after the request ended)");
     return -1;
   }
+  if (sandbox_principal(l) == NULL) {
+    /* A run given a facet but no egress rules: nothing to fetch under. */
+    wire_err(result, "TypeError", "this sandbox cannot make host calls");
+    return -1;
+  }
   fetch_args a = {0};
   if (parse_fetch_args(call, &a) != 0) {
     json_decref(a.headers);
@@ -712,7 +717,7 @@ static int op_fetch(worker *w, sandbox *l, const iso_call *call, iso_wire *resul
     return -1;
   }
   /* The egress says how often the request has looped through it (CDN-Loop). */
-  json_t *head = json_pack("{s:s, s:s?, s:s%, s:s%, s:o, s:s%, s:i}", "tenant", l->tenant->name,
+  json_t *head = json_pack("{s:s, s:s?, s:s%, s:s%, s:o, s:s%, s:i}", "tenant", sandbox_principal(l),
                            "request_id", f->req ? f->req->id : NULL, "method", a.method.ptr,
                            a.method.len, "url", a.url.ptr, a.url.len, "headers", a.headers,
                            "redirect", a.redirect.ptr, a.redirect.len, "loop",

@@ -41,6 +41,11 @@ static uint64_t cpu_deadline(worker *w, sandbox *l, uint64_t token) {
   return l->facet_deadline_ns;
 }
 
+/* A tenant's facets are in its directory; a run's named facet in "run"'s. */
+static const char *facet_owner(const sandbox *l) {
+  return l->tenant ? l->tenant->name : l->facet_tenant;
+}
+
 static int unavailable(iso_wire *result) {
   sandbox_call_error(result, "Error", "facets are unavailable on this node");
   return -1;
@@ -49,7 +54,7 @@ static int unavailable(iso_wire *result) {
 int facet_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
   worker *w = l->w;
   if (w->facets == NULL) return unavailable(result);
-  return facet_call(w->facets, l->tenant->name, l->facet_id, l->facet_limit_mb, call,
+  return facet_call(w->facets, facet_owner(l), l->facet_id, l->facet_limit_mb, call,
                     cpu_deadline(w, l, call->token), result);
 }
 
@@ -59,7 +64,7 @@ int facet_link_exec(sandbox *l, const iso_call *call, const iso_wire_value *args
                     uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
   worker *w = l->w;
   if (w->facets == NULL) return unavailable(result);
-  return facet_exec(w->facets, l->tenant->name, l->facet_id, &l->facet_ref, l->facet_limit_mb,
+  return facet_exec(w->facets, facet_owner(l), l->facet_id, &l->facet_ref, l->facet_limit_mb,
                     call->token, cpu_deadline(w, l, call->token), args, n_args, numbers, result);
 }
 
@@ -84,8 +89,7 @@ int facet_link_gate(sandbox *sb) {
   /* (facets/ has logged which facet and why.) Only this sandbox's own
    * facet's losses are its to answer for; others wait for their owner. */
   char *lost = NULL;
-  if (sb->tenant != NULL &&
-      facet_store_take_failure(w->facets, sb->tenant->name, sb->facet_id, &lost)) {
+  if (facet_store_take_failure(w->facets, facet_owner(sb), sb->facet_id, &lost)) {
     sb->gate_error = lost;
     reset(sb);
     return -1;

@@ -840,7 +840,10 @@ int loader_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
       .body = body.type == ISO_WIRE_BYTES ? (const uint8_t *)body.ptr : NULL,
       .body_len = body.type == ISO_WIRE_BYTES ? body.len : 0,
   };
-  int rc = sandbox_submit(&c->sb, lc, &req);
+  /* The child's console lines are the parent's request's. */
+  sandbox_request *parent = sandbox_request_of(l->w, call->token);
+  const char *request_id = parent && parent->request_id[0] ? parent->request_id : NULL;
+  int rc = sandbox_submit(&c->sb, lc, &req, request_id);
   call_headers_free(&headers);
   if (rc != 0) {
     free(lc);

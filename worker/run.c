@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "base.h"
+#include "facets.h"
 #include "sandbox.h"
 
 /* Its name cannot collide: user modules end in .js or .mjs. */
@@ -25,6 +26,13 @@
 /* The largest answer (its JSON, as the control API sends it): below the
  * largest frame the supervisor reads, with room for the frame's own keys. */
 #define RUN_ANSWER_MAX_BYTES (64u * 1024u * 1024u)
+/* A run's console lines come back with its answer, up to these; past them
+ * lines are dropped and counted ("logs_dropped"), so that a console.log in
+ * a loop cannot make the answer as large as the loop is long. Each line is
+ * cut at RUN_LOG_LINE_MAX bytes, as in the node's own log. */
+#define RUN_LOG_MAX_LINES 256
+#define RUN_LOG_MAX_BYTES (64u * 1024u)
+#define RUN_LOG_LINE_MAX 3500
 
 typedef struct run_job {
   sandbox sb;         /* first */
@@ -37,7 +45,13 @@ typedef struct run_job {
   size_t n_modules;
   char *wrapper;
   char *env_json;
+  char *bindings_json; /* {"DB": {"type": "facet"}} with a named facet */
+  char *principal;     /* "run:<id>": its egress policy's name */
   uint64_t started_ns;
+  uint64_t load_cpu_ns; /* a load that failed: what its top level used */
+  json_t *logs;         /* [{level, message, time}] of its console */
+  size_t log_bytes;
+  size_t logs_dropped;
 } run_job;
 
 /* ---- base64 ---- */
@@ -113,6 +127,34 @@ static char *reply_text(int http_status, json_t *body) {
   return text;
 }
 
+/* CPU of the run: its modules' top level and its request. */
+static double cpu_ms(const run_job *job) {
+  const sandbox *sb = &job->sb;
+  uint64_t ns = job->load_cpu_ns;
+  if (sb->iso) {
+    uint64_t outside = 0, hits = 0;
+    iso_worker_outside_stats(sb->iso, &outside, &hits);
+    ns += outside;
+    /* A run has one request: until it is over, it is the one owned. */
+    if (sb->owned) ns += iso_worker_request_cpu_ns(sb->iso, sb->owned->token);
+  }
+  return (double)(ns / 1000u) / 1000.0;
+}
+
+/* What the caller learns of every run, answered or failed: its console,
+ * its cost, and whether its isolate was made for it (always, for now: a run
+ * never reuses one). */
+static void add_report(run_job *job, json_t *body) {
+  if (!json_is_object(body)) return;
+  json_object_set(body, "logs", job->logs);
+  if (job->logs_dropped)
+    json_object_set_new(body, "logs_dropped", json_integer((json_int_t)job->logs_dropped));
+  json_object_set_new(body, "cpu_ms", json_real(cpu_ms(job)));
+  uint64_t wall_us = (time_mono_ns() - job->started_ns) / 1000u;
+  json_object_set_new(body, "wall_ms", json_real((double)wall_us / 1000.0));
+  json_object_set_new(body, "cold", json_true());
+}
+
 static void reply(run_job *job, int http_status, json_t *body) {
   if (job->replied) {
     json_decref(body);
@@ -120,6 +162,7 @@ static void reply(run_job *job, int http_status, json_t *body) {
   }
   job->replied = 1;
   worker *w = job->w;
+  add_report(job, body);
   char *text = reply_text(http_status, body);
   if (proto_channel_send(&w->supervisor, PROTO_RUN_RESULT, job->frame_id, text, strlen(text)) != 0)
     log_warn("could not send a run's result to the supervisor");
@@ -141,6 +184,23 @@ static const char *kind_name(iso_error_kind kind) {
     case ISO_ERR_MEMORY: return "memory";
     default: return "internal";
   }
+}
+
+/* {name, message, stack, module, line, column} of what the code threw. */
+static json_t *exception_json(const iso_error *err, int own_place) {
+  const char *name, *message;
+  size_t name_len;
+  sandbox_split_message(err->message ? err->message : "unknown error", &name, &name_len, &message);
+  json_t *e = json_pack("{s:s%, s:s}", "name", name, name_len, "message", message);
+  if (err->stack) {
+    char *stack = sandbox_user_stack(err->stack);
+    json_object_set_new(e, "stack", json_string(stack));
+    free(stack);
+  }
+  if (own_place) json_object_set_new(e, "module", json_string(err->module));
+  if (own_place && err->line > 0) json_object_set_new(e, "line", json_integer(err->line));
+  if (own_place && err->column > 0) json_object_set_new(e, "column", json_integer(err->column));
+  return e;
 }
 
 static void reply_failure(run_job *job, const iso_error *err, sandbox_failure why) {
@@ -194,6 +254,10 @@ static void reply_failure(run_job *job, const iso_error *err, sandbox_failure wh
   if (own_place && err->column > 0) json_object_set_new(body, "column", json_integer(err->column));
   if (status == 500 && err && err->stack)
     log_write(LOG_INFO, NULL, NULL, NULL, "run failed: %s", err->stack);
+  if (err && err->cpu_ns && job->sb.iso == NULL) job->load_cpu_ns = err->cpu_ns;
+  if (err && (kind == ISO_ERR_EXCEPTION || kind == ISO_ERR_SYNTAX || kind == ISO_ERR_LINK ||
+              kind == ISO_ERR_BAD_RETURN || kind == ISO_ERR_NO_HANDLER))
+    json_object_set_new(body, "exception", exception_json(err, own_place));
   reply(job, status, body);
 }
 
@@ -253,6 +317,9 @@ static int run_prepare(sandbox *sb, iso_error *err) {
   o.n_modules = job->n_modules;
   o.main_module = RUN_WRAPPER;
   o.env_json = job->env_json;
+  o.bindings_json = job->bindings_json;
+  /* Host calls only for what the run was given: its egress rules, its facet. */
+  if (sb->principal || sb->facet_id) o.calls = bindings_host_calls();
   return sandbox_load(sb, &o, err);
 }
 
@@ -288,12 +355,44 @@ static void run_done(sandbox *sb, void *cookie) {
   sandbox_release(sb);
 }
 
+static void run_log(sandbox *sb, uint64_t token, iso_log_level level, const char *msg,
+                    size_t len) {
+  (void)token;
+  static const char *const names[] = {"debug", "info", "warn", "error"};
+  run_job *job = (run_job *)sb;
+  size_t n = utf8_cut(msg, len, RUN_LOG_LINE_MAX);
+  json_t *text = json_stringn(msg, n);
+  if (text == NULL || json_array_size(job->logs) >= RUN_LOG_MAX_LINES ||
+      job->log_bytes + n > RUN_LOG_MAX_BYTES) {
+    json_decref(text);
+    job->logs_dropped++;
+    return;
+  }
+  job->log_bytes += n;
+  json_array_append_new(job->logs, json_pack("{s:s, s:o, s:I}", "level", names[level & 3],
+                                             "message", text, "time", (json_int_t)time_now_ms()));
+}
+
+/* What the run left open elsewhere (a facet transaction, fetches) goes with it. */
+static void run_request_over(sandbox *sb, uint64_t token) {
+  facet_link_request_done(sb->w, token);
+  egress_link_request_done(sb->w, token);
+}
+
 static void run_freed(sandbox *sb) {
   run_job *job = (run_job *)sb;
   if (!job->replied) reply_error(job, 503, "internal", "the run was discarded");
+  /* Its facet outlives it, but not its connection here (its writes were
+   * committed at the gate): a delete of the file must leave no process
+   * writing into it. */
+  if (sb->facet_id && sb->w->facets)
+    facet_store_close_facet(sb->w->facets, FACET_RUN_OWNER, sb->facet_id);
   free(job->modules);
   free(job->wrapper);
   free(job->env_json);
+  free(job->bindings_json);
+  free(job->principal);
+  json_decref(job->logs);
   json_decref(job->spec);
   free(job);
 }
@@ -302,7 +401,9 @@ static const sandbox_ops run_ops = {
     .prepare = run_prepare,
     .respond = run_respond,
     .done = run_done,
+    .request_over = run_request_over,
     .freed = run_freed,
+    .log = run_log,
 };
 
 /* ---- the frame ---- */
@@ -413,6 +514,25 @@ static const char *build_request(run_job *job, iso_request *req, iso_header **he
   return NULL;
 }
 
+/* The run's egress policy (pushed to the egress as "run:<run_id>" by the
+ * supervisor) and its named facet, as env.DB. NULL, or the problem. */
+static const char *give_capabilities(run_job *job) {
+  const char *run_id = json_string_value(json_object_get(job->spec, "run_id"));
+  json_t *facet = json_object_get(job->spec, "facet");
+  if (json_object_get(job->spec, "egress")) {
+    if (run_id == NULL) return "\"egress\" needs the run's id";
+    job->principal = xasprintf("run:%s", run_id);
+  }
+  if (facet == NULL) return NULL;
+  const char *name = json_string_value(facet);
+  if (name == NULL || !facet_id_valid(name, json_string_length(facet)))
+    return "\"facet\" must be a name of letters, digits, _ and - (at most 64)";
+  /* A run declares no bindings: the spec's are the facet's alone. */
+  json_object_set_new(job->spec, "bindings", json_pack("{s:{s:s}}", "DB", "type", "facet"));
+  job->bindings_json = xstrdup("{\"DB\":{\"type\":\"facet\"}}");
+  return NULL;
+}
+
 void run_on_frame(worker *w, const proto_frame *frame) {
   run_job *job = xcalloc(1, sizeof *job);
   job->w = w;
@@ -439,17 +559,25 @@ void run_on_frame(worker *w, const proto_frame *frame) {
   json_t *env = json_object_get(job->spec, "env");
   if (json_is_object(env)) job->env_json = json_dumps(env, JSON_COMPACT);
 
+  job->logs = json_array();
+  const char *problem = give_capabilities(job);
   sandbox_init(&job->sb, w, SANDBOX_RUN, &run_ops, NULL, job->spec, xstrdup("run"));
   const char *tail_id = json_string_value(json_object_get(job->spec, "tail_id"));
   if (tail_id) job->sb.tail_key = xasprintf("run:%s", tail_id);
+  job->sb.principal = job->principal;
+  if (job->bindings_json) {
+    job->sb.facet_tenant = FACET_RUN_OWNER;
+    job->sb.facet_id = json_string_value(json_object_get(job->spec, "facet"));
+  }
 
   iso_request req = {0};
   iso_header *headers = NULL;
   uint8_t *owned = NULL;
-  const char *problem = build_request(job, &req, &headers, &owned);
+  if (problem == NULL) problem = build_request(job, &req, &headers, &owned);
   if (problem) {
     reply_error(job, 400, "request", problem);
-  } else if (sandbox_submit(&job->sb, job, &req) != 0) {
+  } else if (sandbox_submit(&job->sb, job, &req,
+                            json_string_value(json_object_get(job->spec, "run_id"))) != 0) {
     reply_error(job, 503, "internal", "the run could not be started");
   }
   free(headers);

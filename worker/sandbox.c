@@ -152,6 +152,7 @@ static void host_log(void *data, uint64_t token, iso_log_level level, const char
   log_write_bytes(map[level & 3], sb->log_tenant, request_id, sb->log_extra, msg,
                   utf8_cut(msg, len, 3500));
   if (tail_wanted(sb->w, tail_key(sb))) tail_log(sb, r, level, msg, len);
+  if (sb->ops->log) sb->ops->log(sb, token, level, msg, len);
 }
 
 /* What its tail line says of a request that failed, and its exception. */
@@ -803,7 +804,7 @@ static void run_owned(sched_unit *u) {
   sandbox_leave(sb);
 }
 
-int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req) {
+int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req, const char *request_id) {
   /* One that failed to load still takes them: they get its load error. */
   int failed_load = sb->state == SANDBOX_BROKEN && sb->iso == NULL;
   if ((!sandbox_state_takes_requests(sb->state) && !failed_load) ||
@@ -816,6 +817,7 @@ int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req) {
   r->cookie = cookie;
   r->token = ++w->next_token;
   r->start_ns = time_mono_ns();
+  if (request_id) snprintf(r->request_id, sizeof r->request_id, "%s", request_id);
   r->method = xstrndup(req->method, req->method_len);
   r->url = xstrndup(req->url, req->url_len);
   size_t total = 0;
@@ -922,9 +924,8 @@ void sandbox_call_error(iso_wire *out, const char *name, const char *message) {
   iso_wire_string(out, message, strlen(message));
 }
 
-/* "TypeError: x" -> name "TypeError", message "x"; anything else is an Error. */
-static void split_message(const char *text, const char **name, size_t *name_len,
-                          const char **message) {
+void sandbox_split_message(const char *text, const char **name, size_t *name_len,
+                           const char **message) {
   *name = "Error";
   *name_len = 5;
   *message = text;
@@ -960,10 +961,15 @@ void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure wh
              (err->kind == ISO_ERR_EXCEPTION || err->kind == ISO_ERR_SYNTAX ||
               err->kind == ISO_ERR_LINK || err->kind == ISO_ERR_NO_HANDLER ||
               err->kind == ISO_ERR_BAD_RETURN)) {
-    split_message(message, &name, &name_len, &message);
+    sandbox_split_message(message, &name, &name_len, &message);
     if (err->kind == ISO_ERR_LINK || err->kind == ISO_ERR_NO_HANDLER) name_len = 0;
   }
-  iso_wire_object(out, 2);
+  /* The child's code is its parent's: its stack says where in it. */
+  char *stack = NULL;
+  if (why == SANDBOX_FAIL_ISO && err && err->stack &&
+      (err->kind == ISO_ERR_EXCEPTION || err->kind == ISO_ERR_BAD_RETURN))
+    stack = sandbox_user_stack(err->stack);
+  iso_wire_object(out, stack ? 3 : 2);
   iso_wire_string(out, "name", 4);
   if (name_len == 0) {
     name = err && err->kind == ISO_ERR_NO_HANDLER ? "TypeError" : "Error";
@@ -972,4 +978,26 @@ void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure wh
   iso_wire_string(out, name, name_len);
   iso_wire_string(out, "message", 7);
   iso_wire_string(out, message, strlen(message));
+  if (stack) {
+    iso_wire_string(out, "stack", 5);
+    iso_wire_string(out, stack, strlen(stack));
+  }
+  free(stack);
+}
+
+char *sandbox_user_stack(const char *stack) {
+  char *out = xmalloc(strlen(stack) + 1), *p = out;
+  for (const char *line = stack; *line;) {
+    size_t n = strcspn(line, "\n");
+    int runtime =
+        memmem(line, n, "(edgenode:", 10) != NULL || memmem(line, n, "at edgenode:", 12) != NULL;
+    if (!runtime) {
+      if (p != out) *p++ = '\n';
+      memcpy(p, line, n);
+      p += n;
+    }
+    line += n + (line[n] == '\n');
+  }
+  *p = '\0';
+  return out;
 }

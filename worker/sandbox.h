@@ -106,6 +106,9 @@ typedef struct sandbox_ops {
   void (*freed)(sandbox *sb);
   /* A cached sandbox (sandbox.cached) is evicted: its owner lets it go. */
   void (*evict)(sandbox *sb);
+  /* A console line of request `token` (0: none), as it goes to the log:
+   * the owner may keep it too (a run answers with its lines). May be NULL. */
+  void (*log)(sandbox *sb, uint64_t token, iso_log_level level, const char *msg, size_t len);
 } sandbox_ops;
 
 /* A host's isolate: one of the three kinds above. */
@@ -150,6 +153,9 @@ struct sandbox {
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   int binding_seen_facet;        /* ... which is "facet" */
   struct loader_state *loader;   /* dynamic workers it started (loader_link.c), or NULL */
+  const char *principal;         /* the name its fetch() and facet calls run under when it
+                                    has no tenant (a run: "run:<id>"), or NULL */
+  const char *facet_tenant;      /* a run's facets' owner (FACET_RUN_OWNER), or NULL */
   sandbox *next_retired;         /* in worker.retired (versions) */
   sandbox *all_next;             /* every live sandbox of the process */
   sandbox *all_prev;
@@ -253,9 +259,11 @@ void sandbox_request_submit(sandbox *sb, sandbox_request *r);
 
 /* Queues a request of the sandbox's owner (copied) for the sandbox's next
  * turn; the owner hears of it through respond and done with `cookie`.
+ * request_id (may be NULL) tags its console lines: the id of the request
+ * that asked for it (a loader child's parent's, a run's control request).
  * Returns 0, or -1 when the sandbox takes no more requests (then no
  * callback comes). */
-int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req);
+int sandbox_submit(sandbox *sb, void *cookie, const iso_request *req, const char *request_id);
 
 /* The request `token` names (a host call's token), while it is not over. */
 sandbox_request *sandbox_request_of(worker *w, uint64_t token);
@@ -278,6 +286,20 @@ void sandbox_wall_start(worker *w);
  * (for the owner of a sandbox that failed). */
 void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure why,
                          const sandbox *sb);
+/* "TypeError: x" -> *name "TypeError" (name_len bytes), *message "x";
+ * anything else is an Error with the whole text as its message. */
+void sandbox_split_message(const char *text, const char **name, size_t *name_len,
+                           const char **message);
+
+/* A JavaScript stack as its author wrote it (heap): the runtime's and
+ * generated modules' frames ("edgenode:...") are left out. */
+char *sandbox_user_stack(const char *stack);
+
+/* The name its host calls run under: its tenant's, else its principal. */
+static inline const char *sandbox_principal(const sandbox *sb) {
+  return sb->tenant ? sb->tenant->name : sb->principal;
+}
+
 /* Writes an error value {name, message} for JavaScript (a host call's). */
 void sandbox_call_error(iso_wire *out, const char *name, const char *message);
 

@@ -267,7 +267,8 @@ function loaderEnvValue(key, value) {
   return value;
 }
 
-// The error a failed call reports, as the class it names.
+// The error a failed call reports, as the class it names, with the stack of
+// the child's throw when the host gave one.
 function loaderError(value) {
   if (!isObjectLike(value)) return new Error(typeof value === 'string' ? value : 'The dynamic worker failed');
   const name = typeof value.name === 'string' ? value.name : 'Error';
@@ -276,6 +277,15 @@ function loaderError(value) {
   const err = new Class(message);
   if (err.name !== name) {
     Object.defineProperty(err, 'name', { value: name, writable: true, configurable: true });
+  }
+  if (typeof value.stack === 'string') {
+    // The child's frames (where in its code it threw), then the parent's
+    // that awaited it; the runtime's own say nothing to either author.
+    const parent = `${err.stack}`.split('\n').slice(1)
+      .filter((line) => !line.includes('(edgenode:') && !line.includes('at edgenode:'));
+    Object.defineProperty(err, 'stack', {
+      value: [value.stack, ...parent].join('\n'), writable: true, configurable: true,
+    });
   }
   return err;
 }

@@ -755,3 +755,31 @@ test('a {text} module over 64 MiB is refused clearly, not by the parent running 
   assert.match(res.json.error.message, /exceeds the maximum allowed size of 67108864 bytes/);
   await node.control('DELETE', '/v1/workers/qa');
 });
+
+test('a child\'s throw keeps its place in its stack; its console lines carry the parent\'s request id', async () => {
+  const parent = `export default {
+    async fetch(request, env) {
+      console.log('parent-mark');
+      const child = env.LOADER.load({ compatibilityDate: '2025-01-01', mainModule: 'kid.js', modules: {
+        'kid.js': "import { fail } from './deep.js';\\nexport default { fetch() { console.log('child-mark'); fail(); } };",
+        'deep.js': "export function fail() {\\n  throw new RangeError('deep down');\\n}",
+      } });
+      try { await child.getEntrypoint().fetch('http://child/'); return Response.json({ threw: false }); }
+      catch (err) { return Response.json({ name: err.name, message: err.message, stack: err.stack }); }
+    },
+  };`;
+  await node.deployOk('stacky', { 'index.js': parent }, { bindings: LOADER });
+  const r = await node.ingress('stacky', '/');
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.name, 'RangeError', r.text);
+  assert.equal(r.json.message, 'deep down', 'the message stays as thrown');
+  assert.match(r.json.stack, /^RangeError: deep down\n/, r.text);
+  assert.match(r.json.stack, /at fail \(deep\.js:2:9\)/, r.text);
+  assert.match(r.json.stack, /kid\.js:2:\d+/, r.text);
+  assert.doesNotMatch(r.json.stack, /edgenode:/, r.text);
+  const mine = await node.waitForLog((l) => l.json?.msg === 'parent-mark', { what: 'the parent\'s line' });
+  const kid = await node.waitForLog((l) => l.json?.msg === 'child-mark', { what: 'the child\'s line' });
+  assert.ok(mine.json.request_id, mine.raw);
+  assert.equal(kid.json.request_id, mine.json.request_id, kid.raw);
+  await node.control('DELETE', '/v1/workers/stacky');
+});

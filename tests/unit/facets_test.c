@@ -1191,6 +1191,42 @@ static void test_lru_and_close(void **state) {
   assert_true(count_rows(f, "n") == 4);
 }
 
+/* /v1/run's named facets: their own owner, outside every worker's names;
+ * closing one facet's connection leaves the rest, and its data, alone. */
+static void test_run_facets(void **state) {
+  fx *f = *state;
+  char *p = facet_path("/data", FACET_RUN_OWNER, "agent-1");
+  assert_string_equal(p, "/data/facets/_run/agent-1.sqlite");
+  free(p);
+  assert_null(facet_path("/data", FACET_RUN_OWNER, NULL));
+  assert_null(facet_path("/data", FACET_RUN_OWNER, "../x"));
+  assert_false(worker_name_valid(FACET_RUN_OWNER, strlen(FACET_RUN_OWNER)));
+  f->tenant = FACET_RUN_OWNER;
+  f->facet_id = "mem";
+  run(f, "CREATE TABLE n (v); INSERT INTO n VALUES (1)");
+  f->facet_id = "other";
+  run(f, "CREATE TABLE n (v); INSERT INTO n VALUES (1), (2)");
+  facet_store_close_facet(f->s, FACET_RUN_OWNER, "mem");
+  facet_store_close_facet(f->s, FACET_RUN_OWNER, "nobody");
+  assert_true(count_rows(f, "n") == 2);
+  f->facet_id = "mem";
+  assert_true(count_rows(f, "n") == 1);
+  json_t *list = facet_run_list(f->dir);
+  assert_int_equal(json_array_size(list), 2);
+  json_decref(list);
+  facet_store_close_facet(f->s, FACET_RUN_OWNER, "mem");
+  assert_int_equal(facet_run_delete(f->dir, "mem"), 0);
+  assert_int_equal(facet_run_delete(f->dir, "mem"), -ENOENT);
+  assert_int_equal(facet_run_delete(f->dir, "../other"), -EINVAL);
+  list = facet_run_list(f->dir);
+  assert_int_equal(json_array_size(list), 1);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "id")), "other");
+  json_decref(list);
+  /* a deleted facet starts again empty */
+  expect_err(f, "SELECT count(*) FROM n", "no such table");
+  f->facet_id = NULL;
+}
+
 /* ---- two processes ------------------------------------------------------ */
 
 #define WRITER_ROWS 1500
@@ -2678,6 +2714,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_size_limit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cpu_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_facets, setup, teardown),
       cmocka_unit_test_setup_teardown(test_isolation_between_tenants, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lru_and_close, setup, teardown),
       cmocka_unit_test_setup_teardown(test_two_processes_write_at_once, setup, teardown),
