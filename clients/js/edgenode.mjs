@@ -180,13 +180,13 @@ export class Edgenode {
   /**
    * Runs code once in a fresh sandbox (POST /v1/run).
    * opts: code | modules (+ main), and any of input, request, env, egress,
-   * facet, limits, as docs/control-api.md describes them. Answers the
+   * as, facet, limits, tail_id, as docs/control-api.md describes them. Answers the
    * node's JSON: {result} or {status, headers, body}, plus logs, exception,
    * cpu_ms, wall_ms and cold where the node reports them. A failure of the
    * code itself throws CodeError or LimitError.
    */
   async run(opts) {
-    const spec = { ...modulesOf(opts), ...pick(opts, ['input', 'request', 'env', 'egress', 'facet', 'limits']) };
+    const spec = { ...modulesOf(opts), ...pick(opts, ['input', 'request', 'env', 'egress', 'as', 'facet', 'limits', 'tail_id']) };
     return this.#send('POST', '/v1/run', { json: spec, signal: opts.signal });
   }
 

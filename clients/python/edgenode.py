@@ -153,9 +153,12 @@ class Edgenode:
         """Runs code once in a fresh sandbox (POST /v1/run). fields: input, request, env,
         egress, facet, limits, as docs/control-api.md describes them. Returns the node's
         JSON: result or status/headers/body, plus logs, exception, cpu_ms, wall_ms, cold
-        where reported. A failure of the code itself raises CodeError or LimitError."""
+        where reported. as_ (a keyword in Python) is the run's "as": the worker whose
+        secret grants its egress rules borrow. A failure of the code itself raises CodeError or LimitError."""
         spec = _modules_of(code, modules, main)
-        for k in ("input", "request", "env", "egress", "facet", "limits"):
+        if "as_" in fields:  # "as" is a Python keyword
+            fields["as"] = fields.pop("as_")
+        for k in ("input", "request", "env", "egress", "as", "facet", "limits", "tail_id"):
             if k in fields:
                 spec[k] = fields.pop(k)
         if fields:

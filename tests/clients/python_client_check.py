@@ -25,6 +25,19 @@ answer = node.run(code="export function run(input) { return { doubled: input.n *
 check("run returns the result", answer.get("result") == {"doubled": 42}, answer)
 
 answer = node.run(code='export default { fetch(req) { return new Response("hi " + req.method); } };')
+check("run reports logs and timings", "cpu_ms" in answer and "logs" in answer, answer)
+answer_facet = node.run(code="export function run(i, env) { env.DB.exec('CREATE TABLE IF NOT EXISTS m (v)'); "
+                             "env.DB.exec('INSERT INTO m VALUES (1)'); return env.DB.exec('SELECT count(*) AS n FROM m').one().n; }",
+                        input=0, facet="py-memory")
+again = node.run(code="export function run(i, env) { return env.DB.exec('SELECT count(*) AS n FROM m').one().n; }",
+                 input=0, facet="py-memory")
+check("a named facet outlives the sandbox", answer_facet.get("result") == 1 and again.get("result") == 1, again)
+try:
+    node.run(code="export function run() {}", input=0,
+             egress=[{"match": "http://127.0.0.1:9/", "inject": {"headers": {"A": "${secret:NOPE}"}}}], as_="nosuch")
+    check("an unknown 'as' worker raises BadRequestError", False)
+except edgenode.BadRequestError as e:
+    check("an unknown 'as' worker raises BadRequestError", e.status == 400, e.body)
 check("run returns a response", answer.get("status") == 200 and answer.get("body") == "hi GET", answer)
 
 try:
