@@ -433,15 +433,18 @@ static void print_worker(json_t *w) {
   }
 }
 
-int cli_cmd_show(const cli_options *o) {
+/* GET /v1/workers/NAME<suffix>, printed through `human` (or --json). */
+static int get_worker_part(const cli_options *o, const char *suffix, void (*human)(json_t *)) {
   cli_expect_operands(o, 1, 1);
-  char *path = xasprintf("/v1/workers/%s", cli_worker_name(o, 0));
+  char *path = xasprintf("/v1/workers/%s%s", cli_worker_name(o, 0), suffix);
   cli_response r = call(o, "GET", path, NULL);
   free(path);
-  print_answer(o, &r, print_worker);
+  print_answer(o, &r, human);
   cli_response_free(&r);
   return 0;
 }
+
+int cli_cmd_show(const cli_options *o) { return get_worker_part(o, "", print_worker); }
 
 int cli_cmd_delete(const cli_options *o) {
   cli_expect_operands(o, 1, 1);
@@ -997,13 +1000,7 @@ static void print_versions(json_t *j) {
 }
 
 int cli_cmd_versions(const cli_options *o) {
-  cli_expect_operands(o, 1, 1);
-  char *path = xasprintf("/v1/workers/%s/versions", cli_worker_name(o, 0));
-  cli_response r = call(o, "GET", path, NULL);
-  free(path);
-  print_answer(o, &r, print_versions);
-  cli_response_free(&r);
-  return 0;
+  return get_worker_part(o, "/versions", print_versions);
 }
 
 int cli_cmd_rollback(const cli_options *o) {
