@@ -5,6 +5,8 @@ Prints one line per check and exits non-zero on the first failure."""
 import os
 import sys
 import threading
+import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
@@ -89,25 +91,23 @@ try:
 except edgenode.ConnectionError:
     check("an unreachable node raises ConnectionError", True)
 
-if os.environ.get("EDGENODE_TAIL") == "1":
-    node.deploy("pytail", code='export default { fetch() { console.log("from pytail"); return new Response("t"); } };')
-    lines = []
-    def reader():
-        for line in node.tail("pytail", timeout=20):
-            lines.append(line)
-            if any("from pytail" in str(l) for l in lines):
-                return
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
-    import time
-    import urllib.request
-    for _ in range(100):
-        if not t.is_alive():
-            break
-        req = urllib.request.Request(os.environ["EDGENODE_INGRESS"] + "/", headers={"Host": "pytail.localhost"})
-        urllib.request.urlopen(req, timeout=5).read()
-        time.sleep(0.1)
-    t.join(5)
-    check("tail yields the worker's console line", any("from pytail" in str(l) for l in lines), lines[:5])
+# tail: a line the worker logs comes through node.tail()
+node.deploy("pytail", code='export default { fetch() { console.log("from pytail"); return new Response("t"); } };')
+lines = []
+def reader():
+    for line in node.tail("pytail", timeout=20):
+        lines.append(line)
+        if any("from pytail" in str(l) for l in lines):
+            return
+t = threading.Thread(target=reader, daemon=True)
+t.start()
+for _ in range(100):
+    if not t.is_alive():
+        break
+    req = urllib.request.Request(os.environ["EDGENODE_INGRESS"] + "/", headers={"Host": "pytail.localhost"})
+    urllib.request.urlopen(req, timeout=5).read()
+    time.sleep(0.1)
+t.join(5)
+check("tail yields the worker's console line", any("from pytail" in str(l) for l in lines), lines[:5])
 
 print("all passed")
