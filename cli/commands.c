@@ -355,16 +355,24 @@ int cli_cmd_deploy(const cli_options *o) {
 
 /* ---- list, show, delete, node, run ---- */
 
-static void print_workers(json_t *j) {
-  json_t *workers = json_object_get(j, "workers");
-  if (!json_is_array(workers)) {
+/* The array `key` of an answer, to print as a table; NULL once it printed
+ * the answer as fields (not our shape) or `none` (an empty list). */
+static json_t *rows_or_say(json_t *j, const char *key, const char *none) {
+  json_t *rows = json_object_get(j, key);
+  if (!json_is_array(rows)) {
     cli_print_object(j, 0);
-    return;
+    return NULL;
   }
-  if (json_array_size(workers) == 0) {
-    printf("no workers deployed\n");
-    return;
+  if (json_array_size(rows) == 0) {
+    printf("%s\n", none);
+    return NULL;
   }
+  return rows;
+}
+
+static void print_workers(json_t *j) {
+  json_t *workers = rows_or_say(j, "workers", "no workers deployed");
+  if (workers == NULL) return;
   static const char *const heads[] = {"NAME", "VERSION", "MAIN", "UPDATED"};
   static const int right[] = {0, 0, 0, 0};
   cli_table t = {4, heads, right, NULL, 0};
@@ -609,15 +617,8 @@ static int secret_grant(const cli_options *o, int grant) {
 }
 
 static void print_secrets(json_t *j) {
-  json_t *list = json_object_get(j, "secrets");
-  if (!json_is_array(list)) {
-    cli_print_object(j, 0);
-    return;
-  }
-  if (json_array_size(list) == 0) {
-    printf("no secrets\n");
-    return;
-  }
+  json_t *list = rows_or_say(j, "secrets", "no secrets");
+  if (list == NULL) return;
   static const char *const heads[] = {"NAME", "UPDATED", "WORKERS"};
   static const int right[] = {0, 0, 0};
   cli_table t = {3, heads, right, NULL, 0};
@@ -812,15 +813,8 @@ int cli_cmd_egress(const cli_options *o) {
 /* ---- operations: tenants, cordons, drain, events, top ---- */
 
 static void print_tenants(json_t *j) {
-  json_t *list = json_object_get(j, "tenants");
-  if (!json_is_array(list)) {
-    cli_print_object(j, 0);
-    return;
-  }
-  if (json_array_size(list) == 0) {
-    printf("no tenants\n");
-    return;
-  }
+  json_t *list = rows_or_say(j, "tenants", "no tenants");
+  if (list == NULL) return;
   static const char *const heads[] = {"NAME", "STATE", "REQUESTS", "ERRORS", "CPU_MS", "HEAP"};
   static const int right[] = {0, 0, 1, 1, 1, 1};
   cli_table t = {6, heads, right, NULL, 0};
@@ -952,15 +946,8 @@ static void print_details(const json_t *details) {
 }
 
 static void print_events(json_t *j) {
-  json_t *list = json_object_get(j, "events");
-  if (!json_is_array(list)) {
-    cli_print_object(j, 0);
-    return;
-  }
-  if (json_array_size(list) == 0) {
-    printf("no events\n");
-    return;
-  }
+  json_t *list = rows_or_say(j, "events", "no events");
+  if (list == NULL) return;
   size_t i;
   json_t *e;
   printf("%-24s  %-12s  %-16s  %s\n", "TIME", "KIND", "TENANT", "DETAILS");
