@@ -852,14 +852,14 @@ void fetch_start(client *cl, const proto_frame *frame) {
   const char *redirect = json_string_value(json_object_get(head, "redirect"));
   const char *request_id = json_string_value(json_object_get(head, "request_id"));
   json_t *headers = json_object_get(head, "headers");
-  const char *problem = NULL;
+  const char *problem = NULL, *bound;
   char why[160];
   if (head == NULL || tenant == NULL || !principal_valid(tenant) ||
       method == NULL || !http_token(method, strlen(method)) || url == NULL)
     problem = "malformed fetch request";
   else if (frame->id == 0 || find(cl, frame->id))
     problem = "fetch id in use";
-  else if (egress_client_bound(cl) != NULL && strcmp(egress_client_bound(cl), tenant) != 0)
+  else if ((bound = egress_client_bound(cl)) != NULL && strcmp(bound, tenant) != 0)
     problem = "this worker process may fetch only for its own tenant";
   else if (headers)
     problem = check_headers(headers, why, sizeof why);
