@@ -135,6 +135,7 @@ void node_drain_finished(node *n) {
   log_write(LOG_INFO, NULL, NULL, text, "drained: every worker process has finished");
   free(text);
   node_event_new(n, "drained", NULL, extra);
+  node_fleet_release_facets(n);
   node_notify("STATUS=drained");
 }
 

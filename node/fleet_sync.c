@@ -741,6 +741,23 @@ static char *default_name(void) {
   return xstrdup(host[0] ? host : "node");
 }
 
+/* The tenant's facets are another node's now: what the workers hold of
+ * them (connections, and isolates whose memory came from them) goes. */
+static void on_facet_lost(void *arg, const char *tenant, const char *why) {
+  struct node_fleet *nf = arg;
+  json_t *details = json_pack("{s:s}", "why", why);
+  node_event_new(nf->n, "facets_lost", tenant, details);
+  node_procs_broadcast_changed(nf->n, tenant);
+}
+
+/* A drained node's tenants can be taken over at once, not a lease later. */
+void node_fleet_release_facets(node *n) {
+  struct node_fleet *nf = n->fleet;
+  if (nf == NULL || nf->link == NULL) return;
+  int released = fleet_facet_release_all(nf->link);
+  if (released > 0) log_write(LOG_INFO, NULL, NULL, NULL, "facets: gave up %d tenants' leases", released);
+}
+
 int node_fleet_start(node *n, char **err) {
   if (n->cfg.fleet == NULL) return 0;
   struct node_fleet *nf = xcalloc(1, sizeof *nf);
@@ -756,9 +773,11 @@ int node_fleet_start(node *n, char **err) {
                      .tls = n->cfg.fleet_tls,
                      .ca_file = n->cfg.fleet_ca,
                      .heartbeat_ms = HEARTBEAT_MS,
-                     .member_ttl_ms = MEMBER_TTL_MS};
+                     .member_ttl_ms = MEMBER_TTL_MS,
+                     .lease_ttl_ms = n->cfg.facet_lease_ms,
+                     .facet_publish_ms = n->cfg.facet_publish_ms};
   fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state,
-                        .damaged = on_damaged, .arg = nf};
+                        .damaged = on_damaged, .facet_lost = on_facet_lost, .arg = nf};
   char why[256];
   int rc = fleet_open(&nf->link, n->loop, &o, &cb, why, sizeof why);
   if (rc != 0) {
@@ -770,6 +789,12 @@ int node_fleet_start(node *n, char **err) {
     return rc;
   }
   n->fleet = nf;
+  if ((rc = node_replica_start(n, nf->link, err)) != 0) {
+    char *why_not = *err;
+    *err = xasprintf("fleet: %s", why_not);
+    free(why_not);
+    return rc;
+  }
   if (uv_timer_init(n->loop, &nf->heartbeat) != 0) abort();
   nf->heartbeat.data = n;
   nf->heartbeat_open = 1;
@@ -797,6 +822,7 @@ void node_fleet_stop(node *n) {
     answer(w, 503, body);
     json_decref(body);
   }
+  node_replica_stop(n);
   /* Pending writes are answered by the fleet (closing) before it goes. */
   fleet_close(nf->link);
   nf->link = NULL;

@@ -77,6 +77,8 @@ typedef struct node_config {
   int max_dedicated;         /* dedicated processes at most; past it the worst offender is suspended */
   int64_t dedicated_idle_s;  /* a dedicated process without a request this long exits; 0: never */
   int64_t dedicated_suspend_s; /* how long a suspension for max_dedicated lasts */
+  int64_t facet_lease_ms;    /* a facet owner's lease in the fleet */
+  int64_t facet_publish_ms;  /* how long a facet commit waits for the fleet */
   int64_t metrics_max_tenants; /* tenants with a latency histogram of their own (metrics.c) */
   char *fleet;               /* owned; the fleet's NATS URLs, NULL: a node on its own */
   int fleet_tls;             /* a tls:// URL among them */
@@ -476,6 +478,7 @@ struct node {
   void (*procs_changed)(node *n);
   void (*procs_stopped)(node *n);
   struct node_fleet *fleet; /* fleet_sync.c: with --fleet; NULL otherwise */
+  struct node_replica *replica; /* replica.c: the workers' facet link to the fleet; NULL: none */
   uv_timer_t heartbeat_timer; /* procs.c: watches the shared processes' heartbeats */
   int heartbeat_timer_open;
   const struct node_cordon_hooks *cordon_hooks; /* cordons.c's, for fleet_sync.c below it */
@@ -762,10 +765,23 @@ void node_fleet_delete_cordon(node *n, const char *name, json_t *answer, http_re
 /* A cordon this node's monitor made (already in force here), made
  * fleet-wide; a failed write leaves it this node's alone (logged). */
 void node_fleet_share_cordon(node *n, const char *name, const char *reason, const char *rule);
+/* Gives up this node's facet leases (at the end of a drain). */
+void node_fleet_release_facets(node *n);
 /* GET /v1/fleet. */
 int node_fleet_route(node *n, http_request *req, const char *path);
 /* The fleet's families of /metrics. */
 void node_fleet_metrics(node *n, FILE *f);
+
+/* replica.c: facet replication for the worker processes (with --fleet).
+ * Started with the fleet, before the workers (they are given its socket);
+ * stopped before the fleet closes. */
+struct fleet;
+int node_replica_start(node *n, struct fleet *link, char **err);
+void node_replica_stop(node *n);
+/* The socket the worker processes are given, or NULL without a fleet. */
+const char *node_replica_socket(const node *n);
+/* A dedicated process may ask for its own tenant only (NULL: unbind). */
+void node_replica_bind(node *n, int pid, const char *tenant);
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 int node_metrics_route(node *n, http_request *req, const char *path);

@@ -462,6 +462,7 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
   node_stats_proc_gone(n, p);
   if (p->tenant) {
     node_egress_bind(n, p->child.pid, NULL);
+    node_replica_bind(n, p->child.pid, NULL);
     if (n->proc_listener) n->proc_listener->dedicated_exit(p, status, sig, lived_ms);
     return;
   }
@@ -563,17 +564,22 @@ static int spawn_proc(node_proc *p) {
   }
   /* Dedicated processes: their tenant, its private socket, its own heap budget. */
   char *extra_args[8] = {NULL};
+  size_t n_extra = 0;
   int listen_fd = n->listen_fd;
   int has_running = running_slot(p) == 0;
   if (p->tenant) {
-    extra_args[0] = "--tenant";
-    extra_args[1] = p->tenant;
+    extra_args[n_extra++] = "--tenant";
+    extra_args[n_extra++] = p->tenant;
     listen_fd = p->listen_fd;
     snprintf(isolate_memory, sizeof isolate_memory, "%llu",
              (unsigned long long)(node_dedicated_memory_budget(n) >> 20) / 2);
   } else if (has_running) {
-    extra_args[0] = "--running-fd";
-    extra_args[1] = "5";
+    extra_args[n_extra++] = "--running-fd";
+    extra_args[n_extra++] = "5";
+  }
+  if (node_replica_socket(n)) {
+    extra_args[n_extra++] = "--replica-socket";
+    extra_args[n_extra++] = (char *)node_replica_socket(n);
   }
   char *all_args[ARRAY_SIZE(args) + ARRAY_SIZE(extra_args) + NODE_SANDBOX_ARGS];
   size_t k = 0;
@@ -595,7 +601,10 @@ static int spawn_proc(node_proc *p) {
   if (rc != 0) return rc;
   /* Before it can connect anywhere: the egress then lets it act for its
    * own tenant only, whatever its frames say. */
-  if (p->tenant) node_egress_bind(p->owner, p->child.pid, p->tenant);
+  if (p->tenant) {
+    node_egress_bind(p->owner, p->child.pid, p->tenant);
+    node_replica_bind(p->owner, p->child.pid, p->tenant);
+  }
   p->memory_killed = 0;
   char extra[96];
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);

@@ -166,6 +166,17 @@ typedef enum proto_type {
   PROTO_FETCH_DATA = 28,
   /* worker -> egress (fetch id, one-way): the fetch is abandoned; no reply. */
   PROTO_FETCH_CANCEL = 29,
+  /* Facet replication (node/replica.c), on DATA/replica/replica.sock, in
+   * blocking frames: a worker process asks, then waits for the answer.
+   * worker -> supervisor (id): the tenant's name; may this node serve its
+   * facets (taking them over first when nobody owns them)? */
+  PROTO_FACET_ACQUIRE = 41,
+  /* worker -> supervisor (id): tenant, NUL, facet id (empty: the tenant's
+   * own facet), NUL, a commit's change record (facets.h); the commit is
+   * written only once this is answered yes. */
+  PROTO_FACET_PUBLISH = 42,
+  /* supervisor -> worker (same id): '0' (yes), or '1' and why not (text). */
+  PROTO_FACET_ANSWER = 43,
   PROTO_TYPE_MAX = 64 /* types at or above this are rejected by the decoder */
 } proto_type;
 

@@ -4,15 +4,140 @@
  * the request's CPU budget, and is interrupted at its deadline.
  */
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "facets.h"
+#include "proto.h"
 #include "sandbox.h"
+
+/* ---- In a fleet: each commit goes to the fleet before it is written ----
+ *
+ * The questions are asked in blocking frames on the supervisor's
+ * replication socket (node/replica.c): a commit is in SQLite's hands, with
+ * the facet's write lock held, until the answer comes. The supervisor
+ * answers within facet_publish_ms; the wait here is longer only so that a
+ * supervisor that stopped answering ends it. */
+#define REPLICA_WAIT_MS 30000
+
+static void replica_close(worker *w) {
+  if (w->replica_fd >= 0) close(w->replica_fd);
+  w->replica_fd = -1;
+}
+
+static int replica_connect(worker *w) {
+  if (w->replica_fd >= 0) return 0;
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  size_t len = strlen(w->config.replica_socket);
+  if (len >= sizeof addr.sun_path) return -ENAMETOOLONG;
+  memcpy(addr.sun_path, w->config.replica_socket, len + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    int rc = -errno;
+    close(fd);
+    return rc;
+  }
+  w->replica_fd = fd;
+  return 0;
+}
+
+static int send_all(int fd, const void *data, size_t len) {
+  const uint8_t *p = data;
+  while (len > 0) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static int recv_all(int fd, void *data, size_t len, uint64_t deadline_ms) {
+  uint8_t *p = data;
+  while (len > 0) {
+    int64_t left = (int64_t)(deadline_ms - time_mono_ns() / 1000000u);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) return -1;
+    ssize_t n = recv(fd, p, len, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* Asks one question (the payload in parts); 0 when answered yes, else -1
+ * with why not. */
+static int replica_ask(worker *w, uint8_t type, const void *const *parts, const size_t *lens,
+                       int n_parts, char *why, size_t why_len) {
+  if (replica_connect(w) != 0) {
+    snprintf(why, why_len, "the node's replication link is down");
+    return -1;
+  }
+  size_t total = 0;
+  for (int i = 0; i < n_parts; i++) total += lens[i];
+  uint32_t id = ++w->replica_next_id;
+  uint8_t head[PROTO_HEADER_SIZE];
+  int ok = total <= PROTO_MAX_PAYLOAD &&
+           proto_encode_header(head, type, id, (uint32_t)total) == 0 &&
+           send_all(w->replica_fd, head, sizeof head) == 0;
+  for (int i = 0; ok && i < n_parts; i++) ok = send_all(w->replica_fd, parts[i], lens[i]) == 0;
+  uint64_t deadline = time_mono_ns() / 1000000u + REPLICA_WAIT_MS;
+  uint8_t reply[PROTO_HEADER_SIZE];
+  char status = 0;
+  uint32_t rlen = 0;
+  if (ok && recv_all(w->replica_fd, reply, sizeof reply, deadline) == 0) {
+    rlen = (uint32_t)reply[8] << 24 | (uint32_t)reply[9] << 16 | (uint32_t)reply[10] << 8 |
+           (uint32_t)reply[11];
+    ok = reply[0] == PROTO_MAGIC0 && reply[1] == PROTO_MAGIC1 && reply[3] == PROTO_FACET_ANSWER && rlen >= 1 && rlen <= 4096 &&
+         recv_all(w->replica_fd, &status, 1, deadline) == 0;
+  } else {
+    ok = 0;
+  }
+  char text[4096];
+  if (ok && rlen > 1) ok = recv_all(w->replica_fd, text, rlen - 1, deadline) == 0;
+  if (!ok) {
+    replica_close(w);
+    snprintf(why, why_len, "the node's replication link failed");
+    return -1;
+  }
+  if (status == '0') return 0;
+  snprintf(why, why_len, "%.*s", (int)(rlen - 1), text);
+  return -1;
+}
+
+static int replica_publish(void *arg, const char *tenant, const char *facet_id, const void *rec,
+                           size_t len, char *why, size_t why_len) {
+  const char *id = facet_id ? facet_id : "";
+  const void *parts[] = {tenant, id, rec};
+  size_t lens[] = {strlen(tenant) + 1, strlen(id) + 1, len};
+  return replica_ask(arg, PROTO_FACET_PUBLISH, parts, lens, 3, why, why_len);
+}
+
+static int replica_acquire(void *arg, const char *tenant, char *why, size_t why_len) {
+  const void *parts[] = {tenant};
+  size_t lens[] = {strlen(tenant)};
+  return replica_ask(arg, PROTO_FACET_ACQUIRE, parts, lens, 1, why, why_len);
+}
 
 int facet_link_start(worker *w) {
   facet_options options = {.coalesce = 1};
+  w->replica_fd = -1;
+  if (w->config.replica_socket != NULL) {
+    options.replicate = 1;
+    options.publish = replica_publish;
+    options.acquire = replica_acquire;
+    options.hook_arg = w;
+  }
   w->facets = facet_store_new(w->config.data_dir, &options);
   if (w->facets == NULL) {
     log_error("facets unavailable: cannot create %s/facets: %s", w->config.data_dir,
@@ -25,6 +150,7 @@ int facet_link_start(worker *w) {
 void facet_link_stop(worker *w) {
   facet_store_free(w->facets);
   w->facets = NULL;
+  replica_close(w);
 }
 
 /* SQL time counts toward the request's CPU limit like JavaScript's does.

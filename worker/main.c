@@ -41,6 +41,7 @@ static void usage(void) {
           "                       [--isolate-memory-mb M] [--max-isolates N]\n"
           "                       [--idle-timeout-s S] [--compact-idle-s S]\n"
           "                       [--egress-socket PATH] [--tenant NAME] [--running-fd FD]\n"
+          "                       [--replica-socket PATH]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "                       [--jail-facets DIR] [--jail-user UID:GID] [--require-sandbox]\n"
           "                       [--no-jail]\n"
@@ -65,6 +66,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"idle-timeout-s", required_argument, NULL, 'e'},
       {"compact-idle-s", required_argument, NULL, 'c'},
       {"egress-socket", required_argument, NULL, 'g'},
+      {"replica-socket", required_argument, NULL, 'P'},
       {"tenant", required_argument, NULL, 'T'},
       {"running-fd", required_argument, NULL, 'r'},
       {"jail-facets", required_argument, NULL, 'J'},
@@ -106,6 +108,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'e': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
       case 'c': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->compact_idle_s = (uint64_t)v; break;
       case 'g': c->egress_socket = optarg; break;
+      case 'P': c->replica_socket = optarg; break;
       case 'T':
         if (!worker_name_valid(optarg, strlen(optarg))) return -1;
         c->dedicated = optarg;

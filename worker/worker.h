@@ -142,6 +142,7 @@ typedef struct worker_config {
   uint64_t idle_timeout_s;    /* evict isolates idle this long */
   uint64_t compact_idle_s;    /* compact isolates idle this long (evict.c) */
   const char *egress_socket;  /* the egress process's unix socket; NULL: fetch() fails */
+  const char *replica_socket; /* in a fleet: the supervisor's facet replication socket */
   const char *dedicated;      /* --tenant: the one tenant a dedicated process serves; NULL when shared */
   int running_fd;             /* the supervisor's running slot (proto_running), or -1 */
 } worker_config;
@@ -177,6 +178,8 @@ typedef struct worker {
   uv_timer_t stats_timer;
   uv_timer_t evict_timer;
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
+  int replica_fd;             /* the connection to replica_socket, or -1 (facet_link.c) */
+  uint32_t replica_next_id;
   struct egress_link *egress; /* the link to the egress process (egress_link.c); NULL until a fetch() */
   size_t loaded_count;   /* live isolates, of every kind of sandbox */
   uint64_t evictions;
