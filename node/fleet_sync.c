@@ -678,6 +678,11 @@ static void fleet_info(node *n, http_request *req) {
                            "head", (json_int_t)head, "nodes", nodes, "writes", "ok",
                            (json_int_t)st.writes_ok, "failed", (json_int_t)st.writes_failed,
                            "retries", (json_int_t)st.write_retries);
+  /* The tenants whose facets this node owns (their leases). */
+  char *owned = fleet_facet_owned_json(nf->link);
+  json_t *facets = json_loads(owned, 0, NULL);
+  free(owned);
+  json_object_set_new(body, "facets", facets ? facets : json_array());
   node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }

@@ -129,6 +129,23 @@ static int replica_acquire(void *arg, const char *tenant, char *why, size_t why_
   return replica_ask(arg, PROTO_FACET_ACQUIRE, parts, lens, 1, why, why_len);
 }
 
+static int has_facet_binding(json_t *spec) {
+  const char *name;
+  json_t *b;
+  json_object_foreach(json_object_get(spec, "bindings"), name, b) {
+    const char *type = json_string_value(json_object_get(b, "type"));
+    if (type && strcmp(type, "facet") == 0) return 1;
+  }
+  return 0;
+}
+
+int facet_link_may_serve(worker *w, tenant *t, char *why, size_t why_len) {
+  if (w->config.replica_socket == NULL || t->facets_here || !has_facet_binding(t->spec)) return 1;
+  if (replica_acquire(w, t->name, why, why_len) != 0) return 0;
+  t->facets_here = 1;
+  return 1;
+}
+
 int facet_link_start(worker *w) {
   facet_options options = {.coalesce = 1};
   w->replica_fd = -1;

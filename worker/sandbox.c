@@ -594,6 +594,20 @@ void sandbox_request_fail(sandbox_request *r, int status, const char *message,
   free(text);
 }
 
+void sandbox_request_fail_retry(sandbox_request *r, const char *message) {
+  if (r->req == NULL) return;
+  http_request *req = r->req;
+  r->req = NULL;
+  r->status = 503;
+  json_t *body = json_pack("{s:s, s:s}", "error", message, "request_id", req->id);
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  if (text == NULL) abort();
+  http_header headers[2] = {{"Content-Type", "application/json"}, {"Retry-After", "1"}};
+  http_respond(req, 503, headers, 2, text, strlen(text));
+  free(text);
+}
+
 /* What a failure of a version's JavaScript means to its client. */
 static void answer_failure(sandbox_request *r, const iso_error *err) {
   sandbox *sb = r->sb;

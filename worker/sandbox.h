@@ -271,6 +271,8 @@ sandbox_request *sandbox_request_of(worker *w, uint64_t token);
 void *sandbox_request_cookie(sandbox *sb, uint64_t token);
 
 /* Answers an ingress request with an error (no-op once answered). */
+/* Answers 503 with Retry-After before any of the request's JavaScript ran. */
+void sandbox_request_fail_retry(sandbox_request *r, const char *message);
 void sandbox_request_fail(sandbox_request *r, int status, const char *message,
                           const char *extra_json);
 /* Answers it if nothing did, counts it and frees it. */

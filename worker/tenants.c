@@ -196,6 +196,12 @@ static void tenant_run(worker *w, tenant *t, sandbox_request *r) {
     }
     return;
   }
+  char why[512];
+  if (!facet_link_may_serve(w, t, why, sizeof why)) {
+    sandbox_request_fail_retry(r, why);
+    sandbox_request_finish(w, r);
+    return;
+  }
   if (t->current && !sandbox_usable(t->current)) {
     version_retire(w, t->current);
     t->current = NULL;
@@ -309,6 +315,7 @@ void tenant_changed(worker *w, const char *name) {
   facet_link_changed(w, name);
   tenant *t = tenant_find(w, name, strlen(name));
   if (t == NULL) return;
+  t->facets_here = 0;
   json_decref(t->spec);
   t->spec = NULL;
   free(t->load_error);

@@ -112,6 +112,7 @@ struct tenant {
   sandbox_request **waiting_tail;
   sandbox *current;      /* the version new requests go to */
   char *load_error;      /* set when current failed to load; cleared on change */
+  int facets_here;       /* in a fleet: this node owns its facets (facet_link.c); cleared on change */
   tenant_stats stats;
   size_t refs;           /* versions pointing here (current and retired) */
   size_t children;       /* its dynamic workers in this process, until freed (loader_link.c) */
@@ -329,6 +330,12 @@ void facet_link_stop(worker *w);
 void facet_link_request_done(worker *w, uint64_t token);
 /* Drops a tenant's cached facet connections (redeploy, delete). */
 void facet_link_changed(worker *w, const char *tenant);
+/* In a fleet, whether this node may run the tenant's request: one with a
+ * facet binding runs only where its facets are owned (taken over here
+ * first when nobody owns them). 1, or 0 with why not (the request is then
+ * answered 503 before any of its JavaScript runs: a client, or HAProxy,
+ * may send it again elsewhere). */
+int facet_link_may_serve(worker *w, tenant *t, char *why, size_t why_len);
 /*
  * The output gate (docs/workers.md, "Durability"). A facet's writes wait in
  * one implicit transaction until the next of these: a response or a piece
