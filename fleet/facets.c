@@ -60,6 +60,7 @@ struct fleet_facets {
   pthread_t renew_thread;
   int renew_started;
   int stop;
+  int draining; /* leases say "<node> draining" */
 };
 
 static int64_t now_ms(void) {
@@ -173,30 +174,48 @@ static void start_renewing(fleet_facets *ff) {
   pthread_mutex_unlock(&ff->mu);
 }
 
-/* Writes the lease for this node: 0, FLEET_EOWNED (owner named), FLEET_EUNAVAIL. */
+/* A lease's value: the holder's name, then " draining" while it drains. */
+static void lease_value(fleet_facets *ff, char *out, size_t len) {
+  pthread_mutex_lock(&ff->mu);
+  int draining = ff->draining;
+  pthread_mutex_unlock(&ff->mu);
+  snprintf(out, len, "%s%s", fleet__node_name(ff->f), draining ? " draining" : "");
+}
+
+/* The holder's name copied into owner; 1 when it says it is draining. */
+static int lease_holder(const char *value, char *owner, size_t owner_len) {
+  const char *space = value ? strchr(value, ' ') : NULL;
+  size_t n = value == NULL ? 0 : space ? (size_t)(space - value) : strlen(value);
+  snprintf(owner, owner_len, "%.*s", (int)n, value ? value : "");
+  return space != NULL && strcmp(space + 1, "draining") == 0;
+}
+
+/* Writes the lease for this node: 0, FLEET_EOWNED (owner named), FLEET_EHANDOVER,
+ * FLEET_EUNAVAIL. */
 static int take_lease(fleet_facets *ff, owned *o, char *owner, size_t owner_len, char *why,
                       size_t why_len) {
   const char *node = fleet__node_name(ff->f);
+  char value[FLEET_KEY_MAX + 16];
+  lease_value(ff, value, sizeof value);
   kvEntry *e = NULL;
   uint64_t rev = 0;
   natsStatus s = kvStore_Get(&e, ff->leases, o->tenant);
   if (s == NATS_OK) {
-    const char *holder = kvEntry_ValueString(e);
-    if (holder == NULL || strcmp(holder, node) != 0) {
-      snprintf(owner, owner_len, "%s", holder ? holder : "?");
-      snprintf(why, why_len, "node %s owns the facets of %s", owner, o->tenant);
+    int draining = lease_holder(kvEntry_ValueString(e), owner, owner_len);
+    if (strcmp(owner, node) != 0) {
+      snprintf(why, why_len, draining ? "node %s is handing the facets of %s over; try again"
+                                      : "node %s owns the facets of %s", owner, o->tenant);
       kvEntry_Destroy(e);
-      return FLEET_EOWNED;
+      return draining ? FLEET_EHANDOVER : FLEET_EOWNED;
     }
     /* Its own lease, from before this process: held again, and the copy
      * here is rebuilt all the same (it may lack the last record). */
-    s = kvStore_UpdateString(&rev, ff->leases, o->tenant, node, kvEntry_Revision(e));
+    s = kvStore_UpdateString(&rev, ff->leases, o->tenant, value, kvEntry_Revision(e));
     kvEntry_Destroy(e);
   } else if (s == NATS_NOT_FOUND) {
-    s = kvStore_CreateString(&rev, ff->leases, o->tenant, node);
+    s = kvStore_CreateString(&rev, ff->leases, o->tenant, value);
     if (s != NATS_OK && !transient(s) && kvStore_Get(&e, ff->leases, o->tenant) == NATS_OK) {
-      const char *holder = kvEntry_ValueString(e);
-      snprintf(owner, owner_len, "%s", holder ? holder : "?");
+      lease_holder(kvEntry_ValueString(e), owner, owner_len);
       snprintf(why, why_len, "node %s took the facets of %s first", owner, o->tenant);
       kvEntry_Destroy(e);
       return FLEET_EOWNED;
@@ -217,7 +236,8 @@ static int take_lease(fleet_facets *ff, owned *o, char *owner, size_t owner_len,
 /* One round of renewals. A tenant in the middle of a publish or a
  * take-over is left for the next round (its lease is written by then). */
 static void renew_all(fleet_facets *ff) {
-  const char *node = fleet__node_name(ff->f);
+  char value[FLEET_KEY_MAX + 16];
+  lease_value(ff, value, sizeof value);
   int64_t ttl = fleet__lease_ttl_ms(ff->f);
   pthread_mutex_lock(&ff->mu);
   owned *list = ff->list;
@@ -230,7 +250,7 @@ static void renew_all(fleet_facets *ff) {
     pthread_mutex_unlock(&ff->mu);
     if (!held || pthread_mutex_trylock(&o->busy) != 0) continue;
     uint64_t next = 0;
-    natsStatus s = kvStore_UpdateString(&next, ff->leases, o->tenant, node, rev);
+    natsStatus s = kvStore_UpdateString(&next, ff->leases, o->tenant, value, rev);
     if (s == NATS_OK) {
       pthread_mutex_lock(&ff->mu);
       o->lease_rev = next;
@@ -478,6 +498,14 @@ int fleet_facet_publish(fleet *f, const char *tenant, const char *facet_id, cons
   }
   pthread_mutex_unlock(&o->busy);
   return rc;
+}
+
+void fleet_facet_mark_draining(fleet *f) {
+  fleet_facets *ff = fleet__facets(f);
+  pthread_mutex_lock(&ff->mu);
+  ff->draining = 1;
+  pthread_mutex_unlock(&ff->mu);
+  renew_all(ff); /* at once, not at the next round */
 }
 
 int fleet_facet_release_all(fleet *f) {

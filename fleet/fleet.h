@@ -74,6 +74,7 @@ int fleet_key_valid(const char *s);
 #define FLEET_ENOENT (-1004)   /* fleet_delete: no such key */
 #define FLEET_EOWNED (-1006)   /* another node owns the tenant's facets, or none does here */
 #define FLEET_EFENCED (-1007)  /* another node wrote the facet's next record: ownership is lost */
+#define FLEET_EHANDOVER (-1008) /* the owner is draining: its tenants are about to be free */
 #define FLEET_EDAMAGED (-1005) /* the key's latest value cannot be read back (a chunk missing or
                                   not matching its hash); deleting the key still works */
 
@@ -227,6 +228,11 @@ int fleet_facet_acquire(fleet *f, const char *tenant, const fleet_replay *replay
  * tenant is given up, so that its next owner replays whatever landed). */
 int fleet_facet_publish(fleet *f, const char *tenant, const char *facet_id, const void *rec,
                         size_t len, char *why, size_t why_len);
+
+/* Marks this node's leases "draining" (and keeps them so when renewed):
+ * other nodes then wait for the tenants (FLEET_EHANDOVER) instead of
+ * sending requests here. */
+void fleet_facet_mark_draining(fleet *f);
 
 /* Gives up every lease this node holds (a drain): other nodes may take
  * the tenants over at once. Returns how many were given up. */

@@ -261,6 +261,8 @@ static void on_change(void *arg, const fleet_entry *e) {
       return;
     }
     json_object_set_new(m, "received_ms", json_integer(time_now_ms()));
+    if (strcmp(e->key, nf->name) != 0)
+      node_forward_member(nf->n, e->key, json_string_value(json_object_get(m, "listen")));
     json_object_set_new(nf->members, e->key, m);
     return;
   }
@@ -755,6 +757,11 @@ static void on_facet_lost(void *arg, const char *tenant, const char *why) {
   node_procs_broadcast_changed(nf->n, tenant);
 }
 
+void node_fleet_drain_facets(node *n) {
+  struct node_fleet *nf = n->fleet;
+  if (nf != NULL && nf->link != NULL) fleet_facet_mark_draining(nf->link);
+}
+
 /* A drained node's tenants can be taken over at once, not a lease later. */
 void node_fleet_release_facets(node *n) {
   struct node_fleet *nf = n->fleet;
@@ -827,6 +834,7 @@ void node_fleet_stop(node *n) {
     answer(w, 503, body);
     json_decref(body);
   }
+  node_forward_stop(n);
   node_replica_stop(n);
   /* Pending writes are answered by the fleet (closing) before it goes. */
   fleet_close(nf->link);
@@ -841,4 +849,5 @@ void node_fleet_free(node *n) {
   free(nf->name);
   free(nf);
   n->fleet = NULL;
+  node_forward_free(n);
 }

@@ -479,6 +479,7 @@ struct node {
   void (*procs_stopped)(node *n);
   struct node_fleet *fleet; /* fleet_sync.c: with --fleet; NULL otherwise */
   struct node_replica *replica; /* replica.c: the workers' facet link to the fleet; NULL: none */
+  struct node_forward *forward; /* forward.c: relays to other nodes; NULL until the first */
   uv_timer_t heartbeat_timer; /* procs.c: watches the shared processes' heartbeats */
   int heartbeat_timer_open;
   const struct node_cordon_hooks *cordon_hooks; /* cordons.c's, for fleet_sync.c below it */
@@ -765,6 +766,10 @@ void node_fleet_delete_cordon(node *n, const char *name, json_t *answer, http_re
 /* A cordon this node's monitor made (already in force here), made
  * fleet-wide; a failed write leaves it this node's alone (logged). */
 void node_fleet_share_cordon(node *n, const char *name, const char *reason, const char *rule);
+/* A drain begins: other nodes wait for this node's tenants rather than
+ * forward to it (their leases say so), until the drain's end gives the
+ * leases up. */
+void node_fleet_drain_facets(node *n);
 /* Gives up this node's facet leases (at the end of a drain). */
 void node_fleet_release_facets(node *n);
 /* GET /v1/fleet. */
@@ -782,6 +787,15 @@ void node_replica_stop(node *n);
 const char *node_replica_socket(const node *n);
 /* A dedicated process may ask for its own tenant only (NULL: unbind). */
 void node_replica_bind(node *n, int pid, const char *tenant);
+/* Requests for the tenants node_name owns are forwarded through `path`. */
+void node_replica_set_forward(node *n, const char *node_name, const char *path);
+
+/* forward.c: relays to the other nodes' ingress, for forwarded requests.
+ * A member seen (again) with its listen address; stop before the loop's
+ * end, free after it. */
+void node_forward_member(node *n, const char *name, const char *listen_addr);
+void node_forward_stop(node *n);
+void node_forward_free(node *n);
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 int node_metrics_route(node *n, http_request *req, const char *path);

@@ -37,6 +37,12 @@
 #define BACKLOG 64
 #define MAX_BOUND 256 /* dedicated processes bound at once (max_dedicated is far lower) */
 
+typedef struct forward_path {
+  struct forward_path *next;
+  char *node;
+  char *path; /* the supervisor's relay to that node's ingress (forward.c) */
+} forward_path;
+
 typedef struct bound_pid {
   int pid;
   char tenant[PROTO_RUNNING_NAME_MAX];
@@ -53,6 +59,7 @@ struct node_replica {
   pthread_cond_t gone; /* a connection's thread ended */
   bound_pid bound[MAX_BOUND];
   struct conn *conns;  /* open connections, each served by a thread */
+  forward_path *forwards;
   int stopping;
   int chown_to_user;   /* the workers run as another user (--user): files made here are theirs */
   uid_t uid;
@@ -95,6 +102,38 @@ static int allowed(struct node_replica *r, int pid, const char *tenant) {
     if (r->bound[i].pid == pid) ok = strcmp(r->bound[i].tenant, tenant) == 0;
   pthread_mutex_unlock(&r->mu);
   return ok;
+}
+
+/* ---- where requests for other nodes' tenants go ---- */
+
+void node_replica_set_forward(node *n, const char *node_name, const char *path) {
+  struct node_replica *r = n->replica;
+  if (r == NULL) return;
+  pthread_mutex_lock(&r->mu);
+  forward_path *f = r->forwards;
+  while (f && strcmp(f->node, node_name) != 0) f = f->next;
+  if (f == NULL) {
+    f = xcalloc(1, sizeof *f);
+    f->node = xstrdup(node_name);
+    f->next = r->forwards;
+    r->forwards = f;
+  }
+  free(f->path);
+  f->path = xstrdup(path);
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* The relay's socket to the node, copied into out; 0 when there is none. */
+static int forward_path_of(struct node_replica *r, const char *node_name, char *out, size_t len) {
+  int found = 0;
+  pthread_mutex_lock(&r->mu);
+  for (forward_path *f = r->forwards; f; f = f->next)
+    if (strcmp(f->node, node_name) == 0 && strlen(f->path) < len) {
+      memcpy(out, f->path, strlen(f->path) + 1);
+      found = 1;
+    }
+  pthread_mutex_unlock(&r->mu);
+  return found;
 }
 
 /* ---- taking a tenant over: its copy here, rebuilt from the fleet ---- */
@@ -179,14 +218,18 @@ static int write_all(int fd, const void *data, size_t len) {
   return 0;
 }
 
-/* The answer: '0' (yes) or '1' and why not. */
-static int answer(conn *c, uint32_t id, int ok, const char *why) {
-  size_t wl = ok ? 0 : strlen(why);
+/* The answer: '0' (yes), '1' and why not, '2' and where to forward the
+ * request, '3' and why to wait (proto.h). */
+static int answer_as(conn *c, uint32_t id, char status, const char *text) {
+  size_t wl = status == '0' ? 0 : strlen(text);
   uint8_t head[PROTO_HEADER_SIZE];
   if (proto_encode_header(head, PROTO_FACET_ANSWER, id, (uint32_t)(1 + wl)) != 0) return -1;
-  char status = ok ? '0' : '1';
   if (write_all(c->fd, head, sizeof head) != 0 || write_all(c->fd, &status, 1) != 0) return -1;
-  return wl ? write_all(c->fd, why, wl) : 0;
+  return wl ? write_all(c->fd, text, wl) : 0;
+}
+
+static int answer(conn *c, uint32_t id, int ok, const char *why) {
+  return answer_as(c, id, ok ? '0' : '1', why);
 }
 
 /* PROTO_FACET_ACQUIRE: the payload is the tenant's name. */
@@ -200,6 +243,10 @@ static int on_acquire(conn *c, const proto_frame *fr) {
   fleet_replay rp = {.begin = begin_copy, .record = apply_record, .arg = c->r};
   char owner[128], why[512];
   int rc = fleet_facet_acquire(c->r->link, tenant, &rp, owner, sizeof owner, why, sizeof why);
+  char path[256];
+  if (rc == FLEET_EOWNED && owner[0] && forward_path_of(c->r, owner, path, sizeof path))
+    return answer_as(c, fr->id, '2', path);
+  if (rc == FLEET_EHANDOVER) return answer_as(c, fr->id, '3', why);
   return answer(c, fr->id, rc == 0, why);
 }
 
@@ -330,6 +377,13 @@ static int listen_at(struct node_replica *r, char **err) {
 static void replica_free(struct node_replica *r) {
   if (r->listen_fd >= 0) close(r->listen_fd);
   if (r->socket_path) unlink(r->socket_path);
+  while (r->forwards) {
+    forward_path *f = r->forwards;
+    r->forwards = f->next;
+    free(f->node);
+    free(f->path);
+    free(f);
+  }
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->gone);
   free(r->socket_path);

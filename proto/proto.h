@@ -175,7 +175,10 @@ typedef enum proto_type {
    * own facet), NUL, a commit's change record (facets.h); the commit is
    * written only once this is answered yes. */
   PROTO_FACET_PUBLISH = 42,
-  /* supervisor -> worker (same id): '0' (yes), or '1' and why not (text). */
+  /* supervisor -> worker (same id): '0' (yes); '1' and why not (text);
+   * to PROTO_FACET_ACQUIRE also '2' and a unix socket's path (the owner
+   * node is reached through it: forward the request there), or '3' and why
+   * (the owner is handing the tenant over: ask again shortly). */
   PROTO_FACET_ANSWER = 43,
   PROTO_TYPE_MAX = 64 /* types at or above this are rejected by the decoder */
 } proto_type;

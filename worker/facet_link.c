@@ -75,13 +75,15 @@ static int recv_all(int fd, void *data, size_t len, uint64_t deadline_ms) {
   return 0;
 }
 
-/* Asks one question (the payload in parts); 0 when answered yes, else -1
- * with why not. */
-static int replica_ask(worker *w, uint8_t type, const void *const *parts, const size_t *lens,
-                       int n_parts, char *why, size_t why_len) {
+/* Asks one question (the payload in parts) and returns the answer's status
+ * ('0' yes, '1' no, '2' forward, '3' wait: proto.h) with its text; a link
+ * that failed is a no. */
+static char replica_ask(worker *w, uint8_t type, const void *const *parts, const size_t *lens,
+                        int n_parts, char *text, size_t text_len) {
+  text[0] = '\0';
   if (replica_connect(w) != 0) {
-    snprintf(why, why_len, "the node's replication link is down");
-    return -1;
+    snprintf(text, text_len, "the node's replication link is down");
+    return '1';
   }
   size_t total = 0;
   for (int i = 0; i < n_parts; i++) total += lens[i];
@@ -98,21 +100,20 @@ static int replica_ask(worker *w, uint8_t type, const void *const *parts, const 
   if (ok && recv_all(w->replica_fd, reply, sizeof reply, deadline) == 0) {
     rlen = (uint32_t)reply[8] << 24 | (uint32_t)reply[9] << 16 | (uint32_t)reply[10] << 8 |
            (uint32_t)reply[11];
-    ok = reply[0] == PROTO_MAGIC0 && reply[1] == PROTO_MAGIC1 && reply[3] == PROTO_FACET_ANSWER && rlen >= 1 && rlen <= 4096 &&
-         recv_all(w->replica_fd, &status, 1, deadline) == 0;
+    ok = reply[0] == PROTO_MAGIC0 && reply[1] == PROTO_MAGIC1 && reply[3] == PROTO_FACET_ANSWER &&
+         rlen >= 1 && rlen <= 4096 && recv_all(w->replica_fd, &status, 1, deadline) == 0;
   } else {
     ok = 0;
   }
-  char text[4096];
-  if (ok && rlen > 1) ok = recv_all(w->replica_fd, text, rlen - 1, deadline) == 0;
-  if (!ok) {
+  char got[4096];
+  if (ok && rlen > 1) ok = recv_all(w->replica_fd, got, rlen - 1, deadline) == 0;
+  if (!ok || status < '0' || status > '3') {
     replica_close(w);
-    snprintf(why, why_len, "the node's replication link failed");
-    return -1;
+    snprintf(text, text_len, "the node's replication link failed");
+    return '1';
   }
-  if (status == '0') return 0;
-  snprintf(why, why_len, "%.*s", (int)(rlen - 1), text);
-  return -1;
+  snprintf(text, text_len, "%.*s", (int)(rlen - 1), got);
+  return status;
 }
 
 static int replica_publish(void *arg, const char *tenant, const char *facet_id, const void *rec,
@@ -120,13 +121,21 @@ static int replica_publish(void *arg, const char *tenant, const char *facet_id, 
   const char *id = facet_id ? facet_id : "";
   const void *parts[] = {tenant, id, rec};
   size_t lens[] = {strlen(tenant) + 1, strlen(id) + 1, len};
-  return replica_ask(arg, PROTO_FACET_PUBLISH, parts, lens, 3, why, why_len);
+  return replica_ask(arg, PROTO_FACET_PUBLISH, parts, lens, 3, why, why_len) == '0' ? 0 : -1;
 }
 
-static int replica_acquire(void *arg, const char *tenant, char *why, size_t why_len) {
+static char replica_acquire(worker *w, const char *tenant, char *text, size_t text_len) {
   const void *parts[] = {tenant};
   size_t lens[] = {strlen(tenant)};
-  return replica_ask(arg, PROTO_FACET_ACQUIRE, parts, lens, 1, why, why_len);
+  return replica_ask(w, PROTO_FACET_ACQUIRE, parts, lens, 1, text, text_len);
+}
+
+/* The store's question before it opens a facet: only the owner opens one. */
+static int replica_may_open(void *arg, const char *tenant, char *why, size_t why_len) {
+  char status = replica_acquire(arg, tenant, why, why_len);
+  if (status == '0') return 0;
+  if (status == '2') snprintf(why, why_len, "another node owns the facets of %s", tenant);
+  return -1;
 }
 
 static int has_facet_binding(json_t *spec) {
@@ -139,11 +148,76 @@ static int has_facet_binding(json_t *spec) {
   return 0;
 }
 
-int facet_link_may_serve(worker *w, tenant *t, char *why, size_t why_len) {
-  if (w->config.replica_socket == NULL || t->facets_here || !has_facet_binding(t->spec)) return 1;
-  if (replica_acquire(w, t->name, why, why_len) != 0) return 0;
-  t->facets_here = 1;
-  return 1;
+facet_place facet_link_place(worker *w, tenant *t, const http_request *req, char *text,
+                             size_t text_len) {
+  if (w->config.replica_socket == NULL || t->facets_here || !has_facet_binding(t->spec))
+    return FACET_HERE;
+  char status = replica_acquire(w, t->name, text, text_len);
+  if (status == '0') {
+    t->facets_here = 1;
+    return FACET_HERE;
+  }
+  if (status == '3') return FACET_WAIT;
+  if (status != '2') return FACET_REFUSED;
+  /* Forwarded once at most: a node that got it forwarded and does not own
+   * the tenant either (ownership moved meanwhile) says so. */
+  if (req != NULL && http_request_header(req, FACET_FORWARDED_HEADER) != NULL) {
+    snprintf(text, text_len, "the request was forwarded here, and another node owns the "
+                             "facets of %s now; try again", t->name);
+    return FACET_REFUSED;
+  }
+  return FACET_FORWARD;
+}
+
+/* ---- Requests waiting for a tenant being handed over ---- */
+
+#define HOLD_SWEEP_MS 100
+#define HOLD_MAX_MS 15000
+
+typedef struct facet_hold {
+  struct facet_hold *next;
+  sandbox_request *r;
+  uint64_t until_ns;
+} facet_hold;
+
+static void on_hold_sweep(uv_timer_t *timer) {
+  worker *w = timer->data;
+  facet_hold *list = w->facet_held;
+  w->facet_held = NULL;
+  uint64_t now = time_mono_ns();
+  while (list) {
+    facet_hold *h = list;
+    list = h->next;
+    sandbox_request *r = h->r;
+    if (now >= h->until_ns) {
+      sandbox_request_fail_retry(r, "the tenant's facets are being handed over to another node; "
+                                    "try again");
+      sandbox_request_finish(w, r);
+    } else {
+      w->facet_holding_until = h->until_ns;
+      tenant_submit(w, r);
+    }
+    free(h);
+  }
+  w->facet_holding_until = 0;
+  if (w->facet_held == NULL) uv_timer_stop(timer);
+}
+
+void facet_link_hold(worker *w, sandbox_request *r) {
+  if (!w->facet_timer_open) {
+    uv_timer_init(w->loop, &w->facet_timer);
+    w->facet_timer.data = w;
+    w->facet_timer_open = 1;
+  }
+  facet_hold *h = xcalloc(1, sizeof *h);
+  h->r = r;
+  /* Held again by the sweep: it keeps its first deadline. */
+  h->until_ns = w->facet_holding_until ? w->facet_holding_until
+                                       : time_mono_ns() + (uint64_t)HOLD_MAX_MS * 1000000u;
+  h->next = w->facet_held;
+  w->facet_held = h;
+  if (!uv_is_active((uv_handle_t *)&w->facet_timer))
+    uv_timer_start(&w->facet_timer, on_hold_sweep, HOLD_SWEEP_MS, HOLD_SWEEP_MS);
 }
 
 int facet_link_start(worker *w) {
@@ -152,7 +226,7 @@ int facet_link_start(worker *w) {
   if (w->config.replica_socket != NULL) {
     options.replicate = 1;
     options.publish = replica_publish;
-    options.acquire = replica_acquire;
+    options.acquire = replica_may_open;
     options.hook_arg = w;
   }
   w->facets = facet_store_new(w->config.data_dir, &options);
@@ -168,6 +242,15 @@ void facet_link_stop(worker *w) {
   facet_store_free(w->facets);
   w->facets = NULL;
   replica_close(w);
+  while (w->facet_held) {
+    facet_hold *h = w->facet_held;
+    w->facet_held = h->next;
+    sandbox_request_fail(h->r, 503, "worker process shutting down", NULL);
+    sandbox_request_finish(w, h->r);
+    free(h);
+  }
+  if (w->facet_timer_open) uv_close((uv_handle_t *)&w->facet_timer, NULL);
+  w->facet_timer_open = 0;
 }
 
 /* SQL time counts toward the request's CPU limit like JavaScript's does.

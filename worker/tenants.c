@@ -196,11 +196,15 @@ static void tenant_run(worker *w, tenant *t, sandbox_request *r) {
     }
     return;
   }
-  char why[512];
-  if (!facet_link_may_serve(w, t, why, sizeof why)) {
-    sandbox_request_fail_retry(r, why);
-    sandbox_request_finish(w, r);
-    return;
+  char text[512];
+  switch (facet_link_place(w, t, r->req, text, sizeof text)) {
+    case FACET_HERE: break;
+    case FACET_FORWARD: handoff_forward(w, t, sandbox_request_hand_over(w, r), text); return;
+    case FACET_WAIT: facet_link_hold(w, r); return;
+    case FACET_REFUSED:
+      sandbox_request_fail_retry(r, text);
+      sandbox_request_finish(w, r);
+      return;
   }
   if (t->current && !sandbox_usable(t->current)) {
     version_retire(w, t->current);

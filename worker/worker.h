@@ -180,6 +180,10 @@ typedef struct worker {
   uv_timer_t evict_timer;
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
   int replica_fd;             /* the connection to replica_socket, or -1 (facet_link.c) */
+  struct facet_hold *facet_held; /* requests waiting for a hand-over (facet_link.c) */
+  uint64_t facet_holding_until;  /* the deadline of the one being submitted again */
+  uv_timer_t facet_timer;
+  int facet_timer_open;
   uint32_t replica_next_id;
   struct egress_link *egress; /* the link to the egress process (egress_link.c); NULL until a fetch() */
   size_t loaded_count;   /* live isolates, of every kind of sandbox */
@@ -296,6 +300,10 @@ void ingress_respond_suspended(tenant *t, http_request *req);
 /* handoff.c: forwarding a cordoned tenant's requests to its dedicated process
  * over loopback HTTP; the client sees the dedicated process's answer. */
 void handoff_submit(worker *w, tenant *t, http_request *req);
+/* Forwards a request for a tenant another node owns through the
+ * supervisor's relay socket at `path` (node/forward.c), its answer streamed
+ * back; the request is never sent twice. */
+void handoff_forward(worker *w, tenant *t, http_request *req, const char *path);
 /* The dedicated process is ready (or the tenant moved): start or settle what was held. */
 void handoff_flush(worker *w, tenant *t);
 void handoff_stop(worker *w);
@@ -330,12 +338,19 @@ void facet_link_stop(worker *w);
 void facet_link_request_done(worker *w, uint64_t token);
 /* Drops a tenant's cached facet connections (redeploy, delete). */
 void facet_link_changed(worker *w, const char *tenant);
-/* In a fleet, whether this node may run the tenant's request: one with a
- * facet binding runs only where its facets are owned (taken over here
- * first when nobody owns them). 1, or 0 with why not (the request is then
- * answered 503 before any of its JavaScript runs: a client, or HAProxy,
- * may send it again elsewhere). */
-int facet_link_may_serve(worker *w, tenant *t, char *why, size_t why_len);
+/* In a fleet, where the tenant's request runs: one with a facet binding
+ * runs only where its facets are owned (taken over here first when nobody
+ * owns them). FACET_FORWARD: `text` is the socket to forward it through
+ * (handoff_forward); FACET_WAIT: the owner is handing the tenant over
+ * (facet_link_hold); FACET_REFUSED: `text` says why (answered 503 before
+ * any of its JavaScript ran). A forwarded request carries
+ * FACET_FORWARDED_HEADER and is never forwarded again. */
+typedef enum facet_place { FACET_HERE, FACET_FORWARD, FACET_WAIT, FACET_REFUSED } facet_place;
+#define FACET_FORWARDED_HEADER "X-Edgenode-Forwarded"
+facet_place facet_link_place(worker *w, tenant *t, const http_request *req, char *text,
+                             size_t text_len);
+/* Holds the request and submits it again every 100 ms, for up to 15 s. */
+void facet_link_hold(worker *w, sandbox_request *r);
 /*
  * The output gate (docs/workers.md, "Durability"). A facet's writes wait in
  * one implicit transaction until the next of these: a response or a piece
