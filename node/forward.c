@@ -246,7 +246,11 @@ void node_forward_member(node *n, const char *name, const char *listen_addr) {
   }
   t->next = f->targets;
   f->targets = t;
-  if (rc == 0) node_replica_set_forward(n, name, t->path);
+  if (rc == 0) {
+    node_replica_set_forward(n, name, t->path);
+    log_write(LOG_INFO, NULL, NULL, NULL, "forwarding: requests for node %s's tenants go to %s",
+              name, listen_addr);
+  }
 }
 
 void node_forward_stop(node *n) {

@@ -246,6 +246,9 @@ static int on_acquire(conn *c, const proto_frame *fr) {
   char path[256];
   if (rc == FLEET_EOWNED && owner[0] && forward_path_of(c->r, owner, path, sizeof path))
     return answer_as(c, fr->id, '2', path);
+  /* An owner whose heartbeat has not been seen here yet (it just joined,
+   * or this node did): its address comes with the next one. */
+  if (rc == FLEET_EOWNED && owner[0]) return answer_as(c, fr->id, '3', why);
   if (rc == FLEET_EHANDOVER) return answer_as(c, fr->id, '3', why);
   return answer(c, fr->id, rc == 0, why);
 }

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -44,10 +45,10 @@ function request(port, method, urlPath, { host = 'notes.localhost', timeout = 10
 }
 
 // The rows the tenant serves, asked until a node answers 200.
-async function servedIds(port, { timeout = 20000 } = {}) {
+async function servedIds(port, { timeout = 20000, host } = {}) {
   let last;
   await waitFor(async () => {
-    last = await request(port, 'GET', '/ids');
+    last = await request(port, 'GET', '/ids', { host });
     return last.status === 200;
   }, { timeout, interval: 100, what: `the tenant served again (last: ${JSON.stringify(last)})` });
   return JSON.parse(last.text).ids;
@@ -59,13 +60,35 @@ async function waitReady(node) {
 }
 
 // Which node owns the tenant: the one whose /v1/fleet lists it.
-async function ownerIndex(nodes) {
+async function ownerIndex(nodes, tenant = 'notes') {
   for (let i = 0; i < nodes.length; i++) {
     if (!nodes[i]) continue;
     const r = await nodes[i].control('GET', '/v1/fleet').catch(() => null);
-    if (r?.json?.facets?.includes('notes')) return i;
+    if (r?.json?.facets?.includes(tenant)) return i;
   }
   return -1;
+}
+
+// One message published with NATS' client protocol (no library needed),
+// answered once JetStream stored it (its ack comes to our inbox).
+function natsPublish(port, subject, payload) {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(port, '127.0.0.1');
+    let buf = '';
+    c.on('data', (d) => {
+      buf += d;
+      if (/MSG _INBOX\.fence /.test(buf) && buf.includes('"seq"')) {
+        c.end();
+        resolve();
+      } else if (buf.includes('-ERR') || buf.includes('"error"')) {
+        c.destroy();
+        reject(new Error(buf));
+      }
+    });
+    c.on('error', reject);
+    c.write(`CONNECT {"verbose":false}\r\nSUB _INBOX.fence 1\r\n` +
+      `PUB ${subject} _INBOX.fence ${Buffer.byteLength(payload)}\r\n${payload}\r\n`);
+  });
 }
 
 function integrity(file) {
@@ -87,12 +110,24 @@ describe('facets in a fleet', () => {
     agent.destroy();
   });
 
-  async function startAll(prefix) {
+  async function stopAll() {
+    await hp?.stop();
+    hp = null;
+    for (const n of nodes) await n?.stop().catch(() => {});
+    nodes = [];
+  }
+
+  async function startAll(prefix, lease = LEASE_MS) {
     nodes = [];
     for (let i = 1; i <= 3; i++) {
-      nodes.push(await startFleetNode(`${prefix}${i}`, nats, { extraArgs: ['--facet-lease-ms', String(LEASE_MS)] }));
+      nodes.push(await startFleetNode(`${prefix}${i}`, nats, { extraArgs: ['--facet-lease-ms', String(lease)] }));
     }
     await Promise.all(nodes.map(waitReady));
+    // every node knows the others' addresses (their heartbeats): forwards can go
+    await waitFor(async () => {
+      const all = await Promise.all(nodes.map((n) => n.control('GET', '/v1/fleet')));
+      return all.every((r) => r.json?.nodes?.filter((m) => m.alive).length === 3);
+    }, { timeout: 20000, what: 'every node sees the three' });
     hp = await startHaproxy(nodes, { checkInter: '500ms' });
     await waitFor(async () => Object.values(await hp.serverStates()).every((s) => s === 'UP'),
       { timeout: 10000, what: 'all UP' });
@@ -146,9 +181,154 @@ describe('facets in a fleet', () => {
     failovers.sort((a, b) => a - b);
     console.log(`failover after SIGKILL of the owner: median ${failovers[5]} ms, max ${failovers[9]} ms ` +
       `(lease ${LEASE_MS} ms); ${acked.length} acknowledged rows, none lost`);
-    await hp.stop();
-    hp = null;
-    for (const n of nodes) await n.stop().catch(() => {});
-    nodes = [];
+    await stopAll();
+  });
+
+  test('a request reaching a node that does not own the tenant is forwarded to the owner', async () => {
+    await startAll('fwd');
+    try {
+      await nodes[0].deployOk('fwd', WORKER, SPEC);
+      const first = await nodes[0].ingress('fwd', '/w?id=1', { method: 'POST' });
+      assert.equal(first.status, 200, first.text);
+      for (const i of [1, 2]) {
+        const r = await nodes[i].ingress('fwd', `/w?id=${i + 1}`, { method: 'POST' });
+        assert.equal(r.status, 200, `node ${i + 1}: ${r.status} ${r.text}`);
+        assert.equal(r.text, `stored ${i + 1}`);
+      }
+      assert.equal(await ownerIndex(nodes, 'fwd'), 0, 'the first node still owns the tenant');
+      const r = await nodes[2].ingress('fwd', '/ids');
+      assert.deepEqual(JSON.parse(r.text).ids, [1, 2, 3]);
+      // a request marked forwarded is not forwarded again: it is refused
+      const again = await nodes[1].ingress('fwd', '/ids', { headers: { 'x-edgenode-forwarded': '1' } });
+      assert.equal(again.status, 503);
+      assert.match(JSON.parse(again.text).error, /forwarded here/);
+      assert.equal(again.headers['retry-after'], '1');
+    } finally {
+      await stopAll();
+    }
+  });
+
+  test('an owner stopped past its lease and resumed cannot write, and serves the tenant no more', async () => {
+    await startAll('stop');
+    try {
+      await nodes[0].deployOk('stopped', WORKER, SPEC);
+      for (let id = 1; id <= 5; id++) {
+        const r = await nodes[0].ingress('stopped', `/w?id=${id}`, { method: 'POST' });
+        assert.equal(r.status, 200, r.text);
+      }
+      const pgid = nodes[0].proc.pid;
+      process.kill(-pgid, 'SIGSTOP');
+      let resumed = false;
+      try {
+        // another node takes the tenant over once the lease lapsed, and writes
+        const at = Date.now();
+        for (let id = 6; id <= 10; id++) {
+          await waitFor(async () => {
+            const r = await nodes[1].ingress('stopped', `/w?id=${id}`, { method: 'POST', timeout: 3000 });
+            return r.status === 200;
+          }, { timeout: 20000, interval: 100, what: `write ${id} through the second node` });
+        }
+        console.log(`taken over ${Date.now() - at} ms after the owner stopped (lease ${LEASE_MS} ms)`);
+        assert.equal(await ownerIndex(nodes.slice(1).concat([null]), 'stopped'), 0, 'the second node owns it');
+        process.kill(-pgid, 'SIGCONT');
+        resumed = true;
+        // A write sent to the old owner is either refused (its lease lapsed:
+        // its own commit is fenced) or forwarded to the new owner; either
+        // way nothing lands in the old copy alone.
+        const stale = await nodes[0].ingress('stopped', '/w?id=99', { method: 'POST' });
+        await waitFor(() => nodes[0].logs.some((l) => l.json?.tenant === 'stopped' &&
+          /no longer owns them/.test(l.json?.msg ?? '')), { timeout: 5000, what: 'the old owner gives the tenant up' });
+        const expected = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...(stale.status === 200 ? [99] : [])];
+        // it serves the tenant no more from its copy: what it answers comes
+        // from the new owner (forwarded), with every row
+        await waitFor(async () => {
+          const r = await nodes[0].ingress('stopped', '/ids');
+          return r.status === 200 && JSON.parse(r.text).ids.length === expected.length;
+        }, { timeout: 10000, what: 'the resumed node forwards to the new owner' });
+        const r = await nodes[0].ingress('stopped', '/ids');
+        assert.deepEqual(JSON.parse(r.text).ids, expected);
+        const direct = await nodes[1].ingress('stopped', '/ids');
+        assert.deepEqual(JSON.parse(direct.text).ids, expected, 'the new owner has the same rows');
+        const fleet = await nodes[0].control('GET', '/v1/fleet');
+        assert.ok(!fleet.json.facets.includes('stopped'), 'the resumed node does not claim the tenant');
+        const events = await nodes[0].control('GET', '/v1/events');
+        assert.ok(JSON.stringify(events.json).includes('facets_lost'), 'the loss is an event');
+      } finally {
+        if (!resumed) process.kill(-pgid, 'SIGCONT');
+      }
+    } finally {
+      await stopAll();
+    }
+  });
+
+  test('a drain hands the tenant over with no failed request', async () => {
+    await startAll('drain');
+    try {
+      await nodes[0].deployOk('drained', WORKER, SPEC);
+      const acked = [];
+      const failures = [];
+      let next = 1;
+      let writing = true;
+      const writers = [0, 1].map(async () => {
+        while (writing) {
+          const id = next++;
+          const r = await request(hp.port, 'POST', `/w?id=${id}`, { host: 'drained.localhost' });
+          if (r.status === 200 && r.text === `stored ${id}`) acked.push(id);
+          else failures.push({ id, ...r });
+        }
+      });
+      await waitFor(() => acked.length >= 30, { timeout: 20000, what: 'writes before the drain' });
+      const owner = await ownerIndex(nodes, 'drained');
+      assert.ok(owner >= 0);
+      const drain = await nodes[owner].control('POST', '/v1/node/drain');
+      assert.ok(drain.status === 200 || drain.status === 202, drain.text);
+      // the tenant moves, and writes go on through HAProxy
+      await waitFor(async () => {
+        const i = await ownerIndex(nodes, 'drained');
+        return i >= 0 && i !== owner;
+      }, { timeout: 20000, what: 'another node owns the tenant' });
+      const movedAt = acked.length;
+      await waitFor(() => acked.length >= movedAt + 30, { timeout: 20000, what: 'writes after the drain' });
+      writing = false;
+      await Promise.all(writers);
+      assert.deepEqual(failures, [], 'no request failed during the drain');
+      const have = new Set(await servedIds(hp.port, { host: 'drained.localhost' }));
+      assert.deepEqual(acked.filter((id) => !have.has(id)), [], 'no acknowledged row lost');
+      console.log(`drain hand-over: ${acked.length} writes, 0 failed`);
+    } finally {
+      await stopAll();
+    }
+  });
+
+  test('an owner whose lease was taken while it ran is fenced at its next write', async () => {
+    // A long lease: the first node would not notice the loss for 10 s by
+    // itself, so only the stream's refusal of its next record stops it.
+    await startAll('fence', 30000);
+    try {
+      await nodes[0].deployOk('fenced', WORKER, SPEC);
+      for (let id = 1; id <= 3; id++) {
+        const r = await nodes[0].ingress('fenced', `/w?id=${id}`, { method: 'POST' });
+        assert.equal(r.status, 200, r.text);
+      }
+      // The lease rewritten for the second node behind the first's back,
+      // as a split brain would: a plain KV put, in NATS' own protocol.
+      await natsPublish(nats.servers[0].port, '$KV.edgenode_leases.fenced', 'fence2');
+      const taken = await nodes[1].ingress('fenced', '/w?id=4', { method: 'POST' });
+      assert.equal(taken.status, 200, `the second node took the tenant over: ${taken.text}`);
+      const stale = await nodes[0].ingress('fenced', '/w?id=5', { method: 'POST',
+        headers: { 'x-edgenode-forwarded': '1' } });
+      assert.equal(stale.status, 500, `the first node's write is refused: ${stale.status} ${stale.text}`);
+      assert.match(stale.text, /could not be stored/);
+      await waitFor(() => nodes[0].logs.some((l) => /is fenced/.test(l.json?.msg ?? '') ||
+        /is fenced/.test(l.json?.why ?? '') || /fenced/.test(l.raw)), { timeout: 5000, what: 'a fence in the log' });
+      const r = await nodes[1].ingress('fenced', '/ids');
+      assert.deepEqual(JSON.parse(r.text).ids, [1, 2, 3, 4], 'the refused write is nowhere');
+      // the first node forwards from now on
+      const via = await nodes[0].ingress('fenced', '/ids');
+      assert.equal(via.status, 200, via.text);
+      assert.deepEqual(JSON.parse(via.text).ids, [1, 2, 3, 4]);
+    } finally {
+      await stopAll();
+    }
   });
 });
