@@ -226,6 +226,13 @@ void facet_store_release(facet_store *s, uint64_t token);
 int facet_store_pending(const facet_store *s);
 int facet_store_commit(facet_store *s, char **err);
 void facet_store_rollback(facet_store *s);
+/* The same for one tenant's facets (its own and its children's) alone:
+ * whether they have writes waiting for a commit (or a failure not taken),
+ * rolling them back, and taking every failure of theirs (the first
+ * message; 0 when there was none). */
+int facet_store_pending_tenant(const facet_store *s, const char *tenant);
+void facet_store_rollback_tenant(facet_store *s, const char *tenant);
+int facet_store_take_tenant_failure(facet_store *s, const char *tenant, char **message);
 /*
  * A failed commit is also kept, by facet, until the facet's owner takes it:
  * a gate reached for one sandbox commits every facet's writes, but only the

@@ -1075,6 +1075,50 @@ void facet_store_rollback(facet_store *s) {
   }
 }
 
+static int conn_of_tenant(const facet_conn *c, const char *tenant, size_t tlen) {
+  return c->tenant_len == tlen && memcmp(c->key, tenant, tlen) == 0;
+}
+
+int facet_store_pending_tenant(const facet_store *s, const char *tenant) {
+  size_t tlen = strlen(tenant);
+  for (uint32_t i = 0; i < s->n_conns; i++) {
+    const facet_conn *c = s->conns[i];
+    if (conn_of_tenant(c, tenant, tlen) && (c->implicit || c->lost)) return 1;
+  }
+  for (const facet_failure *f = s->failures; f != NULL; f = f->next)
+    if (strncmp(f->key, tenant, tlen) == 0 && (f->key[tlen] == '\0' || f->key[tlen] == '/'))
+      return 1;
+  return 0;
+}
+
+void facet_store_rollback_tenant(facet_store *s, const char *tenant) {
+  size_t tlen = strlen(tenant);
+  for (uint32_t i = 0; i < s->n_conns && s->n_implicit > 0; i++) {
+    facet_conn *c = s->conns[i];
+    if (!conn_of_tenant(c, tenant, tlen)) continue;
+    if (c->implicit) facet__conn_abandon_txn(c);
+    forget_loss(c);
+  }
+}
+
+int facet_store_take_tenant_failure(facet_store *s, const char *tenant, char **message) {
+  *message = NULL;
+  size_t tlen = strlen(tenant);
+  for (facet_failure **at = &s->failures; *at != NULL;) {
+    facet_failure *f = *at;
+    if (strncmp(f->key, tenant, tlen) != 0 || (f->key[tlen] != '\0' && f->key[tlen] != '/')) {
+      at = &f->next;
+      continue;
+    }
+    *at = f->next;
+    if (*message == NULL) *message = f->message;
+    else free(f->message);
+    free(f->key);
+    free(f);
+  }
+  return *message != NULL;
+}
+
 void facet_store_close_facet(facet_store *s, const char *tenant, const char *facet_id) {
   size_t tlen = strlen(tenant);
   for (uint32_t i = 0; i < s->n_conns; i++) {

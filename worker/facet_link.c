@@ -239,6 +239,7 @@ int facet_link_start(worker *w) {
 }
 
 void facet_link_stop(worker *w) {
+  gate_stop(w);
   facet_store_free(w->facets);
   w->facets = NULL;
   replica_close(w);
@@ -318,14 +319,20 @@ int facet_link_gate(sandbox *sb) {
   if (facet_store_take_failure(w->facets, facet_owner(sb), sb->facet_id, &lost)) {
     sb->gate_error = lost;
     reset(sb);
+    gate_fail_owner(w, facet_owner(sb), lost); /* its responses held in the batch too */
     return -1;
   }
   return rc > 0 ? 1 : 0;
 }
 
+/* Only the tenant's own writes go: they may be in one transaction with
+ * those of its other requests of this turn, whose held responses fail. */
 void facet_link_drop(sandbox *sb) {
   worker *w = sb->w;
-  if (w->facets == NULL || !facet_store_pending(w->facets)) return;
-  facet_store_rollback(w->facets);
+  const char *owner = facet_owner(sb);
+  if (w->facets == NULL || owner == NULL || !facet_store_pending_tenant(w->facets, owner)) return;
+  facet_store_rollback_tenant(w->facets, owner);
   reset(sb);
+  gate_fail_owner(w, owner, "a request of the worker was stopped in the middle of its writes, "
+                            "which were rolled back with this one's");
 }

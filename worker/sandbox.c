@@ -50,13 +50,19 @@ static void sandbox_settle(sandbox *sb) {
   if (sb->ops->settled) sb->ops->settled(sb);
 }
 
+void sandbox_ungate(worker *w, sandbox *sb) {
+  (void)w;
+  if (sb->gated > 0) sb->gated--;
+  sandbox_settle(sb);
+}
+
 void sandbox_leave(sandbox *sb) {
   if (sb->tenant) worker_running_leave(sb->w);
   if (--sb->entered == 0) sandbox_settle(sb);
 }
 
 int sandbox_idle(const sandbox *sb) {
-  if (sb->requests != 0 || sb->units != 0 || sb->entered != 0) return 0;
+  if (sb->requests != 0 || sb->units != 0 || sb->entered != 0 || sb->gated != 0) return 0;
   /* A version's calls end with their requests (let go, their promises are
    * dropped); a child's may outlive them and still answer into it. */
   return sb->kind == SANDBOX_VERSION || sb->iso == NULL ||
@@ -194,6 +200,8 @@ static void host_respond(void *data, uint64_t token, const iso_response *res,
   iso_error gate_err = {.kind = ISO_ERR_INTERNAL};
   if (terminated(err)) {
     facet_link_drop(sb);
+  } else if (sb->kind == SANDBOX_VERSION && res != NULL && err == NULL && gate_defer(sb, r, res)) {
+    return; /* answered with the loop turn's commit (gate.c) */
   } else if (facet_link_gate(sb) < 0) {
     gate_err.message = xasprintf("%s: %s", gate_message, sb->gate_error);
     res = NULL;
@@ -223,6 +231,7 @@ static void host_respond(void *data, uint64_t token, const iso_response *res,
 static void host_yielded(void *data, int cut_short) {
   sandbox *sb = data;
   if (cut_short) facet_link_drop(sb);
+  else if (sb->kind == SANDBOX_VERSION) gate_schedule(sb->w); /* with the turn's batch */
   else (void)facet_link_gate(sb);
 }
 

@@ -126,6 +126,7 @@ struct sandbox {
   sched_queue queue;     /* work waiting for this isolate's turn */
   size_t requests;       /* submitted and not yet over */
   size_t units;          /* other units queued for it (timers, completions) */
+  size_t gated;          /* its responses waiting in the output gate's batch (gate.c) */
   vtimer_set timers;
   int entered;           /* our calls into its JavaScript on the stack */
   int cached;            /* a child kept for reuse: evicted with idle versions (evict.c) */
@@ -271,6 +272,8 @@ sandbox_request *sandbox_request_of(worker *w, uint64_t token);
 void *sandbox_request_cookie(sandbox *sb, uint64_t token);
 
 /* Answers an ingress request with an error (no-op once answered). */
+/* A response of the sandbox left the output gate's batch (gate.c). */
+void sandbox_ungate(worker *w, sandbox *sb);
 /* Answers 503 with Retry-After before any of the request's JavaScript ran. */
 void sandbox_request_fail_retry(sandbox_request *r, const char *message);
 void sandbox_request_fail(sandbox_request *r, int status, const char *message,

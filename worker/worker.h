@@ -181,6 +181,11 @@ typedef struct worker {
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
   int replica_fd;             /* the connection to replica_socket, or -1 (facet_link.c) */
   struct facet_hold *facet_held; /* requests waiting for a hand-over (facet_link.c) */
+  struct gated *gated;           /* responses waiting for their writes' commit (gate.c) */
+  uv_idle_t gate_idle;           /* commits the batch once per loop turn */
+  int gate_idle_open;
+  uint64_t gate_batch_ns;        /* when the batch's first write waited */
+  uint64_t gate_joined_ns;       /* when the last one joined it */
   uint64_t facet_holding_until;  /* the deadline of the one being submitted again */
   uv_timer_t facet_timer;
   int facet_timer_open;
@@ -366,6 +371,18 @@ void facet_link_hold(worker *w, sandbox_request *r);
  */
 int facet_link_gate(sandbox *sb);
 void facet_link_drop(sandbox *sb);
+
+/* gate.c: the output gate's batch, committed once per loop turn. A
+ * version's response whose tenant has writes waiting is held (copied;
+ * gate_defer returns 1) until they are durable; gate_schedule asks for a
+ * commit this turn; gate_fail_owner answers a tenant's held responses
+ * with its failure; gate_flush commits and answers now. */
+struct iso_response;
+int gate_defer(sandbox *sb, sandbox_request *r, const struct iso_response *res);
+void gate_schedule(worker *w);
+void gate_fail_owner(worker *w, const char *owner, const char *why);
+void gate_flush(worker *w);
+void gate_stop(worker *w);
 int egress_link_call(sandbox *sb, const iso_call *call, iso_wire *result);
 /* Cancels what a finished request left open at the egress (otherwise done by a 1 s sweep). */
 void egress_link_request_done(worker *w, uint64_t token);
