@@ -1008,13 +1008,19 @@ static int failure_is_of(const facet_failure *f, const char *tenant, const char 
   return f->key[tlen] == '/' && strcmp(f->key + tlen + 1, facet_id) == 0;
 }
 
-int facet_store_take_failure(facet_store *s, const char *tenant, const char *facet_id,
-                             char **message) {
+/* Takes the failures of one facet, or with any_of_tenant of every facet of
+ * the tenant (its own and its children's): the first message is kept. */
+static int take_failures(facet_store *s, const char *tenant, const char *facet_id,
+                         int any_of_tenant, char **message) {
   *message = NULL;
   if (tenant == NULL) return 0;
+  size_t tlen = strlen(tenant);
   for (facet_failure **at = &s->failures; *at != NULL;) {
     facet_failure *f = *at;
-    if (!failure_is_of(f, tenant, facet_id)) {
+    int match = any_of_tenant ? strncmp(f->key, tenant, tlen) == 0 &&
+                                    (f->key[tlen] == '\0' || f->key[tlen] == '/')
+                              : failure_is_of(f, tenant, facet_id);
+    if (!match) {
       at = &f->next;
       continue;
     }
@@ -1025,6 +1031,11 @@ int facet_store_take_failure(facet_store *s, const char *tenant, const char *fac
     free(f);
   }
   return *message != NULL;
+}
+
+int facet_store_take_failure(facet_store *s, const char *tenant, const char *facet_id,
+                             char **message) {
+  return take_failures(s, tenant, facet_id, 0, message);
 }
 
 static void failures_free(facet_store *s) {
@@ -1102,21 +1113,7 @@ void facet_store_rollback_tenant(facet_store *s, const char *tenant) {
 }
 
 int facet_store_take_tenant_failure(facet_store *s, const char *tenant, char **message) {
-  *message = NULL;
-  size_t tlen = strlen(tenant);
-  for (facet_failure **at = &s->failures; *at != NULL;) {
-    facet_failure *f = *at;
-    if (strncmp(f->key, tenant, tlen) != 0 || (f->key[tlen] != '\0' && f->key[tlen] != '/')) {
-      at = &f->next;
-      continue;
-    }
-    *at = f->next;
-    if (*message == NULL) *message = f->message;
-    else free(f->message);
-    free(f->key);
-    free(f);
-  }
-  return *message != NULL;
+  return take_failures(s, tenant, NULL, 1, message);
 }
 
 void facet_store_close_facet(facet_store *s, const char *tenant, const char *facet_id) {
