@@ -30,6 +30,9 @@
 #include "internal.h"
 
 #define FACETS_STREAM "EDGENODE_FACETS"
+#define SNAPSHOTS_STREAM "EDGENODE_FACET_SNAPSHOTS"
+#define SNAPSHOT_CHUNKS "facets" /* the chunks' bucket token (chunks.h) */
+#define OWN_FACET "-"            /* a snapshot's name for the tenant's own facet: no id is it */
 #define LEASES_BUCKET "edgenode_leases"
 /* JetStream's "maximum messages per subject exceeded": the number is taken. */
 #define JS_ERR_NUMBER_TAKEN 10077
@@ -49,6 +52,8 @@ typedef struct owned {
   uint64_t last;        /* the tenant's last record number */
   uint64_t lease_rev;   /* the lease's revision this node wrote last */
   int64_t renewed_ms;   /* when it was written (monotonic) */
+  uint64_t snapshot;    /* the records the latest snapshot covers (0: none) */
+  int snapshot_due;     /* snapshot_every commits since it */
 } owned;
 
 struct fleet_facets {
@@ -57,10 +62,12 @@ struct fleet_facets {
   pthread_cond_t cv;
   owned *list;
   kvStore *leases;
-  pthread_t renew_thread;
-  int renew_started;
+  pthread_t renew_thread, snapshot_thread;
+  int renew_started; /* both threads */
   int stop;
   int draining; /* leases say "<node> draining" */
+  fleet_replay store; /* the node's copies (from the first take-over on) */
+  int have_store;
 };
 
 static int64_t now_ms(void) {
@@ -88,6 +95,8 @@ fleet_facets *fleet__facets_new(fleet *f) {
 
 natsStatus fleet__facets_bind(fleet_facets *ff, jsCtx *js) {
   natsStatus s = fleet__bind_write_once(js, FACETS_STREAM, "fct.>", fleet__replicas(ff->f));
+  if (s == NATS_OK)
+    s = fleet__bind_write_once(js, SNAPSHOTS_STREAM, "fsn.>", fleet__replicas(ff->f));
   if (s != NATS_OK || ff->leases != NULL) return s;
   kvStore *kv = NULL;
   s = js_KeyValue(&kv, js, LEASES_BUCKET);
@@ -115,7 +124,10 @@ void fleet__facets_stop(fleet_facets *ff) {
   ff->stop = 1;
   pthread_cond_broadcast(&ff->cv);
   pthread_mutex_unlock(&ff->mu);
-  if (ff->renew_started) pthread_join(ff->renew_thread, NULL);
+  if (ff->renew_started) {
+    pthread_join(ff->renew_thread, NULL);
+    pthread_join(ff->snapshot_thread, NULL);
+  }
   ff->renew_started = 0;
 }
 
@@ -164,30 +176,49 @@ static void lose(fleet_facets *ff, owned *o, const char *why) {
 /* ---- leases ---- */
 
 static void *renew_main(void *arg);
+static void *snapshot_main(void *arg);
 
 static void start_renewing(fleet_facets *ff) {
   pthread_mutex_lock(&ff->mu);
   if (!ff->renew_started && !ff->stop) {
-    if (pthread_create(&ff->renew_thread, NULL, renew_main, ff) != 0) abort();
+    if (pthread_create(&ff->renew_thread, NULL, renew_main, ff) != 0 ||
+        pthread_create(&ff->snapshot_thread, NULL, snapshot_main, ff) != 0)
+      abort();
     ff->renew_started = 1;
   }
   pthread_mutex_unlock(&ff->mu);
 }
 
-/* A lease's value: the holder's name, then " draining" while it drains. */
+/* A lease's value: "<holder> <its lease in ms>", then " draining" while it
+ * drains. The holder says how long its lease lasts: the bucket's own TTL
+ * is whatever the node that made the bucket had, so it is only a backstop. */
 static void lease_value(fleet_facets *ff, char *out, size_t len) {
   pthread_mutex_lock(&ff->mu);
   int draining = ff->draining;
   pthread_mutex_unlock(&ff->mu);
-  snprintf(out, len, "%s%s", fleet__node_name(ff->f), draining ? " draining" : "");
+  snprintf(out, len, "%s %" PRId64 "%s", fleet__node_name(ff->f), fleet__lease_ttl_ms(ff->f),
+           draining ? " draining" : "");
 }
 
-/* The holder's name copied into owner; 1 when it says it is draining. */
-static int lease_holder(const char *value, char *owner, size_t owner_len) {
-  const char *space = value ? strchr(value, ' ') : NULL;
-  size_t n = value == NULL ? 0 : space ? (size_t)(space - value) : strlen(value);
-  snprintf(owner, owner_len, "%.*s", (int)n, value ? value : "");
-  return space != NULL && strcmp(space + 1, "draining") == 0;
+typedef struct lease {
+  char holder[FLEET_KEY_MAX + 1];
+  int draining;
+  int lapsed; /* written longer ago than its holder's lease */
+} lease;
+
+static void lease_read(kvEntry *e, lease *l) {
+  const char *v = kvEntry_ValueString(e);
+  memset(l, 0, sizeof *l);
+  if (v == NULL) return;
+  size_t n = strcspn(v, " ");
+  snprintf(l->holder, sizeof l->holder, "%.*s", (int)n, v);
+  const char *rest = v + n;
+  long long ttl = *rest == ' ' ? strtoll(rest + 1, NULL, 10) : 0;
+  l->draining = strstr(rest, " draining") != NULL;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t now_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  l->lapsed = ttl > 0 && kvEntry_Created(e) > 0 && now_ns - kvEntry_Created(e) > ttl * 1000000;
 }
 
 /* Writes the lease for this node: 0, FLEET_EOWNED (owner named), FLEET_EHANDOVER,
@@ -201,21 +232,30 @@ static int take_lease(fleet_facets *ff, owned *o, char *owner, size_t owner_len,
   uint64_t rev = 0;
   natsStatus s = kvStore_Get(&e, ff->leases, o->tenant);
   if (s == NATS_OK) {
-    int draining = lease_holder(kvEntry_ValueString(e), owner, owner_len);
-    if (strcmp(owner, node) != 0) {
-      snprintf(why, why_len, draining ? "node %s is handing the facets of %s over; try again"
-                                      : "node %s owns the facets of %s", owner, o->tenant);
+    lease l;
+    lease_read(e, &l);
+    snprintf(owner, owner_len, "%s", l.holder);
+    if (strcmp(l.holder, node) != 0 && !l.lapsed) {
+      snprintf(why, why_len, l.draining ? "node %s is handing the facets of %s over; try again"
+                                        : "node %s owns the facets of %s", owner, o->tenant);
       kvEntry_Destroy(e);
-      return draining ? FLEET_EHANDOVER : FLEET_EOWNED;
+      return l.draining ? FLEET_EHANDOVER : FLEET_EOWNED;
     }
-    /* Its own lease, from before this process: held again, and the copy
-     * here is rebuilt all the same (it may lack the last record). */
+    /* Its own lease from before this process, or one that lapsed: taken
+     * by compare-and-set (a node taking it too makes one of the two
+     * fail), and the copy here is rebuilt all the same. */
     s = kvStore_UpdateString(&rev, ff->leases, o->tenant, value, kvEntry_Revision(e));
     kvEntry_Destroy(e);
+    if (s != NATS_OK && !transient(s)) {
+      snprintf(why, why_len, "node %s took the facets of %s first", owner, o->tenant);
+      return FLEET_EOWNED;
+    }
   } else if (s == NATS_NOT_FOUND) {
     s = kvStore_CreateString(&rev, ff->leases, o->tenant, value);
     if (s != NATS_OK && !transient(s) && kvStore_Get(&e, ff->leases, o->tenant) == NATS_OK) {
-      lease_holder(kvEntry_ValueString(e), owner, owner_len);
+      lease l;
+      lease_read(e, &l);
+      snprintf(owner, owner_len, "%s", l.holder);
       snprintf(why, why_len, "node %s took the facets of %s first", owner, o->tenant);
       kvEntry_Destroy(e);
       return FLEET_EOWNED;
@@ -372,6 +412,212 @@ static int publish_number(fleet *f, const char *tenant, uint64_t n, const void *
   }
 }
 
+/* ---- snapshots ---- */
+
+/* A tenant's facet files, copied while none of its commits can be published. */
+typedef struct file_copy {
+  struct file_copy *next;
+  char *id; /* OWN_FACET or a child's id */
+  void *data;
+  size_t len;
+} file_copy;
+
+static int collect_file(void *ctx, const char *facet_id, const void *data, size_t len) {
+  file_copy **list = ctx;
+  file_copy *c = xcalloc(1, sizeof *c);
+  c->id = xstrdup(facet_id ? facet_id : OWN_FACET);
+  c->data = xmalloc(len ? len : 1);
+  if (len) memcpy(c->data, data, len);
+  c->len = len;
+  c->next = *list;
+  *list = c;
+  return 0;
+}
+
+static void copies_free(file_copy *c) {
+  while (c) {
+    file_copy *next = c->next;
+    free(c->id);
+    free(c->data);
+    free(c);
+    c = next;
+  }
+}
+
+/* Drops the records a snapshot covers (up to `label`; the next one, and
+ * so the tenant's last number, stays), the snapshots before it and their
+ * chunks. Best effort: what is left is trimmed by the next snapshot. */
+static void trim(jsCtx *js, const char *tenant, uint64_t label, uint64_t before) {
+  char subject[FLEET_KEY_MAX + 32];
+  subject_of(subject, sizeof subject, tenant, label + 1);
+  natsMsg *m = NULL;
+  jsErrCode je = 0;
+  if (js_GetLastMsg(&m, js, FACETS_STREAM, subject, NULL, &je) == NATS_OK) {
+    jsOptions o;
+    jsOptions_Init(&o);
+    char filter[FLEET_KEY_MAX + 16];
+    snprintf(filter, sizeof filter, "fct.%s.*", tenant);
+    o.Stream.Purge.Subject = filter;
+    o.Stream.Purge.Sequence = natsMsg_GetSequence(m);
+    (void)js_PurgeStream(js, FACETS_STREAM, &o, &je);
+    natsMsg_Destroy(m);
+  }
+  jsOptions o;
+  jsOptions_Init(&o);
+  char filter[FLEET_KEY_MAX + 16];
+  snprintf(filter, sizeof filter, "fsn.%s.*", tenant);
+  o.Stream.Purge.Subject = filter;
+  o.Stream.Purge.Keep = 1;
+  (void)js_PurgeStream(js, SNAPSHOTS_STREAM, &o, &je);
+  if (before > 0) chunks_purge_version(js, SNAPSHOT_CHUNKS, tenant, before);
+}
+
+/* Stores the copies as the snapshot covering records up to `label`: the
+ * files as chunks, then the manifest that names them (first line the
+ * label, then "<facet> <chunk manifest>" per file). */
+static int store_snapshot(fleet *f, const char *tenant, uint64_t label, file_copy *copies,
+                          char *why, size_t why_len) {
+  jsCtx *js = fleet__js(f);
+  if (js == NULL) {
+    snprintf(why, why_len, "the fleet is unavailable");
+    return FLEET_EUNAVAIL;
+  }
+  size_t chunk = chunk_size_for(fleet__max_payload(f)), cap = 64, len = 0;
+  char *text = xmalloc(cap);
+  len = (size_t)snprintf(text, cap, "%" PRIu64 "\n", label);
+  for (file_copy *c = copies; c; c = c->next) {
+    chunk_manifest m;
+    if (chunks_put(js, SNAPSHOT_CHUNKS, tenant, label, c->id, c->data, c->len, chunk, &m) != NATS_OK) {
+      free(text);
+      snprintf(why, why_len, "the snapshot's chunks could not be stored");
+      return FLEET_EUNAVAIL;
+    }
+    char line[MAX_ID + 128];
+    size_t n = (size_t)snprintf(line, sizeof line, "%s ", c->id);
+    n += chunk_manifest_format(&m, line + n, sizeof line - n);
+    if (len + n + 2 > cap) text = xrealloc(text, cap = (len + n + 2) * 2);
+    memcpy(text + len, line, n);
+    len += n;
+    text[len++] = '\n';
+  }
+  char subject[FLEET_KEY_MAX + 32];
+  snprintf(subject, sizeof subject, "fsn.%s.%" PRIu64, tenant, label);
+  jsPubAck *ack = NULL;
+  jsErrCode je = 0;
+  natsStatus s = js_Publish(&ack, js, subject, text, (int)len, NULL, &je);
+  if (ack) jsPubAck_Destroy(ack);
+  free(text);
+  if (s != NATS_OK) {
+    snprintf(why, why_len, "the snapshot could not be stored: %s", natsStatus_GetText(s));
+    return FLEET_EUNAVAIL;
+  }
+  return 0;
+}
+
+/* A snapshot of an owned tenant's facets. The copies are taken while the
+ * tenant's commits wait (o->busy), so they hold every record up to the
+ * last but one published (the last one's commit may still be on its way
+ * to the file: it is replayed again, which changes nothing if it is
+ * there). `locked`: the caller holds o->busy, and it is held throughout. */
+static int take_snapshot(fleet_facets *ff, owned *o, int locked, char *why, size_t why_len) {
+  if (!locked) pthread_mutex_lock(&o->busy);
+  pthread_mutex_lock(&ff->mu);
+  int ok = o->held && ff->have_store;
+  uint64_t label = o->last > 0 ? o->last - 1 : 0, before = o->snapshot;
+  fleet_replay store = ff->store;
+  o->snapshot_due = 0;
+  pthread_mutex_unlock(&ff->mu);
+  file_copy *copies = NULL;
+  int rc = 0;
+  if (ok && label > before) {
+    rc = store.dump(store.arg, o->tenant, collect_file, &copies, why, why_len) == 0 ? 0
+                                                                                     : FLEET_EDAMAGED;
+  } else {
+    ok = 0;
+  }
+  if (!locked) pthread_mutex_unlock(&o->busy);
+  if (ok && rc == 0) rc = store_snapshot(ff->f, o->tenant, label, copies, why, why_len);
+  copies_free(copies);
+  if (!ok || rc != 0) return rc;
+  pthread_mutex_lock(&ff->mu);
+  if (label > o->snapshot) o->snapshot = label;
+  pthread_mutex_unlock(&ff->mu);
+  jsCtx *js = fleet__js(ff->f);
+  if (js) trim(js, o->tenant, label, before);
+  log_write(LOG_INFO, o->tenant, NULL, NULL, "facets: snapshot of records 1..%" PRIu64 " stored",
+            label);
+  return 0;
+}
+
+static void *snapshot_main(void *arg) {
+  fleet_facets *ff = arg;
+  pthread_mutex_lock(&ff->mu);
+  while (!ff->stop) {
+    owned *due = NULL;
+    for (owned *o = ff->list; o && !due; o = o->next)
+      if (o->snapshot_due && o->held) due = o;
+    if (due == NULL) {
+      pthread_cond_wait(&ff->cv, &ff->mu);
+      continue;
+    }
+    pthread_mutex_unlock(&ff->mu);
+    char why[256];
+    if (take_snapshot(ff, due, 0, why, sizeof why) != 0)
+      log_write(LOG_WARN, due->tenant, NULL, NULL, "facets: snapshot failed: %s", why);
+    pthread_mutex_lock(&ff->mu);
+  }
+  pthread_mutex_unlock(&ff->mu);
+  return NULL;
+}
+
+/* The latest snapshot, restored: *label is the record it covers (0: none). */
+static int restore_latest(fleet_facets *ff, owned *o, jsCtx *js, const fleet_replay *rp,
+                          uint64_t *label, char *why, size_t why_len) {
+  char subject[FLEET_KEY_MAX + 16];
+  snprintf(subject, sizeof subject, "fsn.%s.*", o->tenant);
+  natsMsg *m = NULL;
+  jsErrCode je = 0;
+  *label = 0;
+  natsStatus s = js_GetLastMsg(&m, js, SNAPSHOTS_STREAM, subject, NULL, &je);
+  if (s == NATS_NOT_FOUND) return 0;
+  if (s != NATS_OK) {
+    snprintf(why, why_len, "the snapshot of %s cannot be read: %s", o->tenant, natsStatus_GetText(s));
+    return FLEET_EUNAVAIL;
+  }
+  char *text = xstrndup(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m));
+  natsMsg_Destroy(m);
+  char *save = NULL, *line = strtok_r(text, "\n", &save);
+  uint64_t l = line ? strtoull(line, NULL, 10) : 0;
+  int rc = l > 0 ? 0 : FLEET_EDAMAGED;
+  while (rc == 0 && (line = strtok_r(NULL, "\n", &save)) != NULL) {
+    char *space = strchr(line, ' ');
+    chunk_manifest man;
+    if (space == NULL || chunk_manifest_parse(space + 1, strlen(space + 1), FLEET_VALUE_MAX, &man) != 0) {
+      rc = FLEET_EDAMAGED;
+      break;
+    }
+    *space = '\0';
+    void *data = NULL;
+    if (chunks_get(js, SNAPSHOT_CHUNKS, o->tenant, l, line, &man, &data, why, why_len) != 0) {
+      rc = FLEET_EDAMAGED;
+      break;
+    }
+    const char *id = strcmp(line, OWN_FACET) == 0 ? NULL : line;
+    if (rp->restore(rp->arg, o->tenant, id, data, (size_t)man.len, why, why_len) != 0)
+      rc = FLEET_EDAMAGED;
+    free(data);
+  }
+  free(text);
+  if (rc != 0 && why[0] == '\0') snprintf(why, why_len, "the snapshot of %s is damaged", o->tenant);
+  if (rc == 0) {
+    *label = l;
+    pthread_mutex_lock(&ff->mu);
+    o->snapshot = l;
+    pthread_mutex_unlock(&ff->mu);
+  }
+  return rc;
+}
+
 /* Replays the tenant's history into an empty copy and claims the next
  * number, so that nobody else can write it: 0 or a FLEET_* value. */
 static int catch_up(fleet_facets *ff, owned *o, const fleet_replay *rp, char *why,
@@ -386,6 +632,8 @@ static int catch_up(fleet_facets *ff, owned *o, const fleet_replay *rp, char *wh
     snprintf(why, why_len, "the copy of the facets of %s here cannot be emptied", o->tenant);
     return FLEET_EDAMAGED;
   }
+  int restored = restore_latest(ff, o, js, rp, &done, why, why_len);
+  if (restored != 0) return restored;
   const char *node = fleet__node_name(ff->f);
   size_t claim_len = 1 + strlen(node);
   char *claim = xmalloc(claim_len);
@@ -424,6 +672,8 @@ int fleet_facet_acquire(fleet *f, const char *tenant, const fleet_replay *rp, ch
   owned *o = find(ff, tenant, 1);
   pthread_mutex_lock(&o->busy);
   pthread_mutex_lock(&ff->mu);
+  ff->store = *rp;
+  ff->have_store = 1;
   int held = o->held;
   kvStore *leases = ff->leases;
   pthread_mutex_unlock(&ff->mu);
@@ -481,6 +731,10 @@ int fleet_facet_publish(fleet *f, const char *tenant, const char *facet_id, cons
     if (got == 0) {
       pthread_mutex_lock(&ff->mu);
       o->last = n;
+      if (n - o->snapshot >= (uint64_t)fleet__snapshot_every(f) && !o->snapshot_due) {
+        o->snapshot_due = 1;
+        pthread_cond_broadcast(&ff->cv);
+      }
       pthread_mutex_unlock(&ff->mu);
     } else if (got == JS_ERR_NUMBER_TAKEN) {
       snprintf(why, why_len, "another node wrote record %" PRIu64 " of %s: this node is fenced",
@@ -521,6 +775,10 @@ int fleet_facet_release_all(fleet *f) {
     int held = o->held;
     pthread_mutex_unlock(&ff->mu);
     if (held) {
+      char why[256];
+      /* The next owner restores this instead of replaying the history. */
+      if (take_snapshot(ff, o, 1, why, sizeof why) != 0)
+        log_write(LOG_WARN, o->tenant, NULL, NULL, "facets: the final snapshot failed: %s", why);
       lose(ff, o, "the node is draining");
       if (leases) (void)kvStore_Delete(leases, o->tenant);
       n++;

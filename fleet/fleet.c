@@ -131,6 +131,7 @@ struct fleet {
   int64_t member_ttl_ms;
   int64_t lease_ttl_ms;
   int64_t facet_publish_ms;
+  int64_t snapshot_every;
   fleet_facets *facets;
   int replicas;
   char *node_name;
@@ -1069,6 +1070,7 @@ int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet
   f->node_name = xstrdup(o->node_name);
   f->lease_ttl_ms = o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 6000;
   f->facet_publish_ms = o->facet_publish_ms > 0 ? o->facet_publish_ms : 3000;
+  f->snapshot_every = o->snapshot_every > 0 ? o->snapshot_every : 1000;
   f->facets = fleet__facets_new(f);
   f->ops_tail = &f->ops_head;
   f->ev_tail = &f->ev_head;
@@ -1187,6 +1189,8 @@ int fleet__replicas(const fleet *f) { return f->replicas; }
 int fleet__stopping(fleet *f) { return atomic_load(&f->stopping); }
 int64_t fleet__lease_ttl_ms(const fleet *f) { return f->lease_ttl_ms; }
 int64_t fleet__facet_publish_ms(const fleet *f) { return f->facet_publish_ms; }
+int64_t fleet__snapshot_every(const fleet *f) { return f->snapshot_every; }
+int64_t fleet__max_payload(fleet *f) { return f->nc ? natsConnection_GetMaxPayload(f->nc) : 0; }
 fleet_facets *fleet__facets(fleet *f) { return f->facets; }
 
 void fleet__post_facet_lost(fleet *f, const char *tenant, const char *why) {

@@ -120,6 +120,7 @@ typedef struct fleet_options {
   int64_t member_ttl_ms;     /* FLEET_MEMBERS' TTL; 0: 5 heartbeats */
   int64_t lease_ttl_ms;      /* a facet owner's lease, renewed at a third of it; 0: 6000 */
   int64_t facet_publish_ms;  /* how long a facet commit may wait for the fleet; 0: 3000 */
+  int64_t snapshot_every;    /* a tenant's facets are snapshotted every this many commits; 0: 1000 */
 } fleet_options;
 
 /*
@@ -199,20 +200,34 @@ void fleet_get_status(fleet *f, fleet_status *out);
  * refusal is the fence: an owner that lost its lease without knowing it
  * (stopped, cut off) and publishes n finds n taken by the node that took
  * the tenant over, which wrote record n (a claim) before serving. A node
- * taking a tenant over replays every record into its own copy first.
+ * taking a tenant over restores the latest snapshot (subject
+ * fsn.<tenant>.<n>: the tenant's facet files as chunks, covering the
+ * records up to n) and replays the records after it into its own copy
+ * first. The owner takes a snapshot every snapshot_every commits and when
+ * it gives its leases up (a drain), and then trims the records the
+ * snapshot covers.
  *
  * These calls block (they wait for NATS), and may be made from any thread
  * but the loop's.
  */
 
-/* What a node taking a tenant over does with the tenant's history: begin()
- * once the lease is won (its copy must be empty after it), then record()
- * for each commit in order (facet_id NULL for the tenant's own facet).
- * A non-zero return stops the take-over and gives the lease back. */
+/* The node's copies of its tenants' facets, as the fleet reads and
+ * rebuilds them. Taking a tenant over: begin() once the lease is won (the
+ * copy must be empty after it), restore() for each facet of the latest
+ * snapshot, then record() for each commit after it, in order (facet_id
+ * NULL for the tenant's own facet). A non-zero return stops the take-over.
+ * Snapshots: dump() calls emit() once for each facet of the tenant with a
+ * consistent copy of its file (SQLite's backup), while no commit of the
+ * tenant can be published. */
+typedef int (*fleet_emit_fn)(void *ctx, const char *facet_id, const void *data, size_t len);
 typedef struct fleet_replay {
   int (*begin)(void *arg, const char *tenant);
   int (*record)(void *arg, const char *tenant, const char *facet_id, const void *rec, size_t len,
                 char *why, size_t why_len);
+  int (*restore)(void *arg, const char *tenant, const char *facet_id, const void *data,
+                 size_t len, char *why, size_t why_len);
+  int (*dump)(void *arg, const char *tenant, fleet_emit_fn emit, void *ctx, char *why,
+              size_t why_len);
   void *arg;
 } fleet_replay;
 

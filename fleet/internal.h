@@ -13,6 +13,8 @@ int fleet__replicas(const fleet *f);
 int fleet__stopping(fleet *f);
 int64_t fleet__lease_ttl_ms(const fleet *f);
 int64_t fleet__facet_publish_ms(const fleet *f);
+int64_t fleet__snapshot_every(const fleet *f);
+int64_t fleet__max_payload(fleet *f);
 /* Hands "this node lost the tenant's facets" to the loop (callbacks.facet_lost). */
 void fleet__post_facet_lost(fleet *f, const char *tenant, const char *why);
 

@@ -62,6 +62,7 @@ static const option_def options[] = {
     {"fleet_key", OPT_LIST, 0, 0},
     {"facet_lease_ms", OPT_INT, 500, 600000},
     {"facet_publish_ms", OPT_INT, 100, 60000},
+    {"facet_snapshot_every", OPT_INT, 2, 100000000},
     /* the sandbox of worker processes and the egress (jail/) */
     {"user", OPT_STRING, 0, 0},
     {"require_sandbox", OPT_BOOL, 0, 0},
@@ -134,6 +135,8 @@ static const char usage_text[] =
     "                              node takes a dead owner's tenants over (default 6000)\n"
     "  --facet-publish-ms MS       how long a facet commit waits for the fleet before it\n"
     "                              fails (default 3000)\n"
+    "  --facet-snapshot-every N    in a fleet, snapshot a worker's facets every N commits\n"
+    "                              and trim the records they cover (default 1000)\n"
     "  --fleet-ca FILE             CA certificates for TLS to the fleet's NATS servers\n"
     "  --fleet-key FILE            the fleet's secret key (32 bytes), read by the egress only;\n"
     "                              repeat to rotate: the first seals, every one opens\n"
@@ -196,6 +199,7 @@ void node_config_init(node_config *c) {
   c->dedicated_suspend_s = 300;
   c->facet_lease_ms = 6000;
   c->facet_publish_ms = 3000;
+  c->facet_snapshot_every = 1000;
   c->metrics_max_tenants = 100;
 }
 
@@ -389,6 +393,7 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "dedicated_suspend_s") == 0) c->dedicated_suspend_s = v;
       else if (strcmp(o->key, "facet_lease_ms") == 0) c->facet_lease_ms = v;
       else if (strcmp(o->key, "facet_publish_ms") == 0) c->facet_publish_ms = v;
+      else if (strcmp(o->key, "facet_snapshot_every") == 0) c->facet_snapshot_every = v;
       else if (strcmp(o->key, "metrics_max_tenants") == 0) c->metrics_max_tenants = v;
       else c->max_body_mb = (int)v;
       return NULL;

@@ -787,7 +787,8 @@ int node_fleet_start(node *n, char **err) {
                      .heartbeat_ms = HEARTBEAT_MS,
                      .member_ttl_ms = MEMBER_TTL_MS,
                      .lease_ttl_ms = n->cfg.facet_lease_ms,
-                     .facet_publish_ms = n->cfg.facet_publish_ms};
+                     .facet_publish_ms = n->cfg.facet_publish_ms,
+                     .snapshot_every = n->cfg.facet_snapshot_every};
   fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state,
                         .damaged = on_damaged, .facet_lost = on_facet_lost, .arg = nf};
   char why[256];

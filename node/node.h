@@ -79,6 +79,7 @@ typedef struct node_config {
   int64_t dedicated_suspend_s; /* how long a suspension for max_dedicated lasts */
   int64_t facet_lease_ms;    /* a facet owner's lease in the fleet */
   int64_t facet_publish_ms;  /* how long a facet commit waits for the fleet */
+  int64_t facet_snapshot_every; /* commits between a worker's facet snapshots in the fleet */
   int64_t metrics_max_tenants; /* tenants with a latency histogram of their own (metrics.c) */
   char *fleet;               /* owned; the fleet's NATS URLs, NULL: a node on its own */
   int fleet_tls;             /* a tls:// URL among them */
@@ -486,6 +487,10 @@ struct node {
   struct node_tails *tails; /* tail.c: open live-log sessions; NULL until the first */
   const struct node_tail_hooks *tail_hooks; /* tail.c's, for procs.c below it; NULL: none */
 };
+
+/* facet_routes.c: reads a whole file into memory (*data malloc'ed, with
+ * room for a NUL); 0 or -errno. */
+int node_read_file(const char *path, char **data, size_t *len);
 
 /* datadir.c */
 /* Creates the data directory (0700, with parents) and returns its absolute path. */

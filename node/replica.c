@@ -204,6 +204,92 @@ static int apply_record(void *arg, const char *tenant, const char *facet_id, con
   return rc;
 }
 
+/* A facet file from a snapshot, written whole before it takes the name. */
+static int restore_file(void *arg, const char *tenant, const char *facet_id, const void *data,
+                        size_t len, char *why, size_t why_len) {
+  struct node_replica *r = arg;
+  if (facet_id != NULL) {
+    char *dir = xasprintf("%s/facets/%s", r->data_dir, tenant);
+    int made = mkdir(dir, 0700) == 0 || errno == EEXIST;
+    if (!made) snprintf(why, why_len, "cannot make the facet directory: %s", strerror(errno));
+    made = made && hand_over(r, dir, why, why_len) == 0;
+    free(dir);
+    if (!made) return -1;
+  }
+  char *path = facet_path(r->data_dir, tenant, facet_id);
+  if (path == NULL) {
+    snprintf(why, why_len, "a snapshot names an invalid facet");
+    return -1;
+  }
+  char *tmp = xasprintf("%s.restore", path);
+  FILE *f = fopen(tmp, "wbx");
+  int ok = f != NULL && fwrite(data, 1, len, f) == len;
+  ok = f != NULL && fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
+  if (f != NULL && fclose(f) != 0) ok = 0;
+  ok = ok && rename(tmp, path) == 0;
+  if (!ok) {
+    snprintf(why, why_len, "cannot write %s: %s", path, strerror(errno));
+    unlink(tmp);
+  }
+  free(tmp);
+  int rc = ok ? hand_over(r, path, why, why_len) : -1;
+  free(path);
+  return rc;
+}
+
+/* One facet's consistent copy (SQLite's backup), read back for emit(). */
+static int dump_one(struct node_replica *r, const char *tenant, const char *facet_id,
+                    fleet_emit_fn emit, void *ctx, char *why, size_t why_len) {
+  char *tmp = xasprintf("%s/replica/snapshot-XXXXXX", r->data_dir);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    snprintf(why, why_len, "cannot make a file for the snapshot: %s", strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  close(fd);
+  char *err = NULL;
+  int rc = facet_backup_to(r->data_dir, tenant, facet_id, tmp, &err);
+  if (rc == -ENOENT) rc = 0; /* gone meanwhile: nothing to keep */
+  else if (rc != 0) snprintf(why, why_len, "backup of a facet of %s: %s", tenant, err ? err : strerror(-rc));
+  else {
+    size_t len = 0;
+    char *data = NULL;
+    if (node_read_file(tmp, &data, &len) != 0) data = NULL;
+    rc = data != NULL ? emit(ctx, facet_id, data, len) : -1;
+    if (data == NULL) snprintf(why, why_len, "cannot read the snapshot of a facet of %s", tenant);
+    free(data);
+  }
+  free(err);
+  unlink(tmp);
+  free(tmp);
+  return rc;
+}
+
+static int dump_tenant(void *arg, const char *tenant, fleet_emit_fn emit, void *ctx, char *why,
+                       size_t why_len) {
+  struct node_replica *r = arg;
+  char *own = facet_path(r->data_dir, tenant, NULL);
+  struct stat st;
+  int rc = own != NULL && stat(own, &st) == 0 ? dump_one(r, tenant, NULL, emit, ctx, why, why_len) : 0;
+  free(own);
+  char *dir = xasprintf("%s/facets/%s", r->data_dir, tenant);
+  DIR *d = rc == 0 ? opendir(dir) : NULL;
+  struct dirent *e;
+  while (d != NULL && rc == 0 && (e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    if (n <= 7 || strcmp(e->d_name + n - 7, ".sqlite") != 0) continue;
+    char id[FACET_ID_MAX + 1];
+    if (n - 7 > FACET_ID_MAX) continue;
+    memcpy(id, e->d_name, n - 7);
+    id[n - 7] = '\0';
+    if (facet_id_valid(id, n - 7)) rc = dump_one(r, tenant, id, emit, ctx, why, why_len);
+  }
+  if (d) closedir(d);
+  free(dir);
+  return rc;
+}
+
 /* ---- one worker process's connection ---- */
 
 static int write_all(int fd, const void *data, size_t len) {
@@ -240,7 +326,8 @@ static int on_acquire(conn *c, const proto_frame *fr) {
   tenant[fr->length] = '\0';
   if (!allowed(c->r, c->pid, tenant))
     return answer(c, fr->id, 0, "this process does not serve that tenant");
-  fleet_replay rp = {.begin = begin_copy, .record = apply_record, .arg = c->r};
+  fleet_replay rp = {.begin = begin_copy, .record = apply_record, .restore = restore_file,
+                     .dump = dump_tenant, .arg = c->r};
   char owner[128], why[512];
   int rc = fleet_facet_acquire(c->r->link, tenant, &rp, owner, sizeof owner, why, sizeof why);
   char path[256];

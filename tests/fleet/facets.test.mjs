@@ -69,26 +69,46 @@ async function ownerIndex(nodes, tenant = 'notes') {
   return -1;
 }
 
-// One message published with NATS' client protocol (no library needed),
-// answered once JetStream stored it (its ack comes to our inbox).
-function natsPublish(port, subject, payload) {
+// One request in NATS' client protocol (no library needed): the first
+// answer to our inbox, as text.
+function natsRequest(port, subject, payload) {
   return new Promise((resolve, reject) => {
     const c = net.connect(port, '127.0.0.1');
     let buf = '';
     c.on('data', (d) => {
       buf += d;
-      if (/MSG _INBOX\.fence /.test(buf) && buf.includes('"seq"')) {
+      const m = /MSG _INBOX\.t 1 (\d+)\r\n/.exec(buf);
+      if (m && buf.length >= m.index + m[0].length + Number(m[1])) {
         c.end();
-        resolve();
-      } else if (buf.includes('-ERR') || buf.includes('"error"')) {
+        resolve(buf.slice(m.index + m[0].length, m.index + m[0].length + Number(m[1])));
+      } else if (buf.includes('-ERR')) {
         c.destroy();
         reject(new Error(buf));
       }
     });
     c.on('error', reject);
-    c.write(`CONNECT {"verbose":false}\r\nSUB _INBOX.fence 1\r\n` +
-      `PUB ${subject} _INBOX.fence ${Buffer.byteLength(payload)}\r\n${payload}\r\n`);
+    c.setTimeout(5000, () => {
+      c.destroy();
+      reject(new Error(`no answer to ${subject} within 5 s`));
+    });
+    c.write(`CONNECT {"verbose":false}\r\nSUB _INBOX.t 1\r\n` +
+      `PUB ${subject} _INBOX.t ${Buffer.byteLength(payload)}\r\n${payload}\r\n`);
   });
+}
+
+// A plain publish, answered once JetStream stored it.
+async function natsPublish(port, subject, payload) {
+  let text;
+  for (let attempt = 0; text === undefined; attempt++) {
+    try {
+      text = await natsRequest(port, subject, payload);
+    } catch (err) {
+      if (attempt === 2) throw err;
+    }
+  }
+  const ack = JSON.parse(text);
+  if (ack.error) throw new Error(JSON.stringify(ack.error));
+  return ack;
 }
 
 function integrity(file) {
@@ -117,10 +137,11 @@ describe('facets in a fleet', () => {
     nodes = [];
   }
 
-  async function startAll(prefix, lease = LEASE_MS) {
+  async function startAll(prefix, lease = LEASE_MS, extraArgs = []) {
     nodes = [];
     for (let i = 1; i <= 3; i++) {
-      nodes.push(await startFleetNode(`${prefix}${i}`, nats, { extraArgs: ['--facet-lease-ms', String(lease)] }));
+      nodes.push(await startFleetNode(`${prefix}${i}`, nats,
+        { extraArgs: ['--facet-lease-ms', String(lease), ...extraArgs] }));
     }
     await Promise.all(nodes.map(waitReady));
     // every node knows the others' addresses (their heartbeats): forwards can go
@@ -312,7 +333,7 @@ describe('facets in a fleet', () => {
       }
       // The lease rewritten for the second node behind the first's back,
       // as a split brain would: a plain KV put, in NATS' own protocol.
-      await natsPublish(nats.servers[0].port, '$KV.edgenode_leases.fenced', 'fence2');
+      await natsPublish(nats.servers[0].port, '$KV.edgenode_leases.fenced', 'fence2 30000');
       const taken = await nodes[1].ingress('fenced', '/w?id=4', { method: 'POST' });
       assert.equal(taken.status, 200, `the second node took the tenant over: ${taken.text}`);
       const stale = await nodes[0].ingress('fenced', '/w?id=5', { method: 'POST',
@@ -327,6 +348,33 @@ describe('facets in a fleet', () => {
       const via = await nodes[0].ingress('fenced', '/ids');
       assert.equal(via.status, 200, via.text);
       assert.deepEqual(JSON.parse(via.text).ids, [1, 2, 3, 4]);
+    } finally {
+      await stopAll();
+    }
+  });
+
+  test('snapshots trim the stream, and a take-over restores one and replays the rest', async () => {
+    await startAll('snap', LEASE_MS, ['--facet-snapshot-every', '20']);
+    try {
+      await nodes[0].deployOk('snapped', WORKER, SPEC);
+      for (let id = 1; id <= 100; id++) {
+        const r = await nodes[0].ingress('snapped', `/w?id=${id}`, { method: 'POST' });
+        assert.equal(r.status, 200, r.text);
+      }
+      await waitFor(() => nodes[0].logs.some((l) => l.json?.tenant === 'snapped' &&
+        /snapshot of records 1\.\.(8\d|9\d)/.test(l.json?.msg ?? '')), { timeout: 15000, what: 'a late snapshot' });
+      const info = JSON.parse(await natsRequest(nats.servers[0].port, '$JS.API.STREAM.INFO.EDGENODE_FACETS',
+        JSON.stringify({ subjects_filter: 'fct.snapped.*' })));
+      const kept = Object.keys(info.state?.subjects ?? {}).length;
+      assert.ok(kept > 0 && kept < 40, `records kept after the snapshots: ${kept} of 101`);
+      nodes[0].allowCrashes = true;
+      await nodes[0].kill();
+      const ids = await servedIds(nodes[1].listenPort, { host: 'snapped.localhost' });
+      assert.deepEqual(ids, Array.from({ length: 100 }, (_, k) => k + 1));
+      const now = await ownerIndex(nodes.map((n, k) => (k === 0 ? null : n)), 'snapped');
+      assert.ok(now > 0);
+      assert.ok(nodes[now].logs.some((l) => /owns them now/.test(l.json?.msg ?? '')));
+      assert.equal(integrity(path.join(nodes[now].dataDir, 'facets', 'snapped.sqlite')), 'ok');
     } finally {
       await stopAll();
     }
