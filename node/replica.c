@@ -175,12 +175,13 @@ static int begin_copy(void *arg, const char *tenant) {
   return 0;
 }
 
-static int apply_record(void *arg, const char *tenant, const char *facet_id, const void *rec,
-                        size_t len, char *why, size_t why_len) {
-  struct node_replica *r = arg;
+/* The file of one of the tenant's facets here, its directory made (a
+ * child's) and handed to the workers' user; NULL with why. */
+static char *copy_path(struct node_replica *r, const char *tenant, const char *facet_id,
+                       char *why, size_t why_len) {
   if (facet_id != NULL && !facet_id_valid(facet_id, strlen(facet_id))) {
-    snprintf(why, why_len, "a record names an invalid facet id");
-    return -1;
+    snprintf(why, why_len, "the fleet names an invalid facet id");
+    return NULL;
   }
   if (facet_id != NULL) {
     char *dir = xasprintf("%s/facets/%s", r->data_dir, tenant);
@@ -188,13 +189,18 @@ static int apply_record(void *arg, const char *tenant, const char *facet_id, con
     if (!made) snprintf(why, why_len, "cannot make the facet directory: %s", strerror(errno));
     made = made && hand_over(r, dir, why, why_len) == 0;
     free(dir);
-    if (!made) return -1;
+    if (!made) return NULL;
   }
   char *path = facet_path(r->data_dir, tenant, facet_id);
-  if (path == NULL) {
-    snprintf(why, why_len, "a record names an invalid facet");
-    return -1;
-  }
+  if (path == NULL) snprintf(why, why_len, "the fleet names an invalid facet");
+  return path;
+}
+
+static int apply_record(void *arg, const char *tenant, const char *facet_id, const void *rec,
+                        size_t len, char *why, size_t why_len) {
+  struct node_replica *r = arg;
+  char *path = copy_path(r, tenant, facet_id, why, why_len);
+  if (path == NULL) return -1;
   char *err = NULL;
   int rc = facet_record_apply(path, rec, len, &err);
   if (rc != 0) snprintf(why, why_len, "facet %s: %s", path, err ? err : strerror(-rc));
@@ -208,19 +214,8 @@ static int apply_record(void *arg, const char *tenant, const char *facet_id, con
 static int restore_file(void *arg, const char *tenant, const char *facet_id, const void *data,
                         size_t len, char *why, size_t why_len) {
   struct node_replica *r = arg;
-  if (facet_id != NULL) {
-    char *dir = xasprintf("%s/facets/%s", r->data_dir, tenant);
-    int made = mkdir(dir, 0700) == 0 || errno == EEXIST;
-    if (!made) snprintf(why, why_len, "cannot make the facet directory: %s", strerror(errno));
-    made = made && hand_over(r, dir, why, why_len) == 0;
-    free(dir);
-    if (!made) return -1;
-  }
-  char *path = facet_path(r->data_dir, tenant, facet_id);
-  if (path == NULL) {
-    snprintf(why, why_len, "a snapshot names an invalid facet");
-    return -1;
-  }
+  char *path = copy_path(r, tenant, facet_id, why, why_len);
+  if (path == NULL) return -1;
   char *tmp = xasprintf("%s.restore", path);
   FILE *f = fopen(tmp, "wbx");
   int ok = f != NULL && fwrite(data, 1, len, f) == len;
