@@ -224,15 +224,37 @@ static int binding_is_capability(const char *type) {
   return strcmp(type, "facet") == 0 || strcmp(type, "loader") == 0;
 }
 
+enum { SPEC_MAX_LOADER_POLICIES = 16 };
+
+/* A loader's "policies": the egress policies (worker names) its children's
+ * globalOutbound may name besides the worker's own. */
+static const char *loader_policies_problem(json_t *policies) {
+  if (!json_is_array(policies) || json_array_size(policies) > SPEC_MAX_LOADER_POLICIES)
+    return "\"policies\" must be an array of at most 16 worker names";
+  size_t i;
+  json_t *p;
+  json_array_foreach(policies, i, p) {
+    const char *name = json_string_value(p);
+    if (name == NULL || !worker_name_valid(name, strlen(name)))
+      return "\"policies\" must hold worker names ([a-z0-9][a-z0-9-]{0,62})";
+  }
+  return NULL;
+}
+
 static const char *binding_problem(json_t *b) {
   if (!json_is_object(b)) return "must be an object {\"type\": ..., \"value\": ...}";
+  const char *type = json_string_value(json_object_get(b, "type"));
   const char *key;
   json_t *v;
   json_object_foreach(b, key, v) {
-    if (strcmp(key, "type") != 0 && strcmp(key, "value") != 0)
-      return "unknown member (a binding has \"type\" and \"value\")";
+    if (type && strcmp(type, "loader") == 0 && strcmp(key, "policies") == 0) {
+      const char *why = loader_policies_problem(v);
+      if (why) return why;
+    } else if (strcmp(key, "type") != 0 && strcmp(key, "value") != 0) {
+      return "unknown member (a binding has \"type\" and \"value\"; a loader may have "
+             "\"policies\")";
+    }
   }
-  const char *type = json_string_value(json_object_get(b, "type"));
   json_t *value = json_object_get(b, "value");
   if (type == NULL) return "\"type\" must be a string";
   if (strcmp(type, "text") == 0) return json_is_string(value) ? NULL : "\"value\" must be a string";

@@ -153,8 +153,9 @@ struct sandbox {
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   int binding_seen_facet;        /* ... which is "facet" */
   struct loader_state *loader;   /* dynamic workers it started (loader_link.c), or NULL */
-  const char *principal;         /* the name its fetch() and facet calls run under when it
-                                    has no tenant (a run: "run:<id>"), or NULL */
+  const char *principal;         /* the egress policy its fetch() runs under instead of its
+                                    tenant's (a run: "run:<id>"; a loader child whose
+                                    globalOutbound names one), or NULL */
   const char *facet_tenant;      /* a run's facets' owner (FACET_RUN_OWNER), or NULL */
   sandbox *next_retired;         /* in worker.retired (versions) */
   sandbox *all_next;             /* every live sandbox of the process */
@@ -295,9 +296,10 @@ void sandbox_split_message(const char *text, const char **name, size_t *name_len
  * generated modules' frames ("edgenode:...") are left out. */
 char *sandbox_user_stack(const char *stack);
 
-/* The name its host calls run under: its tenant's, else its principal. */
+/* The name its fetch() runs under: its principal when it has one (a run's
+ * policy, a loader child's globalOutbound policy), else its tenant's. */
 static inline const char *sandbox_principal(const sandbox *sb) {
-  return sb->tenant ? sb->tenant->name : sb->principal;
+  return sb->principal ? sb->principal : sb->tenant ? sb->tenant->name : NULL;
 }
 
 /* Writes an error value {name, message} for JavaScript (a host call's). */
