@@ -135,7 +135,7 @@ const char *node_log_level_name(log_level level);
 typedef struct node_db node_db;
 
 /* PRAGMA user_version of a node.db this edgenode writes. */
-#define NODE_DB_SCHEMA_VERSION 3
+#define NODE_DB_SCHEMA_VERSION 4
 
 /* Versions of a worker node.db keeps (code and spec), the newest ones. */
 #define NODE_DB_VERSIONS_KEPT 20
@@ -200,6 +200,17 @@ int node_db_versions_list(node_db *db, const char *name, json_t **rows);
 /* 0 and *spec = a kept version as a deploy spec {"main_module", "modules",
  * "bindings", "limits", "egress"?} (caller decrefs), -ENOENT, or -EIO. */
 int node_db_version_get(node_db *db, const char *name, int64_t version, json_t **spec);
+
+/* 0 and *split = a worker's traffic split [{"version", "percent"}, ...], or
+ * NULL when it has none (all to the current version); -EIO. */
+int node_db_traffic_get(node_db *db, const char *name, json_t **split);
+/* Stores a split (checked by the caller), or with NULL ends it: 0, -ENOENT
+ * for a worker that is not deployed, -EIO. A deploy, rollback or delete of
+ * the worker ends its split too. */
+int node_db_traffic_put(node_db *db, const char *name, json_t *split, int64_t now_ms);
+/* Adds "traffic": the worker's split, each version but the current one with
+ * its spec, to a PROTO_WORKER_SPEC row; nothing when it has none. 0 or -EIO. */
+int node_db_traffic_attach(node_db *db, const char *name, json_t *row);
 
 /* The ingress routes as stored ([] when none; *updated_at 0 then), or NULL on a
  * database error. */
@@ -540,6 +551,8 @@ int node_routes_route(node *n, http_request *req, const char *path);
 int node_workers_route(node *n, http_request *req, const char *path);
 /* GET /v1/workers/{name}/versions, POST /v1/workers/{name}/rollback: 0 for another sub. */
 int node_versions_route(node *n, http_request *req, const char *name, const char *sub);
+/* /v1/workers/{name}/traffic (traffic.c): GET, PUT, DELETE a traffic split. */
+int node_traffic_route(node *n, http_request *req, const char *name, const char *sub);
 
 /* tail.c: live logs, GET /v1/workers/{name}/tail and GET /v1/runs/{id}/tail
  * (docs/control-api.md). procs.c hands it worker processes' HELLOs and
@@ -586,6 +599,8 @@ void node_respond_method(http_request *req, const char *allow);
 void node_respond_invalid_name(http_request *req, const char *name);
 /* 404 {"error": "unknown worker", "name"}. */
 void node_respond_unknown_worker(http_request *req, const char *name);
+/* 404 {"error", "version", "kept": [the versions kept]}: VERSION of NAME is not kept. */
+void node_respond_not_kept(node *n, http_request *req, const char *name, int64_t version);
 /*
  * The value of `key` in the request target's query string (pairs split on '&'
  * and '=', names and values form-decoded: %XX, '+' for a space), copied into

@@ -643,19 +643,28 @@ static void answer_client(sandbox_request *r, const iso_response *res, const iso
     return;
   }
   http_header stack[16];
-  http_header *hs = res->n_headers <= ARRAY_SIZE(stack) ? stack
-                                                        : xcalloc(res->n_headers, sizeof *hs);
+  /* One more for x-edgenode-version. */
+  http_header *hs = res->n_headers < ARRAY_SIZE(stack) ? stack
+                                                       : xcalloc(res->n_headers + 1, sizeof *hs);
   /* http_respond drops framing headers (Content-Length, Connection, ...) itself. */
   for (size_t i = 0; i < res->n_headers; i++) {
     const iso_header *h = &res->headers[i];
     hs[i].name = xstrndup(h->name, h->name_len);
     hs[i].value = xstrndup(h->value, h->value_len);
   }
+  size_t n = res->n_headers;
+  char version[24];
+  if (r->sb && r->sb->tell_version) {
+    /* Under a traffic split, which version answered (a header of the node's). */
+    snprintf(version, sizeof version, "%lld", (long long)r->sb->version);
+    hs[n].name = xstrdup("x-edgenode-version");
+    hs[n++].value = xstrdup(version);
+  }
   http_request *req = r->req;
   r->req = NULL;
   r->status = res->status;
-  http_respond(req, res->status, hs, res->n_headers, res->body, res->body_len);
-  for (size_t i = 0; i < res->n_headers; i++) {
+  http_respond(req, res->status, hs, n, res->body, res->body_len);
+  for (size_t i = 0; i < n; i++) {
     free(hs[i].name);
     free(hs[i].value);
   }

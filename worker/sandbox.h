@@ -129,6 +129,7 @@ struct sandbox {
   vtimer_set timers;
   int entered;           /* our calls into its JavaScript on the stack */
   int cached;            /* a child kept for reuse: evicted with idle versions (evict.c) */
+  int tell_version;      /* a version under a traffic split: its answers say which */
   uint64_t last_used_ns; /* for least-recently-used eviction */
   uint64_t compacted_ns; /* last_used_ns as of its last iso_worker_compact(); 0: never */
   const char *log_tenant; /* the tenant in log lines, or NULL */
