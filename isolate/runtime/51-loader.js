@@ -100,8 +100,9 @@ function loaderBase64(bytes) {
 // clear "exceeds the maximum allowed size" error was ever reached.
 function loaderModule(name, value) {
   if (typeof value === 'string') {
-    if (name.endsWith('.js') || name.endsWith('.mjs')) return [value, () => value];
-    throw new TypeError(`Module name must end with '.js' (or the content must be an object ` +
+    // .ts and .mts: TypeScript, its types stripped by the host (isolate/typescript.cc).
+    if (/\.(m?js|m?ts)$/.test(name)) return [value, () => value];
+    throw new TypeError(`Module name must end with '.js' or '.ts' (or the content must be an object ` +
                         `indicating the type explicitly). Got: ${name}`);
   }
   if (!isObjectLike(value)) {
