@@ -293,6 +293,13 @@ void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure wh
 void sandbox_split_message(const char *text, const char **name, size_t *name_len,
                            const char **message);
 
+/* A response's headers for its HTTP client, with X-Edgenode-Version when
+ * `sb` is a version under a traffic split: in `stack` when they fit, else
+ * on the heap; *n says how many. Free with sandbox_http_headers_free. */
+http_header *sandbox_http_headers(const sandbox *sb, const iso_response *res, http_header *stack,
+                                  size_t stack_len, size_t *n);
+void sandbox_http_headers_free(http_header *hs, size_t n, const http_header *stack);
+
 /* A JavaScript stack as its author wrote it (heap): the runtime's and
  * generated modules' frames ("edgenode:...") are left out. */
 char *sandbox_user_stack(const char *stack);

@@ -95,6 +95,26 @@ test('a deploy or a rollback ends the split: all to the new version', async () =
   assert.equal(del.json.gradual, false);
 });
 
+test('a streamed answer says its version too', async () => {
+  const streamed = (v) => `export default { fetch() {
+  const { readable, writable } = new TransformStream();
+  const w = writable.getWriter();
+  (async () => { await scheduler.wait(1); await w.write(new TextEncoder().encode('v${v}')); await w.close(); })();
+  return new Response(readable);
+} };`;
+  await node.deployOk('streamer', streamed(1));
+  await node.deployOk('streamer', streamed(2));
+  assert.equal((await node.control('PUT', '/v1/workers/streamer/traffic', { body: { 1: 50, 2: 50 } })).status, 200);
+  const seen = new Set();
+  for (let i = 0; i < 40; i++) {
+    const r = await node.ingress('streamer', '/', { headers: { 'x-edgenode-traffic-key': `k${i}` } });
+    assert.equal(r.headers['transfer-encoding'], 'chunked');
+    assert.equal(`v${r.headers['x-edgenode-version']}`, r.text);
+    seen.add(r.text);
+  }
+  assert.equal(seen.size, 2);
+});
+
 test('bad splits are 400 (404 for what does not exist, 401 without the token), and change nothing', async () => {
   const bad = [
     [{ 5: 90, 4: 5 }, 400, /add up to 95, not 100/],
