@@ -759,6 +759,9 @@ const char *node_fleet_unready_reason(const node *n);
 typedef void (*node_fleet_cb)(node *n, void *data, int status, json_t *body);
 void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_cb cb, void *data);
 void node_fleet_delete_worker(node *n, const char *name, node_fleet_cb cb, void *data);
+/* A traffic split set while the worker's version was `current` (NULL: ended). */
+void node_fleet_put_traffic(node *n, const char *name, json_t *split, int64_t current,
+                            node_fleet_cb cb, void *data);
 void node_fleet_put_egress(node *n, const char *name, json_t *rules, node_fleet_cb cb, void *data);
 /* A change of a secret's record: each member NULL keeps what the record has. */
 typedef struct node_secret_edit {

@@ -8,8 +8,9 @@
  * version while the split stays. A deploy, a rollback or a delete ends the
  * split (db.c does it in their transaction).
  *
- * Node-local: in a fleet the split is refused rather than kept on one node
- * only (the fleet's worker record carries versions, not splits).
+ * In a fleet the split is a record of its own (fleet_sync.c, "traffic"),
+ * applied on every node from the fleet's watch, this one included, before
+ * the write is answered.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -119,11 +120,44 @@ static int known_worker(node *n, http_request *req, const char *name) {
   return 0;
 }
 
-static void put_split(node *n, http_request *req, const char *name) {
+/* A split written to the fleet: answered once applied here. */
+typedef struct traffic_job {
+  http_request *req;
+  char *name;
+} traffic_job;
+
+static void on_fleet_traffic(node *n, void *data, int status, json_t *body) {
+  traffic_job *job = data;
+  if (status != 0) node_respond_json(job->req, status, body, NULL);
+  else respond_split(n, job->req, job->name);
+  free(job->name);
+  free(job);
+}
+
+/* Stores a split (NULL: ends it), through the fleet when there is one, and answers. */
+static void store_split(node *n, http_request *req, const char *name, json_t *split) {
   if (node_fleet_on(n)) {
-    node_respond_error(req, 409, "traffic splits are node-local: a node in a fleet refuses them");
+    json_t *row = NULL;
+    int64_t current = node_db_worker_get(n->db, name, &row) == 0
+                          ? json_integer_value(json_object_get(row, "version")) : 0;
+    json_decref(row);
+    traffic_job *job = xcalloc(1, sizeof *job);
+    job->req = req;
+    job->name = xstrdup(name);
+    node_fleet_put_traffic(n, name, split, current, on_fleet_traffic, job);
     return;
   }
+  int rc = node_db_traffic_put(n->db, name, split, time_now_ms());
+  if (rc != 0) {
+    if (rc == -ENOENT) node_respond_unknown_worker(req, name);
+    else node_respond_error(req, 500, "registry write failed");
+    return;
+  }
+  node_procs_broadcast_changed(n, name);
+  respond_split(n, req, name);
+}
+
+static void put_split(node *n, http_request *req, const char *name) {
   if (!known_worker(n, req, name)) return;
   char *why = NULL;
   json_t *split = parse_split(req, &why);
@@ -147,26 +181,20 @@ static void put_split(node *n, http_request *req, const char *name) {
       return;
     }
   }
-  int rc = node_db_traffic_put(n->db, name, split, time_now_ms());
-  json_decref(split);
-  if (rc != 0) {
-    if (rc == -ENOENT) node_respond_unknown_worker(req, name);
-    else node_respond_error(req, 500, "registry write failed");
-    return;
-  }
   log_write(LOG_INFO, name, req->id, NULL, "traffic split set");
-  node_procs_broadcast_changed(n, name);
-  respond_split(n, req, name);
+  store_split(n, req, name, split);
+  json_decref(split);
 }
 
 static void delete_split(node *n, http_request *req, const char *name) {
   if (!known_worker(n, req, name)) return;
-  if (node_db_traffic_put(n->db, name, NULL, time_now_ms()) != 0) {
-    node_respond_error(req, 500, "registry write failed");
+  json_t *split = NULL;
+  if (node_db_traffic_get(n->db, name, &split) == 0 && split == NULL) {
+    respond_split(n, req, name); /* no split: nothing to end */
     return;
   }
-  node_procs_broadcast_changed(n, name);
-  respond_split(n, req, name);
+  json_decref(split);
+  store_split(n, req, name, NULL);
 }
 
 int node_traffic_route(node *n, http_request *req, const char *name, const char *sub) {
