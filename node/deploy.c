@@ -517,7 +517,7 @@ static void on_dev_deployed(node *n, void *data, int status, json_t *body) {
 }
 
 void node_deploy_dev(node *n, void (*done)(node *n)) {
-  json_t *spec = node_spec_single((const char *)node_hello_js, node_hello_js_len);
+  json_t *spec = node_spec_single((const char *)node_hello_js, node_hello_js_len, "index.js");
   if (spec == NULL) {
     log_error("--dev: the embedded examples/hello.js is not UTF-8");
     done(n);

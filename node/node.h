@@ -280,8 +280,8 @@ int node_db_event_list(node_db *db, int64_t max, json_t **rows);
 int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, json_t **spec,
                     json_t **error);
 
-/* The spec for a single module "index.js" holding `source`; NULL if not UTF-8. */
-json_t *node_spec_single(const char *source, size_t len);
+/* The spec for a single module `name` ("index.js") holding `source`; NULL if not UTF-8. */
+json_t *node_spec_single(const char *source, size_t len, const char *name);
 
 /* Milliseconds since the epoch as "2026-01-01T00:00:00.000Z". */
 void node_iso8601(int64_t ms, char out[32]);

@@ -378,11 +378,11 @@ done:
   return status;
 }
 
-json_t *node_spec_single(const char *source, size_t len) {
+json_t *node_spec_single(const char *source, size_t len, const char *name) {
   json_t *src = json_stringn(source, len);
   if (src == NULL) return NULL;
-  return json_pack("{s:s, s:{s:o}, s:{}, s:{s:i, s:i, s:i}}", "main_module", "index.js", "modules",
-                   "index.js", src, "bindings", "limits", "cpu_ms", PROTO_SPEC_DEFAULT_CPU_MS,
+  return json_pack("{s:s, s:{s:o}, s:{}, s:{s:i, s:i, s:i}}", "main_module", name, "modules",
+                   name, src, "bindings", "limits", "cpu_ms", PROTO_SPEC_DEFAULT_CPU_MS,
                    "memory_mb", PROTO_SPEC_DEFAULT_MEMORY_MB, "wall_ms", PROTO_SPEC_DEFAULT_WALL_MS);
 }
 
@@ -399,7 +399,10 @@ int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, j
                     json_t **error) {
   *spec = NULL;
   *error = NULL;
-  if (content_type && (media_type_is(content_type, "application/javascript") ||
+  /* One TypeScript module is index.ts, its types stripped where it is compiled. */
+  int ts = content_type && (media_type_is(content_type, "application/typescript") ||
+                            media_type_is(content_type, "text/typescript"));
+  if (content_type && (ts || media_type_is(content_type, "application/javascript") ||
                        media_type_is(content_type, "text/javascript"))) {
     if (len > NODE_SCRIPT_MAX_BYTES) {
       *error = too_large();
@@ -415,7 +418,7 @@ int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, j
       *error = error_body(NULL, NULL, "the script has a NUL byte");
       return 400;
     }
-    *spec = node_spec_single((const char *)body, len);
+    *spec = node_spec_single((const char *)body, len, ts ? "index.ts" : "index.js");
     if (*spec == NULL) {
       *error = error_body(NULL, NULL, "the script is not valid UTF-8");
       return 400;
@@ -425,7 +428,7 @@ int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, j
   if (content_type && media_type_is(content_type, "application/json"))
     return parse_json_body(body, len, spec, error);
   *error = error_body("content_type", content_type ? content_type : "",
-                      "unsupported content type: send application/javascript (one module) "
-                      "or application/json");
+                      "unsupported content type: send application/javascript or "
+                      "application/typescript (one module) or application/json");
   return 415;
 }

@@ -115,6 +115,17 @@ tsTest('enums, namespaces, parameter properties and <T> casts are refused at dep
   assert.equal((await node.control('GET', '/v1/workers/bad-ts')).status, 404, 'nothing deployed');
 });
 
+tsTest('one module sent as application/typescript is index.ts (so is a /v1/run body)', async () => {
+  const src = 'export default { fetch(r: Request): Response { return new Response("raw ts"); } };\n';
+  const r = await node.control('PUT', '/v1/workers/raw-ts', { body: src, headers: { 'content-type': 'application/typescript' } });
+  assert.equal(r.status, 201, r.text);
+  assert.deepEqual(r.json.modules, ['index.ts']);
+  assert.equal((await node.ingress('raw-ts', '/')).text, 'raw ts');
+  const run = await node.control('POST', '/v1/run', { body: src, headers: { 'content-type': 'text/typescript' } });
+  assert.equal(run.status, 200, run.text);
+  assert.equal(run.json.body, 'raw ts');
+});
+
 tsTest('a TypeScript syntax error is a 400 with its place', async () => {
   const r = await node.deploy('bad-ts', { 'index.ts': 'export default {\n  fetch(): Response { const x: = 1; }\n};\n' });
   assert.equal(r.status, 400, r.text);
