@@ -18,8 +18,6 @@
 
 #include "node.h"
 
-enum { TRAFFIC_MAX_VERSIONS = 4 };
-
 /* "5" (a positive decimal without leading zeros) as 5, else 0. */
 static int64_t version_of_key(const char *key) {
   if (key[0] < '1' || key[0] > '9' || strlen(key) > 15) return 0;
@@ -40,7 +38,7 @@ static int by_version_desc(const void *a, const void *b) {
 
 static json_t *sorted(json_t *split) {
   size_t n = json_array_size(split);
-  json_t *items[TRAFFIC_MAX_VERSIONS];
+  json_t *items[PROTO_TRAFFIC_MAX_VERSIONS];
   for (size_t i = 0; i < n; i++) items[i] = json_array_get(split, i);
   qsort(items, n, sizeof items[0], by_version_desc);
   json_t *out = json_array();
@@ -52,10 +50,10 @@ static json_t *sorted(json_t *split) {
 static json_t *parse_split(const http_request *req, char **why) {
   json_t *body = json_loadb(req->body ? (const char *)req->body : "", req->body_len, 0, NULL);
   if (!json_is_object(body) || json_object_size(body) == 0 ||
-      json_object_size(body) > TRAFFIC_MAX_VERSIONS) {
+      json_object_size(body) > PROTO_TRAFFIC_MAX_VERSIONS) {
     *why = xasprintf("the body must be a JSON object of 1 to %d versions and their percentages: "
                      "{\"VERSION\": PERCENT, ...}",
-                     TRAFFIC_MAX_VERSIONS);
+                     PROTO_TRAFFIC_MAX_VERSIONS);
     json_decref(body);
     return NULL;
   }

@@ -137,7 +137,7 @@ static void version_retire(worker *w, sandbox *sb) {
 
 /* Retires the versions of a traffic split and forgets their load errors. */
 static void split_retire(worker *w, tenant *t) {
-  for (int i = 0; i < TENANT_MAX_SPLIT; i++) {
+  for (int i = 0; i < PROTO_TRAFFIC_MAX_VERSIONS; i++) {
     version_retire(w, t->split[i]);
     t->split[i] = NULL;
     free(t->split_error[i]);
@@ -218,7 +218,7 @@ static int split_pick(const tenant *t, const sandbox_request *r) {
   json_array_foreach(split, i, entry) {
     below += json_integer_value(json_object_get(entry, "percent"));
     if (bucket < below)
-      return json_object_get(entry, "spec") && i < TENANT_MAX_SPLIT ? (int)i : -1;
+      return json_object_get(entry, "spec") && i < PROTO_TRAFFIC_MAX_VERSIONS ? (int)i : -1;
   }
   return -1;
 }
@@ -381,7 +381,7 @@ void tenant_free_all(worker *w) {
     w->tenants = t->next;
     fail_waiting(w, t, 503, "worker process shutting down", NULL);
     if (t->current) sandbox_dispose(t->current);
-    for (int i = 0; i < TENANT_MAX_SPLIT; i++) {
+    for (int i = 0; i < PROTO_TRAFFIC_MAX_VERSIONS; i++) {
       if (t->split[i]) sandbox_dispose(t->split[i]);
       free(t->split_error[i]);
     }

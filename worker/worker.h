@@ -102,9 +102,6 @@ typedef enum stats_child_outcome {
   STATS_CHILD_OUTCOMES
 } stats_child_outcome;
 
-/* Versions one traffic split may name (node/traffic.c's limit). */
-#define TENANT_MAX_SPLIT 4
-
 /* What this process knows of one deployed worker. */
 struct tenant {
   char *name;
@@ -117,8 +114,8 @@ struct tenant {
   char *load_error;      /* set when current failed to load; cleared on change */
   /* Under a traffic split (spec "traffic"), the other versions, by their
    * place in that list (the current version's place stays empty). */
-  sandbox *split[TENANT_MAX_SPLIT];
-  char *split_error[TENANT_MAX_SPLIT];
+  sandbox *split[PROTO_TRAFFIC_MAX_VERSIONS];
+  char *split_error[PROTO_TRAFFIC_MAX_VERSIONS];
   tenant_stats stats;
   size_t refs;           /* versions pointing here (current and retired) */
   size_t children;       /* its dynamic workers in this process, until freed (loader_link.c) */
