@@ -14,7 +14,9 @@
  * tenant's: a tenant's cold start stays within its own cpu_ms. An isolate
  * that hit a limit is discarded and made again for the next module.
  * Stripped sources are kept (kCacheBytes at most, oldest dropped first), so
- * a worker loaded again in this process is not stripped again.
+ * a worker loaded again in this process is not stripped again. The
+ * stripper holds about 50 MiB once it has run (its wasm code and memory):
+ * iso_typescript_trim() lets it and the cache go when idle.
  *
  * What cannot be stripped (enums, namespaces with values, parameter
  * properties, `<T>x` casts: syntax that would need code generated) and
@@ -81,6 +83,7 @@ const char kEpilogue[] =
 struct stripper {
   iso_worker *w = nullptr;
   v8::Global<v8::Function> strip;
+  uint64_t last_used_ns = 0;
 };
 
 thread_local stripper *current;
@@ -330,6 +333,7 @@ bool ts_strip(const iso_module *m, std::string *out, iso_error *err) {
     return false;
   }
   bool ok = false, broken = false;
+  s->last_used_ns = time_mono_ns();
   {
     mpk_scope inside(s->w);
     if (!guarded(s->w, [&]() { ok = strip_one(s, m, out, &broken, err); })) {
@@ -347,3 +351,14 @@ bool ts_strip(const iso_module *m, std::string *out, iso_error *err) {
 }
 
 }  // namespace iso
+
+void iso_typescript_trim(uint64_t idle_ms) {
+  using namespace iso;
+  if (current == nullptr || time_mono_ns() - current->last_used_ns < idle_ms * 1000000u) return;
+  stripper_free(current);
+  current = nullptr;
+  delete cache;
+  cache = nullptr;
+  log_info("TypeScript stripper let go after %llu s without a module to strip",
+           (unsigned long long)(idle_ms / 1000));
+}

@@ -187,3 +187,16 @@ tsTest('edgectl deploy of a project with main: "src/index.ts"', async () => {
   assert.deepEqual(shown.json.modules.sort(), ['index.ts', 'lib/greet.ts'], 'a .d.ts is not a module');
   assert.equal((await node.ingress('ts-project', '/')).text, 'hello project');
 });
+
+tsTest('an idle stripper is let go (--idle-timeout-s), and made again for the next module', async () => {
+  const idle = await startNode({ workers: 1, extraArgs: ['--idle-timeout-s', '1'] });
+  try {
+    const src = (word) => `export default { fetch(): Response { return new Response(${JSON.stringify(word)} as string); } };`;
+    await idle.deployOk('first', { 'index.ts': src('first') });
+    await idle.waitForLog((l) => /TypeScript stripper let go/.test(l.json?.msg ?? ''), { timeout: 15000, what: 'the stripper let go' });
+    await idle.deployOk('second', { 'index.ts': src('second') });
+    assert.equal((await idle.ingress('second', '/')).text, 'second');
+  } finally {
+    await idle.stop({ clean: true });
+  }
+});
