@@ -57,7 +57,7 @@
 #define JS_ERR_VERSION_TAKEN 10077
 
 static const char *const bucket_names[FLEET_BUCKETS] = {"workers", "egress", "secrets",
-                                                        "cordons", "members"};
+                                                        "cordons", "traffic", "members"};
 
 const char *fleet_bucket_name(fleet_bucket b) {
   return (unsigned)b < FLEET_BUCKETS ? bucket_names[b] : "?";

@@ -49,6 +49,7 @@ typedef enum fleet_bucket {
   FLEET_EGRESS,      /* worker name -> its egress rules (versioned) */
   FLEET_SECRETS,     /* secret name -> its value, encrypted for egress processes (versioned) */
   FLEET_CORDONS,     /* tenant name -> cordoned or suspended (versioned) */
+  FLEET_TRAFFIC,     /* worker name -> its traffic split over versions (versioned) */
   FLEET_MEMBERS,     /* node name -> its heartbeat: a KV bucket whose TTL ages it out */
   FLEET_BUCKETS
 } fleet_bucket;

@@ -340,6 +340,13 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
     error_set(err, ISO_ERR_INTERNAL, "the host's stream callbacks are incomplete");
     return nullptr;
   }
+  /* Before the tenant's isolate is entered: stripping is not its CPU. */
+  ts_stripped ts;
+  if (!ts_strip_options(o, &ts, err)) {
+    iso_error_clear(&local);
+    return nullptr;
+  }
+  if (ts.any) o = &ts.options;
   uint32_t memory_mb = o->limits.memory_mb ? o->limits.memory_mb : kDefaultMemoryMb;
   iso_worker *w = pool_take(memory_mb);
   if (w == nullptr && (w = worker_blank(memory_mb, err)) == nullptr) {

@@ -17,6 +17,10 @@
  *            an operator or by a node's monitor, held on every node
  *            (deleted: uncordoned). A suspension stays the node's whose
  *            dedicated process kept crashing (docs/fleet.md says why).
+ *   traffic  name -> {"split": [{"version", "percent"}], "current": N}: a
+ *            gradual deployment, set while the worker's version was N and
+ *            applied only where it still is (a deploy since ends it);
+ *            deleted: the split ended.
  * and membership: every node's heartbeat, read for GET /v1/fleet.
  *
  * Static stability: node.db is what the node serves from. With NATS away,
@@ -42,7 +46,8 @@
 #define APPLY_WAIT_MS 5000
 #define FLEET_OFFLINE_READY_MS 5000
 #define RECORD_BUCKETS \
-  ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_SECRETS) | (1u << FLEET_CORDONS))
+  ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_SECRETS) | (1u << FLEET_CORDONS) | \
+   (1u << FLEET_TRAFFIC))
 
 /* A write waiting to be applied here before it is answered. */
 typedef struct waiter {
@@ -194,6 +199,28 @@ static void apply_secret(struct node_fleet *nf, const char *name, json_t *rec, i
   node_egress_push_secret(n, name, workers, sealed);
 }
 
+/* A traffic split, stored only while the worker's version is the one it was
+ * set on: a deploy or rollback the fleet ordered after it has ended it. */
+static void apply_traffic(struct node_fleet *nf, const char *name, json_t *rec, int deleted) {
+  node *n = nf->n;
+  json_t *split = deleted ? NULL : json_object_get(rec, "split");
+  if (split) {
+    json_t *row = NULL;
+    int64_t current = node_db_worker_get(n->db, name, &row) == 0
+                          ? json_integer_value(json_object_get(row, "version")) : -1;
+    json_decref(row);
+    if (!json_is_array(split) ||
+        current != json_integer_value(json_object_get(rec, "current")))
+      return;
+  }
+  if (node_db_traffic_put(n->db, name, split, time_now_ms()) == -EIO) {
+    log_write(LOG_ERROR, name, NULL, NULL, "fleet: storing its traffic split failed: %s",
+              node_db_errmsg(n->db));
+    return;
+  }
+  node_procs_broadcast_changed(n, name);
+}
+
 static void answer(waiter *w, int status, json_t *body);
 static void answer_written(waiter *w);
 
@@ -239,6 +266,8 @@ static void apply(struct node_fleet *nf, fleet_bucket b, const char *name, const
     apply_secret(nf, name, rec, deleted);
   } else if (b == FLEET_CORDONS) {
     if (nf->n->cordon_hooks) nf->n->cordon_hooks->apply(nf->n, name, deleted ? NULL : rec);
+  } else if (b == FLEET_TRAFFIC) {
+    apply_traffic(nf, name, rec, deleted);
   }
   json_decref(rec);
   note_applied(nf, b, name, version);
@@ -454,6 +483,13 @@ void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_c
   json_t *rollback_of = json_object_get(spec, "rollback_of"); /* kept in every node's history */
   if (rollback_of) json_object_set(rec, "rollback_of", rollback_of);
   write_record(n, FLEET_WORKERS, name, rec, cb, data);
+  json_decref(rec);
+}
+
+void node_fleet_put_traffic(node *n, const char *name, json_t *split, int64_t current,
+                            node_fleet_cb cb, void *data) {
+  json_t *rec = split ? json_pack("{s:O, s:I}", "split", split, "current", (json_int_t)current) : NULL;
+  write_record(n, FLEET_TRAFFIC, name, rec, cb, data);
   json_decref(rec);
 }
 

@@ -138,7 +138,7 @@ const char *node_log_level_name(log_level level);
 typedef struct node_db node_db;
 
 /* PRAGMA user_version of a node.db this edgenode writes. */
-#define NODE_DB_SCHEMA_VERSION 3
+#define NODE_DB_SCHEMA_VERSION 4
 
 /* Versions of a worker node.db keeps (code and spec), the newest ones. */
 #define NODE_DB_VERSIONS_KEPT 20
@@ -203,6 +203,17 @@ int node_db_versions_list(node_db *db, const char *name, json_t **rows);
 /* 0 and *spec = a kept version as a deploy spec {"main_module", "modules",
  * "bindings", "limits", "egress"?} (caller decrefs), -ENOENT, or -EIO. */
 int node_db_version_get(node_db *db, const char *name, int64_t version, json_t **spec);
+
+/* 0 and *split = a worker's traffic split [{"version", "percent"}, ...], or
+ * NULL when it has none (all to the current version); -EIO. */
+int node_db_traffic_get(node_db *db, const char *name, json_t **split);
+/* Stores a split (checked by the caller), or with NULL ends it: 0, -ENOENT
+ * for a worker that is not deployed, -EIO. A deploy, rollback or delete of
+ * the worker ends its split too. */
+int node_db_traffic_put(node_db *db, const char *name, json_t *split, int64_t now_ms);
+/* Adds "traffic": the worker's split, each version but the current one with
+ * its spec, to a PROTO_WORKER_SPEC row; nothing when it has none. 0 or -EIO. */
+int node_db_traffic_attach(node_db *db, const char *name, json_t *row);
 
 /* The ingress routes as stored ([] when none; *updated_at 0 then), or NULL on a
  * database error. */
@@ -272,8 +283,8 @@ int node_db_event_list(node_db *db, int64_t max, json_t **rows);
 int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, json_t **spec,
                     json_t **error);
 
-/* The spec for a single module "index.js" holding `source`; NULL if not UTF-8. */
-json_t *node_spec_single(const char *source, size_t len);
+/* The spec for a single module `name` ("index.js") holding `source`; NULL if not UTF-8. */
+json_t *node_spec_single(const char *source, size_t len, const char *name);
 
 /* Milliseconds since the epoch as "2026-01-01T00:00:00.000Z". */
 void node_iso8601(int64_t ms, char out[32]);
@@ -549,6 +560,8 @@ int node_routes_route(node *n, http_request *req, const char *path);
 int node_workers_route(node *n, http_request *req, const char *path);
 /* GET /v1/workers/{name}/versions, POST /v1/workers/{name}/rollback: 0 for another sub. */
 int node_versions_route(node *n, http_request *req, const char *name, const char *sub);
+/* /v1/workers/{name}/traffic (traffic.c): GET, PUT, DELETE a traffic split. */
+int node_traffic_route(node *n, http_request *req, const char *name, const char *sub);
 
 /* tail.c: live logs, GET /v1/workers/{name}/tail and GET /v1/runs/{id}/tail
  * (docs/control-api.md). procs.c hands it worker processes' HELLOs and
@@ -595,6 +608,8 @@ void node_respond_method(http_request *req, const char *allow);
 void node_respond_invalid_name(http_request *req, const char *name);
 /* 404 {"error": "unknown worker", "name"}. */
 void node_respond_unknown_worker(http_request *req, const char *name);
+/* 404 {"error", "version", "kept": [the versions kept]}: VERSION of NAME is not kept. */
+void node_respond_not_kept(node *n, http_request *req, const char *name, int64_t version);
 /*
  * The value of `key` in the request target's query string (pairs split on '&'
  * and '=', names and values form-decoded: %XX, '+' for a space), copied into
@@ -753,6 +768,9 @@ const char *node_fleet_unready_reason(const node *n);
 typedef void (*node_fleet_cb)(node *n, void *data, int status, json_t *body);
 void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_cb cb, void *data);
 void node_fleet_delete_worker(node *n, const char *name, node_fleet_cb cb, void *data);
+/* A traffic split set while the worker's version was `current` (NULL: ended). */
+void node_fleet_put_traffic(node *n, const char *name, json_t *split, int64_t current,
+                            node_fleet_cb cb, void *data);
 void node_fleet_put_egress(node *n, const char *name, json_t *rules, node_fleet_cb cb, void *data);
 /* A change of a secret's record: each member NULL keeps what the record has. */
 typedef struct node_secret_edit {

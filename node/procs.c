@@ -326,6 +326,9 @@ static void on_worker_get(node_proc *p, uint32_t id, json_t *body) {
     json_object_set_new(limits, "cpu_ms", json_integer(PROTO_SPEC_DEFAULT_CPU_MS));
   if (json_object_get(limits, "memory_mb") == NULL)
     json_object_set_new(limits, "memory_mb", json_integer(PROTO_SPEC_DEFAULT_MEMORY_MB));
+  if (node_db_traffic_attach(p->owner->db, name, row) != 0)
+    log_write(LOG_ERROR, name, NULL, NULL, "traffic split unreadable, all to the current version: %s",
+              node_db_errmsg(p->owner->db));
   send_json(p, PROTO_WORKER_SPEC, id, row);
   json_decref(row);
 }

@@ -50,6 +50,10 @@
 #define PROTO_SPEC_DEFAULT_CHILDREN 100
 #define PROTO_SPEC_DEFAULT_PINNED_CHILDREN 20
 #define PROTO_SPEC_MAX_CHILDREN 1000
+/* Versions one traffic split (gradual deployment) may name: each one the
+ * split keeps serving is an isolate of its own in every process that
+ * serves the worker. */
+#define PROTO_TRAFFIC_MAX_VERSIONS 4
 
 /* Upper bounds (ms) of the request-duration histogram's buckets: a worker
  * process counts each tenant's requests into them, and the supervisor

@@ -659,30 +659,48 @@ static void answer_failure(sandbox_request *r, const iso_error *err) {
   }
 }
 
+http_header *sandbox_http_headers(const sandbox *sb, const iso_response *res, http_header *stack,
+                                  size_t stack_len, size_t *n) {
+  /* One more for x-edgenode-version. */
+  http_header *hs = res->n_headers < stack_len ? stack : xcalloc(res->n_headers + 1, sizeof *hs);
+  for (size_t i = 0; i < res->n_headers; i++) {
+    const iso_header *h = &res->headers[i];
+    hs[i].name = xstrndup(h->name, h->name_len);
+    hs[i].value = xstrndup(h->value, h->value_len);
+  }
+  *n = res->n_headers;
+  if (sb && sb->tell_version) {
+    char version[24];
+    snprintf(version, sizeof version, "%lld", (long long)sb->version);
+    hs[*n].name = xstrdup("x-edgenode-version");
+    hs[(*n)++].value = xstrdup(version);
+  }
+  return hs;
+}
+
+void sandbox_http_headers_free(http_header *hs, size_t n, const http_header *stack) {
+  for (size_t i = 0; i < n; i++) {
+    free(hs[i].name);
+    free(hs[i].value);
+  }
+  if (hs != stack) free(hs);
+}
+
 static void answer_client(sandbox_request *r, const iso_response *res, const iso_error *err) {
   if (r->req == NULL) return;
   if (res == NULL) {
     answer_failure(r, err);
     return;
   }
-  http_header stack[16];
-  http_header *hs = res->n_headers <= ARRAY_SIZE(stack) ? stack
-                                                        : xcalloc(res->n_headers, sizeof *hs);
   /* http_respond drops framing headers (Content-Length, Connection, ...) itself. */
-  for (size_t i = 0; i < res->n_headers; i++) {
-    const iso_header *h = &res->headers[i];
-    hs[i].name = xstrndup(h->name, h->name_len);
-    hs[i].value = xstrndup(h->value, h->value_len);
-  }
+  http_header stack[16];
+  size_t n = 0;
+  http_header *hs = sandbox_http_headers(r->sb, res, stack, ARRAY_SIZE(stack), &n);
   http_request *req = r->req;
   r->req = NULL;
   r->status = res->status;
-  http_respond(req, res->status, hs, res->n_headers, res->body, res->body_len);
-  for (size_t i = 0; i < res->n_headers; i++) {
-    free(hs[i].name);
-    free(hs[i].value);
-  }
-  if (hs != stack) free(hs);
+  http_respond(req, res->status, hs, n, res->body, res->body_len);
+  sandbox_http_headers_free(hs, n, stack);
 }
 
 /* ---- requests: dispatch ---- */

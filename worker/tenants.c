@@ -88,20 +88,22 @@ static const sandbox_ops version_ops = {
  * (CPU or heap) or no room, which another attempt may not repeat, rather
  * than something wrong with the code; *no_room: the process is at its
  * maximum of isolates and none is idle. */
-static sandbox *version_new(worker *w, tenant *t, char **error, int *transient, int *no_room) {
+static sandbox *version_new(worker *w, tenant *t, json_t *spec, char **error, int *transient,
+                            int *no_room) {
   iso_module *mods = NULL;
   const char *main_module = NULL;
   const char *why = NULL;
-  int n = spec_modules(t->spec, &mods, &main_module, &why);
+  int n = spec_modules(spec, &mods, &main_module, &why);
   if (n < 0) {
     *error = xstrdup(why);
     return NULL;
   }
   sandbox *sb = xcalloc(1, sizeof *sb);
-  sandbox_init(sb, w, SANDBOX_VERSION, &version_ops, t, t->spec, NULL);
+  sandbox_init(sb, w, SANDBOX_VERSION, &version_ops, t, spec, NULL);
+  sb->tell_version = json_object_get(t->spec, "traffic") != NULL;
   t->refs++;
-  char *env = spec_env_json(t->spec);
-  char *caps = spec_capabilities_json(t->spec);
+  char *env = spec_env_json(spec);
+  char *caps = spec_capabilities_json(spec);
   iso_worker_options options = {
       .calls = bindings_host_calls(),
       .modules = mods,
@@ -131,6 +133,16 @@ static void version_retire(worker *w, sandbox *sb) {
   sandbox_retire(sb);
   sb->next_retired = w->retired;
   w->retired = sb;
+}
+
+/* Retires the versions of a traffic split and forgets their load errors. */
+static void split_retire(worker *w, tenant *t) {
+  for (int i = 0; i < PROTO_TRAFFIC_MAX_VERSIONS; i++) {
+    version_retire(w, t->split[i]);
+    t->split[i] = NULL;
+    free(t->split_error[i]);
+    t->split_error[i] = NULL;
+  }
 }
 
 /* A tenant that moved out of this process closes its facet once nothing of
@@ -167,6 +179,7 @@ void tenant_set_placement(worker *w, tenant *t, tenant_placement placement) {
             t->current ? t->current->requests : 0);
   version_retire(w, t->current);
   t->current = NULL;
+  split_retire(w, t);
   t->stats.heap_used = 0;
   t->stats.dirty = 1; /* the next report says it is no longer loaded here */
   collect_retired(w);
@@ -180,6 +193,34 @@ static void fail_load(worker *w, sandbox_request *r, int status, const char *err
   sandbox_request_fail(r, status, msg, NULL);
   free(msg);
   sandbox_request_finish(w, r);
+}
+
+/* FNV-1a: the same key picks the same version in every worker process. */
+static uint64_t key_hash(const char *s) {
+  uint64_t h = 14695981039346656037u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211u;
+  return h;
+}
+
+/* Under a traffic split, the place in spec "traffic" of the version that
+ * the request's key picks; -1 for the current version (also when there is
+ * no split). The key is the X-Edgenode-Traffic-Key header, else the
+ * client's address. */
+static int split_pick(const tenant *t, const sandbox_request *r) {
+  json_t *split = json_object_get(t->spec, "traffic");
+  if (!json_is_array(split) || r->req == NULL) return -1;
+  const char *key = http_request_header(r->req, "x-edgenode-traffic-key");
+  char addr[64] = "";
+  if (key == NULL && http_request_peer(r->req, addr, sizeof addr) == 0) key = addr;
+  json_int_t bucket = (json_int_t)(key_hash(key ? key : "") % 100), below = 0;
+  size_t i;
+  json_t *entry;
+  json_array_foreach(split, i, entry) {
+    below += json_integer_value(json_object_get(entry, "percent"));
+    if (bucket < below)
+      return json_object_get(entry, "spec") && i < PROTO_TRAFFIC_MAX_VERSIONS ? (int)i : -1;
+  }
+  return -1;
 }
 
 static void tenant_run(worker *w, tenant *t, sandbox_request *r) {
@@ -206,35 +247,44 @@ static void tenant_run(worker *w, tenant *t, sandbox_request *r) {
       sandbox_request_finish(w, r);
       return;
   }
-  if (t->current && !sandbox_usable(t->current)) {
-    version_retire(w, t->current);
-    t->current = NULL;
+  json_t *spec = t->spec;
+  sandbox **slot = &t->current;
+  char **load_error = &t->load_error;
+  int at = split_pick(t, r);
+  if (at >= 0) {
+    spec = json_object_get(json_array_get(json_object_get(t->spec, "traffic"), (size_t)at), "spec");
+    slot = &t->split[at];
+    load_error = &t->split_error[at];
   }
-  if (t->current == NULL && t->load_error == NULL) {
+  if (*slot && !sandbox_usable(*slot)) {
+    version_retire(w, *slot);
+    *slot = NULL;
+  }
+  if (*slot == NULL && *load_error == NULL) {
     char *error = NULL;
     int transient = 0, no_room = 0;
-    t->current = version_new(w, t, &error, &transient, &no_room);
+    *slot = version_new(w, t, spec, &error, &transient, &no_room);
     if (no_room) {
       free(error);
       sandbox_request_fail(r, 503, "too many isolates in this process; try again", NULL);
       sandbox_request_finish(w, r);
       return;
     }
-    if (t->current == NULL && transient) {
+    if (*slot == NULL && transient) {
       /* Not remembered: the next request tries a fresh cold start. */
       fail_load(w, r, 500, error);
       free(error);
       return;
     }
-    if (t->current == NULL) t->load_error = error;
+    if (*slot == NULL) *load_error = error;
     else t->stats.cold_starts++;
   }
-  if (t->current == NULL) {
-    fail_load(w, r, 500, t->load_error);
+  if (*slot == NULL) {
+    fail_load(w, r, 500, *load_error);
     return;
   }
-  t->current->last_used_ns = time_mono_ns();
-  sandbox_request_submit(t->current, r);
+  (*slot)->last_used_ns = time_mono_ns();
+  sandbox_request_submit(*slot, r);
 }
 
 static void send_get(worker *w, tenant *t) {
@@ -326,6 +376,7 @@ void tenant_changed(worker *w, const char *name) {
   t->load_error = NULL;
   version_retire(w, t->current);
   t->current = NULL;
+  split_retire(w, t);
   collect_retired(w);
 }
 
@@ -341,6 +392,10 @@ void tenant_free_all(worker *w) {
     w->tenants = t->next;
     fail_waiting(w, t, 503, "worker process shutting down", NULL);
     if (t->current) sandbox_dispose(t->current);
+    for (int i = 0; i < PROTO_TRAFFIC_MAX_VERSIONS; i++) {
+      if (t->split[i]) sandbox_dispose(t->split[i]);
+      free(t->split_error[i]);
+    }
     tenant_free(t);
   }
 }

@@ -113,6 +113,10 @@ struct tenant {
   sandbox *current;      /* the version new requests go to */
   char *load_error;      /* set when current failed to load; cleared on change */
   int facets_here;       /* in a fleet: this node owns its facets (facet_link.c); cleared on change */
+  /* Under a traffic split (spec "traffic"), the other versions, by their
+   * place in that list (the current version's place stays empty). */
+  sandbox *split[PROTO_TRAFFIC_MAX_VERSIONS];
+  char *split_error[PROTO_TRAFFIC_MAX_VERSIONS];
   tenant_stats stats;
   size_t refs;           /* versions pointing here (current and retired) */
   size_t children;       /* its dynamic workers in this process, until freed (loader_link.c) */
