@@ -474,6 +474,8 @@ int main(int argc, char **argv) {
   /* Before the tenants go; a report this small is written at once, before
    * the channel is closed below. */
   stats_flush(&self);
+  gate_stop(&self); /* its responses hold their sandboxes */
+  tenant_hold_stop(&self);
   tenant_free_all(&self);
   pool_stop();
   facet_link_stop(&self);

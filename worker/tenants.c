@@ -223,6 +223,69 @@ static int split_pick(const tenant *t, const sandbox_request *r) {
   return -1;
 }
 
+/* ---- Requests waiting for a tenant being handed over ---- */
+
+#define HOLD_SWEEP_MS 100
+#define HOLD_MAX_MS 15000
+
+typedef struct facet_hold {
+  struct facet_hold *next;
+  sandbox_request *r;
+  uint64_t until_ns;
+} facet_hold;
+
+static void on_hold_sweep(uv_timer_t *timer) {
+  worker *w = timer->data;
+  facet_hold *list = w->facet_held;
+  w->facet_held = NULL;
+  uint64_t now = time_mono_ns();
+  while (list) {
+    facet_hold *h = list;
+    list = h->next;
+    sandbox_request *r = h->r;
+    if (now >= h->until_ns) {
+      sandbox_request_fail_retry(r, "the tenant's facets are being handed over to another node; "
+                                    "try again");
+      sandbox_request_finish(w, r);
+    } else {
+      w->facet_holding_until = h->until_ns;
+      tenant_submit(w, r);
+    }
+    free(h);
+  }
+  w->facet_holding_until = 0;
+  if (w->facet_held == NULL) uv_timer_stop(timer);
+}
+
+void tenant_hold(worker *w, sandbox_request *r) {
+  if (!w->facet_timer_open) {
+    uv_timer_init(w->loop, &w->facet_timer);
+    w->facet_timer.data = w;
+    w->facet_timer_open = 1;
+  }
+  facet_hold *h = xcalloc(1, sizeof *h);
+  h->r = r;
+  /* Held again by the sweep: it keeps its first deadline. */
+  h->until_ns = w->facet_holding_until ? w->facet_holding_until
+                                       : time_mono_ns() + (uint64_t)HOLD_MAX_MS * 1000000u;
+  h->next = w->facet_held;
+  w->facet_held = h;
+  if (!uv_is_active((uv_handle_t *)&w->facet_timer))
+    uv_timer_start(&w->facet_timer, on_hold_sweep, HOLD_SWEEP_MS, HOLD_SWEEP_MS);
+}
+
+void tenant_hold_stop(worker *w) {
+  while (w->facet_held) {
+    facet_hold *h = w->facet_held;
+    w->facet_held = h->next;
+    sandbox_request_fail(h->r, 503, "worker process shutting down", NULL);
+    sandbox_request_finish(w, h->r);
+    free(h);
+  }
+  if (w->facet_timer_open) uv_close((uv_handle_t *)&w->facet_timer, NULL);
+  w->facet_timer_open = 0;
+}
+
 static void tenant_run(worker *w, tenant *t, sandbox_request *r) {
   if (t->placement != TENANT_SHARED && w->config.dedicated == NULL) {
     /* Moved out while the request waited for the spec. */
@@ -241,7 +304,7 @@ static void tenant_run(worker *w, tenant *t, sandbox_request *r) {
   switch (facet_link_place(w, t, r->req, text, sizeof text)) {
     case FACET_HERE: break;
     case FACET_FORWARD: handoff_forward(w, t, sandbox_request_hand_over(w, r), text); return;
-    case FACET_WAIT: facet_link_hold(w, r); return;
+    case FACET_WAIT: tenant_hold(w, r); return;
     case FACET_REFUSED:
       sandbox_request_fail_retry(r, text);
       sandbox_request_finish(w, r);

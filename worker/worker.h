@@ -184,7 +184,7 @@ typedef struct worker {
   uv_timer_t evict_timer;
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
   int replica_fd;             /* the connection to replica_socket, or -1 (facet_link.c) */
-  struct facet_hold *facet_held; /* requests waiting for a hand-over (facet_link.c) */
+  struct facet_hold *facet_held; /* requests waiting for a hand-over (tenants.c) */
   struct gated *gated;           /* responses waiting for their writes' commit (gate.c) */
   uv_idle_t gate_idle;           /* commits the batch once per loop turn */
   int gate_idle_open;
@@ -333,6 +333,11 @@ void tenant_changed(worker *w, const char *name);
  * once the last of its versions is freed. */
 void tenant_set_placement(worker *w, tenant *t, tenant_placement placement);
 void tenant_free_all(worker *w);
+/* A request whose tenant is being handed over by another node: submitted
+ * again every 100 ms, for up to 15 s (then 503); tenant_hold_stop answers
+ * those still held at exit. */
+void tenant_hold(worker *w, sandbox_request *r);
+void tenant_hold_stop(worker *w);
 
 /* bindings.c: host calls from a version's JavaScript, by binding kind. */
 const iso_host_calls *bindings_host_calls(void);
@@ -351,15 +356,14 @@ void facet_link_changed(worker *w, const char *tenant);
  * runs only where its facets are owned (taken over here first when nobody
  * owns them). FACET_FORWARD: `text` is the socket to forward it through
  * (handoff_forward); FACET_WAIT: the owner is handing the tenant over
- * (facet_link_hold); FACET_REFUSED: `text` says why (answered 503 before
+ * (tenant_hold); FACET_REFUSED: `text` says why (answered 503 before
  * any of its JavaScript ran). A forwarded request carries
  * FACET_FORWARDED_HEADER and is never forwarded again. */
 typedef enum facet_place { FACET_HERE, FACET_FORWARD, FACET_WAIT, FACET_REFUSED } facet_place;
 #define FACET_FORWARDED_HEADER "X-Edgenode-Forwarded"
 facet_place facet_link_place(worker *w, tenant *t, const http_request *req, char *text,
                              size_t text_len);
-/* Holds the request and submits it again every 100 ms, for up to 15 s. */
-void facet_link_hold(worker *w, sandbox_request *r);
+
 /*
  * The output gate (docs/workers.md, "Durability"). A facet's writes wait in
  * one implicit transaction until the next of these: a response or a piece
