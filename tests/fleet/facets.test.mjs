@@ -70,28 +70,36 @@ async function ownerIndex(nodes, tenant = 'notes') {
 }
 
 // One request in NATS' client protocol (no library needed): the first
-// answer to our inbox, as text.
+// answer to our inbox, as text ("no responders" rejects at once).
 function natsRequest(port, subject, payload) {
   return new Promise((resolve, reject) => {
     const c = net.connect(port, '127.0.0.1');
     let buf = '';
     c.on('data', (d) => {
       buf += d;
-      const m = /MSG _INBOX\.t 1 (\d+)\r\n/.exec(buf);
-      if (m && buf.length >= m.index + m[0].length + Number(m[1])) {
-        c.end();
-        resolve(buf.slice(m.index + m[0].length, m.index + m[0].length + Number(m[1])));
-      } else if (buf.includes('-ERR')) {
+      if (buf.includes('-ERR')) {
         c.destroy();
         reject(new Error(buf));
+        return;
       }
+      // MSG <subject> <sid> <bytes> or HMSG <subject> <sid> <header bytes> <total bytes>
+      const m = /(H?)MSG _INBOX\.t 1 (\d+)(?: (\d+))?\r\n/.exec(buf);
+      if (!m) return;
+      const total = Number(m[3] ?? m[2]);
+      const start = m.index + m[0].length;
+      if (buf.length < start + total) return;
+      c.end();
+      const headers = m[1] ? Number(m[2]) : 0;
+      const head = buf.slice(start, start + headers);
+      if (/^NATS\/1\.0 503/.test(head)) reject(new Error(`no responders for ${subject}`));
+      else resolve(buf.slice(start + headers, start + total));
     });
     c.on('error', reject);
     c.setTimeout(5000, () => {
       c.destroy();
       reject(new Error(`no answer to ${subject} within 5 s`));
     });
-    c.write(`CONNECT {"verbose":false}\r\nSUB _INBOX.t 1\r\n` +
+    c.write(`CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\nSUB _INBOX.t 1\r\n` +
       `PUB ${subject} _INBOX.t ${Buffer.byteLength(payload)}\r\n${payload}\r\n`);
   });
 }
@@ -103,7 +111,8 @@ async function natsPublish(port, subject, payload) {
     try {
       text = await natsRequest(port, subject, payload);
     } catch (err) {
-      if (attempt === 2) throw err;
+      if (attempt === 4) throw err;
+      await sleep(500);
     }
   }
   const ack = JSON.parse(text);
