@@ -204,6 +204,9 @@ describe('a fleet of three nodes', () => {
 
   test('egress rules set on one node reach the others', async () => {
     await nodes[0].deploy('caller', worker('calls out'));
+    // the deploy is acknowledged once applied on node 1; node 2 applies it from its watch
+    await waitFor(async () => (await nodes[1].control('GET', '/v1/workers/caller')).status === 200,
+      { timeout: 5000, what: 'the worker on node 2' });
     const rules = [{ match: 'https://api.example.com/*' }];
     const r = await nodes[1].control('PUT', '/v1/workers/caller/egress', { body: { rules } });
     assert.equal(r.status, 200, r.text);
