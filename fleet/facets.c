@@ -161,12 +161,17 @@ static owned *find(fleet_facets *ff, const char *tenant, int add) {
   return o;
 }
 
-/* The tenant is not this node's any more; its workers are told (once). */
+/* The tenant is not this node's any more: its copy goes, and its workers
+ * are told (once). The caller holds o->busy, so no take-over of the
+ * tenant is rebuilding the copy meanwhile. */
 static void lose(fleet_facets *ff, owned *o, const char *why) {
   pthread_mutex_lock(&ff->mu);
   int was = o->held;
   o->held = 0;
+  fleet_replay store = ff->store;
+  int have_store = ff->have_store;
   pthread_mutex_unlock(&ff->mu);
+  if (was && have_store && store.drop) store.drop(store.arg, o->tenant);
   if (was) {
     log_write(LOG_WARN, o->tenant, NULL, NULL, "facets: this node no longer owns them: %s", why);
     fleet__post_facet_lost(ff->f, o->tenant, why);

@@ -229,6 +229,9 @@ typedef struct fleet_replay {
                  size_t len, char *why, size_t why_len);
   int (*dump)(void *arg, const char *tenant, fleet_emit_fn emit, void *ctx, char *why,
               size_t why_len);
+  /* The node no longer owns the tenant: its copy goes (no take-over of
+   * the tenant runs meanwhile). */
+  void (*drop)(void *arg, const char *tenant);
   void *arg;
 } fleet_replay;
 

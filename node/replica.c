@@ -175,6 +175,8 @@ static int begin_copy(void *arg, const char *tenant) {
   return 0;
 }
 
+static void drop_copy(void *arg, const char *tenant) { (void)begin_copy(arg, tenant); }
+
 /* The file of one of the tenant's facets here, its directory made (a
  * child's) and handed to the workers' user; NULL with why. */
 static char *copy_path(struct node_replica *r, const char *tenant, const char *facet_id,
@@ -322,7 +324,7 @@ static int on_acquire(conn *c, const proto_frame *fr) {
   if (!allowed(c->r, c->pid, tenant))
     return answer(c, fr->id, 0, "this process does not serve that tenant");
   fleet_replay rp = {.begin = begin_copy, .record = apply_record, .restore = restore_file,
-                     .dump = dump_tenant, .arg = c->r};
+                     .dump = dump_tenant, .drop = drop_copy, .arg = c->r};
   char owner[128], why[512];
   int rc = fleet_facet_acquire(c->r->link, tenant, &rp, owner, sizeof owner, why, sizeof why);
   char path[256];

@@ -6,6 +6,7 @@
 // without a failed request.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -281,6 +282,7 @@ describe('facets in a fleet', () => {
         assert.deepEqual(JSON.parse(direct.text).ids, expected, 'the new owner has the same rows');
         const fleet = await nodes[0].control('GET', '/v1/fleet');
         assert.ok(!fleet.json.facets.includes('stopped'), 'the resumed node does not claim the tenant');
+        assert.ok(!existsSync(path.join(nodes[0].dataDir, 'facets', 'stopped.sqlite')), 'and dropped its copy');
         const events = await nodes[0].control('GET', '/v1/events');
         assert.ok(JSON.stringify(events.json).includes('facets_lost'), 'the loss is an event');
       } finally {
