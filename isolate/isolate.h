@@ -136,6 +136,12 @@ typedef struct iso_host {
  * core. Returns 0 or -1. */
 int iso_platform_init(void);
 
+/* Maps Pyodide's files from `dir` (the npm package's directory) for Python
+ * workers (docs/python.md); before the process's jail closes the file
+ * system. Returns 0, or a negative errno: Python workers then fail with
+ * "Python is not available in this process". */
+int iso_python_open(const char *dir);
+
 /* "10.2.154.26-node.37" */
 const char *iso_v8_version(void);
 

@@ -12,6 +12,7 @@
  * it at most.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -160,6 +161,42 @@ bool compile_wasm(iso_worker *w, v8::Local<v8::Context> context, const iso_modul
   return true;
 }
 
+bool is_python_name(const char *name) {
+  size_t n = strlen(name);
+  return n > 3 && strcmp(name + n - 3, ".py") == 0;
+}
+
+/* `s` as a JavaScript string literal. */
+std::string js_quote(const char *s, size_t n) {
+  std::string out = "\"";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += (char)c;
+    } else if (c < 0x20) {
+      char esc[8];
+      snprintf(esc, sizeof esc, "\\u%04x", c);
+      out += esc;
+    } else {
+      out += (char)c;
+    }
+  }
+  return out + "\"";
+}
+
+/* A .py module becomes the JavaScript that runs it on Pyodide
+ * (runtime/46-python.js): its default export has fetch() calling the
+ * module's on_fetch, and run() its run, so a deployed worker and
+ * /v1/run's wrapper take it as they take a JavaScript module. */
+std::string python_wrapper(const iso_module *m) {
+  return "const handler = globalThis[Symbol.for('edgenode.python')](" +
+         js_quote(m->source ? m->source : "", m->source_len) + ", " +
+         js_quote(m->name, strlen(m->name)) +
+         ");\nexport default handler;\n"
+         "export function run(input, env) { return handler.run(input, env); }\n";
+}
+
 bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module *m,
                  iso_error *err) {
   v8::Isolate *isolate = context->GetIsolate();
@@ -177,6 +214,14 @@ bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module
   if (is_wasm_name(m->name))
     return compile_wasm(w, context, m, err);
 
+  std::string python;
+  iso_module as_js = *m;
+  if (is_python_name(m->name)) {
+    python = python_wrapper(m);
+    as_js.source = python.data();
+    as_js.source_len = python.size();
+    m = &as_js;
+  }
   v8::Local<v8::String> source;
   if (m->source_len > (size_t)v8::String::kMaxLength ||
       !v8::String::NewFromUtf8(isolate, m->source ? m->source : "", v8::NewStringType::kNormal,

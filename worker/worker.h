@@ -144,6 +144,7 @@ typedef struct worker_config {
   const char *egress_socket;  /* the egress process's unix socket; NULL: fetch() fails */
   const char *dedicated;      /* --tenant: the one tenant a dedicated process serves; NULL when shared */
   int running_fd;             /* the supervisor's running slot (proto_running), or -1 */
+  const char *python_dir;     /* Pyodide's npm package directory; NULL: beside the binary */
 } worker_config;
 
 /* Dynamic workers that can be found again, by (parent, kind, key) (loader_link.c). */

@@ -1,0 +1,245 @@
+// Python workers: a .py main module runs on Pyodide (docs/python.md).
+//
+// isolate/modules.cc turns a .py module into a JavaScript module calling
+// the function below with the Python source; its handler boots an
+// interpreter on first use and calls the module's on_fetch(request, env) or
+// run(input). Pyodide's files come from the process (python.cc): its two
+// classic scripts run through importScripts, its data files and its wasm
+// module through a fetch and an instantiateStreaming that serve only them,
+// and only while the interpreter boots. Nothing is downloaded.
+//
+// Takes from
+//   00-util.js: defineGlobal
+//   41-response.js: Response
+
+const kPythonBase = 'https://pyodide.edgenode.invalid/';
+const kPythonNoPackages = 'Python packages other than the standard library are not available ' +
+  'here: the node runs Pyodide offline (no loadPackage, no micropip)';
+
+// The Python half of the handler, run once in each interpreter.
+const kPythonGlue = `
+import json as _json, sys as _sys, types as _types, inspect as _inspect
+
+class _Text(str):
+    def __await__(self):
+        if False:
+            yield
+        return str(self)
+
+class _Bytes(bytes):
+    def __await__(self):
+        if False:
+            yield
+        return bytes(self)
+
+class _Dict(dict):
+    def __await__(self):
+        if False:
+            yield
+        return dict(self)
+
+class _List(list):
+    def __await__(self):
+        if False:
+            yield
+        return list(self)
+
+def _awaitable(value):
+    for plain, wrap in ((dict, _Dict), (list, _List), (str, _Text)):
+        if type(value) is plain:
+            return wrap(value)
+    return value
+
+class Request:
+    """The request given to on_fetch: method, url, headers (a dict of
+    lowercased names), and the body through text(), bytes() and json(),
+    which can be awaited or not."""
+    def __init__(self, method, url, headers, body):
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self._body = body
+    def bytes(self):
+        return _Bytes(self._body)
+    def text(self):
+        return _Text(self._body.decode('utf-8', 'replace'))
+    def json(self):
+        return _awaitable(_json.loads(self._body.decode('utf-8')))
+
+class Response:
+    """What on_fetch may return (as may a str, bytes, dict or list)."""
+    def __init__(self, body='', status=200, headers=None):
+        self.body = body
+        self.status = status
+        self.headers = dict(headers or {})
+    @staticmethod
+    def json(value, status=200, headers=None):
+        h = {'content-type': 'application/json'}
+        h.update(headers or {})
+        return Response(_json.dumps(value), status, h)
+
+_workers = _types.ModuleType('workers')
+_workers.Request = Request
+_workers.Response = Response
+_sys.modules['workers'] = _workers
+
+def _answer(r):
+    if isinstance(r, Response):
+        body, status, headers = r.body, r.status, dict(r.headers)
+    elif isinstance(r, (str, bytes, bytearray)):
+        body, status, headers = r, 200, {}
+    elif isinstance(r, (dict, list)):
+        body, status, headers = _json.dumps(r), 200, {'content-type': 'application/json'}
+    else:
+        raise TypeError('on_fetch must return a str, bytes, dict, list or workers.Response, '
+                        'not ' + type(r).__name__)
+    if isinstance(body, str):
+        body = body.encode('utf-8')
+        headers.setdefault('content-type', 'text/plain;charset=UTF-8')
+    elif not isinstance(body, (bytes, bytearray)):
+        raise TypeError('a Response body must be str or bytes, not ' + type(body).__name__)
+    return (int(status), _json.dumps(headers), bytes(body))
+
+async def _answer_later(coro):
+    return _answer(await coro)
+
+def _fetch(ns, method, url, headers_json, body, env_json):
+    handler = ns.get('on_fetch')
+    if not callable(handler):
+        raise TypeError('the Python module defines no on_fetch(request, env)')
+    req = Request(method, url, _json.loads(headers_json), body.to_bytes())
+    r = handler(req, _json.loads(env_json))
+    return _answer_later(r) if _inspect.isawaitable(r) else _answer(r)
+
+async def _result_later(coro):
+    return _json.dumps(await coro)
+
+def _run(ns, input_json, env_json):
+    handler = ns.get('run')
+    if not callable(handler):
+        raise TypeError('the Python module defines no run(input)')
+    args = [_json.loads(input_json)]
+    if len(_inspect.signature(handler).parameters) > 1:
+        args.append(_json.loads(env_json))
+    r = handler(*args)
+    return _result_later(r) if _inspect.isawaitable(r) else _json.dumps(r)
+
+def _reseed():
+    import random
+    random.seed()
+`;
+
+const pythonShimmed = ['importScripts', 'location', 'fetch'];
+
+// Pyodide's own boot, with the shims its loader needs in place only while
+// it runs.
+async function pythonBoot() {
+  const WA = globalThis.WebAssembly;
+  const saved = pythonShimmed.map((name) => Object.getOwnPropertyDescriptor(globalThis, name));
+  const savedStreaming = WA.instantiateStreaming;
+  const wasm = new Response(null, { headers: { 'content-type': 'application/wasm' } });
+  const own = (url) => {
+    const s = String(url);
+    return s.startsWith(kPythonBase) ? s.slice(kPythonBase.length) : null;
+  };
+  const shims = {
+    importScripts(...urls) {
+      for (const url of urls) native.pythonScript(own(url) ?? '');
+    },
+    location: { href: kPythonBase, origin: new URL(kPythonBase).origin, toString: () => kPythonBase },
+    async fetch(url) {
+      const name = own(url);
+      if (name === 'pyodide.asm.wasm') return wasm;
+      if (name === null) throw new TypeError(kPythonNoPackages);
+      return new Response(native.pythonFile(name));
+    },
+  };
+  for (const name of pythonShimmed) defineGlobal(name, shims[name]);
+  WA.instantiateStreaming = async (source, imports) => {
+    if ((await source) !== wasm) return savedStreaming(source, imports);
+    const module = native.pythonModule();
+    return { module, instance: new WA.Instance(module, imports) };
+  };
+  try {
+    if (typeof globalThis.loadPyodide !== 'function') native.pythonScript('pyodide.js');
+    return await globalThis.loadPyodide({
+      indexURL: kPythonBase,
+      packages: [],
+      stdout: (line) => console.log(line),
+      stderr: (line) => console.error(line),
+    });
+  } finally {
+    WA.instantiateStreaming = savedStreaming;
+    pythonShimmed.forEach((name, i) => {
+      if (saved[i]) Object.defineProperty(globalThis, name, saved[i]);
+      else delete globalThis[name];
+    });
+  }
+}
+
+async function pythonInterpreter() {
+  const py = await pythonBoot();
+  const refuse = async () => { throw new Error(kPythonNoPackages); };
+  py.loadPackage = refuse;
+  py.loadPackagesFromImports = refuse;
+  py.runPython(kPythonGlue);
+  return py;
+}
+
+// The handler of one .py module. The interpreter and the module's globals
+// live as long as the isolate, as a JavaScript module's do; an entry cut
+// short (the CPU limit) leaves the interpreter in an unknown state, so the
+// next request boots a new one.
+function pythonHandler(source, name) {
+  let state = null;
+  let busy = false;
+  async function ready() {
+    if (busy) state = null;
+    if (state === null) {
+      state = (async () => {
+        const py = await pythonInterpreter();
+        const glue = py.globals;
+        const ns = py.runPython('dict')();
+        ns.set('__name__', '__main__');
+        ns.set('__file__', name);
+        py.runPython(source, { globals: ns, filename: name });
+        return { py, glue, ns };
+      })();
+      state.catch(() => { state = null; });
+    }
+    return state;
+  }
+  async function call(fn) {
+    const s = await ready();
+    busy = true;
+    try {
+      return await fn(s);
+    } finally {
+      busy = false;
+    }
+  }
+  return {
+    fetch(request, env) {
+      return call(async ({ glue, ns }) => {
+        const body = new Uint8Array(await request.arrayBuffer());
+        const headers = {};
+        for (const [k, v] of request.headers) headers[k] = v;
+        const answer = await glue.get('_fetch')(ns, request.method, request.url,
+          JSON.stringify(headers), body, JSON.stringify(env ?? {}));
+        const [status, headersJson, bytes] = answer.toJs();
+        answer.destroy();
+        return new Response(status === 204 || status === 304 ? null : bytes,
+          { status, headers: JSON.parse(headersJson) });
+      });
+    },
+    run(input, env) {
+      return call(async ({ glue, ns }) => {
+        const text = await glue.get('_run')(ns, JSON.stringify(input ?? null),
+          JSON.stringify(env ?? {}));
+        return JSON.parse(text);
+      });
+    },
+  };
+}
+
+defineGlobal(Symbol.for('edgenode.python'), pythonHandler);
