@@ -341,7 +341,9 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
     return nullptr;
   }
   uint32_t memory_mb = o->limits.memory_mb ? o->limits.memory_mb : kDefaultMemoryMb;
-  iso_worker *w = pool_take(memory_mb);
+  iso_worker *w = python_take(memory_mb, o);
+  if (w == nullptr)
+    w = pool_take(memory_mb);
   if (w == nullptr && (w = worker_blank(memory_mb, err)) == nullptr) {
     iso_error_clear(&local);
     return nullptr;

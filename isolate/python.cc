@@ -9,13 +9,26 @@
  * first context that asks, and every later context instantiates the same
  * compiled code (CompiledWasmModule): compiling it took most of a cold
  * boot's CPU.
+ *
+ * Booting an interpreter still takes about two seconds of CPU (Pyodide's
+ * JavaScript set-up and Python's own start), far from a cold start in
+ * tens of milliseconds. So a thread of its own keeps a few workers with an
+ * interpreter booted and nothing else (iso_python_pool_start): a request
+ * for Python takes one (python_take), which is then its own for good, and
+ * the thread boots the next. Each boot is separate: no two sandboxes share
+ * an interpreter's state, hash() key or random state (docs/python.md).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <condition_variable>
 
 #include "internal.h"
 #include "natives.h"
@@ -131,6 +144,9 @@ void python_module(const Info &info) {
     crypto::throw_error(isolate, "Python is not available in this process (no Pyodide wasm module)");
     return;
   }
+  iso_worker *w = worker_of(isolate->GetCurrentContext());
+  if (w != nullptr)
+    w->python = true;
   std::lock_guard<std::mutex> lock(compiled_mu);
   v8::Local<v8::WasmModuleObject> module;
   if (compiled) {
@@ -145,7 +161,124 @@ void python_module(const Info &info) {
   info.GetReturnValue().Set(module);
 }
 
+/* ---- the pool of booted interpreters ---- */
+
+constexpr int kBooterNice = 10;
+constexpr auto kBootRetryAfter = std::chrono::seconds(5);
+
+std::mutex pool_mu;
+std::condition_variable pool_wanted;
+std::vector<iso_worker *> pool_ready; /* under pool_mu, as all below */
+size_t pool_target = 0;
+uint32_t pool_memory_mb = 0;
+bool pool_stopping = false;
+bool pool_running = false;
+pthread_t pool_thread;
+
+void quiet_log(void *, uint64_t, iso_log_level, const char *, size_t) {}
+int quiet_timer_start(void *, uint64_t, uint32_t, double) { return -1; }
+void quiet_timer_cancel(void *, uint32_t) {}
+void quiet_respond(void *, uint64_t, const iso_response *, const iso_error *) {}
+void quiet_done(void *, uint64_t) {}
+const iso_host quiet_host = {nullptr, quiet_log, quiet_timer_start, quiet_timer_cancel,
+                             quiet_respond, quiet_done, nullptr};
+
+/* Boots Pyodide in a blank worker (46-python.js, pythonPrepare). Its boot
+ * settles on microtasks alone: nothing else runs here to settle it. */
+bool python_boot(iso_worker *w) {
+  w->host = quiet_host;
+  mpk_scope inside(w);
+  v8::Isolate *isolate = w->isolate;
+  v8::Isolate::Scope isolate_scope(isolate);
+  v8::HandleScope handles(isolate);
+  v8::Local<v8::Context> context = w->context.Get(isolate);
+  v8::Context::Scope context_scope(context);
+  v8::TryCatch tc(isolate);
+  v8::Local<v8::Value> prepare, result;
+  v8::Local<v8::Symbol> key = v8::Symbol::For(isolate, str(isolate, "edgenode.python.prepare"));
+  bool ok = context->Global()->Get(context, key).ToLocal(&prepare) && prepare->IsFunction() &&
+            prepare.As<v8::Function>()->Call(context, v8::Undefined(isolate), 0, nullptr)
+                .ToLocal(&result) && result->IsPromise();
+  if (ok) {
+    isolate->PerformMicrotaskCheckpoint();
+    v8::Local<v8::Promise> p = result.As<v8::Promise>();
+    ok = p->State() == v8::Promise::kFulfilled;
+    if (!ok) {
+      v8::String::Utf8Value why(isolate, p->State() == v8::Promise::kRejected
+                                             ? p->Result()
+                                             : str(isolate, "it waited for a timer").As<v8::Value>());
+      log_error("could not boot a Python interpreter: %s", *why ? *why : "?");
+    }
+  }
+  w->host = iso_host{};
+  return ok;
+}
+
+void *booter_main(void *) {
+  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), kBooterNice) != 0)
+    log_debug("the Python pool's thread keeps its priority: %s", strerror(errno));
+  mpk_thread_close();
+  std::unique_lock<std::mutex> lock(pool_mu);
+  while (!pool_stopping) {
+    if (pool_ready.size() >= pool_target) {
+      pool_wanted.wait(lock);
+      continue;
+    }
+    uint32_t memory_mb = pool_memory_mb;
+    lock.unlock();
+    iso_error err = {};
+    iso_worker *w = worker_blank(memory_mb, &err);
+    if (w != nullptr && !python_boot(w)) {
+      worker_destroy(w);
+      w = nullptr;
+    } else if (w == nullptr) {
+      log_error("could not make an isolate for Python: %s", err.message ? err.message : "?");
+    }
+    iso_error_clear(&err);
+    lock.lock();
+    if (w == nullptr) {
+      pool_wanted.wait_for(lock, kBootRetryAfter);
+      continue;
+    }
+    if (memory_mb != pool_memory_mb || pool_stopping) {
+      lock.unlock();
+      worker_destroy(w);
+      lock.lock();
+      continue;
+    }
+    pool_ready.push_back(w);
+  }
+  return nullptr;
+}
+
+bool has_python(const iso_worker_options *o) {
+  for (size_t i = 0; i < o->n_modules; i++) {
+    const char *name = o->modules[i].name;
+    size_t n = name ? strlen(name) : 0;
+    if (n > 3 && strcmp(name + n - 3, ".py") == 0)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+iso_worker *python_take(uint32_t memory_mb, const iso_worker_options *o) {
+  if (!has_python(o))
+    return nullptr;
+  iso_worker *w;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (pool_ready.empty() || memory_mb != pool_memory_mb)
+      return nullptr;
+    w = pool_ready.back();
+    pool_ready.pop_back();
+    pool_wanted.notify_one();
+  }
+  mpk_scope inside(w);
+  w->isolate->SetStackLimit(this_thread_stack_limit());
+  return w;
+}
 
 bool python_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native) {
   return natives_set(context, native, "pythonScript", python_script) &&
@@ -154,6 +287,54 @@ bool python_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> na
 }
 
 }  // namespace iso
+
+using namespace iso;
+
+extern "C" int iso_python_pool_start(size_t keep_ready, uint32_t memory_mb) {
+  if (file_named("pyodide.asm.wasm") == nullptr)
+    return keep_ready == 0 ? 0 : -ENOENT;
+  std::lock_guard<std::mutex> lock(pool_mu);
+  pool_target = keep_ready;
+  pool_memory_mb = memory_mb ? memory_mb : kDefaultMemoryMb;
+  if (pool_running || keep_ready == 0) {
+    pool_wanted.notify_one();
+    return 0;
+  }
+  pool_stopping = false;
+  int rc = pthread_create(&pool_thread, nullptr, booter_main, nullptr);
+  if (rc != 0)
+    return -rc;
+  pool_running = true;
+  return 0;
+}
+
+extern "C" void iso_python_pool_stop(void) {
+  bool was_running;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    was_running = pool_running;
+    pool_running = false;
+    pool_stopping = true;
+    pool_wanted.notify_one();
+  }
+  if (was_running) {
+    int rc = pthread_join(pool_thread, nullptr);
+    if (rc != 0)
+      log_error("could not join the Python pool's thread: %s", strerror(rc));
+  }
+  std::vector<iso_worker *> left;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    left.swap(pool_ready);
+  }
+  for (iso_worker *w : left)
+    worker_destroy(w);
+}
+
+extern "C" size_t iso_python_pool_size(void) {
+  std::lock_guard<std::mutex> lock(pool_mu);
+  return pool_ready.size();
+}
 
 extern "C" int iso_python_open(const char *dir) {
   for (iso::mapped_file &f : iso::files) {

@@ -43,7 +43,7 @@ static void usage(void) {
           "                       [--egress-socket PATH] [--tenant NAME] [--running-fd FD]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "                       [--jail-facets DIR] [--jail-user UID:GID] [--require-sandbox]\n"
-          "                       [--no-jail] [--python-dir DIR]\n"
+          "                       [--no-jail] [--python-dir DIR] [--python-pool N]\n"
           "Started by edgenode; not meant to be run by hand.\n");
 }
 
@@ -72,6 +72,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"require-sandbox", no_argument, NULL, 'S'},
       {"no-jail", no_argument, NULL, 'N'},
       {"python-dir", required_argument, NULL, 'P'},
+      {"python-pool", required_argument, NULL, 'Y'},
       {NULL, 0, NULL, 0},
   };
   c->id = 0;
@@ -88,6 +89,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
   c->max_isolates = WORKER_MAX_ISOLATES;
   c->idle_timeout_s = 300;
   c->compact_idle_s = 5;
+  c->python_pool = 2;
   int opt;
   uint64_t v;
   while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -117,6 +119,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'S': jail_args.strict = 1; break;
       case 'N': jail_args.off = 1; break;
       case 'P': c->python_dir = optarg; break;
+      case 'Y': if (parse_u64(optarg, 0, 64, &v)) return -1; c->python_pool = (size_t)v; break;
       case 'v':
         if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
         else if (strcmp(optarg, "info") == 0) *level = LOG_INFO;

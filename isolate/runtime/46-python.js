@@ -186,19 +186,29 @@ async function pythonInterpreter() {
   return py;
 }
 
+// An interpreter booted ahead of time, before any tenant code is in the
+// context (isolate/python.cc's pool); the first handler takes it.
+let pythonPrepared = null;
+
+function pythonPrepare() {
+  pythonPrepared = pythonInterpreter();
+  return pythonPrepared;
+}
+
 // The handler of one .py module. The interpreter and the module's globals
 // live as long as the isolate, as a JavaScript module's do; an entry cut
-// short (the CPU limit) leaves the interpreter in an unknown state, so the
-// next request boots a new one.
+// short at the CPU limit discards the isolate (run.cc), so a half-run
+// interpreter never serves again.
 function pythonHandler(source, name) {
   let state = null;
-  let busy = false;
-  async function ready() {
-    if (busy) state = null;
+  function ready() {
     if (state === null) {
+      const prepared = pythonPrepared;
+      pythonPrepared = null;
       state = (async () => {
-        const py = await pythonInterpreter();
+        const py = await (prepared ?? pythonInterpreter());
         const glue = py.globals;
+        glue.get('_reseed')();
         const ns = py.runPython('dict')();
         ns.set('__name__', '__main__');
         ns.set('__file__', name);
@@ -209,15 +219,7 @@ function pythonHandler(source, name) {
     }
     return state;
   }
-  async function call(fn) {
-    const s = await ready();
-    busy = true;
-    try {
-      return await fn(s);
-    } finally {
-      busy = false;
-    }
-  }
+  const call = async (fn) => fn(await ready());
   return {
     fetch(request, env) {
       return call(async ({ glue, ns }) => {
@@ -243,3 +245,4 @@ function pythonHandler(source, name) {
 }
 
 defineGlobal(Symbol.for('edgenode.python'), pythonHandler);
+defineGlobal(Symbol.for('edgenode.python.prepare'), pythonPrepare);
