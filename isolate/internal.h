@@ -88,8 +88,10 @@ iso_worker *pool_take(uint32_t memory_mb);
 /* The stack limit V8 would have set had the calling thread made the
  * isolate: what a worker made on another thread takes when it moves. */
 uintptr_t this_thread_stack_limit();
-/* A worker with a Python interpreter booted (python.cc), or NULL. */
-iso_worker *python_take(uint32_t memory_mb, const iso_worker_options *o);
+/* For options with a .py module: a worker with a Python interpreter
+ * booted, from python.cc's pool or booted now (NULL and *err when no
+ * isolate could be made). NULL without *err for options without Python. */
+iso_worker *python_take(uint32_t memory_mb, const iso_worker_options *o, iso_error *err);
 /* Hands a worker nobody uses any more to the pool's thread, which destroys
  * it before it makes the next blank one; false when that thread is not
  * running or has enough waiting, and the caller destroys it itself. */

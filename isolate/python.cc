@@ -263,20 +263,30 @@ bool has_python(const iso_worker_options *o) {
 
 }  // namespace
 
-iso_worker *python_take(uint32_t memory_mb, const iso_worker_options *o) {
+iso_worker *python_take(uint32_t memory_mb, const iso_worker_options *o, iso_error *err) {
   if (!has_python(o))
     return nullptr;
-  iso_worker *w;
+  iso_worker *w = nullptr;
   {
     std::lock_guard<std::mutex> lock(pool_mu);
-    if (pool_ready.empty() || memory_mb != pool_memory_mb)
-      return nullptr;
-    w = pool_ready.back();
-    pool_ready.pop_back();
-    pool_wanted.notify_one();
+    if (!pool_ready.empty() && memory_mb == pool_memory_mb) {
+      w = pool_ready.back();
+      pool_ready.pop_back();
+      pool_wanted.notify_one();
+    }
   }
-  mpk_scope inside(w);
-  w->isolate->SetStackLimit(this_thread_stack_limit());
+  if (w != nullptr) {
+    mpk_scope inside(w);
+    w->isolate->SetStackLimit(this_thread_stack_limit());
+    return w;
+  }
+  /* None ready: booted here, outside any request's CPU limit (the boot is
+   * the platform's cost, not the tenant's), which holds this thread for
+   * the boot's two seconds. A boot that fails leaves the handler to boot
+   * again in the request, where the failure is the request's error. */
+  w = worker_blank(memory_mb, err);
+  if (w != nullptr)
+    (void)python_boot(w);
   return w;
 }
 
