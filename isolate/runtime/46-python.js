@@ -10,6 +10,7 @@
 //
 // Takes from
 //   00-util.js: defineGlobal
+//   34-url.js: URL
 //   41-response.js: Response
 
 const kPythonBase = 'https://pyodide.edgenode.invalid/';

@@ -1,0 +1,101 @@
+// Python cold starts (tests/bench/python.sh runs this; docs/python.md has
+// the figures): request to result for a fresh /v1/run Python sandbox, with
+// the pool warm and with it empty, beside spawning python3 -c for the same
+// code; memory per ready sandbox; fresh sandboxes per second back to back.
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { sleep, startNode, tempDir, writeFile } from '../e2e/lib/node.mjs';
+
+const env = (name, fallback) => Number(process.env[name] ?? fallback);
+const RUNS = env('RUNS', 40);
+const GAP_MS = env('GAP_MS', 2500);
+const EMPTY_RUNS = env('EMPTY_RUNS', 10);
+const POOL = env('POOL', 2);
+const MEMORY_POOL = env('MEMORY_POOL', 4);
+const BURST = env('BURST', 20);
+const pythonDir = process.env.PYTHON_DIR;
+
+const code = `import json, hashlib
+def main(n):
+    return json.dumps({"sum": sum(range(n)), "sha": hashlib.sha256(str(n).encode()).hexdigest()[:16]})
+`;
+
+function pct(xs, p) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}
+const fmt = (xs) => `p50 ${pct(xs, 50).toFixed(1)} ms, p99 ${pct(xs, 99).toFixed(1)} ms (n=${xs.length})`;
+
+async function node(pool) {
+  const config = writeFile(tempDir(), 'edgenode.json', JSON.stringify({
+    cordon_rules: [], python_pool: pool, ...(pythonDir ? { python_dir: pythonDir } : {}),
+  }));
+  return startNode({ workers: 1, configFile: config });
+}
+
+async function once(n, i) {
+  const t0 = performance.now();
+  const r = await n.control('POST', '/v1/run', {
+    body: { modules: { 'main.py': `${code}def run(input):\n    return main(input)\n` }, input: 1000 + i },
+  });
+  const ms = performance.now() - t0;
+  if (r.status !== 200) throw new Error(`run ${i}: ${r.status} ${r.text}`);
+  return ms;
+}
+
+function rssKib(pid) {
+  return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+}
+
+async function settle(n, ms) {
+  await sleep(ms);
+  return rssKib((await n.workerPids())[0]);
+}
+
+// python3 -c for the same code, same machine, same run.
+const native = [];
+for (let i = 0; i < RUNS; i++) {
+  const t0 = performance.now();
+  const r = spawnSync('python3', ['-c', `${code}print(main(${1000 + i}))`], { encoding: 'utf8' });
+  native.push(performance.now() - t0);
+  if (r.status !== 0) throw new Error(`python3 -c: ${r.stderr}`);
+}
+console.log(`python3 -c (spawn to exit):           ${fmt(native)}`);
+
+let n = await node(POOL);
+try {
+  const idleEmpty = await settle(n, 1000);
+  await sleep(POOL * 3000 + 3000);
+  const warm = [];
+  for (let i = 0; i < RUNS; i++) {
+    warm.push(await once(n, i));
+    await sleep(GAP_MS);
+  }
+  console.log(`edgenode /v1/run, warm pool (${POOL}), ${GAP_MS} ms apart: ${fmt(warm)}`);
+  const t0 = performance.now();
+  for (let i = 0; i < BURST; i++) await once(n, i);
+  const secs = (performance.now() - t0) / 1000;
+  console.log(`fresh sandboxes back to back: ${(BURST / secs).toFixed(2)}/s (${BURST} in ${secs.toFixed(1)} s)`);
+  void idleEmpty;
+} finally {
+  await n.stop();
+}
+
+n = await node(0);
+try {
+  const empty = [];
+  for (let i = 0; i < EMPTY_RUNS; i++) empty.push(await once(n, i));
+  console.log(`edgenode /v1/run, pool off (boot per run): ${fmt(empty)}`);
+  const base = await settle(n, 3000);
+  await n.stop();
+  n = await node(MEMORY_POOL);
+  const before = await settle(n, 500);
+  const full = await settle(n, MEMORY_POOL * 4000 + 4000);
+  console.log(`worker process RSS: ${(before / 1024).toFixed(1)} MiB at start, ` +
+    `${(full / 1024).toFixed(1)} MiB with ${MEMORY_POOL} sandboxes ready: ` +
+    `${((full - before) / 1024 / MEMORY_POOL).toFixed(1)} MiB per ready sandbox ` +
+    `(${(base / 1024).toFixed(1)} MiB after ${EMPTY_RUNS} runs with the pool off)`);
+} finally {
+  await n.stop();
+}
