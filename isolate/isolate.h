@@ -143,10 +143,11 @@ int iso_platform_init(void);
 int iso_python_open(const char *dir);
 
 /* Keeps `keep_ready` workers with a Python interpreter booted, made by a
- * thread of their own (each takes about two seconds of one core); a worker
- * with a .py module of limit `memory_mb` (0: 128) takes one. 0 stops
- * making them. Returns 0 or a negative errno (-ENOENT: no Pyodide). Stop
- * destroys those ready; size says how many are. */
+ * thread of their own (each takes about two seconds of one core) that
+ * starts with the process's first worker with a .py module; such a worker
+ * of limit `memory_mb` (0: 128) takes one. 0 stops making them. Returns 0
+ * or a negative errno (-ENOENT: no Pyodide). Stop destroys those ready;
+ * size says how many are. */
 int iso_python_pool_start(size_t keep_ready, uint32_t memory_mb);
 void iso_python_pool_stop(void);
 size_t iso_python_pool_size(void);

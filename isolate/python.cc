@@ -15,7 +15,8 @@
  * tens of milliseconds. So a thread of its own keeps a few workers with an
  * interpreter booted and nothing else (iso_python_pool_start): a request
  * for Python takes one (python_take), which is then its own for good, and
- * the thread boots the next. Each boot is separate: no two sandboxes share
+ * the thread boots the next. The thread starts with the process's first
+ * Python sandbox. Each boot is separate: no two sandboxes share
  * an interpreter's state, hash() key or random state (docs/python.md).
  */
 #include <errno.h>
@@ -263,12 +264,28 @@ bool has_python(const iso_worker_options *o) {
 
 }  // namespace
 
+/* With pool_mu held: the pool's thread, from the process's first Python
+ * sandbox on. Until then Python costs a process nothing: most processes
+ * of a node never serve a Python tenant. */
+void booter_start() {
+  if (pool_running || pool_stopping || pool_target == 0)
+    return;
+  int rc = pthread_create(&pool_thread, nullptr, booter_main, nullptr);
+  if (rc != 0) {
+    log_warn("no Python pool: %s", strerror(rc));
+    pool_stopping = true;  /* not again */
+    return;
+  }
+  pool_running = true;
+}
+
 iso_worker *python_take(uint32_t memory_mb, const iso_worker_options *o, iso_error *err) {
   if (!has_python(o))
     return nullptr;
   iso_worker *w = nullptr;
   {
     std::lock_guard<std::mutex> lock(pool_mu);
+    booter_start();
     if (!pool_ready.empty() && memory_mb == pool_memory_mb) {
       w = pool_ready.back();
       pool_ready.pop_back();
@@ -306,15 +323,7 @@ extern "C" int iso_python_pool_start(size_t keep_ready, uint32_t memory_mb) {
   std::lock_guard<std::mutex> lock(pool_mu);
   pool_target = keep_ready;
   pool_memory_mb = memory_mb ? memory_mb : kDefaultMemoryMb;
-  if (pool_running || keep_ready == 0) {
-    pool_wanted.notify_one();
-    return 0;
-  }
-  pool_stopping = false;
-  int rc = pthread_create(&pool_thread, nullptr, booter_main, nullptr);
-  if (rc != 0)
-    return -rc;
-  pool_running = true;
+  pool_wanted.notify_one();
   return 0;
 }
 
