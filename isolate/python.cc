@@ -211,6 +211,11 @@ bool python_boot(iso_worker *w) {
       log_error("could not boot a Python interpreter: %s", *why ? *why : "?");
     }
   }
+  /* The boot's garbage (Pyodide's scripts' sources, the standard
+   * library's copy) would stay resident in every ready worker until its
+   * first request: collected here, off the request path. */
+  if (ok)
+    isolate->LowMemoryNotification();
   w->host = iso_host{};
   return ok;
 }

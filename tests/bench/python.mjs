@@ -65,7 +65,8 @@ console.log(`python3 -c (spawn to exit):           ${fmt(native)}`);
 
 let n = await node(POOL);
 try {
-  const idleEmpty = await settle(n, 1000);
+  // The pool starts filling with the process's first Python sandbox.
+  await once(n, -1);
   await sleep(POOL * 3000 + 3000);
   const warm = [];
   for (let i = 0; i < RUNS; i++) {
@@ -77,7 +78,6 @@ try {
   for (let i = 0; i < BURST; i++) await once(n, i);
   const secs = (performance.now() - t0) / 1000;
   console.log(`fresh sandboxes back to back: ${(BURST / secs).toFixed(2)}/s (${BURST} in ${secs.toFixed(1)} s)`);
-  void idleEmpty;
 } finally {
   await n.stop();
 }
@@ -87,15 +87,24 @@ try {
   const empty = [];
   for (let i = 0; i < EMPTY_RUNS; i++) empty.push(await once(n, i));
   console.log(`edgenode /v1/run, pool off (boot per run): ${fmt(empty)}`);
-  const base = await settle(n, 3000);
-  await n.stop();
-  n = await node(MEMORY_POOL);
-  const before = await settle(n, 500);
-  const full = await settle(n, MEMORY_POOL * 4000 + 4000);
-  console.log(`worker process RSS: ${(before / 1024).toFixed(1)} MiB at start, ` +
-    `${(full / 1024).toFixed(1)} MiB with ${MEMORY_POOL} sandboxes ready: ` +
-    `${((full - before) / 1024 / MEMORY_POOL).toFixed(1)} MiB per ready sandbox ` +
-    `(${(base / 1024).toFixed(1)} MiB after ${EMPTY_RUNS} runs with the pool off)`);
 } finally {
   await n.stop();
 }
+
+// Memory: one run with the pool off, against one run with MEMORY_POOL
+// interpreters left ready; the difference is theirs alone (the process's
+// compiled Pyodide and what one run leaves are in both).
+async function rssAfterOneRun(pool, wait) {
+  const m = await node(pool);
+  try {
+    await once(m, -1);
+    return await settle(m, wait);
+  } finally {
+    await m.stop();
+  }
+}
+const without = await rssAfterOneRun(0, 3000);
+const withPool = await rssAfterOneRun(MEMORY_POOL, MEMORY_POOL * 4000 + 4000);
+console.log(`worker process RSS after one run: ${(without / 1024).toFixed(1)} MiB with the pool off, ` +
+  `${(withPool / 1024).toFixed(1)} MiB with ${MEMORY_POOL} interpreters ready: ` +
+  `${((withPool - without) / 1024 / MEMORY_POOL).toFixed(1)} MiB per ready sandbox`);
