@@ -56,6 +56,14 @@ mapped_file files[] = {
 
 std::mutex compiled_mu;
 std::shared_ptr<v8::CompiledWasmModule> compiled; /* under compiled_mu */
+std::vector<uint8_t> snapshot;                    /* under compiled_mu; empty: none yet */
+size_t snapshot_uses = 0;                         /* interpreters restored from it */
+
+/* Interpreters restored from one snapshot share its hash() key (CPython's
+ * secret is in the memory it restores): after this many the next boot is
+ * whole again and makes a new snapshot, a new generation with its own key.
+ * A whole boot costs about five restores, so this adds ~8% to the mean. */
+constexpr size_t kSnapshotUses = 64;
 
 const mapped_file *file_named(const char *name) {
   for (const mapped_file &f : files)
@@ -160,6 +168,39 @@ void python_module(const Info &info) {
     compiled = std::make_shared<v8::CompiledWasmModule>(module->GetCompiledModule());
   }
   info.GetReturnValue().Set(module);
+}
+
+/* pythonSnapshot(): a copy of the process's memory snapshot of a booted
+ * interpreter (Uint8Array, charged to the worker), or null before the
+ * first boot made it. */
+void python_snapshot(const Info &info) {
+  v8::Isolate *isolate = info.GetIsolate();
+  std::lock_guard<std::mutex> lock(compiled_mu);
+  if (!snapshot.empty() && snapshot_uses >= kSnapshotUses) {
+    std::vector<uint8_t>().swap(snapshot);
+    snapshot_uses = 0;
+  }
+  if (snapshot.empty()) {
+    info.GetReturnValue().SetNull();
+    return;
+  }
+  snapshot_uses++;
+  uint8_t *data = nullptr;
+  v8::Local<v8::Uint8Array> bytes;
+  if (!new_bytes(worker_of(isolate->GetCurrentContext()), snapshot.size(), &data).ToLocal(&bytes))
+    return;
+  memcpy(data, snapshot.data(), snapshot.size());
+  info.GetReturnValue().Set(bytes);
+}
+
+/* pythonKeepSnapshot(bytes): the process's snapshot, unless one is kept. */
+void python_keep_snapshot(const Info &info) {
+  crypto::bytes b;
+  if (!crypto::arg_bytes(info, 0, &b))
+    return;
+  std::lock_guard<std::mutex> lock(compiled_mu);
+  if (snapshot.empty())
+    snapshot.assign(b.p, b.p + b.n);
 }
 
 /* ---- the pool of booted interpreters ---- */
@@ -315,7 +356,9 @@ iso_worker *python_take(uint32_t memory_mb, const iso_worker_options *o, iso_err
 bool python_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native) {
   return natives_set(context, native, "pythonScript", python_script) &&
          natives_set(context, native, "pythonFile", python_file) &&
-         natives_set(context, native, "pythonModule", python_module);
+         natives_set(context, native, "pythonModule", python_module) &&
+         natives_set(context, native, "pythonSnapshot", python_snapshot) &&
+         natives_set(context, native, "pythonKeepSnapshot", python_keep_snapshot);
 }
 
 }  // namespace iso

@@ -134,7 +134,7 @@ const pythonShimmed = ['importScripts', 'location', 'fetch'];
 
 // Pyodide's own boot, with the shims its loader needs in place only while
 // it runs.
-async function pythonBoot() {
+async function pythonBoot(options) {
   const WA = globalThis.WebAssembly;
   const saved = pythonShimmed.map((name) => Object.getOwnPropertyDescriptor(globalThis, name));
   const savedStreaming = WA.instantiateStreaming;
@@ -168,6 +168,7 @@ async function pythonBoot() {
       packages: [],
       stdout: (line) => console.log(line),
       stderr: (line) => console.error(line),
+      ...options,
     });
   } finally {
     WA.instantiateStreaming = savedStreaming;
@@ -178,8 +179,18 @@ async function pythonBoot() {
   }
 }
 
+// The process's first interpreter is booted whole and leaves a memory
+// snapshot of itself (taken before any glue or tenant code ran in it);
+// every later one is restored from that, about five times faster.
 async function pythonInterpreter() {
-  const py = await pythonBoot();
+  const snapshot = native.pythonSnapshot();
+  let py;
+  if (snapshot === null) {
+    py = await pythonBoot({ _makeSnapshot: true });
+    native.pythonKeepSnapshot(py.makeMemorySnapshot());
+  } else {
+    py = await pythonBoot({ _loadSnapshot: snapshot });
+  }
   const refuse = async () => { throw new Error(kPythonNoPackages); };
   py.loadPackage = refuse;
   py.loadPackagesFromImports = refuse;
