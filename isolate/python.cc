@@ -199,8 +199,10 @@ void python_keep_snapshot(const Info &info) {
   if (!crypto::arg_bytes(info, 0, &b))
     return;
   std::lock_guard<std::mutex> lock(compiled_mu);
-  if (snapshot.empty())
+  if (snapshot.empty()) {
     snapshot.assign(b.p, b.p + b.n);
+    log_info("Python memory snapshot made: %zu bytes", b.n);
+  }
 }
 
 /* ---- the pool of booted interpreters ---- */

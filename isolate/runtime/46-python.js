@@ -190,6 +190,9 @@ async function pythonInterpreter() {
     native.pythonKeepSnapshot(py.makeMemorySnapshot());
   } else {
     py = await pythonBoot({ _loadSnapshot: snapshot });
+    // Its config would keep the snapshot's copy (~25 MB) alive for good.
+    const config = py._module?.API?.config;
+    if (config) config._loadSnapshot = null;
   }
   const refuse = async () => { throw new Error(kPythonNoPackages); };
   py.loadPackage = refuse;
