@@ -48,19 +48,34 @@ function rssKib(pid) {
   return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
 }
 
+// RSS once it has stayed within 1 MiB for 5 s (the pool's thread done),
+// waiting at least `ms`.
 async function settle(n, ms) {
   await sleep(ms);
-  return rssKib((await n.workerPids())[0]);
+  const pid = (await n.workerPids())[0];
+  let last = rssKib(pid);
+  for (let still = 0, tries = 0; still < 5 && tries < 90; tries++) {
+    await sleep(1000);
+    const now = rssKib(pid);
+    still = Math.abs(now - last) < 1024 ? still + 1 : 0;
+    last = now;
+  }
+  return last;
 }
+
+const memoryOnly = process.env.MEMORY_ONLY === '1';
 
 // python3 -c for the same code, same machine, same run.
 const native = [];
-for (let i = 0; i < RUNS; i++) {
+for (let i = 0; i < (memoryOnly ? 0 : RUNS); i++) {
   const t0 = performance.now();
   const r = spawnSync('python3', ['-c', `${code}print(main(${1000 + i}))`], { encoding: 'utf8' });
   native.push(performance.now() - t0);
   if (r.status !== 0) throw new Error(`python3 -c: ${r.stderr}`);
 }
+if (!memoryOnly) await timings();
+
+async function timings() {
 console.log(`python3 -c (spawn to exit):           ${fmt(native)}`);
 
 let n = await node(POOL);
@@ -89,6 +104,7 @@ try {
   console.log(`edgenode /v1/run, pool off (boot per run): ${fmt(empty)}`);
 } finally {
   await n.stop();
+}
 }
 
 // Memory: one run with the pool off, against one run with MEMORY_POOL

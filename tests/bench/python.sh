@@ -7,7 +7,7 @@
 # Environment: RUNS (40), GAP_MS (2500: between warm runs, so the pool
 # refills), EMPTY_RUNS (10), POOL (2), MEMORY_POOL (4), BURST (20),
 # PYTHON_DIR (Pyodide's package; default the build tree's pyodide/),
-# BUILD (build directory, default build-release).
+# MEMORY_ONLY=1 (only the memory figures), BUILD (build directory, default build-release).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -2,8 +2,7 @@
 // (on_fetch) and in /v1/run (run(input)), print as logs, Python exceptions
 // with their traceback, the standard library against Debian's python3,
 // packages refused offline, the CPU and memory limits, module globals kept
-// by a deployed worker and never by runs, and each run's own hash key and
-// random state.
+// by a deployed worker and never by runs, and each run's own random state.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
