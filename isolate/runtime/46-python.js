@@ -235,6 +235,11 @@ function pythonHandler(source, name) {
     return state;
   }
   const call = async (fn) => fn(await ready());
+  // Python sees the plain bindings; binding objects (facets, loaders) are
+  // left out rather than failing every request.
+  const envJson = (env) => JSON.stringify(env ?? {}, (key, value) =>
+    (key !== '' && value !== null && typeof value === 'object' &&
+     Object.getPrototypeOf(value) !== Object.prototype && !Array.isArray(value) ? undefined : value));
   return {
     fetch(request, env) {
       return call(async ({ glue, ns }) => {
@@ -242,7 +247,7 @@ function pythonHandler(source, name) {
         const headers = {};
         for (const [k, v] of request.headers) headers[k] = v;
         const answer = await glue.get('_fetch')(ns, request.method, request.url,
-          JSON.stringify(headers), body, JSON.stringify(env ?? {}));
+          JSON.stringify(headers), body, envJson(env));
         const [status, headersJson, bytes] = answer.toJs();
         answer.destroy();
         return new Response(status === 204 || status === 304 ? null : bytes,
@@ -251,8 +256,7 @@ function pythonHandler(source, name) {
     },
     run(input, env) {
       return call(async ({ glue, ns }) => {
-        const text = await glue.get('_run')(ns, JSON.stringify(input ?? null),
-          JSON.stringify(env ?? {}));
+        const text = await glue.get('_run')(ns, JSON.stringify(input ?? null), envJson(env));
         return JSON.parse(text);
       });
     },

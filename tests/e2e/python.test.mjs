@@ -85,6 +85,17 @@ test('an async on_fetch awaiting the request body works as in Python Workers', a
   assert.deepEqual(JSON.parse(r.text), { sum: 6 });
 });
 
+test('env holds the plain bindings; binding objects are left out', async (t) => {
+  if (!needPyodide(t)) return;
+  await node.deployOk('pyenv', {
+    'main.py': 'def on_fetch(request, env):\n    return {"keys": sorted(env), "greeting": env["GREETING"], "conf": env["CONF"]}\n',
+  }, { bindings: { GREETING: { type: 'text', value: 'hi' }, CONF: { type: 'json', value: { retries: 3 } },
+    DB: { type: 'facet' } } });
+  const r = await node.ingress('pyenv', '/', { timeout: 60000 });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(JSON.parse(r.text), { keys: ['CONF', 'GREETING'], greeting: 'hi', conf: { retries: 3 } });
+});
+
 test('run(input) returns its result, and print() lines are the logs', async (t) => {
   if (!needPyodide(t)) return;
   const r = await run('def run(input):\n    print("got", input["a"])\n    return {"doubled": input["a"] * 2}\n', { a: 21 });
