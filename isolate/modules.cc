@@ -188,17 +188,26 @@ std::string js_quote(const char *s, size_t n) {
 /* A .py module becomes the JavaScript that runs it on Pyodide
  * (runtime/46-python.js): its default export has fetch() calling the
  * module's on_fetch, and run() its run, so a deployed worker and
- * /v1/run's wrapper take it as they take a JavaScript module. */
-std::string python_wrapper(const iso_module *m) {
+ * /v1/run's wrapper take it as they take a JavaScript module. The
+ * bundle's other .py modules come with it, to be importable. */
+std::string python_wrapper(const iso_module *m, const iso_module *all, size_t n_all) {
+  std::string others = "{";
+  for (size_t i = 0; i < n_all; i++) {
+    const iso_module *o = &all[i];
+    if (o == m || o->name == nullptr || !is_python_name(o->name))
+      continue;
+    others += js_quote(o->name, strlen(o->name)) + ": " +
+              js_quote(o->source ? o->source : "", o->source_len) + ",";
+  }
   return "const handler = globalThis[Symbol.for('edgenode.python')](" +
          js_quote(m->source ? m->source : "", m->source_len) + ", " +
-         js_quote(m->name, strlen(m->name)) +
-         ");\nexport default handler;\n"
+         js_quote(m->name, strlen(m->name)) + ", " + others +
+         "});\nexport default handler;\n"
          "export function run(input, env) { return handler.run(input, env); }\n";
 }
 
 bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module *m,
-                 iso_error *err) {
+                 const iso_module *all, size_t n_all, iso_error *err) {
   v8::Isolate *isolate = context->GetIsolate();
   if (m->name == nullptr || m->name[0] == '\0' || (m->source == nullptr && m->source_len > 0)) {
     error_set(err, ISO_ERR_INTERNAL, "a module has no name or no source");
@@ -217,7 +226,7 @@ bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module
   std::string python;
   iso_module as_js = *m;
   if (is_python_name(m->name)) {
-    python = python_wrapper(m);
+    python = python_wrapper(m, all, n_all);
     as_js.source = python.data();
     as_js.source_len = python.size();
     m = &as_js;
@@ -363,7 +372,7 @@ v8::MaybeLocal<v8::Value> modules_load(iso_worker *w, v8::Local<v8::Context> con
     return {};
   }
   for (size_t i = 0; i < n_modules; i++)
-    if (out_of_cpu(w) || !compile_one(w, context, &modules[i], err))
+    if (out_of_cpu(w) || !compile_one(w, context, &modules[i], modules, n_modules, err))
       return {};
   if (out_of_cpu(w))
     return {};

@@ -214,7 +214,18 @@ function pythonPrepare() {
 // live as long as the isolate, as a JavaScript module's do; an entry cut
 // short at the CPU limit discards the isolate (run.cc), so a half-run
 // interpreter never serves again.
-function pythonHandler(source, name) {
+// The bundle's other .py modules are files under /session, first on
+// sys.path: `import helper` finds helper.py, `import lib.util` lib/util.py.
+function pythonWriteModules(py, others) {
+  for (const [file, text] of Object.entries(others)) {
+    const at = `/session/${file}`;
+    py.FS.mkdirTree(at.slice(0, at.lastIndexOf('/')));
+    py.FS.writeFile(at, text);
+  }
+  py.runPython('import sys\nsys.path.insert(0, "/session")');
+}
+
+function pythonHandler(source, name, others = {}) {
   let state = null;
   function ready() {
     if (state === null) {
@@ -224,6 +235,7 @@ function pythonHandler(source, name) {
         const py = await (prepared ?? pythonInterpreter());
         const glue = py.globals;
         glue.get('_reseed')();
+        pythonWriteModules(py, others);
         const ns = py.runPython('dict')();
         ns.set('__name__', '__main__');
         ns.set('__file__', name);

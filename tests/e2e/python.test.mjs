@@ -96,6 +96,21 @@ test('env holds the plain bindings; binding objects are left out', async (t) => 
   assert.deepEqual(JSON.parse(r.text), { keys: ['CONF', 'GREETING'], greeting: 'hi', conf: { retries: 3 } });
 });
 
+test('the bundle\'s other .py modules are importable', async (t) => {
+  if (!needPyodide(t)) return;
+  const r = await node.control('POST', '/v1/run', { body: {
+    main_module: 'main.py',
+    modules: {
+      'main.py': 'import helper\nfrom lib import util\ndef run(input):\n    return [helper.twice(input), util.shout("hi")]\n',
+      'helper.py': 'def twice(x):\n    return 2 * x\n',
+      'lib/util.py': 'def shout(s):\n    return s.upper() + "!"\n',
+    },
+    input: 21,
+  } });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.result, [42, 'HI!']);
+});
+
 test('run(input) returns its result, and print() lines are the logs', async (t) => {
   if (!needPyodide(t)) return;
   const r = await run('def run(input):\n    print("got", input["a"])\n    return {"doubled": input["a"] * 2}\n', { a: 21 });
