@@ -118,6 +118,13 @@ static const cli_command commands[] = {
      "POST /v1/workers/NAME/rollback: deploys VERSION's code and spec as a new version\n"
      "(versions only go up), compiled and checked as a deploy is.",
      0, cli_cmd_rollback},
+    {"traffic", "traffic NAME [VERSION=PERCENT ...]", "split a worker's requests over versions",
+     "GET /v1/workers/NAME/traffic, or with shares PUT it: `edgectl traffic NAME 5=90\n"
+     "4=10` sends 90% of the keys to version 5 and 10% to version 4 (at most 4 kept\n"
+     "versions, percentages adding up to 100). A request's key is its\n"
+     "X-Edgenode-Traffic-Key header, else the client's address; one key always gets\n"
+     "the same version. A deploy or a rollback ends the split.",
+     0, cli_cmd_traffic},
     {"events", "events [TENANT] [--limit N]", "recent deploys, deletes, crashes, restarts, drains",
      "GET /v1/events as a table, newest first: deploys, deletes, crashes, restarts,\n"
      "drains, reloads, cordons; with TENANT only that worker's.\n"

@@ -269,6 +269,7 @@ int cli_cmd_drain(const cli_options *o);
 int cli_cmd_undrain(const cli_options *o);
 int cli_cmd_versions(const cli_options *o);
 int cli_cmd_rollback(const cli_options *o);
+int cli_cmd_traffic(const cli_options *o);
 int cli_cmd_events(const cli_options *o);
 int cli_cmd_top(const cli_options *o);
 int cli_cmd_secret(const cli_options *o);

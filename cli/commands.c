@@ -1012,6 +1012,52 @@ int cli_cmd_rollback(const cli_options *o) {
   return 0;
 }
 
+static void print_traffic(json_t *j) {
+  printf("%s: current version %" JSON_INTEGER_FORMAT "%s\n", cli_jstr(j, "name", "?"),
+         json_integer_value(json_object_get(j, "current")),
+         json_is_true(json_object_get(j, "gradual")) ? ", split:" : ", no split:");
+  printf("%-8s  %s\n", "VERSION", "TRAFFIC");
+  size_t i;
+  json_t *v;
+  json_array_foreach(json_object_get(j, "split"), i, v) {
+    printf("%-8" JSON_INTEGER_FORMAT "  %" JSON_INTEGER_FORMAT "%%\n",
+           json_integer_value(json_object_get(v, "version")),
+           json_integer_value(json_object_get(v, "percent")));
+  }
+}
+
+/* "5=90" into the body's "5": 90; anything else is a usage error. */
+static void add_split(json_t *body, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  size_t n = eq ? (size_t)(eq - arg) : 0;
+  char *end = NULL;
+  long percent = eq ? strtol(eq + 1, &end, 10) : -1;
+  if (n == 0 || n > 15 || strspn(arg, "0123456789") != n || end == eq + 1 || *end != '\0')
+    cli_usage_error("each share is VERSION=PERCENT (5=90), not \"%s\"", arg);
+  char version[16];
+  memcpy(version, arg, n);
+  version[n] = '\0';
+  json_object_set_new(body, version, json_integer(percent));
+}
+
+int cli_cmd_traffic(const cli_options *o) {
+  cli_expect_operands(o, 1, 5);
+  char *path = xasprintf("/v1/workers/%s/traffic", cli_worker_name(o, 0));
+  char *text = NULL;
+  if (o->nargs > 1) {
+    json_t *body = json_object();
+    for (int i = 1; i < o->nargs; i++) add_split(body, o->args[i]);
+    text = dump_compact(body);
+    json_decref(body);
+  }
+  cli_response r = call(o, text ? "PUT" : "GET", path, text);
+  free(path);
+  free(text);
+  print_answer(o, &r, print_traffic);
+  cli_response_free(&r);
+  return 0;
+}
+
 int cli_cmd_events(const cli_options *o) {
   cli_expect_operands(o, 0, 1);
   long limit = o->limit > 0 ? o->limit : 100;

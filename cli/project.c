@@ -288,6 +288,8 @@ static json_t *module_globs(const char *file, const json_t *config) {
   if (rules == NULL || json_array_size(rules) == 0) {
     json_array_append_new(globs, json_string("**/*.js"));
     json_array_append_new(globs, json_string("**/*.mjs"));
+    json_array_append_new(globs, json_string("**/*.ts"));
+    json_array_append_new(globs, json_string("**/*.mts"));
     return globs;
   }
   size_t i;
@@ -305,6 +307,13 @@ static json_t *module_globs(const char *file, const json_t *config) {
     json_array_extend(globs, g);
   }
   return globs;
+}
+
+/* A TypeScript declaration file (x.d.ts) holds types only: nothing to run. */
+static int is_declaration_file(const char *name) {
+  size_t n = strlen(name);
+  return (n > 5 && strcmp(name + n - 5, ".d.ts") == 0) ||
+         (n > 6 && strcmp(name + n - 6, ".d.mts") == 0);
 }
 
 /* main, and every file a glob matches, as modules named below base_dir. */
@@ -326,7 +335,7 @@ static void project_modules(cli_project *p, const json_t *config, const char *co
   const char *rel;
   json_t *v;
   json_object_foreach(w.found, rel, v) {
-    if (json_object_get(modules, rel) != NULL) continue;
+    if (json_object_get(modules, rel) != NULL || is_declaration_file(rel)) continue;
     char *abs = xasprintf("%s/%s", base, rel);
     cli_jset(modules, rel, read_module(abs));
     free(abs);

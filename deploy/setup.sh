@@ -67,6 +67,24 @@ else
   step "V8 (libnode108) already unpacked in third_party/v8"
 fi
 
+# TypeScript modules: amaro, the type stripper Node.js uses (swc compiled to
+# WebAssembly), pinned, from npm; CMake builds its dist/internal.js into the
+# worker (isolate/typescript.cc). `npm pack` checks the tarball against the
+# registry's integrity hash. Without it .ts modules are refused.
+amaro_version=1.2.1
+amaro_dir="$top/third_party/amaro"
+if [ ! -f "$amaro_dir/.complete-$amaro_version" ]; then
+  step "fetching amaro $amaro_version (npm) into third_party/amaro"
+  atmp=$(mktemp -d)
+  (cd "$atmp" && npm pack --silent "amaro@$amaro_version" >/dev/null)
+  rm -rf "$amaro_dir" && mkdir -p "$amaro_dir"
+  tar -xzf "$atmp/amaro-$amaro_version.tgz" -C "$amaro_dir" --strip-components=1
+  rm -rf "$atmp"
+  touch "$amaro_dir/.complete-$amaro_version"
+else
+  step "amaro $amaro_version already unpacked in third_party/amaro"
+fi
+
 # The memory-protection-key test (tests/mpk/) boots an emulated machine that
 # has PKU: QEMU, a static busybox for its initramfs, and Debian's kernel. The
 # kernel package is only unpacked (its /boot) into third_party/kernel/:

@@ -56,7 +56,8 @@ enum { SLOT_HEADER = 1, SLOT_PAGE = 2 };
 
 /* One write transaction of one connection, as the frames it wrote. */
 typedef struct capture {
-  facet__capture_sink sink; /* NULL: not capturing (yet) */
+  facet__capture_sink sink; /* both NULL: not capturing (yet) */
+  facet__capture_gate gate;
   void *sink_arg;
   uint32_t page_size;
   int holding;        /* SQLite holds the WAL write lock (tracked with or without a sink) */
@@ -192,6 +193,13 @@ static int note_page(capture *c, uint32_t frame, const void *page, sqlite3_int64
   uint32_t i = frame - c->base;
   memcpy(slot_at(c, i) + 4, page, c->page_size);
   c->state[i] |= SLOT_PAGE;
+  /* The commit frame's page, not written yet: the record is whole (every
+   * earlier slot was checked complete with its header), and the commit
+   * can still fail, leaving the facet as it was. */
+  if (c->gate != NULL && (int64_t)i == c->commit) {
+    size_t len = facet__record_seal(c->buf, c->page_size, c->db_pages, (uint32_t)c->commit + 1);
+    if (c->gate(c->sink_arg, c->buf, len) != 0) return SQLITE_IOERR_WRITE;
+  }
   return SQLITE_OK;
 }
 
@@ -333,7 +341,7 @@ static int db_shm_lock(sqlite3_file *f, int offset, int n, int flags) {
 
 static capture *wal_capture(sqlite3_file *f) {
   cap_file *db = ((cap_file *)f)->db;
-  return db != NULL && db->cap.sink != NULL ? &db->cap : NULL;
+  return db != NULL && (db->cap.sink != NULL || db->cap.gate != NULL) ? &db->cap : NULL;
 }
 
 static int wal_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off) {
@@ -520,14 +528,17 @@ static cap_file *db_file(sqlite3 *db) {
   return (cap_file *)f;
 }
 
-int facet__capture_attach(sqlite3 *db, uint32_t page_size, facet__capture_sink sink, void *arg) {
+int facet__capture_attach(sqlite3 *db, uint32_t page_size, facet__capture_sink sink,
+                          facet__capture_gate gate, void *arg) {
   cap_file *cf = db_file(db);
-  if (cf == NULL || sink == NULL || page_size < 512 || page_size > 65536) return SQLITE_MISUSE;
+  if (cf == NULL || (sink == NULL && gate == NULL) || page_size < 512 || page_size > 65536)
+    return SQLITE_MISUSE;
   /* Inside a write transaction the frames before now are unknown. */
   if (cf->cap.holding) return SQLITE_BUSY;
   cf->cap.page_size = page_size;
   cf->cap.sink_arg = arg;
   cf->cap.sink = sink;
+  cf->cap.gate = gate;
   return SQLITE_OK;
 }
 
@@ -535,6 +546,7 @@ void facet__capture_detach(sqlite3 *db) {
   cap_file *cf = db_file(db);
   if (cf == NULL) return;
   cf->cap.sink = NULL;
+  cf->cap.gate = NULL;
   capture_reset(&cf->cap);
   capture_release(&cf->cap);
 }

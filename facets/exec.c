@@ -264,7 +264,7 @@ static int bind_params(exec_ctx *x, sqlite3_stmt *st) {
         return -1;
     }
     if (rc != SQLITE_OK) {
-      put_sqlite_error(x, rc, sqlite3_errmsg(x->c->db));
+      put_sqlite_error(x, rc, facet__conn_error(x->c));
       return -1;
     }
   }
@@ -413,7 +413,7 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
   }
   c->stepping = 0;
   c->cpu_deadline_ns = 0;
-  if (rc != SQLITE_DONE && !own_msg) snprintf(msg, msg_size, "%s", sqlite3_errmsg(c->db));
+  if (rc != SQLITE_DONE && !own_msg) snprintf(msg, msg_size, "%s", facet__conn_error(c));
   x->rows_read += (uint64_t)sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
   if (last && ncols > 0 && rc == SQLITE_DONE)
     patch_count(out, result_at, 1 + (uint32_t)ncols + cells + 2);
@@ -451,7 +451,7 @@ static int implicit_begin(exec_ctx *x) {
   if (!sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
   int rc = facet__conn_exec_trusted(c, "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK) {
-    put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+    put_sqlite_error(x, rc, facet__conn_error(c));
     return -1;
   }
   c->implicit = 1;
@@ -544,7 +544,7 @@ static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const 
   int nested = in_txn(c);
   int rc = facet__conn_exec_trusted(c, nested ? "SAVEPOINT facet_exec" : "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK) {
-    put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+    put_sqlite_error(x, rc, facet__conn_error(c));
     sqlite3_finalize(first);
     note_abort(c);
     return -1;
@@ -573,7 +573,7 @@ static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const 
     const char *next_tail = NULL;
     rc = sqlite3_prepare_v3(c->db, tail, (int)(end - tail), 0, &st, &next_tail);
     if (rc != SQLITE_OK) {
-      put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+      put_sqlite_error(x, rc, facet__conn_error(c));
       failed = 1;
       break;
     }
@@ -589,7 +589,7 @@ static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const 
       finish_exec(x);
       return 0;
     }
-    put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+    put_sqlite_error(x, rc, facet__conn_error(c));
   }
   if (nested) {
     if (!sqlite3_get_autocommit(c->db))
@@ -650,7 +650,7 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
   for (;;) {
     rc = sqlite3_prepare_v3(c->db, p, (int)(end - p), SQLITE_PREPARE_PERSISTENT, &st, &tail);
     if (rc != SQLITE_OK) {
-      put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+      put_sqlite_error(x, rc, facet__conn_error(c));
       goto done;
     }
     if (st != NULL || tail == NULL || tail >= end || tail == p) break;
@@ -745,7 +745,7 @@ static int op_prepare(exec_ctx *x) {
 
 static int run_trusted(exec_ctx *x, const char *sql) {
   int rc = facet__conn_exec_trusted(x->c, sql);
-  if (rc != SQLITE_OK) put_sqlite_error(x, rc, sqlite3_errmsg(x->c->db));
+  if (rc != SQLITE_OK) put_sqlite_error(x, rc, facet__conn_error(x->c));
   return rc;
 }
 
@@ -850,7 +850,7 @@ static int op_rollback(exec_ctx *x) {
 static int op_size(exec_ctx *x) {
   int64_t pages = facet__conn_query_int(x->c, "PRAGMA page_count");
   if (pages < 0) {
-    put_sqlite_error(x, sqlite3_errcode(x->c->db), sqlite3_errmsg(x->c->db));
+    put_sqlite_error(x, sqlite3_errcode(x->c->db), facet__conn_error(x->c));
     return -1;
   }
   iso_wire_number(x->out, (double)(pages * x->c->page_size));
@@ -884,7 +884,7 @@ static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, facet_r
   c->busy_deadline_ns = 0;
   int rc = facet__conn_limit(c, limit_mb ? limit_mb : s->opt.default_limit_mb);
   if (rc != SQLITE_OK) {
-    put_sqlite_error(x, rc, sqlite3_errmsg(c->db));
+    put_sqlite_error(x, rc, facet__conn_error(c));
     return -1;
   }
   /* JavaScript never interleaves two requests inside transactionSync; a

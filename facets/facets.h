@@ -89,6 +89,19 @@ typedef struct facet_options {
    * past it the write fails with an out-of-memory error). Off: facets
    * open with SQLite's own VFS and capture costs nothing. */
   int replicate;
+  /* Replication in a fleet (with replicate): publish() is handed every
+   * commit's record while SQLite still holds the facet's write lock, before
+   * the commit is written, and the commit happens only when it returns 0;
+   * otherwise it fails with `why` (a NUL-terminated message) and the
+   * facet is as it was. So commits reach the fleet in their order, even
+   * from several processes, and none is durable here that the fleet has not
+   * acknowledged. acquire() is asked before a tenant's facet is opened (0:
+   * this node may serve it; otherwise `why` says why not). Both block the
+   * caller's thread; both NULL: facets are this node's alone. */
+  int (*publish)(void *arg, const char *tenant, const char *facet_id, const void *rec,
+                 size_t len, char *why, size_t why_len);
+  int (*acquire)(void *arg, const char *tenant, char *why, size_t why_len);
+  void *hook_arg;
 } facet_options;
 
 /* Bytes SQLite holds in this process, all facets together: what
@@ -213,6 +226,13 @@ void facet_store_release(facet_store *s, uint64_t token);
 int facet_store_pending(const facet_store *s);
 int facet_store_commit(facet_store *s, char **err);
 void facet_store_rollback(facet_store *s);
+/* The same for one tenant's facets (its own and its children's) alone:
+ * whether they have writes waiting for a commit (or a failure not taken),
+ * rolling them back, and taking every failure of theirs (the first
+ * message; 0 when there was none). */
+int facet_store_pending_tenant(const facet_store *s, const char *tenant);
+void facet_store_rollback_tenant(facet_store *s, const char *tenant);
+int facet_store_take_tenant_failure(facet_store *s, const char *tenant, char **message);
 /*
  * A failed commit is also kept, by facet, until the facet's owner takes it:
  * a gate reached for one sandbox commits every facet's writes, but only the

@@ -59,12 +59,16 @@ size_t facet__record_seal(uint8_t *rec, uint32_t page_size, uint32_t db_pages, u
 
 /* Receives one sealed record (owned by the sink now: sqlite3_free). */
 typedef void (*facet__capture_sink)(void *arg, uint8_t *rec, size_t len);
+/* Sees a commit's sealed record before its commit frame is written; the
+ * commit goes on only when it returns 0 (facet_options.publish). */
+typedef int (*facet__capture_gate)(void *arg, const uint8_t *rec, size_t len);
 /* The name of the capturing VFS, registered on first use; NULL when it
  * could not be. */
 const char *facet__capture_vfs(void);
 /* Starts capturing the commits of db (opened with that VFS, outside any
  * write transaction). Returns an SQLite code. */
-int facet__capture_attach(sqlite3 *db, uint32_t page_size, facet__capture_sink sink, void *arg);
+int facet__capture_attach(sqlite3 *db, uint32_t page_size, facet__capture_sink sink,
+                          facet__capture_gate gate, void *arg);
 /* Stops it; a transaction in progress is then not captured. */
 void facet__capture_detach(sqlite3 *db);
 
@@ -113,9 +117,14 @@ typedef struct facet_conn {
   int interrupted;        /* the progress handler stopped the statement */
   uint64_t busy_deadline_ns; /* monotonic; writers stop waiting then; 0 = not waited yet */
   const char *denied;     /* why the authorizer said no (static text) */
+  char *gate_why;         /* why publish() refused the last commit (heap), or NULL */
   char denied_buf[160];
   facet_cached_stmt cache[FACET_STMT_CACHE];
 } facet_conn;
+
+/* The message of the connection's last failure: publish()'s refusal when
+ * that is what failed the commit, else SQLite's. */
+const char *facet__conn_error(const facet_conn *c);
 
 /* A change record waiting for facet_store_take_changes. */
 typedef struct facet_change {

@@ -445,6 +445,7 @@ static void conn_close(facet_conn *c) {
       sqlite3_close_v2(c->db);
     }
   }
+  free(c->gate_why);
   free(c->key);
   free(c);
 }
@@ -526,6 +527,26 @@ static void on_change(void *arg, uint8_t *rec, size_t len) {
   if (s->changes == NULL) s->changes_tail = &s->changes;
   *s->changes_tail = ch;
   s->changes_tail = &ch->next;
+}
+
+/* A commit about to be written: the fleet has it first (facet_options.publish). */
+static int on_gate(void *arg, const uint8_t *rec, size_t len) {
+  facet_conn *c = arg;
+  const facet_options *o = &c->store->opt;
+  char why[256] = "";
+  char *tenant = xstrndup(c->key, c->tenant_len);
+  const char *id = c->key[c->tenant_len] == '/' ? c->key + c->tenant_len + 1 : NULL;
+  int rc = o->publish(o->hook_arg, tenant, id, rec, len, why, sizeof why);
+  free(tenant);
+  free(c->gate_why);
+  c->gate_why = rc == 0 ? NULL : xstrdup(why[0] ? why : "the fleet did not take the commit");
+  return rc;
+}
+
+const char *facet__conn_error(const facet_conn *c) {
+  int code = sqlite3_errcode(c->db);
+  if (c->gate_why != NULL && (code & 0xff) == SQLITE_IOERR) return c->gate_why;
+  return sqlite3_errmsg(c->db);
 }
 
 static void change_free(facet_change *ch) {
@@ -618,6 +639,12 @@ static facet_conn *conn_open(facet_store *s, const char *tenant, const char *fac
       return NULL;
     }
   }
+  char why[256] = "";
+  if (s->opt.acquire != NULL && s->opt.acquire(s->opt.hook_arg, tenant, why, sizeof why) != 0) {
+    *err = xstrdup(why[0] ? why : "this node cannot serve the facet now");
+    free(path);
+    return NULL;
+  }
   facet_conn *c = xcalloc(1, sizeof *c);
   c->store = s;
   c->key = facet_id ? xasprintf("%s/%s", tenant, facet_id) : xstrdup(tenant);
@@ -634,7 +661,8 @@ static facet_conn *conn_open(facet_store *s, const char *tenant, const char *fac
   int rc = sqlite3_open_v2(path, &c->db, flags, vfs);
   if (rc == SQLITE_OK) rc = conn_configure(c);
   if (rc == SQLITE_OK && vfs != NULL)
-    rc = facet__capture_attach(c->db, (uint32_t)c->page_size, on_change, c);
+    rc = s->opt.publish ? facet__capture_attach(c->db, (uint32_t)c->page_size, NULL, on_gate, c)
+                        : facet__capture_attach(c->db, (uint32_t)c->page_size, on_change, NULL, c);
   if (rc != SQLITE_OK) {
     *err = xasprintf("cannot open the facet: %s",
                      c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
@@ -980,13 +1008,19 @@ static int failure_is_of(const facet_failure *f, const char *tenant, const char 
   return f->key[tlen] == '/' && strcmp(f->key + tlen + 1, facet_id) == 0;
 }
 
-int facet_store_take_failure(facet_store *s, const char *tenant, const char *facet_id,
-                             char **message) {
+/* Takes the failures of one facet, or with any_of_tenant of every facet of
+ * the tenant (its own and its children's): the first message is kept. */
+static int take_failures(facet_store *s, const char *tenant, const char *facet_id,
+                         int any_of_tenant, char **message) {
   *message = NULL;
   if (tenant == NULL) return 0;
+  size_t tlen = strlen(tenant);
   for (facet_failure **at = &s->failures; *at != NULL;) {
     facet_failure *f = *at;
-    if (!failure_is_of(f, tenant, facet_id)) {
+    int match = any_of_tenant ? strncmp(f->key, tenant, tlen) == 0 &&
+                                    (f->key[tlen] == '\0' || f->key[tlen] == '/')
+                              : failure_is_of(f, tenant, facet_id);
+    if (!match) {
       at = &f->next;
       continue;
     }
@@ -997,6 +1031,11 @@ int facet_store_take_failure(facet_store *s, const char *tenant, const char *fac
     free(f);
   }
   return *message != NULL;
+}
+
+int facet_store_take_failure(facet_store *s, const char *tenant, const char *facet_id,
+                             char **message) {
+  return take_failures(s, tenant, facet_id, 0, message);
 }
 
 static void failures_free(facet_store *s) {
@@ -1031,7 +1070,7 @@ int facet_store_commit(facet_store *s, char **err) {
       facet__conn_drop_implicit(c, NULL);
       continue;
     }
-    report_failure(err, c, sqlite3_errmsg(c->db));
+    report_failure(err, c, facet__conn_error(c));
     facet__conn_abandon_txn(c);
     forget_loss(c);
     failed = 1;
@@ -1045,6 +1084,36 @@ void facet_store_rollback(facet_store *s) {
     if (c->implicit) facet__conn_abandon_txn(c);
     forget_loss(c);
   }
+}
+
+static int conn_of_tenant(const facet_conn *c, const char *tenant, size_t tlen) {
+  return c->tenant_len == tlen && memcmp(c->key, tenant, tlen) == 0;
+}
+
+int facet_store_pending_tenant(const facet_store *s, const char *tenant) {
+  size_t tlen = strlen(tenant);
+  for (uint32_t i = 0; i < s->n_conns; i++) {
+    const facet_conn *c = s->conns[i];
+    if (conn_of_tenant(c, tenant, tlen) && (c->implicit || c->lost)) return 1;
+  }
+  for (const facet_failure *f = s->failures; f != NULL; f = f->next)
+    if (strncmp(f->key, tenant, tlen) == 0 && (f->key[tlen] == '\0' || f->key[tlen] == '/'))
+      return 1;
+  return 0;
+}
+
+void facet_store_rollback_tenant(facet_store *s, const char *tenant) {
+  size_t tlen = strlen(tenant);
+  for (uint32_t i = 0; i < s->n_conns && s->n_implicit > 0; i++) {
+    facet_conn *c = s->conns[i];
+    if (!conn_of_tenant(c, tenant, tlen)) continue;
+    if (c->implicit) facet__conn_abandon_txn(c);
+    forget_loss(c);
+  }
+}
+
+int facet_store_take_tenant_failure(facet_store *s, const char *tenant, char **message) {
+  return take_failures(s, tenant, NULL, 1, message);
 }
 
 void facet_store_close_facet(facet_store *s, const char *tenant, const char *facet_id) {

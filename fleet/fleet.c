@@ -32,6 +32,7 @@
 #include "base.h"
 #include "chunks.h"
 #include "fleet.h"
+#include "internal.h"
 
 #define RECORDS_STREAM "EDGENODE_RECORDS"
 #define MEMBERS_BUCKET "edgenode_members"
@@ -56,7 +57,7 @@
 #define JS_ERR_VERSION_TAKEN 10077
 
 static const char *const bucket_names[FLEET_BUCKETS] = {"workers", "egress", "secrets",
-                                                        "cordons", "members"};
+                                                        "cordons", "traffic", "members"};
 
 const char *fleet_bucket_name(fleet_bucket b) {
   return (unsigned)b < FLEET_BUCKETS ? bucket_names[b] : "?";
@@ -74,7 +75,14 @@ int fleet_key_valid(const char *s) {
   return n > 0 && n <= FLEET_KEY_MAX;
 }
 
-typedef enum event_kind { EV_CHANGE, EV_SYNCED, EV_STATE, EV_DONE, EV_DAMAGED } event_kind;
+typedef enum event_kind {
+  EV_CHANGE,
+  EV_SYNCED,
+  EV_STATE,
+  EV_DONE,
+  EV_DAMAGED,
+  EV_FACET_LOST
+} event_kind;
 
 /* Something a thread hands to the loop. */
 typedef struct event {
@@ -121,6 +129,10 @@ struct fleet {
   int64_t write_deadline_ms;
   int64_t heartbeat_ms;
   int64_t member_ttl_ms;
+  int64_t lease_ttl_ms;
+  int64_t facet_publish_ms;
+  int64_t snapshot_every;
+  fleet_facets *facets;
   int replicas;
   char *node_name;
 
@@ -286,6 +298,9 @@ static void on_wake(uv_async_t *a) {
     case EV_DAMAGED:
       if (f->cb.damaged) f->cb.damaged(f->cb.arg, e->bucket, e->key, e->version, e->error);
       break;
+    case EV_FACET_LOST:
+      if (f->cb.facet_lost) f->cb.facet_lost(f->cb.arg, e->key, e->error);
+      break;
     }
     free_event(e);
     e = next;
@@ -397,6 +412,7 @@ static int bind_all(fleet *f) {
   if (bind_records(f) != NATS_OK) return -1;
   if (chunks_bind(f->js, f->replicas) != NATS_OK) return -1;
   if (f->members == NULL && bind_members(f) != NATS_OK) return -1;
+  if (fleet__facets_bind(f->facets, f->js) != NATS_OK) return -1;
   if (f->records_sub == NULL && subscribe_records(f, &f->records_sub) != NATS_OK) return -1;
   if (f->members_watch == NULL && kvStore_WatchAll(&f->members_watch, f->members, NULL) != NATS_OK) {
     f->members_watch = NULL;
@@ -1052,6 +1068,10 @@ int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet
   f->member_ttl_ms = o->member_ttl_ms > 0 ? o->member_ttl_ms : 5 * f->heartbeat_ms;
   f->replicas = o->replicas > 0 ? o->replicas : (n < 3 ? n : 3);
   f->node_name = xstrdup(o->node_name);
+  f->lease_ttl_ms = o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 6000;
+  f->facet_publish_ms = o->facet_publish_ms > 0 ? o->facet_publish_ms : 3000;
+  f->snapshot_every = o->snapshot_every > 0 ? o->snapshot_every : 1000;
+  f->facets = fleet__facets_new(f);
   f->ops_tail = &f->ops_head;
   f->ev_tail = &f->ev_head;
   atomic_store(&f->disconnected_since_ms, now_ms());
@@ -1063,6 +1083,7 @@ int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet
   if (s != NATS_OK) {
     int rc = fail(err, errlen, -EINVAL, "NATS options", s);
     natsOptions_Destroy(f->opts);
+    fleet__facets_free(f->facets);
     free(f->node_name);
     free(f);
     return rc;
@@ -1071,6 +1092,7 @@ int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet
   if (rc != 0) {
     snprintf(err, errlen, "uv_async_init: %s", uv_strerror(rc));
     natsOptions_Destroy(f->opts);
+    fleet__facets_free(f->facets);
     free(f->node_name);
     free(f);
     return rc;
@@ -1111,6 +1133,7 @@ static void on_closed(uv_handle_t *h) {
       next = s->next;
       free(s);
     }
+  fleet__facets_free(f->facets);
   free(f->member_json);
   free(f->node_name);
   pthread_mutex_destroy(&f->mu);
@@ -1134,6 +1157,7 @@ void fleet_close(fleet *f) {
     pthread_join(f->members_thread, NULL);
   }
   if (f->members_watch) kvWatcher_Destroy(f->members_watch);
+  fleet__facets_stop(f->facets);
   if (f->records_sub) {
     (void)natsSubscription_Unsubscribe(f->records_sub);
     natsSubscription_Destroy(f->records_sub);
@@ -1155,6 +1179,26 @@ void fleet_close(fleet *f) {
   /* The last events (answers to writes among them) are delivered by the
    * close callback, on the loop. */
   uv_close((uv_handle_t *)&f->wake, on_closed);
+}
+
+/* ---- what facets.c shares ---- */
+
+jsCtx *fleet__js(fleet *f) { return atomic_load(&f->bound) ? f->js : NULL; }
+const char *fleet__node_name(const fleet *f) { return f->node_name; }
+int fleet__replicas(const fleet *f) { return f->replicas; }
+int fleet__stopping(fleet *f) { return atomic_load(&f->stopping); }
+int64_t fleet__lease_ttl_ms(const fleet *f) { return f->lease_ttl_ms; }
+int64_t fleet__facet_publish_ms(const fleet *f) { return f->facet_publish_ms; }
+int64_t fleet__snapshot_every(const fleet *f) { return f->snapshot_every; }
+int64_t fleet__max_payload(fleet *f) { return f->nc ? natsConnection_GetMaxPayload(f->nc) : 0; }
+fleet_facets *fleet__facets(fleet *f) { return f->facets; }
+
+void fleet__post_facet_lost(fleet *f, const char *tenant, const char *why) {
+  event *e = xcalloc(1, sizeof *e);
+  e->kind = EV_FACET_LOST;
+  e->key = xstrdup(tenant);
+  e->error = xstrdup(why);
+  post(f, e);
 }
 
 void fleet_get_status(fleet *f, fleet_status *out) {

@@ -49,6 +49,7 @@ typedef enum fleet_bucket {
   FLEET_EGRESS,      /* worker name -> its egress rules (versioned) */
   FLEET_SECRETS,     /* secret name -> its value, encrypted for egress processes (versioned) */
   FLEET_CORDONS,     /* tenant name -> cordoned or suspended (versioned) */
+  FLEET_TRAFFIC,     /* worker name -> its traffic split over versions (versioned) */
   FLEET_MEMBERS,     /* node name -> its heartbeat: a KV bucket whose TTL ages it out */
   FLEET_BUCKETS
 } fleet_bucket;
@@ -72,6 +73,9 @@ int fleet_key_valid(const char *s);
 #define FLEET_EREJECT (-1002)  /* the transform refused the write; nothing was written */
 #define FLEET_ECLOSED (-1003)  /* the fleet is closing */
 #define FLEET_ENOENT (-1004)   /* fleet_delete: no such key */
+#define FLEET_EOWNED (-1006)   /* another node owns the tenant's facets, or none does here */
+#define FLEET_EFENCED (-1007)  /* another node wrote the facet's next record: ownership is lost */
+#define FLEET_EHANDOVER (-1008) /* the owner is draining: its tenants are about to be free */
 #define FLEET_EDAMAGED (-1005) /* the key's latest value cannot be read back (a chunk missing or
                                   not matching its hash); deleting the key still works */
 
@@ -98,6 +102,10 @@ typedef struct fleet_callbacks {
   /* A version that the watch could not read back (its chunks are missing
    * or do not match their hash): it is skipped, never delivered. Optional. */
   void (*damaged)(void *arg, fleet_bucket b, const char *key, uint64_t version, const char *why);
+  /* This node no longer owns the tenant's facets (its lease lapsed or was
+   * taken, or another node wrote their next record): what it holds of
+   * them must not be served any more. Optional. */
+  void (*facet_lost)(void *arg, const char *tenant, const char *why);
   void *arg;
 } fleet_callbacks;
 
@@ -111,6 +119,9 @@ typedef struct fleet_options {
   int64_t write_deadline_ms; /* how long a write rides through elections; 0: 15000 */
   int64_t heartbeat_ms;      /* membership heartbeat period; 0: 1000 */
   int64_t member_ttl_ms;     /* FLEET_MEMBERS' TTL; 0: 5 heartbeats */
+  int64_t lease_ttl_ms;      /* a facet owner's lease, renewed at a third of it; 0: 6000 */
+  int64_t facet_publish_ms;  /* how long a facet commit may wait for the fleet; 0: 3000 */
+  int64_t snapshot_every;    /* a tenant's facets are snapshotted every this many commits; 0: 1000 */
 } fleet_options;
 
 /*
@@ -178,6 +189,74 @@ typedef struct fleet_status {
 } fleet_status;
 
 void fleet_get_status(fleet *f, fleet_status *out);
+
+/* ---- Facets (fleet/facets.c) ----
+ *
+ * A tenant's facets have one owner node at a time: the holder of the
+ * tenant's lease in the KV bucket edgenode_leases, whose TTL ages out the
+ * lease of a node that stopped renewing it. Every commit of an owned facet
+ * is one record on subject fct.<tenant>.<n> (n = 1, 2, ... for all of the
+ * tenant's facets together) of the stream EDGENODE_FACETS, where a subject
+ * takes one message and refuses a second (as EDGENODE_RECORDS does). That
+ * refusal is the fence: an owner that lost its lease without knowing it
+ * (stopped, cut off) and publishes n finds n taken by the node that took
+ * the tenant over, which wrote record n (a claim) before serving. A node
+ * taking a tenant over restores the latest snapshot (subject
+ * fsn.<tenant>.<n>: the tenant's facet files as chunks, covering the
+ * records up to n) and replays the records after it into its own copy
+ * first. The owner takes a snapshot every snapshot_every commits and when
+ * it gives its leases up (a drain), and then trims the records the
+ * snapshot covers.
+ *
+ * These calls block (they wait for NATS), and may be made from any thread
+ * but the loop's.
+ */
+
+/* The node's copies of its tenants' facets, as the fleet reads and
+ * rebuilds them. Taking a tenant over: begin() once the lease is won (the
+ * copy must be empty after it), restore() for each facet of the latest
+ * snapshot, then record() for each commit after it, in order (facet_id
+ * NULL for the tenant's own facet). A non-zero return stops the take-over.
+ * Snapshots: dump() calls emit() once for each facet of the tenant with a
+ * consistent copy of its file (SQLite's backup), while no commit of the
+ * tenant can be published. */
+typedef int (*fleet_emit_fn)(void *ctx, const char *facet_id, const void *data, size_t len);
+typedef struct fleet_replay {
+  int (*begin)(void *arg, const char *tenant);
+  int (*record)(void *arg, const char *tenant, const char *facet_id, const void *rec, size_t len,
+                char *why, size_t why_len);
+  int (*restore)(void *arg, const char *tenant, const char *facet_id, const void *data,
+                 size_t len, char *why, size_t why_len);
+  int (*dump)(void *arg, const char *tenant, fleet_emit_fn emit, void *ctx, char *why,
+              size_t why_len);
+  void *arg;
+} fleet_replay;
+
+/* Makes this node the owner of the tenant's facets, or says it is one
+ * already. 0; FLEET_EOWNED with the owner's name in `owner` (its lease is
+ * live); FLEET_EUNAVAIL; or another FLEET_* value; `why` says what. */
+int fleet_facet_acquire(fleet *f, const char *tenant, const fleet_replay *replay, char *owner,
+                        size_t owner_len, char *why, size_t why_len);
+
+/* Publishes one commit of an owned facet (its change record, facets.h),
+ * within facet_publish_ms. 0 once the fleet has it; FLEET_EOWNED (not the
+ * owner), FLEET_EFENCED, or FLEET_EUNAVAIL (the outcome is unknown: the
+ * tenant is given up, so that its next owner replays whatever landed). */
+int fleet_facet_publish(fleet *f, const char *tenant, const char *facet_id, const void *rec,
+                        size_t len, char *why, size_t why_len);
+
+/* Marks this node's leases "draining" (and keeps them so when renewed):
+ * other nodes then wait for the tenants (FLEET_EHANDOVER) instead of
+ * sending requests here. */
+void fleet_facet_mark_draining(fleet *f);
+
+/* Gives up every lease this node holds (a drain): other nodes may take
+ * the tenants over at once. Returns how many were given up. */
+int fleet_facet_release_all(fleet *f);
+
+/* The tenants whose facets this node owns now, as a JSON array text
+ * (caller frees). */
+char *fleet_facet_owned_json(fleet *f);
 
 /* SHA-256 of data as lower-case hex (65 bytes with the NUL): the digest the
  * chunk manifests use, offered to the supervisor (node.db's versions). */

@@ -136,6 +136,19 @@ static void header_begin(http_req *r) {
   r->pub.n_headers++;
 }
 
+int http_request_peer(const http_request *req, char *buf, size_t len) {
+  struct sockaddr_storage ss;
+  int n = sizeof ss;
+  if (req->conn == NULL || len == 0 ||
+      uv_tcp_getpeername(&req->conn->tcp, (struct sockaddr *)&ss, &n) != 0)
+    return -1;
+  if (ss.ss_family == AF_INET)
+    return uv_ip4_name((const struct sockaddr_in *)&ss, buf, len) == 0 ? 0 : -1;
+  if (ss.ss_family == AF_INET6)
+    return uv_ip6_name((const struct sockaddr_in6 *)&ss, buf, len) == 0 ? 0 : -1;
+  return -1;
+}
+
 const char *http_request_header(const http_request *req, const char *name) {
   for (size_t i = 0; i < req->n_headers; i++)
     if (strcasecmp(req->headers[i].name, name) == 0) return req->headers[i].value;

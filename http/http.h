@@ -236,6 +236,9 @@ json_t *http_server_report(const http_server *s);
 
 /* Case-insensitive header lookup; NULL when absent. */
 const char *http_request_header(const http_request *req, const char *name);
+/* The client's address (an IP, no port) into buf: 0, or -1 when the
+ * connection is gone or is not TCP. */
+int http_request_peer(const http_request *req, char *buf, size_t len);
 
 /*
  * A request's authority, from a Host header (surrounding whitespace trimmed

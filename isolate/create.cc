@@ -343,6 +343,13 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
     error_set(err, ISO_ERR_INTERNAL, "the host's stream callbacks are incomplete");
     return nullptr;
   }
+  /* Before the tenant's isolate is entered: stripping is not its CPU. */
+  ts_stripped ts;
+  if (!ts_strip_options(o, &ts, err)) {
+    iso_error_clear(&local);
+    return nullptr;
+  }
+  if (ts.any) o = &ts.options;
   uint32_t memory_mb = o->limits.memory_mb ? o->limits.memory_mb : kDefaultMemoryMb;
   /* A deploy's validation only compiles: Python boots on the first request. */
   iso_worker *w = validating ? nullptr : python_take(memory_mb, o, err);

@@ -453,6 +453,24 @@ v8::Local<v8::String> str(v8::Isolate *isolate, const char *s, size_t len);
 /* ---- modules.cc ---- */
 
 /* Compiles, links and evaluates; returns the main module's default export. */
+/* ---- typescript.cc: types stripped from .ts and .mts modules ---- */
+
+/* Whether a module's name makes it TypeScript (".ts", ".mts"). */
+bool ts_is_module_name(const char *name);
+/* One module's source with its types blanked out (every line and column
+ * kept), in amaro's isolate under its own limits: false with *err set
+ * (kind ISO_ERR_SYNTAX with module, line and column for what amaro refused). */
+bool ts_strip(const iso_module *m, std::string *out, iso_error *err);
+/* A load's options with every TypeScript module stripped; `any` says
+ * whether there was one (else use the original options). */
+struct ts_stripped {
+  std::vector<std::string> code;
+  std::vector<iso_module> modules;
+  iso_worker_options options = {};
+  bool any = false;
+};
+bool ts_strip_options(const iso_worker_options *o, ts_stripped *out, iso_error *err);
+
 v8::MaybeLocal<v8::Value> modules_load(iso_worker *w, v8::Local<v8::Context> context,
                                        const iso_module *modules, size_t n_modules,
                                        const char *main_module, iso_error *err);

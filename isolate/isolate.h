@@ -222,6 +222,11 @@ void iso_page_stats_get(iso_page_stats *out);
  * that thread does it once it has its blanks; else the caller does. */
 void iso_page_trim(uint64_t older_than_ms);
 
+/* Frees this thread's TypeScript stripper (an isolate of about 50 MiB once
+ * it has run) and its cache of stripped modules if no module was stripped
+ * for `idle_ms`; the next TypeScript module makes it again. */
+void iso_typescript_trim(uint64_t idle_ms);
+
 /*
  * Calls default.fetch(request, env, ctx). respond (and later done) are called
  * for `token`, maybe before this returns. Returns 0, or -1 if the request

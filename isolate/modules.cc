@@ -73,6 +73,38 @@ module_entry *entry_of(iso_worker *w, v8::Local<v8::Module> module) {
   return nullptr;
 }
 
+/* A module by a name without its extension, or with .js for .ts, as
+ * wrangler's bundler resolves them: "./util" is util.ts, util.mts, util.js,
+ * util.mjs, util/index.ts or util/index.js (the first that exists), and
+ * "./util.js" (.mjs) is util.ts (.mts) when there is no util.js. */
+module_entry *find_like_bundler(iso_worker *w, const std::string &name) {
+  size_t slash = name.rfind('/');
+  std::string last = name.substr(slash == std::string::npos ? 0 : slash + 1);
+  auto ends = [&name](const char *ext) {
+    size_t n = strlen(ext);
+    return name.size() > n && name.compare(name.size() - n, n, ext) == 0;
+  };
+  module_entry *found = nullptr;
+  if (last.find('.') == std::string::npos) {
+    for (const char *ext : {".ts", ".mts", ".js", ".mjs", "/index.ts", "/index.js"})
+      if ((found = find_module(w, name + ext)) != nullptr) return found;
+  } else if (ends(".js")) {
+    found = find_module(w, name.substr(0, name.size() - 3) + ".ts");
+  } else if (ends(".mjs")) {
+    found = find_module(w, name.substr(0, name.size() - 4) + ".mts");
+  }
+  return found;
+}
+
+/* The module an import names, resolved against its importer's directory. */
+module_entry *find_import(iso_worker *w, const std::string &from, const std::string &wanted) {
+  std::string name = module_resolve_name(from, wanted);
+  module_entry *found = find_module(w, name);
+  if (found == nullptr) found = find_module(w, wanted); /* a bare name of a top-level module */
+  if (found == nullptr && !name.empty()) found = find_like_bundler(w, name);
+  return found;
+}
+
 v8::MaybeLocal<v8::Module> resolve(v8::Local<v8::Context> context, v8::Local<v8::String> specifier,
                                    v8::Local<v8::FixedArray>, v8::Local<v8::Module> referrer) {
   iso_worker *w = worker_of(context);
@@ -82,9 +114,7 @@ v8::MaybeLocal<v8::Module> resolve(v8::Local<v8::Context> context, v8::Local<v8:
   std::string wanted(*spec ? *spec : "", *spec ? spec.length() : 0);
   std::string from_name = from ? from->name : "";
 
-  module_entry *found = find_module(w, module_resolve_name(from_name, wanted));
-  if (found == nullptr)
-    found = find_module(w, wanted);  /* a bare name of a top-level module */
+  module_entry *found = find_import(w, from_name, wanted);
   if (found != nullptr)
     return found->module.Get(isolate);
 
@@ -333,9 +363,7 @@ v8::MaybeLocal<v8::Promise> module_import_dynamic(v8::Local<v8::Context> context
   iso_worker *w = worker_of(context);
   v8::String::Utf8Value from(isolate, resource_name), spec(isolate, specifier);
   std::string wanted(*spec ? *spec : "", *spec ? spec.length() : 0);
-  module_entry *found = find_module(w, module_resolve_name(*from ? *from : "", wanted));
-  if (found == nullptr)
-    found = find_module(w, wanted);
+  module_entry *found = find_import(w, *from ? *from : "", wanted);
   if (found == nullptr || found->module.IsEmpty()) {
     std::string msg = "cannot resolve \"" + wanted + "\" imported from \"" +
                       std::string(*from ? *from : "") + "\"";

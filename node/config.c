@@ -62,6 +62,9 @@ static const option_def options[] = {
     {"fleet_creds", OPT_STRING, 0, 0},
     {"fleet_ca", OPT_STRING, 0, 0},
     {"fleet_key", OPT_LIST, 0, 0},
+    {"facet_lease_ms", OPT_INT, 500, 600000},
+    {"facet_publish_ms", OPT_INT, 100, 60000},
+    {"facet_snapshot_every", OPT_INT, 2, 100000000},
     /* the sandbox of worker processes and the egress (jail/) */
     {"user", OPT_STRING, 0, 0},
     {"require_sandbox", OPT_BOOL, 0, 0},
@@ -134,6 +137,12 @@ static const char usage_text[] =
     "                              (tls://H:P for TLS); without it the node is on its own\n"
     "  --node-name NAME            this node's name in the fleet (default: the host name)\n"
     "  --fleet-creds FILE          NATS credentials (.creds) for the fleet\n"
+    "  --facet-lease-ms MS         a facet owner's lease in the fleet: how soon another\n"
+    "                              node takes a dead owner's tenants over (default 6000)\n"
+    "  --facet-publish-ms MS       how long a facet commit waits for the fleet before it\n"
+    "                              fails (default 3000)\n"
+    "  --facet-snapshot-every N    in a fleet, snapshot a worker's facets every N commits\n"
+    "                              and trim the records they cover (default 1000)\n"
     "  --fleet-ca FILE             CA certificates for TLS to the fleet's NATS servers\n"
     "  --fleet-key FILE            the fleet's secret key (32 bytes), read by the egress only;\n"
     "                              repeat to rotate: the first seals, every one opens\n"
@@ -195,6 +204,9 @@ void node_config_init(node_config *c) {
   c->max_dedicated = 8;
   c->dedicated_idle_s = 60;
   c->dedicated_suspend_s = 300;
+  c->facet_lease_ms = 6000;
+  c->facet_publish_ms = 3000;
+  c->facet_snapshot_every = 1000;
   c->metrics_max_tenants = 100;
 }
 
@@ -390,6 +402,9 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "max_dedicated") == 0) c->max_dedicated = (int)v;
       else if (strcmp(o->key, "dedicated_idle_s") == 0) c->dedicated_idle_s = v;
       else if (strcmp(o->key, "dedicated_suspend_s") == 0) c->dedicated_suspend_s = v;
+      else if (strcmp(o->key, "facet_lease_ms") == 0) c->facet_lease_ms = v;
+      else if (strcmp(o->key, "facet_publish_ms") == 0) c->facet_publish_ms = v;
+      else if (strcmp(o->key, "facet_snapshot_every") == 0) c->facet_snapshot_every = v;
       else if (strcmp(o->key, "metrics_max_tenants") == 0) c->metrics_max_tenants = v;
       else c->max_body_mb = (int)v;
       return NULL;

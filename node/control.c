@@ -135,7 +135,8 @@ static int tail_route(node *n, http_request *req, const char *path) {
 }
 
 static int versions_route(node *n, http_request *req, const char *path) {
-  return name_subroute(n, req, path, "/v1/workers/", node_versions_route);
+  return name_subroute(n, req, path, "/v1/workers/", node_versions_route) ||
+         name_subroute(n, req, path, "/v1/workers/", node_traffic_route);
 }
 
 /* Every route behind the token, in the order they are tried: each returns 1

@@ -110,6 +110,12 @@ static const char *const migrations[] = {
     "  id INTEGER PRIMARY KEY CHECK (id = 1),"
     "  routes TEXT NOT NULL,"
     "  updated_at INTEGER NOT NULL);",
+    /* 4: gradual deployments: a worker's traffic split over its kept
+     * versions. No row: all of it goes to the current version. */
+    "CREATE TABLE worker_traffic ("
+    "  name TEXT PRIMARY KEY,"
+    "  split TEXT NOT NULL,"     /* [{"version": N, "percent": P}, ...] */
+    "  updated_at INTEGER NOT NULL);",
 };
 
 _Static_assert(ARRAY_SIZE(migrations) == NODE_DB_SCHEMA_VERSION,
@@ -424,6 +430,14 @@ static int write_history(node_db *d, const char *name, const node_db_worker *w) 
   return step_done(st);
 }
 
+/* A deploy, a rollback or a delete ends any split (inside the caller's transaction). */
+static int clear_traffic(node_db *d, const char *name) {
+  sqlite3_stmt *st;
+  if (prepare(d->db, "DELETE FROM worker_traffic WHERE name = ?1", &st) != 0) return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  return step_done(st);
+}
+
 static int delete_history(node_db *d, const char *name) {
   sqlite3_stmt *st;
   if (prepare(d->db, "DELETE FROM worker_history WHERE name = ?1", &st) != 0) return -EIO;
@@ -505,7 +519,7 @@ int node_db_worker_put(node_db *d, const char *name, const node_db_worker *w, in
   if (exists < 0 || version < 0 ||
       write_row(d, name, version, w->main_module, w->modules, w->bindings, w->limits, created,
                 now_ms) != 0 ||
-      write_history(d, name, w) != 0 ||
+      write_history(d, name, w) != 0 || clear_traffic(d, name) != 0 ||
       (w->egress && write_rules(d, name, w->egress, now_ms) != 0) || exec(d->db, "COMMIT") != 0) {
     rollback(d, NULL);
     return -EIO;
@@ -534,6 +548,7 @@ int node_db_worker_delete(node_db *d, const char *name) {
   /* Its allow-list and its versions go with it, in the same transaction. */
   if (rc == 0 && gone > 0) rc = write_rules(d, name, NULL, 0);
   if (rc == 0 && gone > 0) rc = delete_history(d, name);
+  if (rc == 0 && gone > 0) rc = clear_traffic(d, name);
   if (rc == 0 && gone == 0) {
     exec(d->db, "ROLLBACK");
     return -ENOENT;
@@ -618,6 +633,66 @@ json_t *node_db_routes_get(node_db *d, int64_t *updated_at) {
   }
   sqlite3_finalize(st);
   return routes;
+}
+
+/* ---- traffic splits ------------------------------------------------------------- */
+
+int node_db_traffic_get(node_db *d, const char *name, json_t **split) {
+  *split = NULL;
+  sqlite3_stmt *st;
+  if (prepare(d->db, "SELECT split FROM worker_traffic WHERE name = ?1", &st) != 0) return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *split = column_json(st, 0);
+  sqlite3_finalize(st);
+  if (rc == SQLITE_ROW && !json_is_array(*split)) {
+    json_decref(*split);
+    *split = NULL;
+  }
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int node_db_traffic_put(node_db *d, const char *name, json_t *split, int64_t now_ms) {
+  d->failure[0] = '\0';
+  if (split == NULL) return clear_traffic(d, name);
+  sqlite3_stmt *st;
+  if (prepare(d->db,
+              "INSERT OR REPLACE INTO worker_traffic(name, split, updated_at) "
+              "SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM workers WHERE name = ?1)",
+              &st) != 0)
+    return -EIO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  if (bind_json(st, 2, split) != 0) {
+    sqlite3_finalize(st);
+    return -EIO;
+  }
+  sqlite3_bind_int64(st, 3, now_ms);
+  if (step_done(st) != 0) return -EIO;
+  return sqlite3_changes(d->db) > 0 ? 0 : -ENOENT;
+}
+
+int node_db_traffic_attach(node_db *d, const char *name, json_t *row) {
+  json_t *split = NULL;
+  if (node_db_traffic_get(d, name, &split) != 0) return -EIO;
+  if (split == NULL) return 0;
+  int64_t current = json_integer_value(json_object_get(row, "version"));
+  size_t i;
+  json_t *entry;
+  json_array_foreach(split, i, entry) {
+    int64_t version = json_integer_value(json_object_get(entry, "version"));
+    if (version == current) continue;
+    json_t *spec = NULL;
+    if (node_db_version_get(d, name, version, &spec) != 0) {
+      json_decref(split);
+      return -EIO;
+    }
+    json_object_del(spec, "egress"); /* the worker's rules are the current version's */
+    json_object_set_new(spec, "name", json_string(name));
+    json_object_set_new(spec, "version", json_integer(version));
+    json_object_set_new(entry, "spec", spec);
+  }
+  json_object_set_new(row, "traffic", split);
+  return 0;
 }
 
 int node_db_routes_put(node_db *d, json_t *routes, int64_t now_ms) {

@@ -446,24 +446,6 @@ static int64_t read_rollback_version(http_request *req, const char *name) {
   return 0;
 }
 
-/* 404 naming the versions that are kept. */
-static void respond_not_kept(node *n, http_request *req, const char *name, int64_t version) {
-  json_t *rows = NULL, *kept = json_array();
-  if (node_db_versions_list(n->db, name, &rows) == 0) {
-    size_t i;
-    json_t *v;
-    json_array_foreach(rows, i, v) json_array_append(kept, json_object_get(v, "version"));
-  }
-  json_decref(rows);
-  char *msg = xasprintf("version %lld of worker %s is not kept (the last %d versions are)",
-                        (long long)version, name, NODE_DB_VERSIONS_KEPT);
-  json_t *body = json_pack("{s:s, s:I, s:o}", "error", msg, "version", (json_int_t)version,
-                           "kept", kept);
-  free(msg);
-  node_respond_json(req, 404, body, NULL);
-  json_decref(body);
-}
-
 static void rollback(node *n, http_request *req, const char *name) {
   int64_t version = read_rollback_version(req, name);
   if (version == 0) return;
@@ -477,7 +459,7 @@ static void rollback(node *n, http_request *req, const char *name) {
   }
   if (rc == 0) rc = node_db_version_get(n->db, name, version, &spec);
   if (rc == -ENOENT) {
-    respond_not_kept(n, req, name, version);
+    node_respond_not_kept(n, req, name, version);
     return;
   }
   if (rc != 0) {
@@ -535,7 +517,7 @@ static void on_dev_deployed(node *n, void *data, int status, json_t *body) {
 }
 
 void node_deploy_dev(node *n, void (*done)(node *n)) {
-  json_t *spec = node_spec_single((const char *)node_hello_js, node_hello_js_len);
+  json_t *spec = node_spec_single((const char *)node_hello_js, node_hello_js_len, "index.js");
   if (spec == NULL) {
     log_error("--dev: the embedded examples/hello.js is not UTF-8");
     done(n);

@@ -112,6 +112,7 @@ void node_drain(node *n, const char *reason, int then_exit) {
   node_event(n, "drain", NULL, extra);
   json_decref(extra);
   node_notify("STOPPING=1\nSTATUS=draining");
+  node_fleet_drain_facets(n);
   /* The supervisor's copy of the ingress socket goes first; the socket itself
    * closes, and connections are refused, once every worker closed its copy. */
   if (n->listen_fd >= 0) close(n->listen_fd);
@@ -135,6 +136,7 @@ void node_drain_finished(node *n) {
   log_write(LOG_INFO, NULL, NULL, text, "drained: every worker process has finished");
   free(text);
   node_event_new(n, "drained", NULL, extra);
+  node_fleet_release_facets(n);
   node_notify("STATUS=drained");
 }
 

@@ -35,8 +35,7 @@ static void describe(node *n, http_request *req, const char *name) {
   json_decref(out);
 }
 
-/* Reads a whole file into memory; returns 0 or -errno. */
-static int read_file(const char *path, char **data, size_t *len) {
+int node_read_file(const char *path, char **data, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return -errno;
   struct stat st;
@@ -75,7 +74,7 @@ static void backup(node *n, http_request *req, const char *name) {
   free(err);
   char *data = NULL;
   size_t len = 0;
-  rc = read_file(tmp, &data, &len);
+  rc = node_read_file(tmp, &data, &len);
   unlink(tmp);
   free(tmp);
   if (rc != 0) {

@@ -17,6 +17,10 @@
  *            an operator or by a node's monitor, held on every node
  *            (deleted: uncordoned). A suspension stays the node's whose
  *            dedicated process kept crashing (docs/fleet.md says why).
+ *   traffic  name -> {"split": [{"version", "percent"}], "current": N}: a
+ *            gradual deployment, set while the worker's version was N and
+ *            applied only where it still is (a deploy since ends it);
+ *            deleted: the split ended.
  * and membership: every node's heartbeat, read for GET /v1/fleet.
  *
  * Static stability: node.db is what the node serves from. With NATS away,
@@ -42,7 +46,8 @@
 #define APPLY_WAIT_MS 5000
 #define FLEET_OFFLINE_READY_MS 5000
 #define RECORD_BUCKETS \
-  ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_SECRETS) | (1u << FLEET_CORDONS))
+  ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_SECRETS) | (1u << FLEET_CORDONS) | \
+   (1u << FLEET_TRAFFIC))
 
 /* A write waiting to be applied here before it is answered. */
 typedef struct waiter {
@@ -194,6 +199,28 @@ static void apply_secret(struct node_fleet *nf, const char *name, json_t *rec, i
   node_egress_push_secret(n, name, workers, sealed);
 }
 
+/* A traffic split, stored only while the worker's version is the one it was
+ * set on: a deploy or rollback the fleet ordered after it has ended it. */
+static void apply_traffic(struct node_fleet *nf, const char *name, json_t *rec, int deleted) {
+  node *n = nf->n;
+  json_t *split = deleted ? NULL : json_object_get(rec, "split");
+  if (split) {
+    json_t *row = NULL;
+    int64_t current = node_db_worker_get(n->db, name, &row) == 0
+                          ? json_integer_value(json_object_get(row, "version")) : -1;
+    json_decref(row);
+    if (!json_is_array(split) ||
+        current != json_integer_value(json_object_get(rec, "current")))
+      return;
+  }
+  if (node_db_traffic_put(n->db, name, split, time_now_ms()) == -EIO) {
+    log_write(LOG_ERROR, name, NULL, NULL, "fleet: storing its traffic split failed: %s",
+              node_db_errmsg(n->db));
+    return;
+  }
+  node_procs_broadcast_changed(n, name);
+}
+
 static void answer(waiter *w, int status, json_t *body);
 static void answer_written(waiter *w);
 
@@ -239,6 +266,8 @@ static void apply(struct node_fleet *nf, fleet_bucket b, const char *name, const
     apply_secret(nf, name, rec, deleted);
   } else if (b == FLEET_CORDONS) {
     if (nf->n->cordon_hooks) nf->n->cordon_hooks->apply(nf->n, name, deleted ? NULL : rec);
+  } else if (b == FLEET_TRAFFIC) {
+    apply_traffic(nf, name, rec, deleted);
   }
   json_decref(rec);
   note_applied(nf, b, name, version);
@@ -261,6 +290,8 @@ static void on_change(void *arg, const fleet_entry *e) {
       return;
     }
     json_object_set_new(m, "received_ms", json_integer(time_now_ms()));
+    if (strcmp(e->key, nf->name) != 0)
+      node_forward_member(nf->n, e->key, json_string_value(json_object_get(m, "listen")));
     json_object_set_new(nf->members, e->key, m);
     return;
   }
@@ -452,6 +483,13 @@ void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_c
   json_t *rollback_of = json_object_get(spec, "rollback_of"); /* kept in every node's history */
   if (rollback_of) json_object_set(rec, "rollback_of", rollback_of);
   write_record(n, FLEET_WORKERS, name, rec, cb, data);
+  json_decref(rec);
+}
+
+void node_fleet_put_traffic(node *n, const char *name, json_t *split, int64_t current,
+                            node_fleet_cb cb, void *data) {
+  json_t *rec = split ? json_pack("{s:O, s:I}", "split", split, "current", (json_int_t)current) : NULL;
+  write_record(n, FLEET_TRAFFIC, name, rec, cb, data);
   json_decref(rec);
 }
 
@@ -678,6 +716,11 @@ static void fleet_info(node *n, http_request *req) {
                            "head", (json_int_t)head, "nodes", nodes, "writes", "ok",
                            (json_int_t)st.writes_ok, "failed", (json_int_t)st.writes_failed,
                            "retries", (json_int_t)st.write_retries);
+  /* The tenants whose facets this node owns (their leases). */
+  char *owned = fleet_facet_owned_json(nf->link);
+  json_t *facets = json_loads(owned, 0, NULL);
+  free(owned);
+  json_object_set_new(body, "facets", facets ? facets : json_array());
   node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }
@@ -741,6 +784,28 @@ static char *default_name(void) {
   return xstrdup(host[0] ? host : "node");
 }
 
+/* The tenant's facets are another node's now: what the workers hold of
+ * them (connections, and isolates whose memory came from them) goes. */
+static void on_facet_lost(void *arg, const char *tenant, const char *why) {
+  struct node_fleet *nf = arg;
+  json_t *details = json_pack("{s:s}", "why", why);
+  node_event_new(nf->n, "facets_lost", tenant, details);
+  node_procs_broadcast_changed(nf->n, tenant);
+}
+
+void node_fleet_drain_facets(node *n) {
+  struct node_fleet *nf = n->fleet;
+  if (nf != NULL && nf->link != NULL) fleet_facet_mark_draining(nf->link);
+}
+
+/* A drained node's tenants can be taken over at once, not a lease later. */
+void node_fleet_release_facets(node *n) {
+  struct node_fleet *nf = n->fleet;
+  if (nf == NULL || nf->link == NULL) return;
+  int released = fleet_facet_release_all(nf->link);
+  if (released > 0) log_write(LOG_INFO, NULL, NULL, NULL, "facets: gave up %d tenants' leases", released);
+}
+
 int node_fleet_start(node *n, char **err) {
   if (n->cfg.fleet == NULL) return 0;
   struct node_fleet *nf = xcalloc(1, sizeof *nf);
@@ -756,9 +821,12 @@ int node_fleet_start(node *n, char **err) {
                      .tls = n->cfg.fleet_tls,
                      .ca_file = n->cfg.fleet_ca,
                      .heartbeat_ms = HEARTBEAT_MS,
-                     .member_ttl_ms = MEMBER_TTL_MS};
+                     .member_ttl_ms = MEMBER_TTL_MS,
+                     .lease_ttl_ms = n->cfg.facet_lease_ms,
+                     .facet_publish_ms = n->cfg.facet_publish_ms,
+                     .snapshot_every = n->cfg.facet_snapshot_every};
   fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state,
-                        .damaged = on_damaged, .arg = nf};
+                        .damaged = on_damaged, .facet_lost = on_facet_lost, .arg = nf};
   char why[256];
   int rc = fleet_open(&nf->link, n->loop, &o, &cb, why, sizeof why);
   if (rc != 0) {
@@ -770,6 +838,12 @@ int node_fleet_start(node *n, char **err) {
     return rc;
   }
   n->fleet = nf;
+  if ((rc = node_replica_start(n, nf->link, err)) != 0) {
+    char *why_not = *err;
+    *err = xasprintf("fleet: %s", why_not);
+    free(why_not);
+    return rc;
+  }
   if (uv_timer_init(n->loop, &nf->heartbeat) != 0) abort();
   nf->heartbeat.data = n;
   nf->heartbeat_open = 1;
@@ -797,6 +871,8 @@ void node_fleet_stop(node *n) {
     answer(w, 503, body);
     json_decref(body);
   }
+  node_forward_stop(n);
+  node_replica_stop(n);
   /* Pending writes are answered by the fleet (closing) before it goes. */
   fleet_close(nf->link);
   nf->link = NULL;
@@ -810,4 +886,5 @@ void node_fleet_free(node *n) {
   free(nf->name);
   free(nf);
   n->fleet = NULL;
+  node_forward_free(n);
 }

@@ -79,6 +79,9 @@ typedef struct node_config {
   int max_dedicated;         /* dedicated processes at most; past it the worst offender is suspended */
   int64_t dedicated_idle_s;  /* a dedicated process without a request this long exits; 0: never */
   int64_t dedicated_suspend_s; /* how long a suspension for max_dedicated lasts */
+  int64_t facet_lease_ms;    /* a facet owner's lease in the fleet */
+  int64_t facet_publish_ms;  /* how long a facet commit waits for the fleet */
+  int64_t facet_snapshot_every; /* commits between a worker's facet snapshots in the fleet */
   int64_t metrics_max_tenants; /* tenants with a latency histogram of their own (metrics.c) */
   char *fleet;               /* owned; the fleet's NATS URLs, NULL: a node on its own */
   int fleet_tls;             /* a tls:// URL among them */
@@ -137,7 +140,7 @@ const char *node_log_level_name(log_level level);
 typedef struct node_db node_db;
 
 /* PRAGMA user_version of a node.db this edgenode writes. */
-#define NODE_DB_SCHEMA_VERSION 3
+#define NODE_DB_SCHEMA_VERSION 4
 
 /* Versions of a worker node.db keeps (code and spec), the newest ones. */
 #define NODE_DB_VERSIONS_KEPT 20
@@ -202,6 +205,17 @@ int node_db_versions_list(node_db *db, const char *name, json_t **rows);
 /* 0 and *spec = a kept version as a deploy spec {"main_module", "modules",
  * "bindings", "limits", "egress"?} (caller decrefs), -ENOENT, or -EIO. */
 int node_db_version_get(node_db *db, const char *name, int64_t version, json_t **spec);
+
+/* 0 and *split = a worker's traffic split [{"version", "percent"}, ...], or
+ * NULL when it has none (all to the current version); -EIO. */
+int node_db_traffic_get(node_db *db, const char *name, json_t **split);
+/* Stores a split (checked by the caller), or with NULL ends it: 0, -ENOENT
+ * for a worker that is not deployed, -EIO. A deploy, rollback or delete of
+ * the worker ends its split too. */
+int node_db_traffic_put(node_db *db, const char *name, json_t *split, int64_t now_ms);
+/* Adds "traffic": the worker's split, each version but the current one with
+ * its spec, to a PROTO_WORKER_SPEC row; nothing when it has none. 0 or -EIO. */
+int node_db_traffic_attach(node_db *db, const char *name, json_t *row);
 
 /* The ingress routes as stored ([] when none; *updated_at 0 then), or NULL on a
  * database error. */
@@ -271,8 +285,8 @@ int node_db_event_list(node_db *db, int64_t max, json_t **rows);
 int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, json_t **spec,
                     json_t **error);
 
-/* The spec for a single module "index.js" holding `source`; NULL if not UTF-8. */
-json_t *node_spec_single(const char *source, size_t len);
+/* The spec for a single module `name` ("index.js") holding `source`; NULL if not UTF-8. */
+json_t *node_spec_single(const char *source, size_t len, const char *name);
 
 /* Milliseconds since the epoch as "2026-01-01T00:00:00.000Z". */
 void node_iso8601(int64_t ms, char out[32]);
@@ -478,12 +492,18 @@ struct node {
   void (*procs_changed)(node *n);
   void (*procs_stopped)(node *n);
   struct node_fleet *fleet; /* fleet_sync.c: with --fleet; NULL otherwise */
+  struct node_replica *replica; /* replica.c: the workers' facet link to the fleet; NULL: none */
+  struct node_forward *forward; /* forward.c: relays to other nodes; NULL until the first */
   uv_timer_t heartbeat_timer; /* procs.c: watches the shared processes' heartbeats */
   int heartbeat_timer_open;
   const struct node_cordon_hooks *cordon_hooks; /* cordons.c's, for fleet_sync.c below it */
   struct node_tails *tails; /* tail.c: open live-log sessions; NULL until the first */
   const struct node_tail_hooks *tail_hooks; /* tail.c's, for procs.c below it; NULL: none */
 };
+
+/* facet_routes.c: reads a whole file into memory (*data malloc'ed, with
+ * room for a NUL); 0 or -errno. */
+int node_read_file(const char *path, char **data, size_t *len);
 
 /* datadir.c */
 /* Creates the data directory (0700, with parents) and returns its absolute path. */
@@ -542,6 +562,8 @@ int node_routes_route(node *n, http_request *req, const char *path);
 int node_workers_route(node *n, http_request *req, const char *path);
 /* GET /v1/workers/{name}/versions, POST /v1/workers/{name}/rollback: 0 for another sub. */
 int node_versions_route(node *n, http_request *req, const char *name, const char *sub);
+/* /v1/workers/{name}/traffic (traffic.c): GET, PUT, DELETE a traffic split. */
+int node_traffic_route(node *n, http_request *req, const char *name, const char *sub);
 
 /* tail.c: live logs, GET /v1/workers/{name}/tail and GET /v1/runs/{id}/tail
  * (docs/control-api.md). procs.c hands it worker processes' HELLOs and
@@ -588,6 +610,8 @@ void node_respond_method(http_request *req, const char *allow);
 void node_respond_invalid_name(http_request *req, const char *name);
 /* 404 {"error": "unknown worker", "name"}. */
 void node_respond_unknown_worker(http_request *req, const char *name);
+/* 404 {"error", "version", "kept": [the versions kept]}: VERSION of NAME is not kept. */
+void node_respond_not_kept(node *n, http_request *req, const char *name, int64_t version);
 /*
  * The value of `key` in the request target's query string (pairs split on '&'
  * and '=', names and values form-decoded: %XX, '+' for a space), copied into
@@ -746,6 +770,9 @@ const char *node_fleet_unready_reason(const node *n);
 typedef void (*node_fleet_cb)(node *n, void *data, int status, json_t *body);
 void node_fleet_put_worker(node *n, const char *name, json_t *spec, node_fleet_cb cb, void *data);
 void node_fleet_delete_worker(node *n, const char *name, node_fleet_cb cb, void *data);
+/* A traffic split set while the worker's version was `current` (NULL: ended). */
+void node_fleet_put_traffic(node *n, const char *name, json_t *split, int64_t current,
+                            node_fleet_cb cb, void *data);
 void node_fleet_put_egress(node *n, const char *name, json_t *rules, node_fleet_cb cb, void *data);
 /* A change of a secret's record: each member NULL keeps what the record has. */
 typedef struct node_secret_edit {
@@ -764,10 +791,36 @@ void node_fleet_delete_cordon(node *n, const char *name, json_t *answer, http_re
 /* A cordon this node's monitor made (already in force here), made
  * fleet-wide; a failed write leaves it this node's alone (logged). */
 void node_fleet_share_cordon(node *n, const char *name, const char *reason, const char *rule);
+/* A drain begins: other nodes wait for this node's tenants rather than
+ * forward to it (their leases say so), until the drain's end gives the
+ * leases up. */
+void node_fleet_drain_facets(node *n);
+/* Gives up this node's facet leases (at the end of a drain). */
+void node_fleet_release_facets(node *n);
 /* GET /v1/fleet. */
 int node_fleet_route(node *n, http_request *req, const char *path);
 /* The fleet's families of /metrics. */
 void node_fleet_metrics(node *n, FILE *f);
+
+/* replica.c: facet replication for the worker processes (with --fleet).
+ * Started with the fleet, before the workers (they are given its socket);
+ * stopped before the fleet closes. */
+struct fleet;
+int node_replica_start(node *n, struct fleet *link, char **err);
+void node_replica_stop(node *n);
+/* The socket the worker processes are given, or NULL without a fleet. */
+const char *node_replica_socket(const node *n);
+/* A dedicated process may ask for its own tenant only (NULL: unbind). */
+void node_replica_bind(node *n, int pid, const char *tenant);
+/* Requests for the tenants node_name owns are forwarded through `path`. */
+void node_replica_set_forward(node *n, const char *node_name, const char *path);
+
+/* forward.c: relays to the other nodes' ingress, for forwarded requests.
+ * A member seen (again) with its listen address; stop before the loop's
+ * end, free after it. */
+void node_forward_member(node *n, const char *name, const char *listen_addr);
+void node_forward_stop(node *n);
+void node_forward_free(node *n);
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 int node_metrics_route(node *n, http_request *req, const char *path);

@@ -326,6 +326,9 @@ static void on_worker_get(node_proc *p, uint32_t id, json_t *body) {
     json_object_set_new(limits, "cpu_ms", json_integer(PROTO_SPEC_DEFAULT_CPU_MS));
   if (json_object_get(limits, "memory_mb") == NULL)
     json_object_set_new(limits, "memory_mb", json_integer(PROTO_SPEC_DEFAULT_MEMORY_MB));
+  if (node_db_traffic_attach(p->owner->db, name, row) != 0)
+    log_write(LOG_ERROR, name, NULL, NULL, "traffic split unreadable, all to the current version: %s",
+              node_db_errmsg(p->owner->db));
   send_json(p, PROTO_WORKER_SPEC, id, row);
   json_decref(row);
 }
@@ -462,6 +465,7 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
   node_stats_proc_gone(n, p);
   if (p->tenant) {
     node_egress_bind(n, p->child.pid, NULL);
+    node_replica_bind(n, p->child.pid, NULL);
     if (n->proc_listener) n->proc_listener->dedicated_exit(p, status, sig, lived_ms);
     return;
   }
@@ -581,6 +585,10 @@ static int spawn_proc(node_proc *p) {
     extra_args[n_extra++] = "--running-fd";
     extra_args[n_extra++] = "5";
   }
+  if (node_replica_socket(n)) {
+    extra_args[n_extra++] = "--replica-socket";
+    extra_args[n_extra++] = (char *)node_replica_socket(n);
+  }
   char *all_args[ARRAY_SIZE(args) + ARRAY_SIZE(extra_args) + NODE_SANDBOX_ARGS];
   size_t k = 0;
   for (size_t i = 0; args[i]; i++) all_args[k++] = args[i];
@@ -601,7 +609,10 @@ static int spawn_proc(node_proc *p) {
   if (rc != 0) return rc;
   /* Before it can connect anywhere: the egress then lets it act for its
    * own tenant only, whatever its frames say. */
-  if (p->tenant) node_egress_bind(p->owner, p->child.pid, p->tenant);
+  if (p->tenant) {
+    node_egress_bind(p->owner, p->child.pid, p->tenant);
+    node_replica_bind(p->owner, p->child.pid, p->tenant);
+  }
   p->memory_killed = 0;
   char extra[96];
   snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d}", p->id, p->child.pid);

@@ -106,3 +106,21 @@ void node_respond_unknown_worker(http_request *req, const char *name) {
   node_respond_json(req, 404, body, NULL);
   json_decref(body);
 }
+
+/* 404 naming the versions that are kept. */
+void node_respond_not_kept(node *n, http_request *req, const char *name, int64_t version) {
+  json_t *rows = NULL, *kept = json_array();
+  if (node_db_versions_list(n->db, name, &rows) == 0) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(rows, i, v) json_array_append(kept, json_object_get(v, "version"));
+  }
+  json_decref(rows);
+  char *msg = xasprintf("version %lld of worker %s is not kept (the last %d versions are)",
+                        (long long)version, name, NODE_DB_VERSIONS_KEPT);
+  json_t *body = json_pack("{s:s, s:I, s:o}", "error", msg, "version", (json_int_t)version,
+                           "kept", kept);
+  free(msg);
+  node_respond_json(req, 404, body, NULL);
+  json_decref(body);
+}

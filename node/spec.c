@@ -55,8 +55,9 @@ static int module_is_wasm(const char *name, size_t len) {
   return len > 5 && strcmp(name + len - 5, ".wasm") == 0;
 }
 
-/* Relative, canonical ("a/b.js", never "./", "../", "//" or "\"), ending .js, .mjs, .wasm or
- * .py (a Python module: docs/python.md). */
+/* Relative, canonical ("a/b.js", never "./", "../", "//" or "\"), ending .js, .mjs, .ts,
+ * .mts (TypeScript: the worker process strips its types), .wasm or .py (a Python module:
+ * docs/python.md). */
 static int module_name_valid(const char *name, size_t len) {
   if (len == 0 || len > MODULE_NAME_MAX || strlen(name) != len) return 0;
   if (name[0] == '/') return 0;
@@ -74,7 +75,9 @@ static int module_name_valid(const char *name, size_t len) {
     seg++;
   }
   return (len > 3 && strcmp(name + len - 3, ".js") == 0) ||
-         (len > 4 && strcmp(name + len - 4, ".mjs") == 0) || module_is_wasm(name, len) ||
+         (len > 4 && strcmp(name + len - 4, ".mjs") == 0) ||
+         (len > 3 && strcmp(name + len - 3, ".ts") == 0) ||
+         (len > 4 && strcmp(name + len - 4, ".mts") == 0) || module_is_wasm(name, len) ||
          (len > 3 && strcmp(name + len - 3, ".py") == 0);
 }
 
@@ -141,7 +144,7 @@ static int parse_modules(json_t *modules, json_t **error) {
     if (!module_name_valid(name, json_object_iter_key_len(it))) {
       *error = error_body("module", name,
                           "modules: \"%s\": a module name is a relative path without \".\" or "
-                          "\"..\" segments, ending in .js, .mjs, .wasm or .py",
+                          "\"..\" segments, ending in .js, .mjs, .ts, .mts, .wasm or .py",
                           name);
       return 400;
     }
@@ -226,15 +229,37 @@ static int binding_is_capability(const char *type) {
   return strcmp(type, "facet") == 0 || strcmp(type, "loader") == 0;
 }
 
+enum { SPEC_MAX_LOADER_POLICIES = 16 };
+
+/* A loader's "policies": the egress policies (worker names) its children's
+ * globalOutbound may name besides the worker's own. */
+static const char *loader_policies_problem(json_t *policies) {
+  if (!json_is_array(policies) || json_array_size(policies) > SPEC_MAX_LOADER_POLICIES)
+    return "\"policies\" must be an array of at most 16 worker names";
+  size_t i;
+  json_t *p;
+  json_array_foreach(policies, i, p) {
+    const char *name = json_string_value(p);
+    if (name == NULL || !worker_name_valid(name, strlen(name)))
+      return "\"policies\" must hold worker names ([a-z0-9][a-z0-9-]{0,62})";
+  }
+  return NULL;
+}
+
 static const char *binding_problem(json_t *b) {
   if (!json_is_object(b)) return "must be an object {\"type\": ..., \"value\": ...}";
+  const char *type = json_string_value(json_object_get(b, "type"));
   const char *key;
   json_t *v;
   json_object_foreach(b, key, v) {
-    if (strcmp(key, "type") != 0 && strcmp(key, "value") != 0)
-      return "unknown member (a binding has \"type\" and \"value\")";
+    if (type && strcmp(type, "loader") == 0 && strcmp(key, "policies") == 0) {
+      const char *why = loader_policies_problem(v);
+      if (why) return why;
+    } else if (strcmp(key, "type") != 0 && strcmp(key, "value") != 0) {
+      return "unknown member (a binding has \"type\" and \"value\"; a loader may have "
+             "\"policies\")";
+    }
   }
-  const char *type = json_string_value(json_object_get(b, "type"));
   json_t *value = json_object_get(b, "value");
   if (type == NULL) return "\"type\" must be a string";
   if (strcmp(type, "text") == 0) return json_is_string(value) ? NULL : "\"value\" must be a string";
@@ -355,11 +380,11 @@ done:
   return status;
 }
 
-json_t *node_spec_single(const char *source, size_t len) {
+json_t *node_spec_single(const char *source, size_t len, const char *name) {
   json_t *src = json_stringn(source, len);
   if (src == NULL) return NULL;
-  return json_pack("{s:s, s:{s:o}, s:{}, s:{s:i, s:i, s:i}}", "main_module", "index.js", "modules",
-                   "index.js", src, "bindings", "limits", "cpu_ms", PROTO_SPEC_DEFAULT_CPU_MS,
+  return json_pack("{s:s, s:{s:o}, s:{}, s:{s:i, s:i, s:i}}", "main_module", name, "modules",
+                   name, src, "bindings", "limits", "cpu_ms", PROTO_SPEC_DEFAULT_CPU_MS,
                    "memory_mb", PROTO_SPEC_DEFAULT_MEMORY_MB, "wall_ms", PROTO_SPEC_DEFAULT_WALL_MS);
 }
 
@@ -376,7 +401,10 @@ int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, j
                     json_t **error) {
   *spec = NULL;
   *error = NULL;
-  if (content_type && (media_type_is(content_type, "application/javascript") ||
+  /* One TypeScript module is index.ts, its types stripped where it is compiled. */
+  int ts = content_type && (media_type_is(content_type, "application/typescript") ||
+                            media_type_is(content_type, "text/typescript"));
+  if (content_type && (ts || media_type_is(content_type, "application/javascript") ||
                        media_type_is(content_type, "text/javascript"))) {
     if (len > NODE_SCRIPT_MAX_BYTES) {
       *error = too_large();
@@ -392,7 +420,7 @@ int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, j
       *error = error_body(NULL, NULL, "the script has a NUL byte");
       return 400;
     }
-    *spec = node_spec_single((const char *)body, len);
+    *spec = node_spec_single((const char *)body, len, ts ? "index.ts" : "index.js");
     if (*spec == NULL) {
       *error = error_body(NULL, NULL, "the script is not valid UTF-8");
       return 400;
@@ -402,7 +430,7 @@ int node_spec_parse(const char *content_type, const uint8_t *body, size_t len, j
   if (content_type && media_type_is(content_type, "application/json"))
     return parse_json_body(body, len, spec, error);
   *error = error_body("content_type", content_type ? content_type : "",
-                      "unsupported content type: send application/javascript (one module) "
-                      "or application/json");
+                      "unsupported content type: send application/javascript or "
+                      "application/typescript (one module) or application/json");
   return 415;
 }

@@ -173,6 +173,9 @@ const char *proto_type_name(uint8_t type) {
     case PROTO_TAIL: return "tail";
     case PROTO_TAIL_LINE: return "tail_line";
     case PROTO_ROUTES: return "routes";
+    case PROTO_FACET_ACQUIRE: return "facet_acquire";
+    case PROTO_FACET_PUBLISH: return "facet_publish";
+    case PROTO_FACET_ANSWER: return "facet_answer";
     case PROTO_EGRESS_POLICY: return "egress_policy";
     case PROTO_SECRET_PUT: return "secret_put";
     case PROTO_SECRET_LIST: return "secret_list";

@@ -50,6 +50,10 @@
 #define PROTO_SPEC_DEFAULT_CHILDREN 100
 #define PROTO_SPEC_DEFAULT_PINNED_CHILDREN 20
 #define PROTO_SPEC_MAX_CHILDREN 1000
+/* Versions one traffic split (gradual deployment) may name: each one the
+ * split keeps serving is an isolate of its own in every process that
+ * serves the worker. */
+#define PROTO_TRAFFIC_MAX_VERSIONS 4
 
 /* Upper bounds (ms) of the request-duration histogram's buckets: a worker
  * process counts each tenant's requests into them, and the supervisor
@@ -166,6 +170,20 @@ typedef enum proto_type {
   PROTO_FETCH_DATA = 28,
   /* worker -> egress (fetch id, one-way): the fetch is abandoned; no reply. */
   PROTO_FETCH_CANCEL = 29,
+  /* Facet replication (node/replica.c), on DATA/replica/replica.sock, in
+   * blocking frames: a worker process asks, then waits for the answer.
+   * worker -> supervisor (id): the tenant's name; may this node serve its
+   * facets (taking them over first when nobody owns them)? */
+  PROTO_FACET_ACQUIRE = 41,
+  /* worker -> supervisor (id): tenant, NUL, facet id (empty: the tenant's
+   * own facet), NUL, a commit's change record (facets.h); the commit is
+   * written only once this is answered yes. */
+  PROTO_FACET_PUBLISH = 42,
+  /* supervisor -> worker (same id): '0' (yes); '1' and why not (text);
+   * to PROTO_FACET_ACQUIRE also '2' and a unix socket's path (the owner
+   * node is reached through it: forward the request there), or '3' and why
+   * (the owner is handing the tenant over: ask again shortly). */
+  PROTO_FACET_ANSWER = 43,
   PROTO_TYPE_MAX = 64 /* types at or above this are rejected by the decoder */
 } proto_type;
 

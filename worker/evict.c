@@ -101,6 +101,8 @@ static size_t heap_held(worker *w) {
 static void evict_sweep(uv_timer_t *timer) {
   worker *w = container_of(timer, worker, evict_timer);
   iso_page_trim(PAGES_KEEP_MS);
+  /* The TypeScript stripper is let go as an idle isolate is. */
+  iso_typescript_trim(w->config.idle_timeout_s * 1000u);
   uint64_t now = time_mono_ns();
   uint64_t idle_ns = w->config.idle_timeout_s * 1000000000u;
   for (tenant *t = w->tenants; t; t = t->next)

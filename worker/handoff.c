@@ -44,6 +44,7 @@ typedef struct handoff {
   http_header *out_headers;    /* the request's headers as sent */
   size_t n_out_headers;
   int started;                 /* the response head went to the client */
+  char *forward_path;          /* a forward to the owner node (through this relay), or NULL */
   int handles;                 /* open libuv handles */
   struct handoff *prev_live, *next_live; /* every handoff not yet ended */
 } handoff;
@@ -53,6 +54,7 @@ static handoff *live;
 /* ---- lifecycle ---- */
 
 static void handoff_free(handoff *h) {
+  free(h->forward_path);
   for (size_t i = 0; i < h->n_out_headers; i++) free(h->out_headers[i].name);
   free(h->out_headers);
   free(h);
@@ -73,8 +75,10 @@ static void handoff_end(handoff *h) {
   if (h->prev_live) h->prev_live->next_live = h->next_live;
   else live = h->next_live;
   if (h->next_live) h->next_live->prev_live = h->prev_live;
-  if (t->handoffs > 0) t->handoffs--;
-  worker_cordon_settled(h->w, t);
+  if (h->forward_path == NULL) {
+    if (t->handoffs > 0) t->handoffs--;
+    worker_cordon_settled(h->w, t);
+  }
   if (h->client) {
     http_client_close(h->client);
     h->client = NULL;
@@ -91,6 +95,12 @@ static void handoff_end(handoff *h) {
   if (!uv_is_closing((uv_handle_t *)&h->timer)) uv_close((uv_handle_t *)&h->timer, on_handle_closed);
 }
 
+/* Who the request went to, for the client's errors. */
+static const char *peer(const handoff *h) {
+  return h->forward_path ? "the node that owns the tenant's facets"
+                         : "the tenant's dedicated process";
+}
+
 static void fail(handoff *h, int status, const char *message) {
   if (h->req) {
     json_t *extra = json_pack("{s:s, s:s}", "tenant", h->t->name, "request_id", h->req->id);
@@ -102,6 +112,12 @@ static void fail(handoff *h, int status, const char *message) {
     free(text);
   }
   handoff_end(h);
+}
+
+static void fail_peer(handoff *h, int status, const char *what) {
+  char message[160];
+  snprintf(message, sizeof message, "%s %s", peer(h), what);
+  fail(h, status, message);
 }
 
 /* ---- holding requests while the dedicated process is not ready ---- */
@@ -222,11 +238,11 @@ static void on_end(http_client *c, void *arg, int status) {
   }
   /* It may have run the request: never send it again. */
   if (status == UV_ETIMEDOUT)
-    fail(h, 504, "the tenant's dedicated process did not answer in time");
+    fail_peer(h, 504, "did not answer in time");
   else if (status == UV_EPROTO || status == UV_E2BIG || status == UV_ENOTSUP)
-    fail(h, 502, "the tenant's dedicated process sent a malformed response");
+    fail_peer(h, 502, "sent a malformed response");
   else
-    fail(h, 502, "the tenant's dedicated process failed while handling the request");
+    fail_peer(h, 502, "failed while handling the request");
 }
 
 static const http_client_callbacks client_callbacks = {
@@ -234,11 +250,22 @@ static const http_client_callbacks client_callbacks = {
 
 /* ---- the request ---- */
 
-/* The client's headers as the dedicated process gets them. */
+/* The client's headers as the dedicated process gets them; a forward to
+ * another node is a plain request, its hop-by-hop headers dropped, with a
+ * mark so that it is not forwarded again. */
 static void build_headers(handoff *h) {
   http_request *req = h->req;
   size_t prefix = strlen(HANDOFF_HOP_PREFIX);
-  h->out_headers = xcalloc(req->n_headers ? req->n_headers : 1, sizeof *h->out_headers);
+  h->out_headers = xcalloc(req->n_headers + 1, sizeof *h->out_headers);
+  if (h->forward_path) {
+    h->out_headers[h->n_out_headers++] = (http_header){xstrdup(FACET_FORWARDED_HEADER), "1"};
+    for (size_t i = 0; i < req->n_headers; i++) {
+      const http_header *hd = &req->headers[i];
+      if (route_hop_by_hop(hd->name) || strcasecmp(hd->name, FACET_FORWARDED_HEADER) == 0) continue;
+      h->out_headers[h->n_out_headers++] = (http_header){xstrdup(hd->name), hd->value};
+    }
+    return;
+  }
   for (size_t i = 0; i < req->n_headers; i++) {
     const http_header *hd = &req->headers[i];
     /* The client's own framing goes under a prefix, so that the tenant sees
@@ -254,7 +281,7 @@ static void build_headers(handoff *h) {
 
 static void on_timeout(uv_timer_t *timer) {
   handoff *h = timer->data;
-  if (!h->started) fail(h, 504, "the tenant's dedicated process did not answer in time");
+  if (!h->started) fail_peer(h, 504, "did not answer in time");
 }
 
 static void start(handoff *h);
@@ -267,6 +294,12 @@ static void on_closed_retry(uv_handle_t *handle) {
   worker *w = h->w;
   if (h->req == NULL) { /* cannot happen: nothing else ends a handoff before it connects */
     handoff_free(h);
+    return;
+  }
+  if (h->forward_path) {
+    /* Nothing was sent, but the owner is not reachable from here. */
+    h->handles = 0;
+    fail_peer(h, 503, "cannot be reached; try again");
     return;
   }
   if (t->placement == TENANT_CORDONED) {
@@ -303,7 +336,7 @@ static void on_connect(uv_connect_t *c, int status) {
   };
   h->client = http_client_new_stream(h->w->loop, (uv_stream_t *)&h->conn, &client_callbacks, h);
   int rc = http_client_send(h->client, &out);
-  if (rc != 0) fail(h, 502, "cannot reach the tenant's dedicated process");
+  if (rc != 0) fail_peer(h, 502, "cannot be reached");
 }
 
 static void start(handoff *h) {
@@ -314,7 +347,8 @@ static void start(handoff *h) {
   h->handles = 2;
   h->connect.data = h;
   uv_timer_start(&h->timer, on_timeout, HANDOFF_TIMEOUT_MS, 0);
-  uv_pipe_connect(&h->connect, &h->conn, h->t->cordon_socket, on_connect);
+  uv_pipe_connect(&h->connect, &h->conn, h->forward_path ? h->forward_path : h->t->cordon_socket,
+                  on_connect);
 }
 
 void handoff_submit(worker *w, tenant *t, http_request *req) {
@@ -336,6 +370,25 @@ void handoff_submit(worker *w, tenant *t, http_request *req) {
   t->handoffs++;
   if (t->cordon_ready) start(h);
   else hold(h);
+}
+
+void handoff_forward(worker *w, tenant *t, http_request *req, const char *path) {
+  if (req->body_streamed) {
+    if (http_request_buffer_body(req) != 0)
+      http_respond_error(req, 503, "the request cannot be forwarded to the tenant's node", NULL);
+    return;
+  }
+  handoff *h = xcalloc(1, sizeof *h);
+  h->w = w;
+  h->t = t;
+  h->req = req;
+  h->forward_path = xstrdup(path);
+  h->queued_ns = time_mono_ns();
+  h->next_live = live;
+  if (live) live->prev_live = h;
+  live = h;
+  log_write(LOG_DEBUG, t->name, req->id, NULL, "forwarded to the node that owns its facets");
+  start(h);
 }
 
 void handoff_flush(worker *w, tenant *t) {

@@ -83,6 +83,7 @@ struct loader_child {
   int stub_gone;            /* load(): the parent collected its stub */
   int64_t external_bytes;   /* told to the parent's heap until discarded */
   int outbound;             /* globalOutbound not null */
+  char *policy;             /* globalOutbound naming an egress policy, or NULL */
   int64_t subrequest_limit; /* per request; -1: no limit */
   int64_t stray_subrequests; /* made outside any request it is serving */
   size_t held_bytes;        /* sb.held_bytes as counted in owner->children_bytes */
@@ -400,6 +401,7 @@ static void child_freed(sandbox *sb) {
     c->owner->children_bytes -= c->held_bytes;
   }
   code_free(c);
+  free(c->policy);
   free(c->key);
   free(c);
 }
@@ -493,6 +495,28 @@ static uint32_t lower_limit(uint32_t parent, double own) {
   return own < parent ? (uint32_t)own : parent;
 }
 
+/* Whether the parent may give a child the egress policy `policy`: its own
+ * (the parent worker's name), or one its loader binding lists in
+ * "policies" (set by whoever deployed it, as a run's "as" is). NULL, or why
+ * not, in a message the caller frees. */
+static char *policy_problem(const sandbox *l, const char *binding, const char *policy) {
+  const char *own = sandbox_principal(l);
+  if (own && strcmp(own, policy) == 0) return NULL;
+  json_t *b = json_object_get(json_object_get(l->spec, "bindings"), binding);
+  json_t *granted = json_object_get(b, "policies");
+  size_t i;
+  json_t *name;
+  json_array_foreach(granted, i, name) {
+    if (json_is_string(name) && strcmp(json_string_value(name), policy) == 0) return NULL;
+  }
+  char *list = json_dumps(granted ? granted : json_array(), JSON_COMPACT | JSON_ENCODE_ANY);
+  char *msg = xasprintf("globalOutbound: the egress policy \"%s\" is not granted to this worker "
+                        "(its own is \"%s\"; bindings.%s.policies grants %s)",
+                        policy, own ? own : "", binding, list ? list : "[]");
+  free(list);
+  return msg;
+}
+
 /*
  * Takes the code ([mainModule, [name, source, ...], env, outbound, cpuMs,
  * memoryMB, subRequests]) into the child: a copy of its bytes, with the
@@ -536,7 +560,12 @@ static const char *take_code(loader_child *c, const uint8_t *bytes, size_t len,
     return "malformed env";
   }
   if (next_of(&a, &v, -1, "globalOutbound")) return a.why;
-  c->outbound = v.type == ISO_WIRE_TRUE;
+  c->outbound = v.type == ISO_WIRE_TRUE || v.type == ISO_WIRE_STRING;
+  if (v.type == ISO_WIRE_STRING) {
+    if (v.len == 0 || v.len > 64 || memchr(v.ptr, '\0', v.len))
+      return "globalOutbound: an egress policy's name is a worker's name (at most 64 characters)";
+    c->policy = xstrndup(v.ptr, v.len);
+  }
   double limit[3];
   for (int i = 0; i < 3; i++) {
     if (next_of(&a, &v, ISO_WIRE_NUMBER, "limits")) return a.why;
@@ -825,6 +854,16 @@ int loader_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
       child_drop_new(c);
       return -1;
     }
+    char *refused = c->policy ? policy_problem(l, call->binding, c->policy) : NULL;
+    if (refused) {
+      call_headers_free(&headers);
+      sandbox_call_error(result, "Error", refused);
+      free(refused);
+      child_drop_new(c);
+      return -1;
+    }
+    /* Its fetch() runs under that policy: its rules, its secret grants. */
+    c->sb.principal = c->policy;
     table_add(c);
   }
   loader_call *lc = xcalloc(1, sizeof *lc);

@@ -41,6 +41,7 @@ static void usage(void) {
           "                       [--isolate-memory-mb M] [--max-isolates N]\n"
           "                       [--idle-timeout-s S] [--compact-idle-s S]\n"
           "                       [--egress-socket PATH] [--tenant NAME] [--running-fd FD]\n"
+          "                       [--replica-socket PATH]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "                       [--jail-facets DIR] [--jail-user UID:GID] [--require-sandbox]\n"
           "                       [--no-jail] [--python-dir DIR] [--python-pool N]\n"
@@ -65,13 +66,14 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"idle-timeout-s", required_argument, NULL, 'e'},
       {"compact-idle-s", required_argument, NULL, 'c'},
       {"egress-socket", required_argument, NULL, 'g'},
+      {"replica-socket", required_argument, NULL, 'P'},
       {"tenant", required_argument, NULL, 'T'},
       {"running-fd", required_argument, NULL, 'r'},
       {"jail-facets", required_argument, NULL, 'J'},
       {"jail-user", required_argument, NULL, 'U'},
       {"require-sandbox", no_argument, NULL, 'S'},
       {"no-jail", no_argument, NULL, 'N'},
-      {"python-dir", required_argument, NULL, 'P'},
+      {"python-dir", required_argument, NULL, 'D'},
       {"python-pool", required_argument, NULL, 'Y'},
       {NULL, 0, NULL, 0},
   };
@@ -109,6 +111,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'e': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->idle_timeout_s = (uint64_t)v; break;
       case 'c': if (parse_u64(optarg, 1, 86400, &v)) return -1; c->compact_idle_s = (uint64_t)v; break;
       case 'g': c->egress_socket = optarg; break;
+      case 'P': c->replica_socket = optarg; break;
       case 'T':
         if (!worker_name_valid(optarg, strlen(optarg))) return -1;
         c->dedicated = optarg;
@@ -118,7 +121,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'U': if (jail_parse_user(optarg, &jail_args.uid, &jail_args.gid)) return -1; jail_args.user = 1; break;
       case 'S': jail_args.strict = 1; break;
       case 'N': jail_args.off = 1; break;
-      case 'P': c->python_dir = optarg; break;
+      case 'D': c->python_dir = optarg; break;
       case 'Y': if (parse_u64(optarg, 0, 64, &v)) return -1; c->python_pool = (size_t)v; break;
       case 'v':
         if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
@@ -497,6 +500,8 @@ int main(int argc, char **argv) {
   /* Before the tenants go; a report this small is written at once, before
    * the channel is closed below. */
   stats_flush(&self);
+  gate_stop(&self); /* its responses hold their sandboxes */
+  tenant_hold_stop(&self);
   tenant_free_all(&self);
   pool_stop();
   facet_link_stop(&self);

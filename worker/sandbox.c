@@ -50,13 +50,19 @@ static void sandbox_settle(sandbox *sb) {
   if (sb->ops->settled) sb->ops->settled(sb);
 }
 
+void sandbox_ungate(worker *w, sandbox *sb) {
+  (void)w;
+  if (sb->gated > 0) sb->gated--;
+  sandbox_settle(sb);
+}
+
 void sandbox_leave(sandbox *sb) {
   if (sb->tenant) worker_running_leave(sb->w);
   if (--sb->entered == 0) sandbox_settle(sb);
 }
 
 int sandbox_idle(const sandbox *sb) {
-  if (sb->requests != 0 || sb->units != 0 || sb->entered != 0) return 0;
+  if (sb->requests != 0 || sb->units != 0 || sb->entered != 0 || sb->gated != 0) return 0;
   /* A version's calls end with their requests (let go, their promises are
    * dropped); a child's may outlive them and still answer into it. */
   return sb->kind == SANDBOX_VERSION || sb->iso == NULL ||
@@ -194,6 +200,8 @@ static void host_respond(void *data, uint64_t token, const iso_response *res,
   iso_error gate_err = {.kind = ISO_ERR_INTERNAL};
   if (terminated(err)) {
     facet_link_drop(sb);
+  } else if (sb->kind == SANDBOX_VERSION && res != NULL && err == NULL && gate_defer(sb, r, res)) {
+    return; /* answered with the loop turn's commit (gate.c) */
   } else if (facet_link_gate(sb) < 0) {
     gate_err.message = xasprintf("%s: %s", gate_message, sb->gate_error);
     res = NULL;
@@ -223,6 +231,7 @@ static void host_respond(void *data, uint64_t token, const iso_response *res,
 static void host_yielded(void *data, int cut_short) {
   sandbox *sb = data;
   if (cut_short) facet_link_drop(sb);
+  else if (sb->kind == SANDBOX_VERSION) gate_schedule(sb->w); /* with the turn's batch */
   else (void)facet_link_gate(sb);
 }
 
@@ -594,6 +603,20 @@ void sandbox_request_fail(sandbox_request *r, int status, const char *message,
   free(text);
 }
 
+void sandbox_request_fail_retry(sandbox_request *r, const char *message) {
+  if (r->req == NULL) return;
+  http_request *req = r->req;
+  r->req = NULL;
+  r->status = 503;
+  json_t *body = json_pack("{s:s, s:s}", "error", message, "request_id", req->id);
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  if (text == NULL) abort();
+  http_header headers[2] = {{"Content-Type", "application/json"}, {"Retry-After", "1"}};
+  http_respond(req, 503, headers, 2, text, strlen(text));
+  free(text);
+}
+
 /* What a failure of a version's JavaScript means to its client. */
 static void answer_failure(sandbox_request *r, const iso_error *err) {
   sandbox *sb = r->sb;
@@ -636,30 +659,48 @@ static void answer_failure(sandbox_request *r, const iso_error *err) {
   }
 }
 
+http_header *sandbox_http_headers(const sandbox *sb, const iso_response *res, http_header *stack,
+                                  size_t stack_len, size_t *n) {
+  /* One more for x-edgenode-version. */
+  http_header *hs = res->n_headers < stack_len ? stack : xcalloc(res->n_headers + 1, sizeof *hs);
+  for (size_t i = 0; i < res->n_headers; i++) {
+    const iso_header *h = &res->headers[i];
+    hs[i].name = xstrndup(h->name, h->name_len);
+    hs[i].value = xstrndup(h->value, h->value_len);
+  }
+  *n = res->n_headers;
+  if (sb && sb->tell_version) {
+    char version[24];
+    snprintf(version, sizeof version, "%lld", (long long)sb->version);
+    hs[*n].name = xstrdup("x-edgenode-version");
+    hs[(*n)++].value = xstrdup(version);
+  }
+  return hs;
+}
+
+void sandbox_http_headers_free(http_header *hs, size_t n, const http_header *stack) {
+  for (size_t i = 0; i < n; i++) {
+    free(hs[i].name);
+    free(hs[i].value);
+  }
+  if (hs != stack) free(hs);
+}
+
 static void answer_client(sandbox_request *r, const iso_response *res, const iso_error *err) {
   if (r->req == NULL) return;
   if (res == NULL) {
     answer_failure(r, err);
     return;
   }
-  http_header stack[16];
-  http_header *hs = res->n_headers <= ARRAY_SIZE(stack) ? stack
-                                                        : xcalloc(res->n_headers, sizeof *hs);
   /* http_respond drops framing headers (Content-Length, Connection, ...) itself. */
-  for (size_t i = 0; i < res->n_headers; i++) {
-    const iso_header *h = &res->headers[i];
-    hs[i].name = xstrndup(h->name, h->name_len);
-    hs[i].value = xstrndup(h->value, h->value_len);
-  }
+  http_header stack[16];
+  size_t n = 0;
+  http_header *hs = sandbox_http_headers(r->sb, res, stack, ARRAY_SIZE(stack), &n);
   http_request *req = r->req;
   r->req = NULL;
   r->status = res->status;
-  http_respond(req, res->status, hs, res->n_headers, res->body, res->body_len);
-  for (size_t i = 0; i < res->n_headers; i++) {
-    free(hs[i].name);
-    free(hs[i].value);
-  }
-  if (hs != stack) free(hs);
+  http_respond(req, res->status, hs, n, res->body, res->body_len);
+  sandbox_http_headers_free(hs, n, stack);
 }
 
 /* ---- requests: dispatch ---- */

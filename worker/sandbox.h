@@ -126,9 +126,11 @@ struct sandbox {
   sched_queue queue;     /* work waiting for this isolate's turn */
   size_t requests;       /* submitted and not yet over */
   size_t units;          /* other units queued for it (timers, completions) */
+  size_t gated;          /* its responses waiting in the output gate's batch (gate.c) */
   vtimer_set timers;
   int entered;           /* our calls into its JavaScript on the stack */
   int cached;            /* a child kept for reuse: evicted with idle versions (evict.c) */
+  int tell_version;      /* a version under a traffic split: its answers say which */
   uint64_t last_used_ns; /* for least-recently-used eviction */
   uint64_t compacted_ns; /* last_used_ns as of its last iso_worker_compact(); 0: never */
   const char *log_tenant; /* the tenant in log lines, or NULL */
@@ -153,8 +155,9 @@ struct sandbox {
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   int binding_seen_facet;        /* ... which is "facet" */
   struct loader_state *loader;   /* dynamic workers it started (loader_link.c), or NULL */
-  const char *principal;         /* the name its fetch() and facet calls run under when it
-                                    has no tenant (a run: "run:<id>"), or NULL */
+  const char *principal;         /* the egress policy its fetch() runs under instead of its
+                                    tenant's (a run: "run:<id>"; a loader child whose
+                                    globalOutbound names one), or NULL */
   const char *facet_tenant;      /* a run's facets' owner (FACET_RUN_OWNER), or NULL */
   sandbox *next_retired;         /* in worker.retired (versions) */
   sandbox *all_next;             /* every live sandbox of the process */
@@ -271,6 +274,10 @@ sandbox_request *sandbox_request_of(worker *w, uint64_t token);
 void *sandbox_request_cookie(sandbox *sb, uint64_t token);
 
 /* Answers an ingress request with an error (no-op once answered). */
+/* A response of the sandbox left the output gate's batch (gate.c). */
+void sandbox_ungate(worker *w, sandbox *sb);
+/* Answers 503 with Retry-After before any of the request's JavaScript ran. */
+void sandbox_request_fail_retry(sandbox_request *r, const char *message);
 void sandbox_request_fail(sandbox_request *r, int status, const char *message,
                           const char *extra_json);
 /* Answers it if nothing did, counts it and frees it. */
@@ -291,13 +298,21 @@ void sandbox_error_value(iso_wire *out, const iso_error *err, sandbox_failure wh
 void sandbox_split_message(const char *text, const char **name, size_t *name_len,
                            const char **message);
 
+/* A response's headers for its HTTP client, with X-Edgenode-Version when
+ * `sb` is a version under a traffic split: in `stack` when they fit, else
+ * on the heap; *n says how many. Free with sandbox_http_headers_free. */
+http_header *sandbox_http_headers(const sandbox *sb, const iso_response *res, http_header *stack,
+                                  size_t stack_len, size_t *n);
+void sandbox_http_headers_free(http_header *hs, size_t n, const http_header *stack);
+
 /* A JavaScript stack as its author wrote it (heap): the runtime's and
  * generated modules' frames ("edgenode:...") are left out. */
 char *sandbox_user_stack(const char *stack);
 
-/* The name its host calls run under: its tenant's, else its principal. */
+/* The name its fetch() runs under: its principal when it has one (a run's
+ * policy, a loader child's globalOutbound policy), else its tenant's. */
 static inline const char *sandbox_principal(const sandbox *sb) {
-  return sb->tenant ? sb->tenant->name : sb->principal;
+  return sb->principal ? sb->principal : sb->tenant ? sb->tenant->name : NULL;
 }
 
 /* Writes an error value {name, message} for JavaScript (a host call's). */

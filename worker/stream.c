@@ -63,18 +63,12 @@ static int response_start(void *data, uint64_t token, const iso_response *head, 
   if (f == NULL) return -1;
   /* Declined after a failed gate: respond then answers the error. */
   if (facet_link_gate(data) < 0) return -1;
-  http_header *hs = xcalloc(head->n_headers ? head->n_headers : 1, sizeof *hs);
-  for (size_t i = 0; i < head->n_headers; i++) {
-    hs[i].name = xstrndup(head->headers[i].name, head->headers[i].name_len);
-    hs[i].value = xstrndup(head->headers[i].value, head->headers[i].value_len);
-  }
+  http_header stack[16];
+  size_t n = 0;
+  http_header *hs = sandbox_http_headers(data, head, stack, ARRAY_SIZE(stack), &n);
   f->status = head->status;
-  int rc = http_respond_start(f->req, head->status, hs, head->n_headers, length);
-  for (size_t i = 0; i < head->n_headers; i++) {
-    free(hs[i].name);
-    free(hs[i].value);
-  }
-  free(hs);
+  int rc = http_respond_start(f->req, head->status, hs, n, length);
+  sandbox_http_headers_free(hs, n, stack);
   return rc == 0 ? 0 : -1;
 }
 

@@ -88,20 +88,22 @@ static const sandbox_ops version_ops = {
  * (CPU or heap) or no room, which another attempt may not repeat, rather
  * than something wrong with the code; *no_room: the process is at its
  * maximum of isolates and none is idle. */
-static sandbox *version_new(worker *w, tenant *t, char **error, int *transient, int *no_room) {
+static sandbox *version_new(worker *w, tenant *t, json_t *spec, char **error, int *transient,
+                            int *no_room) {
   iso_module *mods = NULL;
   const char *main_module = NULL;
   const char *why = NULL;
-  int n = spec_modules(t->spec, &mods, &main_module, &why);
+  int n = spec_modules(spec, &mods, &main_module, &why);
   if (n < 0) {
     *error = xstrdup(why);
     return NULL;
   }
   sandbox *sb = xcalloc(1, sizeof *sb);
-  sandbox_init(sb, w, SANDBOX_VERSION, &version_ops, t, t->spec, NULL);
+  sandbox_init(sb, w, SANDBOX_VERSION, &version_ops, t, spec, NULL);
+  sb->tell_version = json_object_get(t->spec, "traffic") != NULL;
   t->refs++;
-  char *env = spec_env_json(t->spec);
-  char *caps = spec_capabilities_json(t->spec);
+  char *env = spec_env_json(spec);
+  char *caps = spec_capabilities_json(spec);
   iso_worker_options options = {
       .calls = bindings_host_calls(),
       .modules = mods,
@@ -131,6 +133,16 @@ static void version_retire(worker *w, sandbox *sb) {
   sandbox_retire(sb);
   sb->next_retired = w->retired;
   w->retired = sb;
+}
+
+/* Retires the versions of a traffic split and forgets their load errors. */
+static void split_retire(worker *w, tenant *t) {
+  for (int i = 0; i < PROTO_TRAFFIC_MAX_VERSIONS; i++) {
+    version_retire(w, t->split[i]);
+    t->split[i] = NULL;
+    free(t->split_error[i]);
+    t->split_error[i] = NULL;
+  }
 }
 
 /* A tenant that moved out of this process closes its facet once nothing of
@@ -167,6 +179,7 @@ void tenant_set_placement(worker *w, tenant *t, tenant_placement placement) {
             t->current ? t->current->requests : 0);
   version_retire(w, t->current);
   t->current = NULL;
+  split_retire(w, t);
   t->stats.heap_used = 0;
   t->stats.dirty = 1; /* the next report says it is no longer loaded here */
   collect_retired(w);
@@ -180,6 +193,97 @@ static void fail_load(worker *w, sandbox_request *r, int status, const char *err
   sandbox_request_fail(r, status, msg, NULL);
   free(msg);
   sandbox_request_finish(w, r);
+}
+
+/* FNV-1a: the same key picks the same version in every worker process. */
+static uint64_t key_hash(const char *s) {
+  uint64_t h = 14695981039346656037u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211u;
+  return h;
+}
+
+/* Under a traffic split, the place in spec "traffic" of the version that
+ * the request's key picks; -1 for the current version (also when there is
+ * no split). The key is the X-Edgenode-Traffic-Key header, else the
+ * client's address. */
+static int split_pick(const tenant *t, const sandbox_request *r) {
+  json_t *split = json_object_get(t->spec, "traffic");
+  if (!json_is_array(split) || r->req == NULL) return -1;
+  const char *key = http_request_header(r->req, "x-edgenode-traffic-key");
+  char addr[64] = "";
+  if (key == NULL && http_request_peer(r->req, addr, sizeof addr) == 0) key = addr;
+  json_int_t bucket = (json_int_t)(key_hash(key ? key : "") % 100), below = 0;
+  size_t i;
+  json_t *entry;
+  json_array_foreach(split, i, entry) {
+    below += json_integer_value(json_object_get(entry, "percent"));
+    if (bucket < below)
+      return json_object_get(entry, "spec") && i < PROTO_TRAFFIC_MAX_VERSIONS ? (int)i : -1;
+  }
+  return -1;
+}
+
+/* ---- Requests waiting for a tenant being handed over ---- */
+
+#define HOLD_SWEEP_MS 100
+#define HOLD_MAX_MS 15000
+
+typedef struct facet_hold {
+  struct facet_hold *next;
+  sandbox_request *r;
+  uint64_t until_ns;
+} facet_hold;
+
+static void on_hold_sweep(uv_timer_t *timer) {
+  worker *w = timer->data;
+  facet_hold *list = w->facet_held;
+  w->facet_held = NULL;
+  uint64_t now = time_mono_ns();
+  while (list) {
+    facet_hold *h = list;
+    list = h->next;
+    sandbox_request *r = h->r;
+    if (now >= h->until_ns) {
+      sandbox_request_fail_retry(r, "the tenant's facets are being handed over to another node; "
+                                    "try again");
+      sandbox_request_finish(w, r);
+    } else {
+      w->facet_holding_until = h->until_ns;
+      tenant_submit(w, r);
+    }
+    free(h);
+  }
+  w->facet_holding_until = 0;
+  if (w->facet_held == NULL) uv_timer_stop(timer);
+}
+
+void tenant_hold(worker *w, sandbox_request *r) {
+  if (!w->facet_timer_open) {
+    uv_timer_init(w->loop, &w->facet_timer);
+    w->facet_timer.data = w;
+    w->facet_timer_open = 1;
+  }
+  facet_hold *h = xcalloc(1, sizeof *h);
+  h->r = r;
+  /* Held again by the sweep: it keeps its first deadline. */
+  h->until_ns = w->facet_holding_until ? w->facet_holding_until
+                                       : time_mono_ns() + (uint64_t)HOLD_MAX_MS * 1000000u;
+  h->next = w->facet_held;
+  w->facet_held = h;
+  if (!uv_is_active((uv_handle_t *)&w->facet_timer))
+    uv_timer_start(&w->facet_timer, on_hold_sweep, HOLD_SWEEP_MS, HOLD_SWEEP_MS);
+}
+
+void tenant_hold_stop(worker *w) {
+  while (w->facet_held) {
+    facet_hold *h = w->facet_held;
+    w->facet_held = h->next;
+    sandbox_request_fail(h->r, 503, "worker process shutting down", NULL);
+    sandbox_request_finish(w, h->r);
+    free(h);
+  }
+  if (w->facet_timer_open) uv_close((uv_handle_t *)&w->facet_timer, NULL);
+  w->facet_timer_open = 0;
 }
 
 static void tenant_run(worker *w, tenant *t, sandbox_request *r) {
@@ -196,35 +300,54 @@ static void tenant_run(worker *w, tenant *t, sandbox_request *r) {
     }
     return;
   }
-  if (t->current && !sandbox_usable(t->current)) {
-    version_retire(w, t->current);
-    t->current = NULL;
+  char text[512];
+  switch (facet_link_place(w, t, r->req, text, sizeof text)) {
+    case FACET_HERE: break;
+    case FACET_FORWARD: handoff_forward(w, t, sandbox_request_hand_over(w, r), text); return;
+    case FACET_WAIT: tenant_hold(w, r); return;
+    case FACET_REFUSED:
+      sandbox_request_fail_retry(r, text);
+      sandbox_request_finish(w, r);
+      return;
   }
-  if (t->current == NULL && t->load_error == NULL) {
+  json_t *spec = t->spec;
+  sandbox **slot = &t->current;
+  char **load_error = &t->load_error;
+  int at = split_pick(t, r);
+  if (at >= 0) {
+    spec = json_object_get(json_array_get(json_object_get(t->spec, "traffic"), (size_t)at), "spec");
+    slot = &t->split[at];
+    load_error = &t->split_error[at];
+  }
+  if (*slot && !sandbox_usable(*slot)) {
+    version_retire(w, *slot);
+    *slot = NULL;
+  }
+  if (*slot == NULL && *load_error == NULL) {
     char *error = NULL;
     int transient = 0, no_room = 0;
-    t->current = version_new(w, t, &error, &transient, &no_room);
+    *slot = version_new(w, t, spec, &error, &transient, &no_room);
     if (no_room) {
       free(error);
       sandbox_request_fail(r, 503, "too many isolates in this process; try again", NULL);
       sandbox_request_finish(w, r);
       return;
     }
-    if (t->current == NULL && transient) {
+    if (*slot == NULL && transient) {
       /* Not remembered: the next request tries a fresh cold start. */
       fail_load(w, r, 500, error);
       free(error);
       return;
     }
-    if (t->current == NULL) t->load_error = error;
+    if (*slot == NULL) *load_error = error;
     else t->stats.cold_starts++;
   }
-  if (t->current == NULL) {
-    fail_load(w, r, 500, t->load_error);
+  if (*slot == NULL) {
+    fail_load(w, r, 500, *load_error);
     return;
   }
-  t->current->last_used_ns = time_mono_ns();
-  sandbox_request_submit(t->current, r);
+  (*slot)->last_used_ns = time_mono_ns();
+  sandbox_request_submit(*slot, r);
 }
 
 static void send_get(worker *w, tenant *t) {
@@ -309,12 +432,14 @@ void tenant_changed(worker *w, const char *name) {
   facet_link_changed(w, name);
   tenant *t = tenant_find(w, name, strlen(name));
   if (t == NULL) return;
+  t->facets_here = 0;
   json_decref(t->spec);
   t->spec = NULL;
   free(t->load_error);
   t->load_error = NULL;
   version_retire(w, t->current);
   t->current = NULL;
+  split_retire(w, t);
   collect_retired(w);
 }
 
@@ -330,6 +455,10 @@ void tenant_free_all(worker *w) {
     w->tenants = t->next;
     fail_waiting(w, t, 503, "worker process shutting down", NULL);
     if (t->current) sandbox_dispose(t->current);
+    for (int i = 0; i < PROTO_TRAFFIC_MAX_VERSIONS; i++) {
+      if (t->split[i]) sandbox_dispose(t->split[i]);
+      free(t->split_error[i]);
+    }
     tenant_free(t);
   }
 }

@@ -112,6 +112,11 @@ struct tenant {
   sandbox_request **waiting_tail;
   sandbox *current;      /* the version new requests go to */
   char *load_error;      /* set when current failed to load; cleared on change */
+  int facets_here;       /* in a fleet: this node owns its facets (facet_link.c); cleared on change */
+  /* Under a traffic split (spec "traffic"), the other versions, by their
+   * place in that list (the current version's place stays empty). */
+  sandbox *split[PROTO_TRAFFIC_MAX_VERSIONS];
+  char *split_error[PROTO_TRAFFIC_MAX_VERSIONS];
   tenant_stats stats;
   size_t refs;           /* versions pointing here (current and retired) */
   size_t children;       /* its dynamic workers in this process, until freed (loader_link.c) */
@@ -142,6 +147,7 @@ typedef struct worker_config {
   uint64_t idle_timeout_s;    /* evict isolates idle this long */
   uint64_t compact_idle_s;    /* compact isolates idle this long (evict.c) */
   const char *egress_socket;  /* the egress process's unix socket; NULL: fetch() fails */
+  const char *replica_socket; /* in a fleet: the supervisor's facet replication socket */
   const char *dedicated;      /* --tenant: the one tenant a dedicated process serves; NULL when shared */
   int running_fd;             /* the supervisor's running slot (proto_running), or -1 */
   const char *python_dir;     /* Pyodide's npm package directory; NULL: beside the binary */
@@ -179,6 +185,17 @@ typedef struct worker {
   uv_timer_t stats_timer;
   uv_timer_t evict_timer;
   struct facet_store *facets; /* env.DB connections (facet_link.c) */
+  int replica_fd;             /* the connection to replica_socket, or -1 (facet_link.c) */
+  struct facet_hold *facet_held; /* requests waiting for a hand-over (tenants.c) */
+  struct gated *gated;           /* responses waiting for their writes' commit (gate.c) */
+  uv_idle_t gate_idle;           /* commits the batch once per loop turn */
+  int gate_idle_open;
+  uint64_t gate_batch_ns;        /* when the batch's first write waited */
+  uint64_t gate_joined_ns;       /* when the last one joined it */
+  uint64_t facet_holding_until;  /* the deadline of the one being submitted again */
+  uv_timer_t facet_timer;
+  int facet_timer_open;
+  uint32_t replica_next_id;
   struct egress_link *egress; /* the link to the egress process (egress_link.c); NULL until a fetch() */
   size_t loaded_count;   /* live isolates, of every kind of sandbox */
   uint64_t evictions;
@@ -294,6 +311,10 @@ void ingress_respond_suspended(tenant *t, http_request *req);
 /* handoff.c: forwarding a cordoned tenant's requests to its dedicated process
  * over loopback HTTP; the client sees the dedicated process's answer. */
 void handoff_submit(worker *w, tenant *t, http_request *req);
+/* Forwards a request for a tenant another node owns through the
+ * supervisor's relay socket at `path` (node/forward.c), its answer streamed
+ * back; the request is never sent twice. */
+void handoff_forward(worker *w, tenant *t, http_request *req, const char *path);
 /* The dedicated process is ready (or the tenant moved): start or settle what was held. */
 void handoff_flush(worker *w, tenant *t);
 void handoff_stop(worker *w);
@@ -314,6 +335,11 @@ void tenant_changed(worker *w, const char *name);
  * once the last of its versions is freed. */
 void tenant_set_placement(worker *w, tenant *t, tenant_placement placement);
 void tenant_free_all(worker *w);
+/* A request whose tenant is being handed over by another node: submitted
+ * again every 100 ms, for up to 15 s (then 503); tenant_hold_stop answers
+ * those still held at exit. */
+void tenant_hold(worker *w, sandbox_request *r);
+void tenant_hold_stop(worker *w);
 
 /* bindings.c: host calls from a version's JavaScript, by binding kind. */
 const iso_host_calls *bindings_host_calls(void);
@@ -328,6 +354,18 @@ void facet_link_stop(worker *w);
 void facet_link_request_done(worker *w, uint64_t token);
 /* Drops a tenant's cached facet connections (redeploy, delete). */
 void facet_link_changed(worker *w, const char *tenant);
+/* In a fleet, where the tenant's request runs: one with a facet binding
+ * runs only where its facets are owned (taken over here first when nobody
+ * owns them). FACET_FORWARD: `text` is the socket to forward it through
+ * (handoff_forward); FACET_WAIT: the owner is handing the tenant over
+ * (tenant_hold); FACET_REFUSED: `text` says why (answered 503 before
+ * any of its JavaScript ran). A forwarded request carries
+ * FACET_FORWARDED_HEADER and is never forwarded again. */
+typedef enum facet_place { FACET_HERE, FACET_FORWARD, FACET_WAIT, FACET_REFUSED } facet_place;
+#define FACET_FORWARDED_HEADER "X-Edgenode-Forwarded"
+facet_place facet_link_place(worker *w, tenant *t, const http_request *req, char *text,
+                             size_t text_len);
+
 /*
  * The output gate (docs/workers.md, "Durability"). A facet's writes wait in
  * one implicit transaction until the next of these: a response or a piece
@@ -343,6 +381,18 @@ void facet_link_changed(worker *w, const char *tenant);
  */
 int facet_link_gate(sandbox *sb);
 void facet_link_drop(sandbox *sb);
+
+/* gate.c: the output gate's batch, committed once per loop turn. A
+ * version's response whose tenant has writes waiting is held (copied;
+ * gate_defer returns 1) until they are durable; gate_schedule asks for a
+ * commit this turn; gate_fail_owner answers a tenant's held responses
+ * with its failure; gate_flush commits and answers now. */
+struct iso_response;
+int gate_defer(sandbox *sb, sandbox_request *r, const struct iso_response *res);
+void gate_schedule(worker *w);
+void gate_fail_owner(worker *w, const char *owner, const char *why);
+void gate_flush(worker *w);
+void gate_stop(worker *w);
 int egress_link_call(sandbox *sb, const iso_call *call, iso_wire *result);
 /* Cancels what a finished request left open at the egress (otherwise done by a 1 s sweep). */
 void egress_link_request_done(worker *w, uint64_t token);

@@ -100,8 +100,9 @@ function loaderBase64(bytes) {
 // clear "exceeds the maximum allowed size" error was ever reached.
 function loaderModule(name, value) {
   if (typeof value === 'string') {
-    if (name.endsWith('.js') || name.endsWith('.mjs')) return [value, () => value];
-    throw new TypeError(`Module name must end with '.js' (or the content must be an object ` +
+    // .ts and .mts: TypeScript, its types stripped by the host (isolate/typescript.cc).
+    if (/\.(m?js|m?ts)$/.test(name)) return [value, () => value];
+    throw new TypeError(`Module name must end with '.js' or '.ts' (or the content must be an object ` +
                         `indicating the type explicitly). Got: ${name}`);
   }
   if (!isObjectLike(value)) {
@@ -210,12 +211,18 @@ function loaderCode(code) {
                       `of ${loaderMaxEnvBytes} bytes.`);
     }
   }
+  // true: the parent's egress policy; false: no network; a string: the
+  // egress policy of that name, if the parent's loader binding grants it
+  // (the host checks that, worker/loader_link.c).
   let outbound = true;
   if (code.globalOutbound === null) {
     outbound = false;
+  } else if (typeof code.globalOutbound === 'string') {
+    outbound = code.globalOutbound;
   } else if (code.globalOutbound !== undefined) {
-    throw new TypeError('globalOutbound: only null (no network) or leaving it out (inherit the ' +
-                        "parent's) is supported.");
+    throw new TypeError('globalOutbound: only null (no network), the name of an egress policy ' +
+                        "granted to this worker, or leaving it out (inherit the parent's) is " +
+                        'supported.');
   }
   let cpuMs = 0;
   let memoryMB = 0;

@@ -244,7 +244,7 @@ test('bad code objects are refused at load() (workerd\'s messages)', async () =>
   const spec = (code) => node.ingress('parent', '/spec', { method: 'POST', body: JSON.stringify({ code }) });
   let r = (await spec({ compatibilityDate: '2025-06-01', mainModule: 'a.js', modules: {} })).json;
   assert.match(r.error?.message ?? '', /at least one module/);
-  r = (await spec({ compatibilityDate: '2025-06-01', mainModule: 'a.ts', modules: { 'a.ts': 'x' } })).json;
+  r = (await spec({ compatibilityDate: '2025-06-01', mainModule: 'a.tsx', modules: { 'a.tsx': 'x' } })).json;
   assert.equal(r.error?.name, 'TypeError');
   assert.match(r.error.message, /must end with '\.js'/);
   r = (await spec({ compatibilityDate: '2025-06-01', mainModule: 'a.js',

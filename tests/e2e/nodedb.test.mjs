@@ -57,7 +57,7 @@ test('a node.db from before schema versions opens, migrates and goes on working'
   assert.equal(r.status, 200, r.text);
   assert.equal(r.json.version, 3);
   assert.equal((await node.ingress('hello', '/')).text, 'after');
-  assert.equal(sqlite(db, 'PRAGMA user_version;'), '3');
+  assert.equal(sqlite(db, 'PRAGMA user_version;'), '4');
   // schema 3: the worker deployed before it starts its history with its current version
   const v = await node.control('GET', '/v1/workers/hello/versions');
   assert.deepEqual(v.json.versions.map((x) => x.version), [3, 2]);

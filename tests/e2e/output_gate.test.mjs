@@ -164,3 +164,40 @@ for (const via of ['respond', 'vacuum', 'child']) {
     assert.ok((await node.ingress('gate', '/generation')).json <= g0, 'the isolate was made anew');
   });
 }
+
+// Requests of one tenant that run in one turn of the loop share a commit
+// (worker/gate.c): whatever the batch, an answered write is stored and a
+// refused one is not.
+test('concurrent writes share commits: every acknowledged row is stored, every refused one is not', async (t) => {
+  if (!needSqlite(t)) return;
+  for (let round = 0; round < 5; round++) {
+    const writes = Array.from({ length: 12 }, (_, i) =>
+      node.ingress('gate', `/many?n=1&tag=batch${round}-${i}`, { method: 'POST' }));
+    // a commit that fails, in the middle of them
+    const failing = node.ingress('gate', `/commit-fails?tag=batchfail${round}&via=respond`, { method: 'POST' });
+    const answers = await Promise.all(writes);
+    assert.equal((await failing).status, 500);
+    answers.forEach((r, i) => {
+      const rows = rowsTagged(`batch${round}-${i}`);
+      if (r.status === 200) assert.equal(rows, 1, `round ${round}: write ${i} was acknowledged but is not stored`);
+      else assert.equal(rows, 0, `round ${round}: write ${i} was refused (${r.status}) but is stored`);
+    });
+  }
+});
+
+test("a tenant's run cut short keeps another tenant's writes of the same turn", async () => {
+  await node.deployOk('gate2', { 'index.js': GATE }, {
+    bindings: { DB: { type: 'facet' }, LOADER: { type: 'loader' } },
+    limits: { cpu_ms: 200 },
+  });
+  for (let round = 0; round < 3; round++) {
+    const others = Array.from({ length: 10 }, () =>
+      node.ingress('gate2', `/many?n=1&tag=kept${round}`, { method: 'POST' }));
+    const spin = await node.ingress('gate', `/then-spin?tag=spun${round}`, { method: 'POST' });
+    assert.equal(spin.status, 503, spin.text);
+    const answers = await Promise.all(others);
+    for (const r of answers) assert.equal(r.status, 200, r.text);
+    const c = await node.ingress('gate2', `/count?tag=kept${round}`);
+    assert.equal(c.json, 10, 'the other tenant\'s ten writes are all there');
+  }
+});

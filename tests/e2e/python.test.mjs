@@ -243,5 +243,5 @@ test('a .py module name is accepted and a bad one still names the rule', async (
   if (!needPyodide(t)) return;
   const r = await node.control('POST', '/v1/run', { body: { modules: { 'main.rb': 'x' }, input: 1 } });
   assert.equal(r.status, 400);
-  assert.match(r.json.error, /ending in \.js, \.mjs, \.wasm or \.py/);
+  assert.match(r.json.error, /ending in \.js, \.mjs, \.ts, \.mts, \.wasm or \.py/);
 });

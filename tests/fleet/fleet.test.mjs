@@ -114,6 +114,44 @@ describe('a fleet of three nodes', () => {
     }
   });
 
+  test('a traffic split set on node 1 holds on every node, each key on one version everywhere; a deploy on node 3 ends it', async () => {
+    await nodes[0].deployOk('split', worker('split v1'));
+    await nodes[0].deployOk('split', worker('split v2'));
+    for (const n of nodes) {
+      await waitFor(async () => (await body(n, 'split')) === '200 split v2',
+        { timeout: 5000, what: `split v2 on ${n.controlPort}` });
+    }
+    const r = await nodes[0].control('PUT', '/v1/workers/split/traffic', { body: { 2: 50, 1: 50 } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.gradual, true);
+    for (const n of nodes) {
+      await waitFor(async () => (await n.control('GET', '/v1/workers/split/traffic')).json.gradual === true,
+        { timeout: 5000, what: `the split on ${n.controlPort}` });
+    }
+    const served = async (n, key) => {
+      const res = await n.ingress('split', '/', { headers: { 'x-edgenode-traffic-key': key } });
+      return res.text;
+    };
+    const counts = {};
+    for (let i = 0; i < 60; i++) {
+      const seen = new Set();
+      for (const n of nodes) seen.add(await served(n, `user-${i}`));
+      assert.equal(seen.size, 1, `user-${i} got ${[...seen]}`);
+      const [v] = seen;
+      counts[v] = (counts[v] ?? 0) + 1;
+    }
+    assert.ok(counts['split v1'] > 0 && counts['split v2'] > 0, JSON.stringify(counts));
+    const d = await nodes[2].deploy('split', worker('split v3'));
+    assert.equal(d.status, 200, d.text);
+    for (const n of nodes) {
+      await waitFor(async () => {
+        const t = (await n.control('GET', '/v1/workers/split/traffic')).json;
+        return t.gradual === false && t.current === 3;
+      }, { timeout: 5000, what: `the split ended on ${n.controlPort}` });
+      assert.equal(await served(n, 'user-1'), 'split v3');
+    }
+  });
+
   test('20 concurrent deploys of one name on three nodes give versions 1 to 20, and every node ends on the same code', async () => {
     const results = await Promise.all(Array.from({ length: 20 }, (_, i) =>
       nodes[i % 3].deploy('race', worker(`deploy ${i}`))));

@@ -150,8 +150,8 @@ static void test_json_errors(void **state) {
 static void test_module_names(void **state) {
   (void)state;
   static const char *const bad[] = {"../a.js", "a/../b.js", "/abs.js", "./a.js", "a//b.js",
-                                    "a.ts",    "a",         ".js",     "a\\\\b.js", "a.js/",
-                                    ""};
+                                    "a.tsx",   "a",         ".js",     "a\\\\b.js", "a.js/",
+                                    ".ts",     ""};
   for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
     char *body = xasprintf("{\"main_module\": \"x.js\", \"modules\": {\"x.js\": \"\", \"%s\": \"\"}}",
                            bad[i]);
@@ -159,7 +159,7 @@ static void test_module_names(void **state) {
     free(body);
   }
   static const char *const good[] = {"a.js", "a.mjs", "lib/util.js", "deep/er/x.mjs", "a..b.js",
-                                     ".hidden.js"};
+                                     ".hidden.js", "a.ts", "src/index.ts", "a.mts"};
   for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
     char *body = xasprintf("{\"modules\": {\"%s\": \"\"}}", good[i]);
     json_t *spec, *error;
