@@ -123,6 +123,22 @@ else
   step "kernel for the emulated MPK test already unpacked in third_party/kernel"
 fi
 
+# Python workers run on Pyodide (docs/python.md): its npm package, pinned,
+# in the build tree, where edgenode-worker looks by default (--python-dir).
+# 0.27.x ships a classic script a bare V8 embedder can run; 314 ships only
+# an ES module that needs import.meta.url.
+pyodide_version=0.27.7
+pyodide_dir="$top/build/pyodide"
+if [ ! -f "$pyodide_dir/node_modules/pyodide/pyodide.asm.wasm" ] ||
+   ! grep -q "\"version\": \"$pyodide_version\"" "$pyodide_dir/node_modules/pyodide/package.json"; then
+  step "installing pyodide@$pyodide_version (npm) into build/pyodide"
+  mkdir -p "$pyodide_dir"
+  npm install --prefix "$pyodide_dir" --no-audit --no-fund --no-save --loglevel=error \
+    "pyodide@$pyodide_version" >/dev/null
+else
+  step "pyodide@$pyodide_version already in build/pyodide"
+fi
+
 step "configuring (build/, $build_type)"
 cmake -S "$top" -B "$top/build" -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
 step "building"

@@ -309,6 +309,9 @@ void worker_release(iso_worker *w) {
 
 namespace {
 
+/* Inside iso_validate (the loop thread's only). */
+bool validating = false;
+
 void host_log(void *, uint64_t, iso_log_level, const char *, size_t) {}
 int host_timer_start(void *, uint64_t, uint32_t, double) { return 0; }
 void host_timer_cancel(void *, uint32_t) {}
@@ -348,7 +351,14 @@ iso_worker *iso_worker_create(const iso_worker_options *o, iso_error *err) {
   }
   if (ts.any) o = &ts.options;
   uint32_t memory_mb = o->limits.memory_mb ? o->limits.memory_mb : kDefaultMemoryMb;
-  iso_worker *w = pool_take(memory_mb);
+  /* A deploy's validation only compiles: Python boots on the first request. */
+  iso_worker *w = validating ? nullptr : python_take(memory_mb, o, err);
+  if (w == nullptr && err->kind != ISO_OK) {
+    iso_error_clear(&local);
+    return nullptr;
+  }
+  if (w == nullptr)
+    w = pool_take(memory_mb);
   if (w == nullptr && (w = worker_blank(memory_mb, err)) == nullptr) {
     iso_error_clear(&local);
     return nullptr;
@@ -432,7 +442,9 @@ int iso_validate(const iso_limits *limits, const iso_module *modules, size_t n_m
                  const char *main_module, iso_error *err) {
   static const iso_host quiet = {nullptr, host_log, host_timer_start, host_timer_cancel,
                                  host_respond, host_done, nullptr};
+  validating = true;
   iso_worker *w = iso_worker_new(&quiet, limits, modules, n_modules, main_module, nullptr, err);
+  validating = false;
   if (w == nullptr)
     return -1;
   iso_worker_free(w);

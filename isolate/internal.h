@@ -85,6 +85,13 @@ void worker_release(iso_worker *w);
 /* A blank worker from the pool, ready for the calling thread; NULL when
  * the pool is empty or the limit is not the default. */
 iso_worker *pool_take(uint32_t memory_mb);
+/* The stack limit V8 would have set had the calling thread made the
+ * isolate: what a worker made on another thread takes when it moves. */
+uintptr_t this_thread_stack_limit();
+/* For options with a .py module: a worker with a Python interpreter
+ * booted, from python.cc's pool or booted now (NULL and *err when no
+ * isolate could be made). NULL without *err for options without Python. */
+iso_worker *python_take(uint32_t memory_mb, const iso_worker_options *o, iso_error *err);
 /* Hands a worker nobody uses any more to the pool's thread, which destroys
  * it before it makes the next blank one; false when that thread is not
  * running or has enough waiting, and the caller destroys it itself. */
@@ -288,6 +295,7 @@ struct iso_worker {
   int depth = 0;              /* nested entries into JavaScript */
   int calls = 0;              /* public calls on the stack */
   bool broken = false;        /* the heap limit was hit */
+  bool python = false;        /* a Python interpreter was booted here (python.cc) */
   bool retiring = false;      /* the ArrayBuffer cap failed a request: no new ones */
   iso::oom_guard *oom = nullptr; /* where V8 running out of memory returns to */
   bool heap_hit = false;      /* ... during the current entry */

@@ -136,6 +136,22 @@ typedef struct iso_host {
  * core. Returns 0 or -1. */
 int iso_platform_init(void);
 
+/* Maps Pyodide's files from `dir` (the npm package's directory) for Python
+ * workers (docs/python.md); before the process's jail closes the file
+ * system. Returns 0, or a negative errno: Python workers then fail with
+ * "Python is not available in this process". */
+int iso_python_open(const char *dir);
+
+/* Keeps `keep_ready` workers with a Python interpreter booted, made by a
+ * thread of their own (each takes about two seconds of one core) that
+ * starts with the process's first worker with a .py module; such a worker
+ * of limit `memory_mb` (0: 128) takes one. 0 stops making them. Returns 0
+ * or a negative errno (-ENOENT: no Pyodide). Stop destroys those ready;
+ * size says how many are. */
+int iso_python_pool_start(size_t keep_ready, uint32_t memory_mb);
+void iso_python_pool_stop(void);
+size_t iso_python_pool_size(void);
+
 /* "10.2.154.26-node.37" */
 const char *iso_v8_version(void);
 

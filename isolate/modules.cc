@@ -12,6 +12,7 @@
  * it at most.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -190,8 +191,53 @@ bool compile_wasm(iso_worker *w, v8::Local<v8::Context> context, const iso_modul
   return true;
 }
 
+bool is_python_name(const char *name) {
+  size_t n = strlen(name);
+  return n > 3 && strcmp(name + n - 3, ".py") == 0;
+}
+
+/* `s` as a JavaScript string literal. */
+std::string js_quote(const char *s, size_t n) {
+  std::string out = "\"";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += (char)c;
+    } else if (c < 0x20) {
+      char esc[8];
+      snprintf(esc, sizeof esc, "\\u%04x", c);
+      out += esc;
+    } else {
+      out += (char)c;
+    }
+  }
+  return out + "\"";
+}
+
+/* A .py module becomes the JavaScript that runs it on Pyodide
+ * (runtime/46-python.js): its default export has fetch() calling the
+ * module's on_fetch, and run() its run, so a deployed worker and
+ * /v1/run's wrapper take it as they take a JavaScript module. The
+ * bundle's other .py modules come with it, to be importable. */
+std::string python_wrapper(const iso_module *m, const iso_module *all, size_t n_all) {
+  std::string others = "{";
+  for (size_t i = 0; i < n_all; i++) {
+    const iso_module *o = &all[i];
+    if (o == m || o->name == nullptr || !is_python_name(o->name))
+      continue;
+    others += js_quote(o->name, strlen(o->name)) + ": " +
+              js_quote(o->source ? o->source : "", o->source_len) + ",";
+  }
+  return "const handler = globalThis[Symbol.for('edgenode.python')](" +
+         js_quote(m->source ? m->source : "", m->source_len) + ", " +
+         js_quote(m->name, strlen(m->name)) + ", " + others +
+         "});\nexport default handler;\n"
+         "export function run(input, env) { return handler.run(input, env); }\n";
+}
+
 bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module *m,
-                 iso_error *err) {
+                 const iso_module *all, size_t n_all, iso_error *err) {
   v8::Isolate *isolate = context->GetIsolate();
   if (m->name == nullptr || m->name[0] == '\0' || (m->source == nullptr && m->source_len > 0)) {
     error_set(err, ISO_ERR_INTERNAL, "a module has no name or no source");
@@ -207,6 +253,14 @@ bool compile_one(iso_worker *w, v8::Local<v8::Context> context, const iso_module
   if (is_wasm_name(m->name))
     return compile_wasm(w, context, m, err);
 
+  std::string python;
+  iso_module as_js = *m;
+  if (is_python_name(m->name)) {
+    python = python_wrapper(m, all, n_all);
+    as_js.source = python.data();
+    as_js.source_len = python.size();
+    m = &as_js;
+  }
   v8::Local<v8::String> source;
   if (m->source_len > (size_t)v8::String::kMaxLength ||
       !v8::String::NewFromUtf8(isolate, m->source ? m->source : "", v8::NewStringType::kNormal,
@@ -346,7 +400,7 @@ v8::MaybeLocal<v8::Value> modules_load(iso_worker *w, v8::Local<v8::Context> con
     return {};
   }
   for (size_t i = 0; i < n_modules; i++)
-    if (out_of_cpu(w) || !compile_one(w, context, &modules[i], err))
+    if (out_of_cpu(w) || !compile_one(w, context, &modules[i], modules, n_modules, err))
       return {};
   if (out_of_cpu(w))
     return {};

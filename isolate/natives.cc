@@ -39,6 +39,7 @@ bool natives_set(v8::Local<v8::Context> context, v8::Local<v8::Object> target, c
 
 bool natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native) {
   return crypto_natives_add(context, native) && compress_natives_add(context, native) &&
+         python_natives_add(context, native) &&
          natives_set(context, native, "detachArrayBuffer", natives_detach);
 }
 

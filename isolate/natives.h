@@ -26,6 +26,9 @@ bool crypto_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> na
 /* Adds the zlib* functions to `native`. Same contract. */
 bool compress_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native);
 
+/* Adds the python* functions (python.cc). Same contract. */
+bool python_natives_add(v8::Local<v8::Context> context, v8::Local<v8::Object> native);
+
 /* Shared by both: sets `name` on `target` to a function calling `fn`. */
 bool natives_set(v8::Local<v8::Context> context, v8::Local<v8::Object> target, const char *name,
                  v8::FunctionCallback fn);

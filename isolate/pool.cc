@@ -124,14 +124,15 @@ void *maker_main(void *) {
   return nullptr;
 }
 
+
+}  // namespace
+
 /* The limit V8 would have set had this thread made the isolate. */
 uintptr_t this_thread_stack_limit() {
   /* The frame, not a local's address: under AddressSanitizer a local may
    * live on a fake stack elsewhere. */
   return (uintptr_t)__builtin_frame_address(0) - kStackKib * 1024;
 }
-
-}  // namespace
 
 iso_worker *pool_take(uint32_t memory_mb) {
   if (memory_mb != kDefaultMemoryMb)

@@ -99,6 +99,10 @@ iso_error_kind entry_end(iso_worker *w, entry *e) {
       why = ISO_ERR_MEMORY;
     else if (fired)
       why = ISO_ERR_CPU;
+    /* Stopped inside the interpreter, Python's state is whatever it was
+     * mid-instruction: the worker is replaced, as after the memory limit. */
+    if (why == ISO_ERR_CPU && w->python)
+      w->broken = true;
   }
   w->depth--;
   w->token = e->saved_token;

@@ -40,6 +40,8 @@ static const option_def options[] = {
     {"worker_memory_mb", OPT_INT, 0, 1048576},
     {"isolate_memory_mb", OPT_INT, 16, 1048576},
     {"max_isolates", OPT_INT, 16, 20000},
+    {"python_pool", OPT_INT, 0, 64},
+    {"python_dir", OPT_STRING, 0, 0},
     {"idle_timeout_s", OPT_INT, 1, 86400},
     {"compact_idle_s", OPT_INT, 1, 86400},
     {"log_level", OPT_LEVEL, 0, 0},
@@ -104,6 +106,10 @@ static const char usage_text[] =
     "                              isolates are evicted, least recently used first (default 1024)\n"
     "  --max-isolates N            isolates one worker process holds at most, 16..20000\n"
     "                              (default 4000; see vm.max_map_count)\n"
+    "  --python-pool N             Python interpreters each worker process keeps booted\n"
+    "                              for cold starts, 0..64 (default 2; 0: none)\n"
+    "  --python-dir DIR            Pyodide's npm package directory (default: the build\n"
+    "                              tree's pyodide/node_modules/pyodide)\n"
     "  --idle-timeout-s S          isolates idle this long are evicted (default 300)\n"
     "  --compact-idle-s S          isolates idle this long give back their garbage and\n"
     "                              young generation, once per idle period (default 5)\n"
@@ -187,6 +193,7 @@ void node_config_init(node_config *c) {
   c->worker_memory_mb = 0;
   c->isolate_memory_mb = 1024;
   c->max_isolates = 4000;
+  c->python_pool = 2;
   c->idle_timeout_s = 300;
   c->compact_idle_s = 5;
   c->log_level = LOG_INFO;
@@ -213,6 +220,8 @@ void node_config_free(node_config *c) {
   free(c->node_name);
   free(c->fleet_creds);
   free(c->fleet_ca);
+  free(c->python_dir);
+  c->python_dir = NULL;
   c->fleet = c->node_name = c->fleet_creds = c->fleet_ca = NULL;
   for (size_t i = 0; i < c->n_egress_allow_cidr; i++) free(c->egress_allow_cidr[i]);
   for (size_t i = 0; i < c->n_ca_files; i++) free(c->ca_files[i]);
@@ -357,6 +366,7 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
         set_string(&c->node_name, s);
       } else if (strcmp(o->key, "fleet_creds") == 0) set_string(&c->fleet_creds, s);
       else if (strcmp(o->key, "fleet_ca") == 0) set_string(&c->fleet_ca, s);
+      else if (strcmp(o->key, "python_dir") == 0) set_string(&c->python_dir, s);
       else set_string(&c->control_token_file, s);
       return NULL;
     }
@@ -381,6 +391,7 @@ static const char *set_option(node_config *c, const option_def *o, const char *t
       else if (strcmp(o->key, "worker_memory_mb") == 0) c->worker_memory_mb = v;
       else if (strcmp(o->key, "isolate_memory_mb") == 0) c->isolate_memory_mb = v;
       else if (strcmp(o->key, "max_isolates") == 0) c->max_isolates = v;
+      else if (strcmp(o->key, "python_pool") == 0) c->python_pool = v;
       else if (strcmp(o->key, "idle_timeout_s") == 0) c->idle_timeout_s = v;
       else if (strcmp(o->key, "compact_idle_s") == 0) c->compact_idle_s = v;
       else if (strcmp(o->key, "cordon_memory_mb") == 0) c->cordon_memory_mb = v;

@@ -59,6 +59,8 @@ typedef struct node_config {
   int64_t worker_memory_mb;  /* RSS budget per worker process; 0 = derived from RAM */
   int64_t isolate_memory_mb; /* heap budget of one process's isolates (eviction) */
   int64_t max_isolates;      /* isolates one worker process holds at most */
+  int64_t python_pool;       /* Python interpreters each worker process keeps booted */
+  char *python_dir;          /* owned; Pyodide's npm package directory, or NULL */
   int64_t idle_timeout_s;    /* idle isolates are evicted after this */
   int64_t compact_idle_s;    /* idle isolates are compacted after this */
   log_level log_level;

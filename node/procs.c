@@ -541,8 +541,9 @@ static int spawn_proc(node_proc *p) {
   node *n = p->owner;
   char id[16], max_body[32], header_timeout[32], isolate_memory[32], max_isolates[32],
       idle_timeout[32], compact_idle[32], body_timeout[32], body_rate[32], max_conns[32],
-      max_per_addr[32];
+      max_per_addr[32], python_pool[32];
   snprintf(id, sizeof id, "%d", p->id);
+  snprintf(python_pool, sizeof python_pool, "%lld", (long long)n->cfg.python_pool);
   snprintf(body_timeout, sizeof body_timeout, "%lld", (long long)n->cfg.body_timeout_ms);
   snprintf(body_rate, sizeof body_rate, "%lld", (long long)n->cfg.body_min_rate);
   snprintf(max_conns, sizeof max_conns, "%lld", (long long)n->cfg.max_connections);
@@ -558,7 +559,7 @@ static int spawn_proc(node_proc *p) {
                   "--header-timeout-ms", header_timeout, "--body-timeout-ms", body_timeout,
                   "--body-min-rate", body_rate, "--max-connections", max_conns,
                   "--max-connections-per-addr", max_per_addr, "--isolate-memory-mb", isolate_memory,
-                  "--max-isolates", max_isolates,
+                  "--max-isolates", max_isolates, "--python-pool", python_pool,
                   "--idle-timeout-s", idle_timeout, "--compact-idle-s", compact_idle, "--log-level",
                   (char *)node_log_level_name(n->cfg.log_level), NULL, NULL, NULL};
   if (node_egress_socket(n)) { /* the two spare slots before the final NULL */
@@ -568,6 +569,10 @@ static int spawn_proc(node_proc *p) {
   /* Dedicated processes: their tenant, its private socket, its own heap budget. */
   char *extra_args[8] = {NULL};
   size_t n_extra = 0;
+  if (n->cfg.python_dir) {
+    extra_args[n_extra++] = "--python-dir";
+    extra_args[n_extra++] = n->cfg.python_dir;
+  }
   int listen_fd = n->listen_fd;
   int has_running = running_slot(p) == 0;
   if (p->tenant) {

@@ -56,7 +56,8 @@ static int module_is_wasm(const char *name, size_t len) {
 }
 
 /* Relative, canonical ("a/b.js", never "./", "../", "//" or "\"), ending .js, .mjs, .ts,
- * .mts (TypeScript: the worker process strips its types) or .wasm. */
+ * .mts (TypeScript: the worker process strips its types), .wasm or .py (a Python module:
+ * docs/python.md). */
 static int module_name_valid(const char *name, size_t len) {
   if (len == 0 || len > MODULE_NAME_MAX || strlen(name) != len) return 0;
   if (name[0] == '/') return 0;
@@ -76,7 +77,8 @@ static int module_name_valid(const char *name, size_t len) {
   return (len > 3 && strcmp(name + len - 3, ".js") == 0) ||
          (len > 4 && strcmp(name + len - 4, ".mjs") == 0) ||
          (len > 3 && strcmp(name + len - 3, ".ts") == 0) ||
-         (len > 4 && strcmp(name + len - 4, ".mts") == 0) || module_is_wasm(name, len);
+         (len > 4 && strcmp(name + len - 4, ".mts") == 0) || module_is_wasm(name, len) ||
+         (len > 3 && strcmp(name + len - 3, ".py") == 0);
 }
 
 /* Standard base64 with its padding: what {"wasm": ...} holds. */
@@ -142,7 +144,7 @@ static int parse_modules(json_t *modules, json_t **error) {
     if (!module_name_valid(name, json_object_iter_key_len(it))) {
       *error = error_body("module", name,
                           "modules: \"%s\": a module name is a relative path without \".\" or "
-                          "\"..\" segments, ending in .js, .mjs, .ts, .mts or .wasm",
+                          "\"..\" segments, ending in .js, .mjs, .ts, .mts, .wasm or .py",
                           name);
       return 400;
     }

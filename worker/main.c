@@ -44,7 +44,7 @@ static void usage(void) {
           "                       [--replica-socket PATH]\n"
           "                       [--log-level debug|info|warn|error]\n"
           "                       [--jail-facets DIR] [--jail-user UID:GID] [--require-sandbox]\n"
-          "                       [--no-jail]\n"
+          "                       [--no-jail] [--python-dir DIR] [--python-pool N]\n"
           "Started by edgenode; not meant to be run by hand.\n");
 }
 
@@ -73,6 +73,8 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       {"jail-user", required_argument, NULL, 'U'},
       {"require-sandbox", no_argument, NULL, 'S'},
       {"no-jail", no_argument, NULL, 'N'},
+      {"python-dir", required_argument, NULL, 'D'},
+      {"python-pool", required_argument, NULL, 'Y'},
       {NULL, 0, NULL, 0},
   };
   c->id = 0;
@@ -89,6 +91,7 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
   c->max_isolates = WORKER_MAX_ISOLATES;
   c->idle_timeout_s = 300;
   c->compact_idle_s = 5;
+  c->python_pool = 2;
   int opt;
   uint64_t v;
   while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -118,6 +121,8 @@ static int parse_args(int argc, char **argv, worker_config *c, log_level *level)
       case 'U': if (jail_parse_user(optarg, &jail_args.uid, &jail_args.gid)) return -1; jail_args.user = 1; break;
       case 'S': jail_args.strict = 1; break;
       case 'N': jail_args.off = 1; break;
+      case 'D': c->python_dir = optarg; break;
+      case 'Y': if (parse_u64(optarg, 0, 64, &v)) return -1; c->python_pool = (size_t)v; break;
       case 'v':
         if (strcmp(optarg, "debug") == 0) *level = LOG_DEBUG;
         else if (strcmp(optarg, "info") == 0) *level = LOG_INFO;
@@ -447,6 +452,26 @@ static void keep_large_blocks(void) {
     log_warn("cannot tune malloc: large blocks keep their own mappings");
 }
 
+/* Pyodide's files are mapped before the jail closes the file system. The
+ * default is where deploy/setup.sh installs the npm package: the build
+ * tree's pyodide/ beside bin/. Without them Python workers fail, clearly. */
+static void open_python(const char *dir) {
+  char exe[4096];
+  char *derived = NULL;
+  if (dir == NULL) {
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash == NULL) return;
+    *slash = '\0';
+    derived = xasprintf("%s/../pyodide/node_modules/pyodide", exe);
+    dir = derived;
+  }
+  if (iso_python_open(dir) == 0) log_debug("Python workers: Pyodide from %s", dir);
+  free(derived);
+}
+
 int main(int argc, char **argv) {
   log_level level = LOG_INFO;
   if (parse_args(argc, argv, &self.config, &level) != 0) {
@@ -464,6 +489,7 @@ int main(int argc, char **argv) {
     log_error("cannot initialise V8");
     return 1;
   }
+  open_python(self.config.python_dir);
   if (start(&self) != 0) {
     pool_stop(); /* its thread may be inside V8 */
     return 1;

@@ -150,6 +150,8 @@ typedef struct worker_config {
   const char *replica_socket; /* in a fleet: the supervisor's facet replication socket */
   const char *dedicated;      /* --tenant: the one tenant a dedicated process serves; NULL when shared */
   int running_fd;             /* the supervisor's running slot (proto_running), or -1 */
+  const char *python_dir;     /* Pyodide's npm package directory; NULL: beside the binary */
+  size_t python_pool;         /* Python interpreters kept booted (--python-pool) */
 } worker_config;
 
 /* Dynamic workers that can be found again, by (parent, kind, key) (loader_link.c). */
