@@ -84,7 +84,8 @@ function natsRequest(port, subject, payload) {
         return;
       }
       // MSG <subject> <sid> <bytes> or HMSG <subject> <sid> <header bytes> <total bytes>
-      const m = /(H?)MSG _INBOX\.t 1 (\d+)(?: (\d+))?\r\n/.exec(buf);
+      // (a server routing the answer leaves the reply field empty: two spaces)
+      const m = /(H?)MSG _INBOX\.t 1 +(\d+)(?: +(\d+))?\r\n/.exec(buf);
       if (!m) return;
       const total = Number(m[3] ?? m[2]);
       const start = m.index + m[0].length;
