@@ -278,8 +278,16 @@ static int take_lease(fleet_facets *ff, owned *o, char *owner, size_t owner_len,
   return 0;
 }
 
-/* One round of renewals. A tenant in the middle of a publish or a
- * take-over is left for the next round (its lease is written by then). */
+/* Whether the compare-and-set that just failed on this thread failed
+ * because the lease was written by someone else: any other failure (an
+ * election, a timeout) is tried again until the lease runs out. */
+static int lease_taken(void) {
+  natsStatus last = NATS_OK;
+  const char *text = nats_GetLastError(&last);
+  return text != NULL && strstr(text, "wrong last sequence") != NULL;
+}
+
+/* One round of renewals. */
 static void renew_all(fleet_facets *ff) {
   char value[FLEET_KEY_MAX + 16];
   lease_value(ff, value, sizeof value);
@@ -293,20 +301,30 @@ static void renew_all(fleet_facets *ff) {
     uint64_t rev = o->lease_rev;
     int64_t renewed = o->renewed_ms;
     pthread_mutex_unlock(&ff->mu);
-    if (!held || pthread_mutex_trylock(&o->busy) != 0) continue;
+    if (!held) continue;
+    /* Not under o->busy: commits go on while the lease is rewritten (a
+     * writer never lets it go for long), and only a held tenant is
+     * renewed, which no take-over touches. */
     uint64_t next = 0;
     natsStatus s = kvStore_UpdateString(&next, ff->leases, o->tenant, value, rev);
+    const char *why = NULL;
     if (s == NATS_OK) {
       pthread_mutex_lock(&ff->mu);
-      o->lease_rev = next;
-      o->renewed_ms = now_ms();
+      if (o->lease_rev == rev) {
+        o->lease_rev = next;
+        o->renewed_ms = now_ms();
+      }
       pthread_mutex_unlock(&ff->mu);
-    } else if (!transient(s)) {
-      lose(ff, o, "another node holds the lease now");
+    } else if (s == NATS_ERR && lease_taken()) {
+      why = "another node holds the lease now";
     } else if (now_ms() - renewed >= ttl) {
-      lose(ff, o, "the lease could not be renewed in time");
+      why = "the lease could not be renewed in time";
     }
-    pthread_mutex_unlock(&o->busy);
+    if (why != NULL) {
+      pthread_mutex_lock(&o->busy); /* its copy goes: no take-over may run meanwhile */
+      lose(ff, o, why);
+      pthread_mutex_unlock(&o->busy);
+    }
   }
 }
 

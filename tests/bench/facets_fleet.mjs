@@ -29,8 +29,10 @@ function post(port, host, method = 'POST') {
   return new Promise((resolve) => {
     const started = process.hrtime.bigint();
     const req = http.request({ port, host: '127.0.0.1', method, path: '/', agent, headers: { host }, timeout: 10000 }, (res) => {
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode, ms: Number(process.hrtime.bigint() - started) / 1e6 }));
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, text, ms: Number(process.hrtime.bigint() - started) / 1e6 }));
     });
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (err) => resolve({ error: err.message }));
