@@ -249,6 +249,9 @@ static int take_lease(fleet_facets *ff, owned *o, char *owner, size_t owner_len,
     /* Its own lease from before this process, or one that lapsed: taken
      * by compare-and-set (a node taking it too makes one of the two
      * fail), and the copy here is rebuilt all the same. */
+    if (strcmp(l.holder, node) != 0)
+      log_write(LOG_INFO, o->tenant, NULL, NULL, "facets: node %s's lease lapsed: taking it",
+                l.holder);
     s = kvStore_UpdateString(&rev, ff->leases, o->tenant, value, kvEntry_Revision(e));
     kvEntry_Destroy(e);
     if (s != NATS_OK && !transient(s)) {
@@ -752,6 +755,8 @@ int fleet_facet_publish(fleet *f, const char *tenant, const char *facet_id, cons
     int got = publish_number(f, tenant, n, data, total, now_ms() + fleet__facet_publish_ms(f));
     free(data);
     if (got == 0) {
+      log_write(LOG_DEBUG, tenant, NULL, NULL, "facets: record %" PRIu64 " published (%zu bytes)", n,
+                len);
       pthread_mutex_lock(&ff->mu);
       o->last = n;
       if (n - o->snapshot >= (uint64_t)fleet__snapshot_every(f) && !o->snapshot_due) {

@@ -104,7 +104,9 @@ test('a load() whose modules take long to compile fails at the child\'s CPU limi
     stats = (await node.control('GET', '/v1/tenants/compiler')).json;
     return stats.cpu_limit_hits >= 1;
   }, { timeout: 5000, what: 'the child\'s limit hit in the tenant\'s figures' });
-  assert.ok(stats.cpu_ms >= 20 && stats.cpu_ms < 1000, `the tenant used ${stats.cpu_ms} ms of CPU`);
+  // (Under 2 s, the parent's own limit: compiling every module would take many seconds;
+  // the parent's share, building 999 sources, is most of it under the sanitizers.)
+  assert.ok(stats.cpu_ms >= 20 && stats.cpu_ms < 2000, `the tenant used ${stats.cpu_ms} ms of CPU`);
   await node.control('DELETE', '/v1/workers/compiler');
 });
 
