@@ -1116,6 +1116,14 @@ int facet_store_take_tenant_failure(facet_store *s, const char *tenant, char **m
   return take_failures(s, tenant, NULL, 1, message);
 }
 
+/* Closing drops what the connection has not committed: whoever waits for
+ * those writes is told they failed, never that they were stored. */
+static void close_reporting(facet_conn *c) {
+  if (c->implicit || c->lost != NULL)
+    report_failure(NULL, c, "the facet was closed before its writes were committed");
+  conn_close(c);
+}
+
 void facet_store_close_facet(facet_store *s, const char *tenant, const char *facet_id) {
   size_t tlen = strlen(tenant);
   for (uint32_t i = 0; i < s->n_conns; i++) {
@@ -1123,7 +1131,7 @@ void facet_store_close_facet(facet_store *s, const char *tenant, const char *fac
     if (c->tenant_len != tlen || memcmp(c->key, tenant, tlen) != 0 || c->key[tlen] != '/' ||
         strcmp(c->key + tlen + 1, facet_id) != 0)
       continue;
-    conn_close(c);
+    close_reporting(c);
     s->conns[i] = s->conns[--s->n_conns];
     return;
   }
@@ -1134,7 +1142,7 @@ void facet_store_close_tenant(facet_store *s, const char *tenant) {
   for (uint32_t i = 0; i < s->n_conns;) {
     facet_conn *c = s->conns[i];
     if (c->tenant_len == tlen && memcmp(c->key, tenant, tlen) == 0) {
-      conn_close(c);
+      close_reporting(c);
       s->conns[i] = s->conns[--s->n_conns];
     } else {
       i++;

@@ -240,6 +240,10 @@ void facet_link_request_done(worker *w, uint64_t token) {
 }
 
 void facet_link_changed(worker *w, const char *tenant) {
+  /* Writes waiting in the batch are committed (or fail, and so do their
+   * held responses) before their connections go: closing would drop
+   * them, and a held response would then go out as if they were stored. */
+  gate_flush(w);
   if (w->facets) facet_store_close_tenant(w->facets, tenant);
 }
 
