@@ -351,42 +351,39 @@ static void start(handoff *h) {
                   on_connect);
 }
 
-void handoff_submit(worker *w, tenant *t, http_request *req) {
-  /* The body goes on whole (with a Content-Length): the request comes back
-   * through ingress_on_request once it has all arrived. */
+/* A handoff of req to the tenant's dedicated process (path NULL) or to the
+ * node that owns its facets, live from here; NULL when the request waits
+ * for its body first. The body goes on whole (with a Content-Length): the
+ * request comes back through ingress_on_request once it has all arrived. */
+static handoff *handoff_begin(worker *w, tenant *t, http_request *req, const char *path) {
   if (req->body_streamed) {
     if (http_request_buffer_body(req) != 0)
-      http_respond_error(req, 503, "the request cannot be handed to the tenant's process", NULL);
-    return;
+      http_respond_error(req, 503, "the request cannot be handed on", NULL);
+    return NULL;
   }
   handoff *h = xcalloc(1, sizeof *h);
   h->w = w;
   h->t = t;
   h->req = req;
+  h->forward_path = path ? xstrdup(path) : NULL;
   h->queued_ns = time_mono_ns();
   h->next_live = live;
   if (live) live->prev_live = h;
   live = h;
+  return h;
+}
+
+void handoff_submit(worker *w, tenant *t, http_request *req) {
+  handoff *h = handoff_begin(w, t, req, NULL);
+  if (h == NULL) return;
   t->handoffs++;
   if (t->cordon_ready) start(h);
   else hold(h);
 }
 
 void handoff_forward(worker *w, tenant *t, http_request *req, const char *path) {
-  if (req->body_streamed) {
-    if (http_request_buffer_body(req) != 0)
-      http_respond_error(req, 503, "the request cannot be forwarded to the tenant's node", NULL);
-    return;
-  }
-  handoff *h = xcalloc(1, sizeof *h);
-  h->w = w;
-  h->t = t;
-  h->req = req;
-  h->forward_path = xstrdup(path);
-  h->queued_ns = time_mono_ns();
-  h->next_live = live;
-  if (live) live->prev_live = h;
-  live = h;
+  handoff *h = handoff_begin(w, t, req, path);
+  if (h == NULL) return;
   log_write(LOG_DEBUG, t->name, req->id, NULL, "forwarded to the node that owns its facets");
   start(h);
 }
