@@ -3,9 +3,8 @@
 // parent may use it (its own, or one its loader binding grants).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import http from 'node:http';
 import { after, before, test } from 'node:test';
-import { startNode } from './lib/node.mjs';
+import { startNode, echoUpstream } from './lib/node.mjs';
 
 let node;
 let upstream;
@@ -13,11 +12,7 @@ let P;
 const TOKEN = `tok-${randomBytes(8).toString('hex')}`;
 
 before(async () => {
-  upstream = http.createServer((req, res) => {
-    res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ path: req.url, authorization: req.headers.authorization ?? null }));
-  });
-  await new Promise((r) => upstream.listen(0, '127.0.0.1', r));
+  upstream = await echoUpstream();
   P = upstream.address().port;
   node = await startNode({ workers: 1, extraArgs: ['--egress-allow-cidr', '127.0.0.1/32'] });
   // "tools": a policy (a worker's egress rules) reaching /tool/* with a secret.

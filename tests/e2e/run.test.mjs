@@ -4,9 +4,8 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import { after, before, test } from 'node:test';
-import { EDGECTL, runProcess, startNode, tempDir, waitFor, workerList, writeFile } from './lib/node.mjs';
+import { EDGECTL, runProcess, startNode, tempDir, waitFor, workerList, writeFile, echoUpstream } from './lib/node.mjs';
 
 let node;
 let upstream;
@@ -14,11 +13,7 @@ let P; // the local upstream's port: the API a run's egress rules allow
 const TOOL_TOKEN = `tool-${randomBytes(8).toString('hex')}`;
 
 before(async () => {
-  upstream = http.createServer((req, res) => {
-    res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ path: req.url, authorization: req.headers.authorization ?? null }));
-  });
-  await new Promise((r) => upstream.listen(0, '127.0.0.1', r));
+  upstream = await echoUpstream();
   P = upstream.address().port;
   node = await startNode({ workers: 2, extraArgs: ['--egress-allow-cidr', '127.0.0.1/32'] });
 });

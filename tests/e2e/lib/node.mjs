@@ -662,3 +662,14 @@ export function noCordonConfig() {
 export function getRequest(host, urlPath = '/', extra = '') {
   return `GET ${urlPath} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;
 }
+
+// A loopback upstream that answers every request with its path and its
+// Authorization header as JSON (what the egress sent, secrets injected).
+export async function echoUpstream() {
+  const server = http.createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ path: req.url, authorization: req.headers.authorization ?? null }));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return server;
+}
