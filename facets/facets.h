@@ -226,6 +226,20 @@ void facet_store_release(facet_store *s, uint64_t token);
 int facet_store_pending(const facet_store *s);
 int facet_store_commit(facet_store *s, char **err);
 void facet_store_rollback(facet_store *s);
+/*
+ * Checkpoints, with coalescing: a commit that leaves a facet's WAL at 1,000
+ * frames or more does not copy it into the database file itself (SQLite's
+ * automatic checkpoint, which would delay whatever waits for the commit)
+ * but leaves a checkpoint due: facet_store_checkpoint_due() is then
+ * non-zero, and facet_store_checkpoint() runs the due ones (PASSIVE, at
+ * once; a facet still inside a transaction stays due). Call it once the
+ * gate's responses are out. Durability does not wait for it: a commit is
+ * in the WAL, fsynced, when it returns. A WAL that reaches 4,000 frames is
+ * checkpointed by the commit all the same. Without coalescing, commits
+ * checkpoint as SQLite does.
+ */
+int facet_store_checkpoint_due(const facet_store *s);
+void facet_store_checkpoint(facet_store *s);
 /* The same for one tenant's facets (its own and its children's) alone:
  * whether they have writes waiting for a commit (or a failure not taken),
  * rolling them back, and taking every failure of theirs (the first

@@ -118,6 +118,7 @@ typedef struct facet_conn {
   uint64_t busy_deadline_ns; /* monotonic; writers stop waiting then; 0 = not waited yet */
   const char *denied;     /* why the authorizer said no (static text) */
   char *gate_why;         /* why publish() refused the last commit (heap), or NULL */
+  int checkpoint_due;     /* coalescing: the WAL is long enough for facet_store_checkpoint */
   char denied_buf[160];
   facet_cached_stmt cache[FACET_STMT_CACHE];
 } facet_conn;
@@ -144,6 +145,7 @@ struct facet_store {
   uint64_t stmt_ids;  /* statements cached so far: the next id's sequence */
   uint64_t conn_generation; /* connections closed so far (facet_ref) */
   uint32_t n_implicit; /* connections with an implicit transaction open, or writes lost */
+  uint32_t n_checkpoints_due; /* connections with checkpoint_due set */
   struct facet_failure *failures; /* gates that lost writes, until their owner takes them */
   facet_change *changes, **changes_tail; /* replication: records not taken yet, oldest first */
   sqlite3 *printf_db; /* runs SQLite's own printf() for the guarded one (store.c) */

@@ -31,6 +31,15 @@
  * is address space, not memory of its own. */
 #define MMAP_BYTES (256ll * 1024 * 1024)
 
+/* A checkpoint (copying the WAL's pages into the database file) is due
+ * once the WAL holds this many frames: SQLite's own default. */
+#define CHECKPOINT_FRAMES 1000
+/* A coalescing store leaves due checkpoints for facet_store_checkpoint(),
+ * after the gate; a commit that finds the WAL this long checkpoints at
+ * once all the same, so that the WAL of a facet nobody checkpoints later
+ * stays bounded. */
+#define CHECKPOINT_FRAMES_NOW (4 * CHECKPOINT_FRAMES)
+
 /* Longest SQL text worth keeping a prepared statement for. */
 #define CACHE_SQL_MAX 4096
 
@@ -430,6 +439,8 @@ uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_st
 static void conn_close(facet_conn *c) {
   if (c == NULL) return;
   c->store->conn_generation++; /* every facet_ref to it is stale now */
+  /* (SQLite checkpoints when the file's last connection closes.) */
+  if (c->checkpoint_due) c->store->n_checkpoints_due--;
   if (c->db != NULL) {
     facet__conn_abandon_txn(c);
     forget_loss(c);
@@ -463,6 +474,49 @@ static int set_wal(facet_conn *c) {
   sqlite3_finalize(st);
   c->trusted = 0;
   return rc & 0xff;
+}
+
+/* ---- Checkpoints ---- */
+
+/* PASSIVE: copies what no reader still needs, and never waits. */
+static void conn_checkpoint(facet_conn *c) {
+  if (c->checkpoint_due) {
+    c->checkpoint_due = 0;
+    c->store->n_checkpoints_due--;
+  }
+  int rc = sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+  /* BUSY: another connection is checkpointing the file right now. */
+  if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
+    log_warn("facet %s: checkpoint: %s", c->key, sqlite3_errmsg(c->db));
+}
+
+/* After every commit, with the WAL's length in frames: SQLite's automatic
+ * checkpoint, which this replaces, runs inside the commit, where with
+ * coalescing it held up the batch's responses (a checkpoint doubled the
+ * time of a request of 50,000 inserts; docs/benchmarks.md, facets). */
+static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames) {
+  (void)db;
+  (void)name;
+  facet_conn *c = arg;
+  if (frames < CHECKPOINT_FRAMES) return SQLITE_OK;
+  if (!c->store->opt.coalesce || frames >= CHECKPOINT_FRAMES_NOW) {
+    conn_checkpoint(c);
+  } else if (!c->checkpoint_due) {
+    c->checkpoint_due = 1;
+    c->store->n_checkpoints_due++;
+  }
+  return SQLITE_OK;
+}
+
+int facet_store_checkpoint_due(const facet_store *s) { return s->n_checkpoints_due > 0; }
+
+void facet_store_checkpoint(facet_store *s) {
+  for (uint32_t i = 0; i < s->n_conns && s->n_checkpoints_due > 0; i++) {
+    facet_conn *c = s->conns[i];
+    /* A transaction still open (transactionSync across the gate) keeps
+     * it due for a later call. */
+    if (c->checkpoint_due && sqlite3_get_autocommit(c->db)) conn_checkpoint(c);
+  }
 }
 
 /* Settings of every tenant connection. Returns an SQLite code. */
@@ -507,6 +561,8 @@ static int conn_configure(facet_conn *c) {
            c->store->opt.synchronous == FACET_SYNC_NORMAL ? "NORMAL" : "FULL",
            JOURNAL_SIZE_LIMIT, MMAP_BYTES);
   if ((rc = facet__conn_exec_trusted(c, sql)) != SQLITE_OK) return rc;
+  /* (In place of SQLite's automatic checkpoint.) */
+  sqlite3_wal_hook(db, on_wal_commit, c);
   c->page_size = facet__conn_query_int(c, "PRAGMA page_size");
   if (c->page_size <= 0) return SQLITE_ERROR;
   return SQLITE_OK;

@@ -14,6 +14,9 @@
  *
  * Responses of one-shot runs and loader children, streamed responses and
  * outbound fetches still commit at once (facet_link_gate).
+ *
+ * A facet's WAL is checkpointed here too, after the batch's responses went
+ * out: a commit only says that one is due (facet_store_checkpoint_due).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +72,9 @@ static void on_flush(uv_idle_t *idle) {
 }
 
 void gate_schedule(worker *w) {
-  if (w->facets == NULL || !facet_store_pending(w->facets)) return;
+  if (w->facets == NULL ||
+      (!facet_store_pending(w->facets) && !facet_store_checkpoint_due(w->facets)))
+    return;
   w->gate_joined_ns = time_mono_ns();
   if (!w->gate_idle_open) {
     uv_idle_init(w->loop, &w->gate_idle);
@@ -162,6 +167,7 @@ void gate_flush(worker *w) {
     w->gated = g->next;
     answer(w, g, NULL);
   }
+  if (w->facets != NULL) facet_store_checkpoint(w->facets);
 }
 
 void gate_stop(worker *w) {

@@ -926,6 +926,61 @@ static void test_coalescing_loses_nothing_silently(void **state) {
   assert_true(raw_count(f, "b") == 2);
 }
 
+/* Size of alpha's database file (not its WAL), in bytes. */
+static int64_t db_file_size(fx *f) {
+  char *path = facet_path(f->dir, "alpha", NULL);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  free(path);
+  return (int64_t)st.st_size;
+}
+
+/* One run of n rows of a page each: n frames or so in the WAL. */
+static void insert_pages(fx *f, int n) {
+  char *sql = xasprintf("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                        "WHERE i < %d) INSERT INTO p SELECT randomblob(3000) FROM n", n);
+  run(f, sql);
+  free(sql);
+}
+
+/* A WAL long enough for a checkpoint is checkpointed after the gate
+ * (facet_store_checkpoint), not inside its commit; past 4,000 frames, and
+ * without coalescing, by the commit itself, as SQLite does. */
+static void test_checkpoint_after_gate(void **state) {
+  fx *f = *state;
+  run(f, "CREATE TABLE p (v BLOB)");
+  reopen_store(f, &(facet_options){.coalesce = 1});
+  int64_t empty = db_file_size(f);
+  insert_pages(f, 1500);
+  assert_int_equal(facet_store_commit(f->s, NULL), 0);
+  /* committed (another connection sees every row), still in the WAL only */
+  assert_true(raw_count(f, "p") == 1500);
+  assert_true(facet_store_checkpoint_due(f->s));
+  assert_true(db_file_size(f) == empty);
+  /* a transaction still open keeps it due */
+  op_ok(f, "begin");
+  facet_store_checkpoint(f->s);
+  assert_true(facet_store_checkpoint_due(f->s));
+  op_ok(f, "commit");
+  assert_int_equal(facet_store_commit(f->s, NULL), 0);
+  facet_store_checkpoint(f->s);
+  assert_false(facet_store_checkpoint_due(f->s));
+  assert_true(db_file_size(f) > 1500 * 3000);
+  /* a WAL past 4,000 frames: the commit checkpoints */
+  int64_t before = db_file_size(f);
+  insert_pages(f, 4500);
+  assert_int_equal(facet_store_commit(f->s, NULL), 0);
+  assert_false(facet_store_checkpoint_due(f->s));
+  assert_true(db_file_size(f) > before + 4500 * 3000);
+  /* without coalescing, every commit checkpoints as SQLite would */
+  reopen_store(f, NULL);
+  before = db_file_size(f);
+  insert_pages(f, 1500);
+  assert_false(facet_store_checkpoint_due(f->s));
+  assert_true(db_file_size(f) > before + 1500 * 3000);
+  assert_true(raw_count(f, "p") == 7500);
+}
+
 /* ---- containment -------------------------------------------------------- */
 
 static void test_authorizer(void **state) {
@@ -2709,6 +2764,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_abandoned_transactions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_coalescing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_coalescing_loses_nothing_silently, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_checkpoint_after_gate, setup, teardown),
       cmocka_unit_test_setup_teardown(test_authorizer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_keys_enforced, setup, teardown),
       cmocka_unit_test_setup_teardown(test_size_limit, setup, teardown),
