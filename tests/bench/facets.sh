@@ -32,6 +32,7 @@
 #
 # Environment: ROUNDS (3), N_AUTO (autocommit inserts per request, 300),
 # N_TXN (inserts per transaction, 50000), N_READ (reads per request, 50000),
+# WARMUP (passes of a round's operations before the rounds, 3),
 # BUILD_DIR (build-release), BUILD_TYPE (Release), SKIP_BUILD=1 (use what is
 # built there), RESULTS (a file to keep each round's figures in), WORKERD (a workerd binary; default: the one
 # tests/bench/hello.sh caches, installed with npm when missing).
@@ -42,6 +43,7 @@ N_AUTO=${N_AUTO:-300}
 N_TXN=${N_TXN:-50000}
 N_READ=${N_READ:-50000}
 COMPACT_IDLE_S=${COMPACT_IDLE_S:-3600}
+WARMUP=${WARMUP:-3}
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init facets.sh facets
@@ -274,11 +276,25 @@ for name in edgenode workerd; do
     sleep 0.1
   done
   timed "$name" setup 0 >/dev/null
-  # warm up: every measured operation once at full size, so that the rounds
-  # measure code already optimised (the first ones ran up to 1.5x slower)
-  timed "$name" insert_txn "$N_TXN" >/dev/null
-  timed "$name" insert_pre "$N_TXN" >/dev/null
-  timed "$name" read "$N_READ" >/dev/null
+  # Warm up: WARMUP passes of a round's operations at full size, so that
+  # the rounds measure code already optimised (the first ones ran up to
+  # 1.5x slower). One pass of three operations was not enough for
+  # edgenode's V8 (10.2): a loop it optimizes on the stack (OSR) leaves its
+  # function marked to be compiled by TurboFan synchronously, on the main
+  # thread, at its next call. `run` is such a function (its read loop);
+  # its next call was the next round's autocommit request, and compiling
+  # all of `run` there took 10-14 ms, ten times that request's own work.
+  # The code compiled then met feedback it had not seen yet (a new closure
+  # per request) and was dropped, so rounds 2 and 3 both paid it, and the
+  # median of 3 rounds was that compilation (--trace-opt --trace-osr;
+  # docs/benchmarks.md). With these passes the last one runs in the third
+  # pass, and none in a measured request.
+  for _ in $(seq "$WARMUP"); do
+    timed "$name" insert "$N_AUTO" >/dev/null
+    timed "$name" insert_txn "$N_TXN" >/dev/null
+    timed "$name" insert_pre "$N_TXN" >/dev/null
+    timed "$name" read "$N_READ" >/dev/null
+  done
 done
 
 # Raw SQLite runs as one process for the whole run, as the servers do,
@@ -292,10 +308,12 @@ raw_op() {
   echo "$1 $2" >&"${RAW[1]}"
   read -r raw_out <&"${RAW[0]}" || die "the raw SQLite program failed ($1 $2)"
 }
-raw_op insert "$N_AUTO"
-raw_op insert_txn "$N_TXN"
-raw_op insert_pre "$N_TXN"
-raw_op read "$N_READ"
+for _ in $(seq "$WARMUP"); do
+  raw_op insert "$N_AUTO"
+  raw_op insert_txn "$N_TXN"
+  raw_op insert_pre "$N_TXN"
+  raw_op read "$N_READ"
+done
 
 # --- measure ---------------------------------------------------------------
 edge_worker=$(pgrep -P "$edge_pid" -f edgenode-worker | head -1 || true)
