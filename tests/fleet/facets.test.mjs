@@ -12,7 +12,9 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { startFleetNode, startHaproxy, startNats, sleep, waitFor } from './lib/fleet.mjs';
+import {
+  ownerIndex, startFleetNode, startHaproxy, startNats, sleep, waitFor, waitMembers, waitReady,
+} from './lib/fleet.mjs';
 
 const LEASE_MS = 2000;
 const WORKER = `export default { async fetch(req, env) {
@@ -53,21 +55,6 @@ async function servedIds(port, { timeout = 20000, host } = {}) {
     return last.status === 200;
   }, { timeout, interval: 100, what: `the tenant served again (last: ${JSON.stringify(last)})` });
   return JSON.parse(last.text).ids;
-}
-
-async function waitReady(node) {
-  await waitFor(async () => (await node.control('GET', '/readyz', { token: null })).status === 200,
-    { timeout: 20000, what: 'ready' });
-}
-
-// Which node owns the tenant: the one whose /v1/fleet lists it.
-async function ownerIndex(nodes, tenant = 'notes') {
-  for (let i = 0; i < nodes.length; i++) {
-    if (!nodes[i]) continue;
-    const r = await nodes[i].control('GET', '/v1/fleet').catch(() => null);
-    if (r?.json?.facets?.includes(tenant)) return i;
-  }
-  return -1;
 }
 
 // One request in NATS' client protocol (no library needed): the first
@@ -155,11 +142,7 @@ describe('facets in a fleet', () => {
         { extraArgs: ['--facet-lease-ms', String(lease), ...extraArgs] }));
     }
     await Promise.all(nodes.map(waitReady));
-    // every node knows the others' addresses (their heartbeats): forwards can go
-    await waitFor(async () => {
-      const all = await Promise.all(nodes.map((n) => n.control('GET', '/v1/fleet')));
-      return all.every((r) => r.json?.nodes?.filter((m) => m.alive).length === 3);
-    }, { timeout: 20000, what: 'every node sees the three' });
+    await waitMembers(nodes);
     hp = await startHaproxy(nodes, { checkInter: '500ms' });
     await waitFor(async () => Object.values(await hp.serverStates()).every((s) => s === 'UP'),
       { timeout: 10000, what: 'all UP' });
@@ -183,7 +166,7 @@ describe('facets in a fleet', () => {
         }
       })();
       await waitFor(() => acked.length >= (round + 1) * 20, { timeout: 30000, what: `round ${round} writes` });
-      const owner = await ownerIndex(nodes);
+      const owner = await ownerIndex(nodes, 'notes');
       assert.ok(owner >= 0, 'some node owns the tenant');
       nodes[owner].allowCrashes = true;
       const killedAt = Date.now();
@@ -197,7 +180,7 @@ describe('facets in a fleet', () => {
       const lost = acked.filter((id) => !have.has(id));
       assert.deepEqual(lost, [], `round ${round}: acknowledged rows lost (${lost.length} of ${acked.length})`);
       assert.ok(ids.length >= acked.length - 1);
-      const now = await ownerIndex(nodes);
+      const now = await ownerIndex(nodes, 'notes');
       assert.ok(now >= 0 && now !== owner, 'another node owns the tenant');
       const file = path.join(nodes[now].dataDir, 'facets', 'notes.sqlite');
       assert.equal(integrity(file), 'ok', `round ${round}: integrity_check of the new owner's copy`);

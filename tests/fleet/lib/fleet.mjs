@@ -115,6 +115,31 @@ export function startFleetNode(name, nats, {
   });
 }
 
+// Once the node's /readyz answers 200.
+export async function waitReady(node) {
+  await waitFor(async () => (await node.control('GET', '/readyz', { token: null })).status === 200,
+    { timeout: 20000, what: 'ready' });
+}
+
+// Once every node sees all of them alive (their heartbeats): forwards can go.
+export async function waitMembers(nodes) {
+  await waitFor(async () => {
+    const all = await Promise.all(nodes.map((n) => n.control('GET', '/v1/fleet')));
+    return all.every((r) => r.json?.nodes?.filter((m) => m.alive).length === nodes.length);
+  }, { timeout: 20000, what: `every node sees the ${nodes.length}` });
+}
+
+// Which node owns the tenant's facets: the one whose /v1/fleet lists it
+// (-1: none; null entries are skipped).
+export async function ownerIndex(nodes, tenant) {
+  for (let i = 0; i < nodes.length; i++) {
+    if (!nodes[i]) continue;
+    const r = await nodes[i].control('GET', '/v1/fleet').catch(() => null);
+    if (r?.json?.facets?.includes(tenant)) return i;
+  }
+  return -1;
+}
+
 // HAProxy with deploy/fleet/haproxy.cfg in front of three nodes, plus an
 // admin socket (a second config file) that tells which servers it sees up.
 export async function startHaproxy(nodes, { checkInter = '1s' } = {}) {
