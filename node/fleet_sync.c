@@ -82,6 +82,7 @@ struct node_fleet {
   waiter *waiters;
   uint64_t next_waiter_id;
   uint64_t applied_changes;
+  char unready[400];     /* node_fleet_unready_reason's text */
 };
 
 static const char *marker_path(node *n, char *buf, size_t size) {
@@ -101,7 +102,14 @@ int node_fleet_ready(const node *n) {
 
 const char *node_fleet_unready_reason(const node *n) {
   struct node_fleet *nf = n->fleet;
-  if (nf && !nf->connected) return "the fleet is unreachable and this node has never been in sync";
+  if (nf && !nf->connected) {
+    fleet_status st;
+    fleet_get_status(nf->link, &st);
+    snprintf(nf->unready, sizeof nf->unready,
+             "the fleet is unreachable and this node has never been in sync%s%s",
+             st.error[0] ? ": " : "", st.error);
+    return nf->unready;
+  }
   return "syncing the fleet's state";
 }
 
@@ -323,6 +331,18 @@ static void on_damaged(void *arg, fleet_bucket b, const char *key, uint64_t vers
   snprintf(extra, sizeof extra, "{\"version\":%llu,\"record\":\"%s\"}",
            (unsigned long long)version, fleet_bucket_name(b));
   log_write(LOG_ERROR, key, NULL, extra, "fleet: a version cannot be read back, skipped: %s", why);
+}
+
+/* What the operator can fix: TLS (the CA, the servers' certificates) or
+ * the credentials; the servers being down is no error of the link. */
+static void on_link_error(void *arg, const char *why) {
+  (void)arg;
+  const char *hint = strstr(why, "SSL") || strstr(why, "Secure")
+                         ? " (check --fleet-ca and the servers' certificates)"
+                     : strstr(why, "uthori") || strstr(why, "uthenti")
+                         ? " (check --fleet-creds and the servers' authorization)"
+                         : "";
+  log_error("fleet: cannot connect to NATS: %s%s", why, hint);
 }
 
 static void on_state(void *arg, int connected) {
@@ -721,6 +741,7 @@ static void fleet_info(node *n, http_request *req) {
   json_t *facets = json_loads(owned, 0, NULL);
   free(owned);
   json_object_set_new(body, "facets", facets ? facets : json_array());
+  if (st.error[0]) json_object_set_new(body, "error", json_string(st.error));
   node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }
@@ -826,7 +847,8 @@ int node_fleet_start(node *n, char **err) {
                      .facet_publish_ms = n->cfg.facet_publish_ms,
                      .snapshot_every = n->cfg.facet_snapshot_every};
   fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state,
-                        .damaged = on_damaged, .facet_lost = on_facet_lost, .arg = nf};
+                        .damaged = on_damaged, .facet_lost = on_facet_lost,
+                        .link_error = on_link_error, .arg = nf};
   char why[256];
   int rc = fleet_open(&nf->link, n->loop, &o, &cb, why, sizeof why);
   if (rc != 0) {
