@@ -45,6 +45,10 @@
 #define MEMBER_TTL_MS 5000
 #define APPLY_WAIT_MS 5000
 #define FLEET_OFFLINE_READY_MS 5000
+/* The heartbeats a node's request rate and CPU are averaged over: worker
+ * processes report once a second, out of step with the heartbeat, so one
+ * interval alone would read 0 or twice the rate. */
+#define LOAD_WINDOW 10
 #define RECORD_BUCKETS \
   ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_SECRETS) | (1u << FLEET_CORDONS) | \
    (1u << FLEET_TRAFFIC))
@@ -83,6 +87,12 @@ struct node_fleet {
   uint64_t next_waiter_id;
   uint64_t applied_changes;
   char unready[400];     /* node_fleet_unready_reason's text */
+  struct load_sample {
+    int64_t at_ms;
+    uint64_t requests;
+    double cpu_ms;
+  } load[LOAD_WINDOW];   /* the last heartbeats' totals, a ring */
+  int load_n, load_next;
 };
 
 static const char *marker_path(node *n, char *buf, size_t size) {
@@ -676,14 +686,39 @@ static const char *state_name(const node *n) {
   return n->drained ? "drained" : "draining";
 }
 
+/* {"in_flight", "requests_per_s", "cpu"}: requests being answered now, and
+ * requests answered and cores busy running tenants' code (CPU seconds per
+ * second) over the last LOAD_WINDOW heartbeats. */
+static json_t *load_json(node *n) {
+  struct node_fleet *nf = n->fleet;
+  struct load_sample now = {.at_ms = (int64_t)(time_mono_ns() / 1000000u)};
+  node_stats_totals(n, &now.requests, &now.cpu_ms);
+  const struct load_sample *oldest =
+      nf->load_n < LOAD_WINDOW ? &nf->load[0] : &nf->load[nf->load_next];
+  double rps = 0, cpu = 0;
+  if (nf->load_n > 0 && now.at_ms > oldest->at_ms) {
+    double s = (double)(now.at_ms - oldest->at_ms) / 1000.0;
+    rps = (double)(now.requests - oldest->requests) / s;
+    cpu = (now.cpu_ms - oldest->cpu_ms) / 1000.0 / s;
+  }
+  nf->load[nf->load_next] = now;
+  nf->load_next = (nf->load_next + 1) % LOAD_WINDOW;
+  if (nf->load_n < LOAD_WINDOW) nf->load_n++;
+  /* Two decimals are plenty, and keep the heartbeat short. */
+  return json_pack("{s:I, s:f, s:f}", "in_flight", (json_int_t)node_stats_in_flight(n),
+                   "requests_per_s", (double)(int64_t)(rps * 100 + 0.5) / 100,
+                   "cpu", (double)(int64_t)(cpu * 100 + 0.5) / 100);
+}
+
 static void on_heartbeat(uv_timer_t *t) {
   node *n = t->data;
   struct node_fleet *nf = n->fleet;
-  json_t *m = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s, s:b, s:I, s:i, s:I}", "name", nf->name,
+  json_t *m = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s, s:b, s:I, s:i, s:I, s:o}", "name", nf->name,
                         "version", EDGENODE_VERSION, "v8", n->v8_version, "listen", n->listen_addr,
                         "control", n->control_addr, "state", state_name(n), "ready",
                         node_fleet_ready(n), "applied", (json_int_t)nf->applied_sequence,
-                        "workers", n->n_procs, "time", (json_int_t)time_now_ms());
+                        "workers", n->n_procs, "time", (json_int_t)time_now_ms(), "load",
+                        load_json(n));
   char *text = json_dumps(m, JSON_COMPACT);
   fleet_set_member(nf->link, text);
   free(text);

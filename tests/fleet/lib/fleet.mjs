@@ -74,8 +74,8 @@ async function waitListening(port, { timeout = 10000, what = `port ${port}` } = 
 // Three (or n) nats-server processes clustered with JetStream on, each with
 // its monitoring port. config: text of a configuration file every server
 // reads (TLS, authorization), the flags still giving names and ports;
-// scheme: what the nodes' URLs start with.
-export async function startNats(n = 3, { config, scheme = 'nats' } = {}) {
+// scheme: what the nodes' URLs start with; args: more flags for each server.
+export async function startNats(n = 3, { config, scheme = 'nats', args: extra = [] } = {}) {
   const bin = findProgram('nats-server');
   const dir = tempDir('edgenode-fleet-nats-');
   const servers = [];
@@ -95,6 +95,7 @@ export async function startNats(n = 3, { config, scheme = 'nats' } = {}) {
       const args = ['-n', s.name, '-a', '127.0.0.1', '-p', String(s.port), '-m', String(s.mport), '-js',
         '-sd', path.join(dir, s.name)];
       if (config) args.push('-c', configFile);
+      args.push(...extra);
       if (n > 1) args.push('--cluster_name', 'edge', '-cluster', `nats://127.0.0.1:${s.cport}`, '-routes', routes);
       s.proc = spawnLogged(bin, args, path.join(dir, `${s.name}.log`));
       return waitListening(s.port, { what: `nats-server ${s.name}` });
