@@ -386,6 +386,15 @@ static natsStatus bind_members(fleet *f) {
 static void *records_main(void *p);
 static void *members_main(void *p);
 
+/* libnats' last error on this thread, without the "(conn.c:733): " that
+ * says where in libnats it was set; NULL when there is none. */
+static const char *nats_error_text(void) {
+  const char *t = nats_GetLastError(NULL);
+  if (t == NULL || *t == '\0') return NULL;
+  const char *end = t[0] == '(' ? strstr(t, "): ") : NULL;
+  return end ? end + 3 : t;
+}
+
 /* Remembers why the connection cannot be made ("": it can), and hands a
  * new reason to the loop. */
 static void set_link_error(fleet *f, const char *why) {
@@ -421,7 +430,7 @@ static int connect_first(fleet *f) {
    * which is no fault of this node's settings. */
   char why[sizeof f->link_error] = "";
   if (s != NATS_NO_SERVER) {
-    const char *detail = nats_GetLastError(NULL);
+    const char *detail = nats_error_text();
     const char *status = natsStatus_GetText(s);
     if (detail == NULL || *detail == '\0' || strcmp(detail, status) == 0)
       snprintf(why, sizeof why, "%s", status);
@@ -657,11 +666,32 @@ static void *records_main(void *p) {
   return NULL;
 }
 
+/* This node's own heartbeat comes back through the watch every period: a
+ * watch silent for three lost its consumer (with the server it lived on,
+ * or in an election of the bucket's stream), and libnats would make it
+ * again only after its missed heartbeats, 10 s and more, the other nodes'
+ * rows in GET /v1/fleet frozen meanwhile. It is made again at once. */
+static void rewatch_members(fleet *f, int64_t *last_entry_ms) {
+  pthread_mutex_lock(&f->mu);
+  int beating = f->member_json != NULL;
+  pthread_mutex_unlock(&f->mu);
+  if (!beating || !atomic_load(&f->connected) || now_ms() - *last_entry_ms <= 3 * f->heartbeat_ms)
+    return;
+  *last_entry_ms = now_ms(); /* the next try, a silence later */
+  kvWatcher *fresh = NULL;
+  if (kvStore_WatchAll(&fresh, f->members, NULL) != NATS_OK) return;
+  kvWatcher_Destroy(f->members_watch);
+  f->members_watch = fresh;
+}
+
 static void *members_main(void *p) {
   fleet *f = p;
+  int64_t last_entry_ms = now_ms();
   while (!atomic_load(&f->stopping)) {
     kvEntry *e = NULL;
     natsStatus s = kvWatcher_Next(&e, f->members_watch, WATCH_POLL_MS);
+    if (s == NATS_OK) last_entry_ms = now_ms();
+    else rewatch_members(f, &last_entry_ms);
     if (s == NATS_TIMEOUT) continue;
     if (s != NATS_OK) {
       if (!atomic_load(&f->stopping)) pause_ms(RETRY_PAUSE_MS);
@@ -1112,8 +1142,8 @@ static void free_urls(const char **urls, int n) {
 /* libnats' last error on this thread says more than the status (which CA
  * file could not be loaded, and why). */
 static int fail(char *err, size_t errlen, int code, const char *what, natsStatus s) {
-  const char *why = nats_GetLastError(NULL);
-  snprintf(err, errlen, "%s: %s", what, why && *why ? why : natsStatus_GetText(s));
+  const char *why = nats_error_text();
+  snprintf(err, errlen, "%s: %s", what, why ? why : natsStatus_GetText(s));
   return code;
 }
 
@@ -1257,7 +1287,7 @@ void fleet_close(fleet *f) {
   pthread_mutex_unlock(&f->mu);
   if (f->write_started) pthread_join(f->write_thread, NULL);
   if (f->heartbeat_started) pthread_join(f->heartbeat_thread, NULL);
-  if (f->members_watch) kvWatcher_Stop(f->members_watch);
+  /* The members thread may make its watch again until it is joined. */
   if (f->watches_started) {
     pthread_join(f->records_thread, NULL);
     pthread_join(f->members_thread, NULL);

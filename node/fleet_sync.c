@@ -82,7 +82,7 @@ struct node_fleet {
   int was_synced_before; /* the data directory has been in sync with a fleet */
   uint64_t applied_sequence;
   json_t *applied;       /* "bucket/name" -> version applied here */
-  json_t *members;       /* node name -> its last heartbeat, with "received_ms" */
+  json_t *members;       /* node name -> its last heartbeat, with "received_ms", "revision" */
   waiter *waiters;
   uint64_t next_waiter_id;
   uint64_t applied_changes;
@@ -307,7 +307,14 @@ static void on_change(void *arg, const fleet_entry *e) {
       json_decref(m);
       return;
     }
-    json_object_set_new(m, "received_ms", json_integer(time_now_ms()));
+    /* A watch made again delivers the latest heartbeats again: one seen
+     * already keeps the time it arrived, or a node that died would look
+     * alive for another TTL. */
+    json_t *had = json_object_get(nf->members, e->key);
+    int again = had && (uint64_t)json_integer_value(json_object_get(had, "revision")) == e->version;
+    json_object_set_new(m, "received_ms", again ? json_incref(json_object_get(had, "received_ms"))
+                                                : json_integer(time_now_ms()));
+    json_object_set_new(m, "revision", json_integer((json_int_t)e->version));
     if (strcmp(e->key, nf->name) != 0)
       node_forward_member(nf->n, e->key, json_string_value(json_object_get(m, "listen")));
     json_object_set_new(nf->members, e->key, m);
@@ -756,6 +763,7 @@ static void fleet_info(node *n, http_request *req) {
     json_t *row = json_deep_copy(m);
     json_object_del(row, "time");
     json_object_del(row, "received_ms");
+    json_object_del(row, "revision");
     json_object_set_new(row, "last_heartbeat", json_string(when));
     json_object_set_new(row, "heartbeat_age_ms", json_integer(age));
     json_object_set_new(row, "alive", json_boolean(age < MEMBER_TTL_MS));

@@ -60,7 +60,11 @@ describe('the leader of the records stream is killed', () => {
       const i = await nats.streamLeader('EDGENODE_RECORDS');
       return i >= 0 ? { i } : null;
     }, { timeout: 10000, what: 'the stream leader' });
-    const connected = await Promise.all(nodes.map(async (n) => (await n.control('GET', '/v1/fleet')).json.server));
+    // which server each node is connected to, by name (the leader's lose theirs too)
+    const connected = await Promise.all(nodes.map(async (n) => {
+      const url = (await n.control('GET', '/v1/fleet')).json.server;
+      return nats.servers.find((s) => url.endsWith(`:${s.port}`))?.name ?? url;
+    }));
 
     await nats.kill(leader.i);
     const killedAt = Date.now();
