@@ -82,10 +82,12 @@ static const cli_command commands[] = {
      "The answer of GET /v1/node: version, uptime, state, addresses, and a table of\n"
      "the worker processes.",
      0, cli_cmd_node},
-    {"fleet", "fleet", "the fleet's nodes: state, version, heartbeat, lag",
-     "GET /v1/fleet on a node started with --fleet: this node's link to NATS, then a\n"
-     "table of every node's last heartbeat (state, version, addresses, age of the\n"
-     "heartbeat, how many records it is behind the most current node).\n"
+    {"fleet", "fleet", "the fleet's nodes: state, version, heartbeat, lag, load",
+     "GET /v1/fleet on a node started with --fleet: this node's link to NATS (and why\n"
+     "it cannot connect, if so), then a table of every node's last heartbeat (state,\n"
+     "version, addresses, age of the heartbeat, how many records it is behind the\n"
+     "most current node, and its load: requests in flight, requests per second and\n"
+     "CPU cores busy running tenants' code, over the last 10 s).\n"
      "--json: the answer as it is.",
      0, cli_cmd_fleet},
     {"tenants", "tenants", "per-tenant statistics: state, requests, errors, CPU, heap",

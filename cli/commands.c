@@ -478,14 +478,18 @@ static void print_fleet(json_t *j) {
   printf("node: %s (%s to %s, %s)\n", cli_jstr(j, "node", "?"),
          json_is_true(json_object_get(j, "connected")) ? "connected" : "NOT connected",
          cli_jstr(j, "server", "-"), json_is_true(json_object_get(j, "synced")) ? "in sync" : "syncing");
-  static const char *const heads[] = {"NAME", "STATE", "ALIVE", "VERSION", "LISTEN", "CONTROL",
-                                      "HEARTBEAT", "BEHIND"};
-  static const int right[] = {0, 0, 0, 0, 0, 0, 1, 1};
-  cli_table t = {.ncols = 8, .heads = heads, .right = right};
+  if (json_is_string(json_object_get(j, "error"))) printf("error: %s\n", cli_jstr(j, "error", ""));
+  static const char *const heads[] = {"NAME",   "STATE",     "ALIVE", "VERSION",
+                                      "LISTEN", "CONTROL",   "HEARTBEAT", "BEHIND",
+                                      "IN FLIGHT", "REQ/S", "CPU"};
+  static const int right[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1};
+  enum { NCOLS = 11 };
+  cli_table t = {.ncols = NCOLS, .heads = heads, .right = right};
   size_t i;
   json_t *m;
   json_array_foreach(json_object_get(j, "nodes"), i, m) {
-    char **row = xcalloc(8, sizeof *row);
+    char **row = xcalloc(NCOLS, sizeof *row);
+    json_t *load = json_object_get(m, "load");
     row[0] = xasprintf("%s%s", cli_jstr(m, "name", "?"),
                        json_is_true(json_object_get(m, "self")) ? " *" : "");
     row[1] = xstrdup(cli_jstr(m, "state", "?"));
@@ -495,6 +499,10 @@ static void print_fleet(json_t *j) {
     row[5] = xstrdup(cli_jstr(m, "control", "-"));
     row[6] = xasprintf("%.1f s ago", cli_jnum(m, "heartbeat_age_ms") / 1000.0);
     row[7] = xasprintf("%.0f", cli_jnum(m, "behind"));
+    /* A node of an older build sends no load. */
+    row[8] = load ? xasprintf("%.0f", cli_jnum(load, "in_flight")) : xstrdup("-");
+    row[9] = load ? xasprintf("%.1f", cli_jnum(load, "requests_per_s")) : xstrdup("-");
+    row[10] = load ? xasprintf("%.2f", cli_jnum(load, "cpu")) : xstrdup("-");
     cli_table_add(&t, row);
   }
   cli_table_print(&t, 0);

@@ -50,6 +50,8 @@
 
 #define WATCH_POLL_MS 250
 #define RETRY_PAUSE_MS 200
+/* Between rounds of first connection attempts over every server. */
+#define CONNECT_PAUSE_MS 500
 /* Past this long without a connection, writes fail at once: a node that
  * has lost NATS answers 503 instead of holding its operators 15 s. */
 #define DISCONNECTED_FAIL_FAST_MS 2000
@@ -81,7 +83,8 @@ typedef enum event_kind {
   EV_STATE,
   EV_DONE,
   EV_DAMAGED,
-  EV_FACET_LOST
+  EV_FACET_LOST,
+  EV_LINK_ERROR
 } event_kind;
 
 /* Something a thread hands to the loop. */
@@ -137,7 +140,7 @@ struct fleet {
   char *node_name;
 
   natsOptions *opts;
-  natsConnection *nc;
+  natsConnection *_Atomic nc; /* NULL until the first connection was made (write thread) */
   jsCtx *js;
   kvStore *members;
   kvWatcher *members_watch;
@@ -153,6 +156,7 @@ struct fleet {
   event *ev_head, **ev_tail;
   char *member_json;
   int nats_closed; /* libnats called its closed callback */
+  char link_error[256]; /* why the connection cannot be made, "" when it can or is */
 
   atomic_int stopping;
   atomic_int connected;
@@ -301,6 +305,9 @@ static void on_wake(uv_async_t *a) {
     case EV_FACET_LOST:
       if (f->cb.facet_lost) f->cb.facet_lost(f->cb.arg, e->key, e->error);
       break;
+    case EV_LINK_ERROR:
+      if (f->cb.link_error) f->cb.link_error(f->cb.arg, e->error);
+      break;
     }
     free_event(e);
     e = next;
@@ -378,6 +385,60 @@ static natsStatus bind_members(fleet *f) {
 
 static void *records_main(void *p);
 static void *members_main(void *p);
+
+/* libnats' last error on this thread, without the "(conn.c:733): " that
+ * says where in libnats it was set; NULL when there is none. */
+static const char *nats_error_text(void) {
+  const char *t = nats_GetLastError(NULL);
+  if (t == NULL || *t == '\0') return NULL;
+  const char *end = t[0] == '(' ? strstr(t, "): ") : NULL;
+  return end ? end + 3 : t;
+}
+
+/* Remembers why the connection cannot be made ("": it can), and hands a
+ * new reason to the loop. */
+static void set_link_error(fleet *f, const char *why) {
+  pthread_mutex_lock(&f->mu);
+  int changed = strcmp(why, f->link_error) != 0;
+  if (changed) snprintf(f->link_error, sizeof f->link_error, "%s", why);
+  pthread_mutex_unlock(&f->mu);
+  if (!changed || why[0] == '\0') return;
+  event *e = xcalloc(1, sizeof *e);
+  e->kind = EV_LINK_ERROR;
+  e->error = xstrdup(why);
+  post(f, e);
+}
+
+/*
+ * The first connection is made here, one round over every server at a time,
+ * rather than by libnats' retry on a failed connect: in libnats 3.4 that
+ * retry gives up for good when every server refused the handshake (a TLS
+ * certificate not trusted, credentials refused: it is left with no current
+ * server to go on from) and loses the reason. Once a connection is made,
+ * libnats reconnects by itself. 0 once connected.
+ */
+static int connect_first(fleet *f) {
+  natsConnection *nc = NULL;
+  natsStatus s = natsConnection_Connect(&nc, f->opts);
+  if (s == NATS_OK) {
+    f->nc = nc;
+    set_link_error(f, "");
+    post_state(f, 1);
+    return 0;
+  }
+  /* NATS_NO_SERVER: no server took the TCP connection; they are away,
+   * which is no fault of this node's settings. */
+  char why[sizeof f->link_error] = "";
+  if (s != NATS_NO_SERVER) {
+    const char *detail = nats_error_text();
+    const char *status = natsStatus_GetText(s);
+    if (detail == NULL || *detail == '\0' || strcmp(detail, status) == 0)
+      snprintf(why, sizeof why, "%s", status);
+    else snprintf(why, sizeof why, "%s: %s", status, detail);
+  }
+  set_link_error(f, why);
+  return -1;
+}
 
 /* An ordered consumer over every record, from the one after the last
  * delivered. Its heartbeat is short so that a consumer lost with its
@@ -605,11 +666,32 @@ static void *records_main(void *p) {
   return NULL;
 }
 
+/* This node's own heartbeat comes back through the watch every period: a
+ * watch silent for three lost its consumer (with the server it lived on,
+ * or in an election of the bucket's stream), and libnats would make it
+ * again only after its missed heartbeats, 10 s and more, the other nodes'
+ * rows in GET /v1/fleet frozen meanwhile. It is made again at once. */
+static void rewatch_members(fleet *f, int64_t *last_entry_ms) {
+  pthread_mutex_lock(&f->mu);
+  int beating = f->member_json != NULL;
+  pthread_mutex_unlock(&f->mu);
+  if (!beating || !atomic_load(&f->connected) || now_ms() - *last_entry_ms <= 3 * f->heartbeat_ms)
+    return;
+  *last_entry_ms = now_ms(); /* the next try, a silence later */
+  kvWatcher *fresh = NULL;
+  if (kvStore_WatchAll(&fresh, f->members, NULL) != NATS_OK) return;
+  kvWatcher_Destroy(f->members_watch);
+  f->members_watch = fresh;
+}
+
 static void *members_main(void *p) {
   fleet *f = p;
+  int64_t last_entry_ms = now_ms();
   while (!atomic_load(&f->stopping)) {
     kvEntry *e = NULL;
     natsStatus s = kvWatcher_Next(&e, f->members_watch, WATCH_POLL_MS);
+    if (s == NATS_OK) last_entry_ms = now_ms();
+    else rewatch_members(f, &last_entry_ms);
     if (s == NATS_TIMEOUT) continue;
     if (s != NATS_OK) {
       if (!atomic_load(&f->stopping)) pause_ms(RETRY_PAUSE_MS);
@@ -907,6 +989,11 @@ static void fail_queued(fleet *f, int status, const char *why, int all) {
 static void *write_main(void *p) {
   fleet *f = p;
   while (!atomic_load(&f->stopping)) {
+    if (f->nc == NULL && connect_first(f) != 0) {
+      fail_queued(f, FLEET_EUNAVAIL, "fleet unavailable", 0);
+      pause_ms(CONNECT_PAUSE_MS);
+      continue;
+    }
     if (!atomic_load(&f->bound) && bind_all(f) != 0) {
       /* Not bound yet (a new cluster elects its leaders, or the servers are
        * away): writes wait for it within their deadline. */
@@ -967,12 +1054,44 @@ int fleet_update(fleet *f, fleet_bucket b, const char *key, fleet_transform_fn t
 
 /* ---- membership heartbeat ---- */
 
+/* Why the connection cannot be made, as libnats left it: "" when it is up
+ * or the servers are simply away (a refused TCP connect leaves no error).
+ * libnats retries in the background and tells no callback why an attempt
+ * failed, so this is read every heartbeat. */
+static void link_error_now(fleet *f, char *out, size_t size) {
+  out[0] = '\0';
+  if (f->nc == NULL || atomic_load(&f->connected)) return;
+  const char *detail = NULL;
+  natsStatus s = natsConnection_GetLastError(f->nc, &detail);
+  pthread_mutex_lock(&f->mu);
+  int closed = f->nats_closed;
+  pthread_mutex_unlock(&f->mu);
+  if (s == NATS_OK && !closed) return;
+  const char *status = natsStatus_GetText(s);
+  char why[180];
+  if (s == NATS_OK) snprintf(why, sizeof why, "the connection was closed");
+  else if (detail == NULL || *detail == '\0' || strcmp(detail, status) == 0)
+    snprintf(why, sizeof why, "%s", status);
+  else snprintf(why, sizeof why, "%s: %s", status, detail);
+  /* Refused credentials twice from one server make libnats give up. */
+  snprintf(out, size, "%s%s", why,
+           closed ? "; libnats closed the connection and tries no more: restart the node" : "");
+}
+
+static void check_link(fleet *f) {
+  if (f->nc == NULL) return; /* the write thread's first attempts say it */
+  char now[sizeof f->link_error];
+  link_error_now(f, now, sizeof now);
+  set_link_error(f, now);
+}
+
 static void *heartbeat_main(void *p) {
   fleet *f = p;
   pthread_mutex_lock(&f->mu);
   while (!atomic_load(&f->stopping)) {
     char *json = f->member_json ? xstrdup(f->member_json) : NULL;
     pthread_mutex_unlock(&f->mu);
+    check_link(f);
     if (json && atomic_load(&f->bound)) {
       uint64_t rev;
       /* A failed beat is simply the next one's job. */
@@ -1020,8 +1139,11 @@ static void free_urls(const char **urls, int n) {
   free(urls);
 }
 
+/* libnats' last error on this thread says more than the status (which CA
+ * file could not be loaded, and why). */
 static int fail(char *err, size_t errlen, int code, const char *what, natsStatus s) {
-  snprintf(err, errlen, "%s: %s", what, natsStatus_GetText(s));
+  const char *why = nats_error_text();
+  snprintf(err, errlen, "%s: %s", what, why ? why : natsStatus_GetText(s));
   return code;
 }
 
@@ -1035,15 +1157,38 @@ static natsStatus make_options(fleet *f, const fleet_options *o, const char **ur
   if (s == NATS_OK) s = natsOptions_SetPingInterval(f->opts, 2000);
   if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(f->opts, 2);
   if (s == NATS_OK) s = natsOptions_SetTimeout(f->opts, 2000);
-  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(f->opts, true, on_reconnected, f);
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(f->opts, on_disconnected, f);
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(f->opts, on_reconnected, f);
   if (s == NATS_OK) s = natsOptions_SetClosedCB(f->opts, on_nats_closed, f);
   if (s == NATS_OK && o->creds_file)
     s = natsOptions_SetUserCredentialsFromFiles(f->opts, o->creds_file, NULL);
-  if (s == NATS_OK && o->tls) s = natsOptions_SetSecure(f->opts, true);
-  if (s == NATS_OK && o->tls && o->ca_file) s = natsOptions_LoadCATrustedCertificates(f->opts, o->ca_file);
+  if (s == NATS_OK && (o->tls || o->ca_file)) s = natsOptions_SetSecure(f->opts, true);
+  if (s == NATS_OK && o->ca_file) s = natsOptions_LoadCATrustedCertificates(f->opts, o->ca_file);
   return s;
+}
+
+/* libnats reads a credentials file at every connection attempt and sends
+ * what it finds: a file without a user JWT and its seed would fail every
+ * attempt, in the background, so it is refused here. It is read again, not
+ * kept: a file rewritten with new credentials is used at the next attempt. */
+static int creds_usable(const char *file, char *err, size_t errlen) {
+  FILE *fp = fopen(file, "r");
+  if (fp == NULL) {
+    snprintf(err, errlen, "credentials file %s: %s", file, strerror(errno));
+    return 0;
+  }
+  char text[16384];
+  size_t n = fread(text, 1, sizeof text - 1, fp);
+  fclose(fp);
+  text[n] = '\0';
+  int ok = strstr(text, "-----BEGIN NATS USER JWT-----") != NULL &&
+           strstr(text, "-----BEGIN USER NKEY SEED-----") != NULL;
+  explicit_bzero(text, sizeof text);
+  if (!ok)
+    snprintf(err, errlen,
+             "credentials file %s: not a NATS .creds file (a user JWT and its NKEY seed, "
+             "as nsc generate creds writes it)", file);
+  return ok;
 }
 
 int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet_callbacks *cb,
@@ -1053,6 +1198,7 @@ int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet
     snprintf(err, errlen, "the fleet needs servers and a node name");
     return -EINVAL;
   }
+  if (o->creds_file && !creds_usable(o->creds_file, err, errlen)) return -EINVAL;
   const char **urls;
   int n = count_servers(o->servers, &urls);
   if (n == 0) {
@@ -1098,17 +1244,7 @@ int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet
     return rc;
   }
   f->wake.data = f;
-  /* With retry-on-failed-connect this returns at once when no server is up
-   * (NATS_NOT_YET_CONNECTED), and connects in the background. */
-  s = natsConnection_Connect(&f->nc, f->opts);
-  if (s == NATS_OK) post_state(f, 1);
-  else if (s != NATS_NOT_YET_CONNECTED) {
-    fail(err, errlen, FLEET_EUNAVAIL, "connecting to NATS", s);
-    f->nc = NULL;
-    atomic_store(&f->stopping, 1);
-    fleet_close(f);
-    return FLEET_EUNAVAIL;
-  }
+  /* The write thread connects, in the background. */
   if (pthread_create(&f->write_thread, NULL, write_main, f) != 0) abort();
   f->write_started = 1;
   if (pthread_create(&f->heartbeat_thread, NULL, heartbeat_main, f) != 0) abort();
@@ -1151,7 +1287,7 @@ void fleet_close(fleet *f) {
   pthread_mutex_unlock(&f->mu);
   if (f->write_started) pthread_join(f->write_thread, NULL);
   if (f->heartbeat_started) pthread_join(f->heartbeat_thread, NULL);
-  if (f->members_watch) kvWatcher_Stop(f->members_watch);
+  /* The members thread may make its watch again until it is joined. */
   if (f->watches_started) {
     pthread_join(f->records_thread, NULL);
     pthread_join(f->members_thread, NULL);
@@ -1217,4 +1353,7 @@ void fleet_get_status(fleet *f, fleet_status *out) {
   if (out->connected && f->nc &&
       natsConnection_GetConnectedUrl(f->nc, out->server, sizeof out->server) != NATS_OK)
     out->server[0] = '\0';
+  pthread_mutex_lock(&f->mu);
+  if (!out->connected) snprintf(out->error, sizeof out->error, "%s", f->link_error);
+  pthread_mutex_unlock(&f->mu);
 }

@@ -106,15 +106,19 @@ typedef struct fleet_callbacks {
    * taken, or another node wrote their next record): what it holds of
    * them must not be served any more. Optional. */
   void (*facet_lost)(void *arg, const char *tenant, const char *why);
+  /* The servers answered but the connection could not be made (a TLS
+   * certificate not verified, credentials refused), as libnats said; once
+   * for each new reason. Optional. */
+  void (*link_error)(void *arg, const char *why);
   void *arg;
 } fleet_callbacks;
 
 typedef struct fleet_options {
   const char *servers;       /* "nats://h:p[,nats://h:p...]" */
   const char *node_name;     /* this node's key in FLEET_MEMBERS */
-  const char *creds_file;    /* NATS credentials (JWT + seed), or NULL */
+  const char *creds_file;    /* a .creds file (a user JWT and its NKEY seed), or NULL */
   int tls;                   /* require TLS to the servers */
-  const char *ca_file;       /* CA bundle for TLS, or NULL for the system's */
+  const char *ca_file;       /* CA bundle for TLS (TLS then even without tls://), or NULL */
   int replicas;              /* 0: min(3, number of servers) */
   int64_t write_deadline_ms; /* how long a write rides through elections; 0: 15000 */
   int64_t heartbeat_ms;      /* membership heartbeat period; 0: 1000 */
@@ -133,7 +137,8 @@ typedef struct fleet_options {
 int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet_callbacks *cb,
                char *err, size_t errlen);
 
-/* Stops the threads (joined here: at most a watch poll, 250 ms) and closes
+/* Stops the threads (joined here: at most a watch poll, 250 ms, or a first
+ * connection attempt under way, up to 2 s per server that does not answer) and closes
  * the connection. Pending writes are answered FLEET_ECLOSED first. The
  * memory goes once the loop has run the async handle's close. */
 void fleet_close(fleet *f);
@@ -186,6 +191,7 @@ typedef struct fleet_status {
   uint64_t damaged;        /* versions the watch skipped as damaged */
   uint64_t last_sequence; /* the highest record sequence the watch delivered */
   char server[128];     /* the URL of the server connected to, or "" */
+  char error[256];      /* while not connected: why the last attempt failed, or "" */
 } fleet_status;
 
 void fleet_get_status(fleet *f, fleet_status *out);

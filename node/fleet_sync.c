@@ -45,6 +45,10 @@
 #define MEMBER_TTL_MS 5000
 #define APPLY_WAIT_MS 5000
 #define FLEET_OFFLINE_READY_MS 5000
+/* The heartbeats a node's request rate and CPU are averaged over: worker
+ * processes report once a second, out of step with the heartbeat, so one
+ * interval alone would read 0 or twice the rate. */
+#define LOAD_WINDOW 10
 #define RECORD_BUCKETS \
   ((1u << FLEET_WORKERS) | (1u << FLEET_EGRESS) | (1u << FLEET_SECRETS) | (1u << FLEET_CORDONS) | \
    (1u << FLEET_TRAFFIC))
@@ -78,10 +82,17 @@ struct node_fleet {
   int was_synced_before; /* the data directory has been in sync with a fleet */
   uint64_t applied_sequence;
   json_t *applied;       /* "bucket/name" -> version applied here */
-  json_t *members;       /* node name -> its last heartbeat, with "received_ms" */
+  json_t *members;       /* node name -> its last heartbeat, with "received_ms", "revision" */
   waiter *waiters;
   uint64_t next_waiter_id;
   uint64_t applied_changes;
+  char unready[400];     /* node_fleet_unready_reason's text */
+  struct load_sample {
+    int64_t at_ms;
+    uint64_t requests;
+    double cpu_ms;
+  } load[LOAD_WINDOW];   /* the last heartbeats' totals, a ring */
+  int load_n, load_next;
 };
 
 static const char *marker_path(node *n, char *buf, size_t size) {
@@ -101,7 +112,14 @@ int node_fleet_ready(const node *n) {
 
 const char *node_fleet_unready_reason(const node *n) {
   struct node_fleet *nf = n->fleet;
-  if (nf && !nf->connected) return "the fleet is unreachable and this node has never been in sync";
+  if (nf && !nf->connected) {
+    fleet_status st;
+    fleet_get_status(nf->link, &st);
+    snprintf(nf->unready, sizeof nf->unready,
+             "the fleet is unreachable and this node has never been in sync%s%s",
+             st.error[0] ? ": " : "", st.error);
+    return nf->unready;
+  }
   return "syncing the fleet's state";
 }
 
@@ -289,7 +307,14 @@ static void on_change(void *arg, const fleet_entry *e) {
       json_decref(m);
       return;
     }
-    json_object_set_new(m, "received_ms", json_integer(time_now_ms()));
+    /* A watch made again delivers the latest heartbeats again: one seen
+     * already keeps the time it arrived, or a node that died would look
+     * alive for another TTL. */
+    json_t *had = json_object_get(nf->members, e->key);
+    int again = had && (uint64_t)json_integer_value(json_object_get(had, "revision")) == e->version;
+    json_object_set_new(m, "received_ms", again ? json_incref(json_object_get(had, "received_ms"))
+                                                : json_integer(time_now_ms()));
+    json_object_set_new(m, "revision", json_integer((json_int_t)e->version));
     if (strcmp(e->key, nf->name) != 0)
       node_forward_member(nf->n, e->key, json_string_value(json_object_get(m, "listen")));
     json_object_set_new(nf->members, e->key, m);
@@ -323,6 +348,18 @@ static void on_damaged(void *arg, fleet_bucket b, const char *key, uint64_t vers
   snprintf(extra, sizeof extra, "{\"version\":%llu,\"record\":\"%s\"}",
            (unsigned long long)version, fleet_bucket_name(b));
   log_write(LOG_ERROR, key, NULL, extra, "fleet: a version cannot be read back, skipped: %s", why);
+}
+
+/* What the operator can fix: TLS (the CA, the servers' certificates) or
+ * the credentials; the servers being down is no error of the link. */
+static void on_link_error(void *arg, const char *why) {
+  (void)arg;
+  const char *hint = strstr(why, "SSL") || strstr(why, "Secure")
+                         ? " (check --fleet-ca and the servers' certificates)"
+                     : strstr(why, "uthori") || strstr(why, "uthenti")
+                         ? " (check --fleet-creds and the servers' authorization)"
+                         : "";
+  log_error("fleet: cannot connect to NATS: %s%s", why, hint);
 }
 
 static void on_state(void *arg, int connected) {
@@ -656,14 +693,39 @@ static const char *state_name(const node *n) {
   return n->drained ? "drained" : "draining";
 }
 
+/* {"in_flight", "requests_per_s", "cpu"}: requests being answered now, and
+ * requests answered and cores busy running tenants' code (CPU seconds per
+ * second) over the last LOAD_WINDOW heartbeats. */
+static json_t *load_json(node *n) {
+  struct node_fleet *nf = n->fleet;
+  struct load_sample now = {.at_ms = (int64_t)(time_mono_ns() / 1000000u)};
+  node_stats_totals(n, &now.requests, &now.cpu_ms);
+  const struct load_sample *oldest =
+      nf->load_n < LOAD_WINDOW ? &nf->load[0] : &nf->load[nf->load_next];
+  double rps = 0, cpu = 0;
+  if (nf->load_n > 0 && now.at_ms > oldest->at_ms) {
+    double s = (double)(now.at_ms - oldest->at_ms) / 1000.0;
+    rps = (double)(now.requests - oldest->requests) / s;
+    cpu = (now.cpu_ms - oldest->cpu_ms) / 1000.0 / s;
+  }
+  nf->load[nf->load_next] = now;
+  nf->load_next = (nf->load_next + 1) % LOAD_WINDOW;
+  if (nf->load_n < LOAD_WINDOW) nf->load_n++;
+  /* Two decimals are plenty, and keep the heartbeat short. */
+  return json_pack("{s:I, s:f, s:f}", "in_flight", (json_int_t)node_stats_in_flight(n),
+                   "requests_per_s", (double)(int64_t)(rps * 100 + 0.5) / 100,
+                   "cpu", (double)(int64_t)(cpu * 100 + 0.5) / 100);
+}
+
 static void on_heartbeat(uv_timer_t *t) {
   node *n = t->data;
   struct node_fleet *nf = n->fleet;
-  json_t *m = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s, s:b, s:I, s:i, s:I}", "name", nf->name,
+  json_t *m = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s, s:b, s:I, s:i, s:I, s:o}", "name", nf->name,
                         "version", EDGENODE_VERSION, "v8", n->v8_version, "listen", n->listen_addr,
                         "control", n->control_addr, "state", state_name(n), "ready",
                         node_fleet_ready(n), "applied", (json_int_t)nf->applied_sequence,
-                        "workers", n->n_procs, "time", (json_int_t)time_now_ms());
+                        "workers", n->n_procs, "time", (json_int_t)time_now_ms(), "load",
+                        load_json(n));
   char *text = json_dumps(m, JSON_COMPACT);
   fleet_set_member(nf->link, text);
   free(text);
@@ -701,6 +763,7 @@ static void fleet_info(node *n, http_request *req) {
     json_t *row = json_deep_copy(m);
     json_object_del(row, "time");
     json_object_del(row, "received_ms");
+    json_object_del(row, "revision");
     json_object_set_new(row, "last_heartbeat", json_string(when));
     json_object_set_new(row, "heartbeat_age_ms", json_integer(age));
     json_object_set_new(row, "alive", json_boolean(age < MEMBER_TTL_MS));
@@ -721,6 +784,7 @@ static void fleet_info(node *n, http_request *req) {
   json_t *facets = json_loads(owned, 0, NULL);
   free(owned);
   json_object_set_new(body, "facets", facets ? facets : json_array());
+  if (st.error[0]) json_object_set_new(body, "error", json_string(st.error));
   node_respond_json(req, 200, body, NULL);
   json_decref(body);
 }
@@ -826,7 +890,8 @@ int node_fleet_start(node *n, char **err) {
                      .facet_publish_ms = n->cfg.facet_publish_ms,
                      .snapshot_every = n->cfg.facet_snapshot_every};
   fleet_callbacks cb = {.change = on_change, .synced = on_synced, .state = on_state,
-                        .damaged = on_damaged, .facet_lost = on_facet_lost, .arg = nf};
+                        .damaged = on_damaged, .facet_lost = on_facet_lost,
+                        .link_error = on_link_error, .arg = nf};
   char why[256];
   int rc = fleet_open(&nf->link, n->loop, &o, &cb, why, sizeof why);
   if (rc != 0) {

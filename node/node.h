@@ -643,6 +643,12 @@ void node_stats_add(node *n, node_proc *p, json_t *body);
 double node_stats_cpu_recent(node *n, const char *name);
 /* Forgets the gauges (heap) a process slot reported, when its process exits. */
 void node_stats_proc_gone(node *n, node_proc *p);
+/* Requests answered and CPU milliseconds of tenants' code, by every process
+ * since the supervisor started (they only grow). */
+void node_stats_totals(node *n, uint64_t *requests, double *cpu_ms);
+/* Requests the worker processes are answering (or still running, waitUntil)
+ * as each last reported, every second. */
+int64_t node_stats_in_flight(node *n);
 
 /* Node-wide counters in n->counts, by group, each with a fixed set of keys
  * (only those are taken from a worker process's report): */

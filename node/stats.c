@@ -218,6 +218,30 @@ void node_stats_add(node *n, node_proc *p, json_t *body) {
   }
 }
 
+/* Tenants are never dropped from n->tenants, so these sums only grow. */
+void node_stats_totals(node *n, uint64_t *requests, double *cpu_ms) {
+  *requests = 0;
+  *cpu_ms = 0;
+  const char *name;
+  json_t *t;
+  json_object_foreach(n->tenants, name, t) {
+    *requests += (uint64_t)json_integer_value(json_object_get(t, "requests"));
+    *cpu_ms += json_number_value(json_object_get(t, "cpu_ms"));
+  }
+}
+
+static int64_t live_requests(const node_proc *p) {
+  return json_integer_value(json_object_get(p->process_stats, "requests_live"));
+}
+
+int64_t node_stats_in_flight(node *n) {
+  int64_t live = 0;
+  for (int i = 0; i < n->n_procs; i++) live += live_requests(&n->procs[i]);
+  for (node_proc *p = node_procs_next_dedicated(n, NULL); p; p = node_procs_next_dedicated(n, p))
+    live += live_requests(p);
+  return live;
+}
+
 void node_stats_proc_gone(node *n, node_proc *p) {
   int proc_id = p->id;
   json_decref(p->process_stats);

@@ -367,6 +367,7 @@ describe('a fleet of three nodes', () => {
       assert.equal(m.alive, true);
       assert.equal(m.state, 'serving');
       assert.match(m.listen, /^127\.0\.0\.1:\d+$/);
+      assert.deepEqual(Object.keys(m.load).sort(), ['cpu', 'in_flight', 'requests_per_s']);
     }
     await waitFor(async () => (await nodes[0].control('GET', '/v1/fleet')).json.nodes.every((m) => m.behind === 0),
       { timeout: 5000, what: 'no node behind' });
@@ -382,6 +383,10 @@ describe('a fleet of three nodes', () => {
     assert.match(m.text, /^edgenode_fleet_connected 1$/m);
     assert.match(m.text, /^edgenode_fleet_synced 1$/m);
     assert.match(m.text, /^edgenode_fleet_lag 0$/m);
+    // the applied revision: the stream sequence of the last record applied, as GET /v1/fleet says
+    const applied = Number(/^edgenode_fleet_applied_sequence (\d+)$/m.exec(m.text)?.[1]);
+    assert.ok(applied > 0, m.text);
+    assert.equal(applied, (await nodes[2].control('GET', '/v1/fleet')).json.applied);
   });
 
   test('with one NATS server killed writes go on; with all killed nodes serve and refuse writes; back, they converge', async () => {

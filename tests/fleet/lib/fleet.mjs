@@ -71,24 +71,52 @@ async function waitListening(port, { timeout = 10000, what = `port ${port}` } = 
   }), { timeout, what });
 }
 
-// Three (or n) nats-server processes clustered with JetStream on.
-export async function startNats(n = 3) {
+// Three (or n) nats-server processes clustered with JetStream on, each with
+// its monitoring port. config: text of a configuration file every server
+// reads (TLS, authorization), the flags still giving names and ports;
+// scheme: what the nodes' URLs start with; args: more flags for each server.
+export async function startNats(n = 3, { config, scheme = 'nats', args: extra = [] } = {}) {
   const bin = findProgram('nats-server');
   const dir = tempDir('edgenode-fleet-nats-');
   const servers = [];
-  for (let i = 0; i < n; i++) servers.push({ name: `n${i}`, port: await freePort(), cport: await freePort() });
+  for (let i = 0; i < n; i++) {
+    servers.push({ name: `n${i}`, port: await freePort(), cport: await freePort(), mport: await freePort() });
+  }
+  const configFile = path.join(dir, 'nats.conf');
+  if (config) writeFileSync(configFile, config);
   const cluster = {
     dir,
     servers,
-    urls: servers.map((s) => `nats://127.0.0.1:${s.port}`).join(','),
+    urls: servers.map((s) => `${scheme}://127.0.0.1:${s.port}`).join(','),
     start(i) {
       const s = servers[i];
       const routes = servers.filter((o) => o !== s).map((o) => `nats-route://127.0.0.1:${o.cport}`).join(',');
       mkdirSync(path.join(dir, s.name), { recursive: true });
-      s.proc = spawnLogged(bin, ['-n', s.name, '-a', '127.0.0.1', '-p', String(s.port), '-js',
-        '-sd', path.join(dir, s.name), '--cluster_name', 'edge',
-        '-cluster', `nats://127.0.0.1:${s.cport}`, '-routes', routes], path.join(dir, `${s.name}.log`));
+      const args = ['-n', s.name, '-a', '127.0.0.1', '-p', String(s.port), '-m', String(s.mport), '-js',
+        '-sd', path.join(dir, s.name)];
+      if (config) args.push('-c', configFile);
+      args.push(...extra);
+      if (n > 1) args.push('--cluster_name', 'edge', '-cluster', `nats://127.0.0.1:${s.cport}`, '-routes', routes);
+      s.proc = spawnLogged(bin, args, path.join(dir, `${s.name}.log`));
       return waitListening(s.port, { what: `nats-server ${s.name}` });
+    },
+    // The index of the server that leads the stream now, as the monitoring
+    // endpoint of any live server says (-1 while none does).
+    async streamLeader(stream) {
+      for (const s of servers) {
+        if (!s.proc || s.proc.exitCode !== null || s.proc.signalCode !== null) continue;
+        try {
+          const r = await fetch(`http://127.0.0.1:${s.mport}/jsz?streams=true`);
+          const j = await r.json();
+          for (const a of j.account_details ?? []) {
+            for (const d of a.stream_detail ?? []) {
+              const leader = d.name === stream ? d.cluster?.leader : undefined;
+              if (leader) return servers.findIndex((o) => o.name === leader);
+            }
+          }
+        } catch { /* the next server may answer */ }
+      }
+      return -1;
     },
     async kill(i, signal = 'SIGKILL') {
       const s = servers[i];
