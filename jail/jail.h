@@ -118,4 +118,22 @@ json_t *jail_report_json(const jail_report *report);
 /* Parses "UID:GID" (numbers). 0, or -EINVAL. */
 int jail_parse_user(const char *text, uid_t *uid, gid_t *gid);
 
+/*
+ * Test only (attempt.c): tries one forbidden action for real, as code that
+ * took the process over would. `action` is one of
+ *   tcp:PORT       a TCP socket, then a connect to 127.0.0.1:PORT
+ *   unix:PATH      a connect to a unix socket by path, or
+ *   unix:@NAME     in the abstract namespace (the name padded as libuv binds it)
+ *   execve         /bin/true
+ *   ptrace         attach to the parent
+ *   open:PATH      read-only
+ *   signal[:PID]   SIGCONT
+ *   prlimit[:PID]  another process's RLIMIT_NOFILE, read and written back
+ *   renice[:PID]   its nice value, the same
+ * (PID: the parent by default). Returns 0 when the action went through, the
+ * errno it was refused with (*failed names the call), or -EINVAL for an
+ * unknown action; seccomp may end the process instead (SIGSYS).
+ */
+int jail_attempt(const char *action, const char **failed);
+
 #endif
