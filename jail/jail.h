@@ -26,7 +26,15 @@
  * A PID namespace is not among them: a process cannot enter one itself
  * without losing the right to make threads (clone(CLONE_THREAD) fails with
  * EINVAL once its children's namespace differs from its own), and V8 and
- * libuv start threads after start-up. The report says so.
+ * libuv start threads after start-up. The report says so. Nor does the
+ * supervisor start its children in one: libuv's uv_spawn cannot pass
+ * CLONE_NEWPID. What one would guard is closed by the layers above:
+ * signals go to the process itself only (seccomp: kill, tgkill and
+ * rt_sigqueueinfo name only its pid; landlock ABI 6 scopes signals too),
+ * other processes cannot be traced or read (no ptrace, process_vm_*,
+ * pidfd_*) nor have their limits or priorities changed (prlimit64 and
+ * get/setpriority for pid 0 only), and of /proc only the process's own
+ * entry is readable (landlock).
  *
  * Layers are applied in the order above, each only once the one before it
  * no longer needs the privilege it drops. Where the kernel refuses a layer,
