@@ -26,7 +26,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -270,7 +269,8 @@ bool python_boot(iso_worker *w) {
 }
 
 void *booter_main(void *) {
-  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), kBooterNice) != 0)
+  /* This thread only (0: see the isolate pool's maker_main). */
+  if (setpriority(PRIO_PROCESS, 0, kBooterNice) != 0)
     log_debug("the Python pool's thread keeps its priority: %s", strerror(errno));
   mpk_thread_close();
   std::unique_lock<std::mutex> lock(pool_mu);

@@ -26,7 +26,15 @@
  * A PID namespace is not among them: a process cannot enter one itself
  * without losing the right to make threads (clone(CLONE_THREAD) fails with
  * EINVAL once its children's namespace differs from its own), and V8 and
- * libuv start threads after start-up. The report says so.
+ * libuv start threads after start-up. The report says so. Nor does the
+ * supervisor start its children in one: libuv's uv_spawn cannot pass
+ * CLONE_NEWPID. What one would guard is closed by the layers above:
+ * signals go to the process itself only (seccomp: kill, tgkill and
+ * rt_sigqueueinfo name only its pid; landlock ABI 6 scopes signals too),
+ * other processes cannot be traced or read (no ptrace, process_vm_*,
+ * pidfd_*) nor have their limits or priorities changed (prlimit64 and
+ * get/setpriority for pid 0 only), and of /proc only the process's own
+ * entry is readable (landlock).
  *
  * Layers are applied in the order above, each only once the one before it
  * no longer needs the privilege it drops. Where the kernel refuses a layer,
@@ -117,5 +125,23 @@ json_t *jail_report_json(const jail_report *report);
 
 /* Parses "UID:GID" (numbers). 0, or -EINVAL. */
 int jail_parse_user(const char *text, uid_t *uid, gid_t *gid);
+
+/*
+ * Test only (attempt.c): tries one forbidden action for real, as code that
+ * took the process over would. `action` is one of
+ *   tcp:PORT       a TCP socket, then a connect to 127.0.0.1:PORT
+ *   unix:PATH      a connect to a unix socket by path, or
+ *   unix:@NAME     in the abstract namespace (the name padded as libuv binds it)
+ *   execve         /bin/true
+ *   ptrace         attach to the parent
+ *   open:PATH      read-only
+ *   signal[:PID]   SIGCONT
+ *   prlimit[:PID]  another process's RLIMIT_NOFILE, read and written back
+ *   renice[:PID]   its nice value, the same
+ * (PID: the parent by default). Returns 0 when the action went through, the
+ * errno it was refused with (*failed names the call), or -EINVAL for an
+ * unknown action; seccomp may end the process instead (SIGSYS).
+ */
+int jail_attempt(const char *action, const char **failed);
 
 #endif

@@ -13,7 +13,9 @@
  * A few calls that libraries probe and cope without get an errno instead of
  * the kill: clone3 (glibc falls back to clone, whose flags the filter can
  * read), userfaultfd, ioctl and prctl requests outside their short lists,
- * signals to other processes.
+ * signals to other processes, and the limits, priorities and robust futex
+ * list of other processes (prlimit64, get/setpriority, get_robust_list: pid
+ * 0 only).
  *
  * Built with EDGENODE_JAIL_TEST_HOOKS, EDGENODE_JAIL_TRAP=1 in the
  * environment turns the kill into a trap that names the call on stderr
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
@@ -50,11 +53,11 @@ static const char *const common_calls[] = {
     "flock", "fsync", "fdatasync", "ftruncate", "fallocate", "fadvise64", "getdents64",
     "getcwd", "open", "openat", "unlink", "unlinkat", "rename", "renameat", "renameat2",
     "mkdir", "mkdirat", "rmdir", "fchmod", "fchown", "readlink", "readlinkat", "umask",
-    "utimensat", "futex", "set_robust_list", "get_robust_list", "rseq", "set_tid_address",
+    "utimensat", "futex", "set_robust_list", "rseq", "set_tid_address",
     "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
-    "getrusage", "times", "sysinfo", "uname", "getrlimit", "prlimit64", "exit", "exit_group",
+    "getrusage", "times", "sysinfo", "uname", "getrlimit", "exit", "exit_group",
     "getrandom", "restart_syscall", "memfd_create", "pkey_alloc", "pkey_free", "pkey_mprotect", "membarrier",
-    "capget", "getpriority", "setpriority", "arch_prctl", "accept", "accept4", "recvfrom",
+    "capget", "arch_prctl", "accept", "accept4", "recvfrom",
     "recvmsg", "recvmmsg", "sendto", "sendmsg", "sendmmsg", "shutdown", "getsockopt",
     "setsockopt", "getsockname", "getpeername", "listen", "connect", NULL,
 };
@@ -159,6 +162,24 @@ static int add_rules(scmp_filter_ctx ctx, const jail_config *c, const char **fai
   RULE("tgkill", SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tgkill), 1,
        SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)self));
   RULE("tkill", SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tkill), 0);
+
+  /* Limits and priorities of this process (pid 0) only: lowering another
+   * process's limit needs no privilege, only the same uid, so a worker
+   * could otherwise leave the supervisor without descriptors or CPU. The
+   * threads that lower their own priority name themselves with 0 (Linux
+   * nice values are per thread). */
+  RULE("prlimit64", SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+  RULE("prlimit64", SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_NE, 0));
+  RULE("get_robust_list", SCMP_ACT_ALLOW, SCMP_SYS(get_robust_list), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+  RULE("get_robust_list", SCMP_ACT_ERRNO(EPERM), SCMP_SYS(get_robust_list), 1,
+       SCMP_A0(SCMP_CMP_NE, 0));
+  static const int prio_calls[] = {SCMP_SYS(getpriority), SCMP_SYS(setpriority)};
+  for (size_t i = 0; i < sizeof prio_calls / sizeof *prio_calls; i++) {
+    RULE("priority", SCMP_ACT_ALLOW, prio_calls[i], 2, SCMP_A0(SCMP_CMP_EQ, PRIO_PROCESS),
+         SCMP_A1(SCMP_CMP_EQ, 0));
+    RULE("priority", SCMP_ACT_ERRNO(EPERM), prio_calls[i], 1, SCMP_A0(SCMP_CMP_NE, PRIO_PROCESS));
+    RULE("priority", SCMP_ACT_ERRNO(EPERM), prio_calls[i], 1, SCMP_A1(SCMP_CMP_NE, 0));
+  }
 #undef RULE
   *failed = NULL;
   return 0;

@@ -19,9 +19,11 @@
  * Moving out (uncordon): every shared process is told first and answers once
  * nothing of the tenant is on its way to the dedicated process; only then is
  * the dedicated process drained, so that no forwarded request is dropped.
- * A dedicated process that crashes is restarted with back-off; crashing
- * cordon_suspend_crashes times within cordon_suspend_window_s suspends the
- * tenant (503 everywhere) until an operator uncordons it.
+ * A dedicated process that dies is restarted with back-off; crashing by a
+ * fault of its own (blamed()) cordon_suspend_crashes times within
+ * cordon_suspend_window_s suspends the tenant (503 everywhere) until an
+ * operator uncordons it. A stopped one is replaced like a shared one
+ * (procs.c watches every process's heartbeat).
  *
  * At most max_dedicated of them run (30 spinning tenants once made 30
  * processes, 55 held 2 GiB). When one more must start (a new cordon, or a
@@ -737,11 +739,10 @@ static void on_shared_exit(node_proc *p) {
   }
 }
 
-/* Crashes within the window, counting this one. */
-static unsigned count_crash(node *n, node_cordon *c) {
+/* Crashes within the window, counting this one when `add`. */
+static unsigned count_crash(node *n, node_cordon *c, int add) {
   int64_t now = mono_ms();
-  c->crashes[c->n_crashes % MAX_CRASHES] = now;
-  c->n_crashes++;
+  if (add) c->crashes[c->n_crashes++ % MAX_CRASHES] = now;
   unsigned recent = 0;
   unsigned kept = c->n_crashes < MAX_CRASHES ? c->n_crashes : MAX_CRASHES;
   for (unsigned i = 0; i < kept; i++)
@@ -749,15 +750,29 @@ static unsigned count_crash(node *n, node_cordon *c) {
   return recent;
 }
 
-static void on_dedicated_exit(node_proc *p, int64_t status, int sig, uint64_t lived_ms) {
+/*
+ * Whether the tenant is to blame for its process's end (attack class 6 of
+ * the hardening: blame only with evidence). As for a shared process, a
+ * fault raised inside the process's own code is (a bad access, an abort, a
+ * sandbox violation), and a SIGKILL from outside (an operator, the kernel's
+ * OOM killer, this supervisor finding the process stopped) or an exit is
+ * not. One SIGKILL is: the memory backstop's, as only this tenant's code
+ * runs here, so the memory it measured over the budget is this tenant's.
+ */
+static int blamed(const node_proc_exit *e) {
+  return e->fault || (e->reason && strcmp(e->reason, "memory") == 0);
+}
+
+static void on_dedicated_exit(node_proc *p, const node_proc_exit *e) {
   node *n = p->owner;
   node_cordon *c = p->cordon;
+  int quiet = e->status == 0 && e->sig == 0;
   json_t *extra = json_pack("{s:i, s:i, s:I, s:i, s:I}", "worker", p->id, "pid", p->child.pid,
-                            "exit_status", (json_int_t)status, "signal", sig, "uptime_ms",
-                            (json_int_t)lived_ms);
+                            "exit_status", (json_int_t)e->status, "signal", e->sig, "uptime_ms",
+                            (json_int_t)e->lived_ms);
+  if (e->reason) json_object_set_new(extra, "reason", json_string(e->reason));
   if (n->state == NODE_DRAINING || c->leaving || c->state == SUSPENDED) {
-    log_json(status == 0 && sig == 0 ? LOG_INFO : LOG_WARN, c->name, extra,
-             "dedicated worker exited");
+    log_json(quiet ? LOG_INFO : LOG_WARN, c->name, extra, "dedicated worker exited");
     json_decref(extra);
     release_proc(p);
     return;
@@ -774,17 +789,20 @@ static void on_dedicated_exit(node_proc *p, int64_t status, int sig, uint64_t li
     broadcast(n, c);
     return;
   }
-  unsigned recent = count_crash(n, c);
+  int blame = blamed(e);
+  unsigned recent = count_crash(n, c, blame);
+  json_object_set_new(extra, "blamed", json_boolean(blame));
   json_object_set_new(extra, "crashes", json_integer(recent));
-  node_event(n, "crash", c->name, extra);
-  if (n->cfg.cordon_suspend_crashes > 0 && recent >= (unsigned)n->cfg.cordon_suspend_crashes) {
+  node_event(n, e->event, c->name, extra);
+  if (blame && n->cfg.cordon_suspend_crashes > 0 &&
+      recent >= (unsigned)n->cfg.cordon_suspend_crashes) {
     log_json(LOG_ERROR, c->name, extra, "dedicated worker exited");
     json_decref(extra);
     release_proc(p);
     suspend(n, c, recent);
     return;
   }
-  uint64_t delay = node_child_restart(&p->child, lived_ms);
+  uint64_t delay = node_child_restart(&p->child, e->lived_ms);
   json_object_set_new(extra, "delay_ms", json_integer((json_int_t)delay));
   log_json(LOG_WARN, c->name, extra, "dedicated worker exited: restarting");
   json_decref(extra);

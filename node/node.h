@@ -405,7 +405,7 @@ typedef struct node_proc {
   int released;            /* dedicated slots: freed once the process and handles are gone */
   struct node_proc *next;  /* dedicated slots: the list in n->dedicated */
   struct node_cordon *cordon; /* cordons.c's, for its dedicated slots */
-  proto_running *running;  /* shared slots: the page naming the tenant whose code runs */
+  proto_running *running;  /* the page naming the tenant whose code runs, and the heartbeat */
   int running_fd;          /* its memfd; -1 before the first spawn */
   int memory_killed;       /* memwatch killed it: a budget, not a crash of the running tenant */
   int unresponsive_killed; /* procs.c killed it: its heartbeat stood still (stopped or wedged) */
@@ -418,6 +418,18 @@ typedef struct node_proc {
 
 typedef enum node_state { NODE_SERVING, NODE_DRAINING } node_state;
 
+/* How a worker process ended (procs.c), for its event and for blame. */
+typedef struct node_proc_exit {
+  int64_t status;
+  int sig;
+  uint64_t lived_ms;
+  const char *event;  /* "exit" (status 0), "sandbox_violation" (SIGSYS: seccomp's kill), "crash" */
+  int fault;          /* a fault raised inside the process's own code: a bad access, an abort,
+                         a sandbox violation; never a SIGKILL or an exit */
+  const char *reason; /* "unresponsive" (procs.c killed it: its heartbeat stood still),
+                         "memory" (the backstop killed it), or NULL */
+} node_proc_exit;
+
 /* What the worker processes report to the module above procs.c that listens
  * (cordons.c registers itself in n->proc_listener). */
 typedef struct node_proc_listener {
@@ -427,7 +439,7 @@ typedef struct node_proc_listener {
   void (*cordon_done)(node_proc *p, json_t *body);   /* a PROTO_CORDON_DONE */
   void (*shared_exit)(node_proc *p);                 /* a shared process exited */
   void (*crash)(node_proc *p, const char *tenant);   /* ... crashed while `tenant`'s code ran */
-  void (*dedicated_exit)(node_proc *p, int64_t status, int sig, uint64_t lived_ms);
+  void (*dedicated_exit)(node_proc *p, const node_proc_exit *e); /* a dedicated process exited */
   void (*dedicated_gone)(node_proc *p);              /* a released slot, about to be freed */
 } node_proc_listener;
 
@@ -494,7 +506,7 @@ struct node {
   struct node_fleet *fleet; /* fleet_sync.c: with --fleet; NULL otherwise */
   struct node_replica *replica; /* replica.c: the workers' facet link to the fleet; NULL: none */
   struct node_forward *forward; /* forward.c: relays to other nodes; NULL until the first */
-  uv_timer_t heartbeat_timer; /* procs.c: watches the shared processes' heartbeats */
+  uv_timer_t heartbeat_timer; /* procs.c: watches every worker process's heartbeat */
   int heartbeat_timer_open;
   const struct node_cordon_hooks *cordon_hooks; /* cordons.c's, for fleet_sync.c below it */
   struct node_tails *tails; /* tail.c: open live-log sessions; NULL until the first */

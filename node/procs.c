@@ -76,6 +76,8 @@ static int listen_on(node *n, int port, char **err) {
 
 int node_listen_socket(node *n, char **err) { return listen_on(n, n->cfg.listen_port, err); }
 
+static size_t running_size(void) { return (sizeof(proto_running) + 4095) & ~(size_t)4095; }
+
 /* ---- sending ------------------------------------------------------------------ */
 
 
@@ -206,20 +208,31 @@ static void count_stats(node_proc *p, json_t *body) {
   p->evictions_seen = seen;
 }
 
-/* The tenant whose code ran in a shared process when it died, from the page
- * it names the running tenant in; NULL when none (or killed for memory). */
 /*
  * Whether a process's death is its running tenant's doing: a fault raised
  * inside the tenant's call (a bad access, a V8 fatal error, an abort, a
  * sandbox violation). A SIGKILL comes from outside (the kernel's OOM killer,
  * an operator, this supervisor) and an exit is the process's own: neither
- * blames whoever happened to be running.
+ * blames whoever happened to be running. The same rule holds for a
+ * dedicated process (cordons.c), though only its tenant runs there.
  */
 static int fault_signal(int sig) {
   return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP ||
          sig == SIGABRT || sig == SIGSYS;
 }
 
+/* How p's process ended; its kill flags are spent on it. */
+static node_proc_exit exit_of(node_proc *p, int64_t status, int sig, uint64_t lived_ms) {
+  node_proc_exit e = {.status = status, .sig = sig, .lived_ms = lived_ms, .fault = fault_signal(sig)};
+  e.event = status == 0 && sig == 0 ? "exit" : sig == SIGSYS ? "sandbox_violation" : "crash";
+  e.reason = p->unresponsive_killed ? "unresponsive" : p->memory_killed ? "memory" : NULL;
+  p->unresponsive_killed = 0;
+  p->memory_killed = 0;
+  return e;
+}
+
+/* The tenant whose code ran in a shared process when it died, from the page
+ * it names the running tenant in; NULL when none (or killed for memory). */
 static const char *crash_tenant(node_proc *p) {
   proto_running *r = p->running;
   if (r == NULL || r->magic != PROTO_RUNNING_MAGIC || !r->running || p->memory_killed) return NULL;
@@ -435,6 +448,8 @@ static void dedicated_unlink(node_proc *p) {
 }
 
 static void proc_free(node_proc *p) {
+  if (p->running) munmap((void *)p->running, running_size());
+  if (p->running_fd >= 0) close(p->running_fd);
   json_decref(p->process_stats);
   free(p->tenant);
   free(p);
@@ -463,10 +478,12 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
   node *n = p->owner;
   fail_validations(p, UV_ECANCELED);
   node_stats_proc_gone(n, p);
+  const char *running = status == 0 && sig == 0 ? NULL : crash_tenant(p);
+  node_proc_exit e = exit_of(p, status, sig, lived_ms);
   if (p->tenant) {
     node_egress_bind(n, p->child.pid, NULL);
     node_replica_bind(n, p->child.pid, NULL);
-    if (n->proc_listener) n->proc_listener->dedicated_exit(p, status, sig, lived_ms);
+    if (n->proc_listener) n->proc_listener->dedicated_exit(p, &e);
     return;
   }
   if (n->proc_listener) n->proc_listener->shared_exit(p);
@@ -480,11 +497,7 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
     check_stopped(n);
     return;
   }
-  const char *running = status == 0 && sig == 0 ? NULL : crash_tenant(p);
-  const char *tenant = fault_signal(sig) ? running : NULL;
-  int unresponsive = p->unresponsive_killed;
-  p->memory_killed = 0;
-  p->unresponsive_killed = 0;
+  const char *tenant = e.fault ? running : NULL;
   uint64_t delay = node_child_restart(c, lived_ms);
   snprintf(extra, sizeof extra,
            "{\"worker\":%d,\"pid\":%d,\"exit_status\":%lld,\"signal\":%d,\"restarts\":%u,"
@@ -496,9 +509,8 @@ static void on_exited(node_child *c, int64_t status, int sig, uint64_t lived_ms)
   /* The tenant whose code was running when the process died (running slot),
    * blamed (the event's tenant) only for a fault of its own. */
   if (running) json_object_set_new(details, "running", json_string(running));
-  if (unresponsive) json_object_set_new(details, "reason", json_string("unresponsive"));
-  node_event(n, status == 0 && sig == 0 ? "exit" : sig == SIGSYS ? "sandbox_violation" : "crash",
-             tenant, details);
+  if (e.reason) json_object_set_new(details, "reason", json_string(e.reason));
+  node_event(n, e.event, tenant, details);
   if (tenant && n->proc_listener) n->proc_listener->crash(p, tenant);
   json_decref(details);
   n->procs_changed(n);
@@ -515,12 +527,12 @@ static const node_child_ops proc_ops = {
     .restarted = on_restarted,
 };
 
-/* The shared page a shared worker process names its running tenant in; made
- * once per slot and zeroed for every process. 0, or -1 when unavailable. */
+/* The shared page a worker process names its running tenant in and counts
+ * its heartbeat on; made once per slot and zeroed for every process. 0, or
+ * -1 when unavailable. */
 static int running_slot(node_proc *p) {
-  if (p->tenant) return -1;
   if (p->running == NULL) {
-    size_t size = (sizeof(proto_running) + 4095) & ~(size_t)4095;
+    size_t size = running_size();
     int fd = memfd_create("edgenode-running", MFD_CLOEXEC);
     if (fd < 0) return -1;
     void *m = MAP_FAILED;
@@ -581,7 +593,8 @@ static int spawn_proc(node_proc *p) {
     listen_fd = p->listen_fd;
     snprintf(isolate_memory, sizeof isolate_memory, "%llu",
              (unsigned long long)(node_dedicated_memory_budget(n) >> 20) / 2);
-  } else if (has_running) {
+  }
+  if (has_running) {
     extra_args[n_extra++] = "--running-fd";
     extra_args[n_extra++] = "5";
   }
@@ -620,35 +633,37 @@ static int spawn_proc(node_proc *p) {
   return 0;
 }
 
-/* A shared process whose heartbeat stood still for PROTO_HEARTBEAT_MISSED_MS
- * is stopped (SIGSTOP) or wedged: its requests would wait for as long.
- * It is killed and, like any process that died, restarted. Nobody is
- * blamed: nothing says it was a tenant's doing. */
+/* A process whose heartbeat stood still for PROTO_HEARTBEAT_MISSED_MS is
+ * stopped (SIGSTOP) or wedged: its requests would wait for as long. It is
+ * killed and, like any process that died, restarted. Nobody is blamed:
+ * nothing says it was a tenant's doing. */
+static void check_heartbeat(node_proc *p) {
+  const int looks = PROTO_HEARTBEAT_MISSED_MS / 1000;
+  proto_running *r = p->running;
+  if (p->child.state != NODE_PROC_READY || r == NULL || r->magic != PROTO_RUNNING_MAGIC) return;
+  uint64_t beat = __atomic_load_n(&r->heartbeat, __ATOMIC_RELAXED);
+  /* A process whose heartbeat never moved has none (its thread could not
+   * start): it is not watched. */
+  if (beat != p->heartbeat_seen || beat == 0 || p->unresponsive_killed) {
+    p->heartbeat_seen = beat;
+    p->heartbeat_stale = 0;
+    return;
+  }
+  if (++p->heartbeat_stale < looks) return;
+  char extra[96];
+  snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"silent_ms\":%d}", p->id,
+           p->child.pid, p->heartbeat_stale * 1000);
+  log_write(LOG_WARN, p->tenant, NULL, extra,
+            "worker process stopped answering (stopped or wedged): replacing it");
+  p->unresponsive_killed = 1;
+  node_child_kill(&p->child, SIGKILL);
+}
+
 static void on_heartbeat_check(uv_timer_t *t) {
   node *n = container_of(t, node, heartbeat_timer);
   if (n->state != NODE_SERVING) return;
-  const int looks = PROTO_HEARTBEAT_MISSED_MS / 1000;
-  for (int i = 0; i < n->n_procs; i++) {
-    node_proc *p = &n->procs[i];
-    proto_running *r = p->running;
-    if (p->child.state != NODE_PROC_READY || r == NULL || r->magic != PROTO_RUNNING_MAGIC) continue;
-    uint64_t beat = __atomic_load_n(&r->heartbeat, __ATOMIC_RELAXED);
-    /* A process whose heartbeat never moved has none (its thread could not
-     * start): it is not watched. */
-    if (beat != p->heartbeat_seen || beat == 0 || p->unresponsive_killed) {
-      p->heartbeat_seen = beat;
-      p->heartbeat_stale = 0;
-      continue;
-    }
-    if (++p->heartbeat_stale < looks) continue;
-    char extra[96];
-    snprintf(extra, sizeof extra, "{\"worker\":%d,\"pid\":%d,\"silent_ms\":%d}", p->id,
-             p->child.pid, p->heartbeat_stale * 1000);
-    log_write(LOG_WARN, NULL, NULL, extra,
-              "worker process stopped answering (stopped or wedged): replacing it");
-    p->unresponsive_killed = 1;
-    node_child_kill(&p->child, SIGKILL);
-  }
+  for (int i = 0; i < n->n_procs; i++) check_heartbeat(&n->procs[i]);
+  for (node_proc *p = n->dedicated; p; p = p->next) check_heartbeat(p);
 }
 
 int node_procs_start(node *n, char **err) {

@@ -430,6 +430,9 @@ static int start(worker *w) {
   uv_signal_start(&w->sigint, on_signal, SIGINT);
   log_info("serving: V8 %s", iso_v8_version());
   if (enter_jail(w) != 0) return -1;
+  /* Test only: what the jail must refuse, tried once it holds. */
+  const char *attempts = getenv("EDGENODE_TEST_JAIL_ATTEMPT");
+  if (attempts && *attempts) worker_attempts_arm(w, attempts);
   return say_hello(w);
 }
 
@@ -513,6 +516,7 @@ int main(int argc, char **argv) {
   egress_link_free(&self);
   tail_free(&self);
   http_routes_free(self.routes);
+  worker_attempts_free(&self);
   log_info("exiting");
   return 0;
 }

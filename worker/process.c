@@ -1,7 +1,8 @@
 /*
  * Per-process state that modules below main.c touch: the running slot the
  * supervisor reads after a crash (which tenant's JavaScript was running),
- * whether a draining process may exit now, and replies to the supervisor.
+ * whether a draining process may exit now, replies to the supervisor, and
+ * the jail's test hook (tried on entering a tenant's code, tests only).
  * It calls no other module of the folder, so anything may call it.
  */
 #include <stdatomic.h>
@@ -9,13 +10,26 @@
 #include <string.h>
 
 #include "base.h"
+#include "jail.h"
 #include "worker.h"
+
+/* One action of the jail's test hook (worker_attempts_arm). */
+typedef struct worker_attempt {
+  char *tenant;
+  char *action;
+  int done; /* tried in this process already */
+} worker_attempt;
+
+static void try_attempts(worker *w, const char *tenant);
 
 /* Entries nest: a dynamic worker's code runs inside its parent's call, and
  * the parent's code is still running when the child's returns. */
 void worker_running_enter(worker *w, const char *tenant) {
   proto_running *r = w->running_slot;
-  if (r == NULL) return;
+  if (r == NULL) {
+    if (w->attempts) try_attempts(w, tenant);
+    return;
+  }
   w->running_depth++;
   /* The supervisor reads the page after the process is gone, so only the
    * compiler's ordering matters: the name is in place before `running`. */
@@ -27,6 +41,7 @@ void worker_running_enter(worker *w, const char *tenant) {
   r->entries++;
   atomic_signal_fence(memory_order_seq_cst);
   r->running = 1;
+  if (w->attempts) try_attempts(w, tenant);
 }
 
 void worker_running_leave(worker *w) {
@@ -61,4 +76,65 @@ void worker_cordon_settled(worker *w, tenant *t) {
   uint32_t id = t->cordon_done_id;
   t->cordon_done_id = 0;
   worker_reply(w, PROTO_CORDON_DONE, id, body);
+}
+
+/* ---- the jail's test hook ---- */
+
+void worker_attempts_arm(worker *w, const char *spec) {
+  char *copy = xstrdup(spec), *save = NULL;
+  for (char *item = strtok_r(copy, " ", &save); item; item = strtok_r(NULL, " ", &save)) {
+    char *eq = strchr(item, '=');
+    if (eq == NULL || !worker_name_valid(item, (size_t)(eq - item)) || eq[1] == '\0') {
+      log_warn("test hook: ignoring \"%s\" (not TENANT=ACTION)", item);
+      continue;
+    }
+    w->attempts = xrealloc(w->attempts, (w->n_attempts + 1) * sizeof *w->attempts);
+    worker_attempt *a = &w->attempts[w->n_attempts++];
+    a->tenant = xstrndup(item, (size_t)(eq - item));
+    a->action = xstrdup(eq + 1);
+    a->done = 0;
+  }
+  free(copy);
+  if (w->n_attempts)
+    log_warn("test hook armed (EDGENODE_TEST_JAIL_ATTEMPT): %zu forbidden actions to try",
+             w->n_attempts);
+}
+
+void worker_attempts_free(worker *w) {
+  for (size_t i = 0; i < w->n_attempts; i++) {
+    free(w->attempts[i].tenant);
+    free(w->attempts[i].action);
+  }
+  free(w->attempts);
+  w->attempts = NULL;
+  w->n_attempts = 0;
+}
+
+static void log_outcome(const char *tenant, const char *action, int rc, const char *call) {
+  json_t *extra = json_pack("{s:s, s:s}", "attempt", action, "outcome",
+                            rc == 0 ? "allowed" : rc < 0 ? "unknown" : "refused");
+  if (rc > 0) {
+    json_object_set_new(extra, "errno", json_integer(rc));
+    json_object_set_new(extra, "call", json_string(call));
+  }
+  char *text = json_dumps(extra, JSON_COMPACT);
+  json_decref(extra);
+  if (rc == 0) log_write(LOG_WARN, tenant, NULL, text, "test hook: %s went through", action);
+  else if (rc < 0) log_write(LOG_WARN, tenant, NULL, text, "test hook: %s is not an action", action);
+  else log_write(LOG_WARN, tenant, NULL, text, "test hook: %s refused (%s: %s)", action, call, strerror(rc));
+  free(text);
+}
+
+/* Inside the tenant's call, as its code would: a kill by seccomp ends the
+ * process here, with the running slot naming the tenant. */
+static void try_attempts(worker *w, const char *tenant) {
+  for (size_t i = 0; i < w->n_attempts; i++) {
+    worker_attempt *a = &w->attempts[i];
+    if (a->done || strcmp(a->tenant, tenant) != 0) continue;
+    a->done = 1;
+    log_write(LOG_WARN, tenant, NULL, NULL, "test hook: trying %s", a->action);
+    const char *call = NULL;
+    int rc = jail_attempt(a->action, &call);
+    log_outcome(tenant, a->action, rc, call);
+  }
 }

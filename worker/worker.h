@@ -210,6 +210,8 @@ typedef struct worker {
   uv_signal_t sigint;
   proto_running *running_slot; /* shared with the supervisor; NULL without --running-fd */
   int running_depth;     /* nested entries into JavaScript (process.c) */
+  struct worker_attempt *attempts; /* test only: the jail's test hook (process.c); NULL: none */
+  size_t n_attempts;
   uv_timer_t handoff_timer;    /* expires handoffs held too long (handoff.c) */
   int handoff_timer_on;
   json_t *tail_keys;     /* tenants and runs someone tails, as a set; NULL: none (tail.c) */
@@ -294,6 +296,15 @@ char *spec_capabilities_json(json_t *spec);
  */
 void worker_running_enter(worker *w, const char *tenant);
 void worker_running_leave(worker *w);
+/*
+ * Test only: EDGENODE_TEST_JAIL_ATTEMPT="TENANT=ACTION ..." (main.c reads
+ * it once the process is jailed; docs/operations.md, "Sandbox"). On the
+ * first entry into TENANT's code in this process, with the running slot
+ * naming it, each of its ACTIONs (jail_attempt) is tried and its outcome
+ * logged. The tenant's code has no say in any of it.
+ */
+void worker_attempts_arm(worker *w, const char *spec);
+void worker_attempts_free(worker *w);
 /* A draining process exits once nothing is left (or its grace is over). */
 void worker_maybe_exit(worker *w);
 /* Sends a JSON reply (taken) to the supervisor. */

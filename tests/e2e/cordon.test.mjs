@@ -320,6 +320,7 @@ test('large and chunked bodies reach a cordoned tenant whole, both ways', async 
   }
 });
 
+// SIGABRT stands for a fault raised inside the process (a V8 CHECK, abort()).
 test('a dedicated process is restarted; crashing 3 times suspends the tenant', async () => {
   const dir = tempDir();
   const node = await startNode({
@@ -332,16 +333,18 @@ test('a dedicated process is restarted; crashing 3 times suspends the tenant', a
     let r = await node.control('POST', '/v1/tenants/fragile/cordon', { body: { reason: 'test' } });
     assert.equal(r.status, 200, r.text);
     let t = await dedicatedReady(node, 'fragile');
-    process.kill(t.dedicated.pid, 'SIGKILL');
+    process.kill(t.dedicated.pid, 'SIGABRT');
     t = await dedicatedReady(node, 'fragile', { notPid: t.dedicated.pid });
     assert.equal(t.dedicated.restarts, 1);
     assert.equal(await servedBy(node, 'fragile', '/again'), 'cordon-fragile');
     const ev = await node.control('GET', '/v1/events?tenant=fragile&kind=crash');
     assert.equal(ev.json.events.length, 1);
+    assert.equal(ev.json.events[0].details.blamed, true);
+    assert.equal(ev.json.events[0].details.crashes, 1);
 
-    process.kill(t.dedicated.pid, 'SIGKILL');
+    process.kill(t.dedicated.pid, 'SIGABRT');
     t = await dedicatedReady(node, 'fragile', { notPid: t.dedicated.pid });
-    process.kill(t.dedicated.pid, 'SIGKILL');
+    process.kill(t.dedicated.pid, 'SIGABRT');
     t = await waitFor(async () => {
       const x = await tenant(node, 'fragile');
       return x.state === 'suspended' ? x : null;
@@ -370,6 +373,77 @@ test('a dedicated process is restarted; crashing 3 times suspends the tenant', a
     r = await node.control('POST', '/v1/tenants/fragile/uncordon');
     assert.deepEqual(r.json, { name: 'fragile', state: 'active', was: 'suspended' });
     assert.match(await servedBy(node, 'fragile', '/back'), /^worker-\d+$/);
+  } finally {
+    await node.stop();
+  }
+});
+
+// Attack class 6 for dedicated processes: a SIGKILL from outside (an
+// operator, the kernel's OOM killer) is no evidence against the tenant.
+test('a dedicated process killed from outside is restarted and not counted: no suspension', async () => {
+  const node = await startNode({
+    workers: 1, configFile: config(tempDir(), { cordon_rules: [], cordon_suspend_crashes: 2 }),
+  });
+  node.allowCrashes = true;
+  try {
+    await node.deployOk('victim', NOISY, { json: true });
+    const r = await node.control('POST', '/v1/tenants/victim/cordon', { body: { reason: 'test' } });
+    assert.equal(r.status, 200, r.text);
+    let t = await dedicatedReady(node, 'victim');
+    const killed = [];
+    for (let i = 0; i < 3; i++) {
+      killed.push(t.dedicated.pid);
+      process.kill(t.dedicated.pid, 'SIGKILL');
+      t = await dedicatedReady(node, 'victim', { notPid: t.dedicated.pid });
+    }
+    assert.equal(t.state, 'cordoned');
+    assert.equal(t.dedicated.restarts, 3);
+    assert.equal(t.crashes, 0);
+    assert.equal(await servedBy(node, 'victim', '/still'), 'cordon-victim');
+    const ev = (await node.control('GET', '/v1/events?tenant=victim&kind=crash')).json.events;
+    assert.deepEqual(ev.map((e) => e.details.pid).sort(), killed.sort());
+    for (const e of ev) {
+      assert.equal(e.details.signal, 9);
+      assert.equal(e.details.blamed, false);
+      assert.equal(e.details.crashes, 0);
+    }
+    const sus = await node.control('GET', '/v1/events?tenant=victim&kind=suspend');
+    assert.equal(sus.json.events.length, 0);
+  } finally {
+    await node.stop();
+  }
+});
+
+// Attack class 9 for dedicated processes: a stopped one is noticed by its
+// heartbeat and replaced, as a shared one is (lifecycle.test.mjs).
+test('a stopped dedicated process (SIGSTOP) is noticed within seconds and replaced, blaming nobody', async () => {
+  const node = await startNode({
+    workers: 1, configFile: config(tempDir(), { cordon_rules: [], cordon_suspend_crashes: 1 }),
+  });
+  node.allowCrashes = true; // the kill that replaces it is logged as an exit
+  try {
+    await node.deployOk('frozen', NOISY, { json: true });
+    const r = await node.control('POST', '/v1/tenants/frozen/cordon', { body: { reason: 'test' } });
+    assert.equal(r.status, 200, r.text);
+    const t = await dedicatedReady(node, 'frozen');
+    const victim = t.dedicated.pid;
+    const from = node.logs.length;
+    process.kill(victim, 'SIGSTOP');
+    // A request that arrives meanwhile is answered by the replacement.
+    const pending = node.ingress('frozen', '/waited', { timeout: 30000 });
+    const line = await node.waitForLog((l) => /stopped answering/.test(l.json?.msg ?? '') &&
+      l.json.pid === victim, { from, timeout: 10000, what: 'the supervisor noticing the stop' });
+    assert.equal(line.json.tenant, 'frozen');
+    const fresh = await dedicatedReady(node, 'frozen', { notPid: victim });
+    assert.equal(fresh.state, 'cordoned', 'not suspended: a stop is no crash of its own');
+    const answered = await pending;
+    assert.equal(answered.status, 200, answered.text);
+    assert.equal(answered.text, 'ok /waited');
+    const ev = (await node.control('GET', '/v1/events?tenant=frozen&kind=crash')).json.events;
+    const crash = ev.find((e) => e.details.pid === victim);
+    assert.ok(crash, 'a crash event for the replaced process');
+    assert.equal(crash.details.reason, 'unresponsive');
+    assert.equal(crash.details.blamed, false);
   } finally {
     await node.stop();
   }

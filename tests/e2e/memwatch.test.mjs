@@ -1,9 +1,12 @@
 // The supervisor's memory backstop: a worker process whose resident memory
 // passes worker_memory_mb is killed and replaced, the kill is logged and kept
-// as an event, and the node serves on with a fresh process.
+// as an event, and the node serves on with a fresh process. A dedicated
+// process over cordon_memory_mb is killed too, and that kill counts against
+// its tenant (only its code runs there).
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { sleep, startNode, tempDir, waitFor, writeFile } from './lib/node.mjs';
+import { dedicatedReady, sleep, startNode, tempDir, waitFor, writeFile } from './lib/node.mjs';
 
 // Keeps 32 MiB more, touched, on every /grow: memory no limit of the
 // tenant's own stops (1 GiB of heap allowed), only the process budget.
@@ -82,4 +85,50 @@ test('a worker process over its memory budget is killed, logged and replaced', a
     { timeout: 15000, what: 'steady served again' });
   assert.equal((await node.ingress('grower', '/')).text, '0');
   assert.ok(await workerRssMb() < budget);
+});
+
+test('a dedicated process over cordon_memory_mb is killed, and the kill counts toward its tenant\'s suspension', async () => {
+  const own = tempDir();
+  const write = (values) => writeFile(own, 'edgenode.json', JSON.stringify({
+    cordon_rules: [], cordon_suspend_crashes: 1, cordon_suspend_window_s: 600, ...values }));
+  // Started with room to spare: the process's isolates get half of it.
+  const n = await startNode({ workers: 1, configFile: write({ cordon_memory_mb: 1048576 }) });
+  n.allowCrashes = true;
+  try {
+    await n.deployOk('hoarder', { 'index.js': GROWER }, { limits: { memory_mb: 1024, cpu_ms: 5000 } });
+    const r = await n.control('POST', '/v1/tenants/hoarder/cordon', { body: { reason: 'test' } });
+    assert.equal(r.status, 200, r.text);
+    const t = await dedicatedReady(n, 'hoarder');
+    const pid = t.dedicated.pid;
+    assert.equal((await n.ingress('hoarder', '/')).text, '0');
+    const rssMb = Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s*(\d+) kB/m)[1]) / 1024;
+    const budget = Math.ceil(rssMb) + 160;
+    const from = n.logs.length;
+    write({ cordon_memory_mb: budget });
+    process.kill(n.proc.pid, 'SIGHUP');
+    await n.waitForLog((l) => /^configuration reloaded/.test(l.json?.msg ?? ''),
+      { from, timeout: 5000, what: 'the reload line' });
+    const killed = () => n.logs.slice(from).some((l) => /over its memory budget/.test(l.json?.msg ?? ''));
+    for (let i = 0; i < 16 && !killed(); i++) {
+      await n.ingress('hoarder', '/grow').catch(() => null);
+      await sleep(600); // the supervisor looks twice a second
+    }
+    const kill = await n.waitForLog((l) => /over its memory budget/.test(l.json?.msg ?? ''),
+      { from, timeout: 5000, what: 'the memory kill' });
+    assert.equal(kill.json.pid, pid);
+    assert.equal(kill.json.tenant, 'hoarder');
+    const crash = await waitFor(async () => {
+      const ev = await n.control('GET', '/v1/events?tenant=hoarder&kind=crash');
+      return ev.json.events.find((e) => e.details.pid === pid);
+    }, { timeout: 5000, what: 'the crash event' });
+    assert.equal(crash.details.reason, 'memory');
+    assert.equal(crash.details.blamed, true);
+    const suspended = await waitFor(async () => {
+      const x = (await n.control('GET', '/v1/tenants/hoarder')).json;
+      return x.state === 'suspended' ? x : null;
+    }, { timeout: 5000, what: 'hoarder suspended (cordon_suspend_crashes 1)' });
+    assert.equal(suspended.cause, 'crashes');
+  } finally {
+    await n.stop();
+  }
 });

@@ -24,6 +24,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -186,6 +187,24 @@ static int try_signal_parent(void *arg) {
   return expect_errno(kill(getppid(), 0), EPERM);
 }
 
+/* Another process's limits and priority, and this one's own. */
+static int try_others_limits(void *arg) {
+  (void)arg;
+  pid_t parent = getppid();
+  struct rlimit cur;
+  if (prlimit(0, RLIMIT_NOFILE, NULL, &cur) != 0 || setrlimit(RLIMIT_NOFILE, &cur) != 0)
+    return BROKEN;
+  if (setpriority(PRIO_PROCESS, 0, 5) != 0 || getpriority(PRIO_PROCESS, 0) != 5) return BROKEN;
+  int rc = expect_errno(prlimit(parent, RLIMIT_NOFILE, NULL, &cur), EPERM);
+  if (rc == REFUSED) rc = expect_errno(prlimit(parent, RLIMIT_NOFILE, &cur, NULL), EPERM);
+  if (rc == REFUSED) rc = expect_errno(setpriority(PRIO_PROCESS, (id_t)parent, 19), EPERM);
+  if (rc == REFUSED) rc = expect_errno(setpriority(PRIO_PGRP, 0, 19), EPERM);
+  if (rc == REFUSED) rc = expect_errno(setpriority(PRIO_USER, 0, 19), EPERM);
+  errno = 0;
+  if (rc == REFUSED && (getpriority(PRIO_PROCESS, (id_t)parent) != -1 || errno != EPERM)) rc = WRONG;
+  return rc;
+}
+
 static void tcp_socket_kills(void **state) {
   (void)state;
   jail_config c = worker_config();
@@ -244,6 +263,13 @@ static void signals_to_others_are_refused(void **state) {
   (void)state;
   jail_config c = worker_config();
   outcome o = run_jailed(&c, NULL, try_signal_parent, NULL);
+  if (!skip_unless(&o, JAIL_SECCOMP)) assert_exit(&o, REFUSED);
+}
+
+static void limits_of_others_are_refused(void **state) {
+  (void)state;
+  jail_config c = worker_config();
+  outcome o = run_jailed(&c, NULL, try_others_limits, NULL);
   if (!skip_unless(&o, JAIL_SECCOMP)) assert_exit(&o, REFUSED);
 }
 
@@ -457,6 +483,7 @@ int main(void) {
       cmocka_unit_test(unshare_and_mount_kill),
       cmocka_unit_test(files_outside_are_refused),
       cmocka_unit_test(signals_to_others_are_refused),
+      cmocka_unit_test(limits_of_others_are_refused),
       cmocka_unit_test(earlier_threads_are_jailed),
       cmocka_unit_test(egress_sockets_but_no_fork),
       cmocka_unit_test(root_becomes_the_user_given),

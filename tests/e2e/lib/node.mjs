@@ -328,9 +328,11 @@ export async function dedicatedReady(node, name, { notPid } = {}) {
 export async function startNode({
   workers = 2, dev = false, extraArgs = [], dataDir, configFile, env = {}, expectDataDir,
   listen = '127.0.0.1:0', control = '127.0.0.1:0', readyTimeout = READY_TIMEOUT_MS, nofile,
+  wrapper,
 } = {}) {
   // null for listen / control / workers / dataDir leaves the flag out (config file tests)
   // nofile: RLIMIT_NOFILE (soft and hard) the node starts with
+  // wrapper: a command that execs its arguments (edgenode and its flags), e.g. unshare
   const data = dataDir === undefined ? tempDir() : dataDir;
   const args = [];
   if (listen !== null) args.push('--listen', listen);
@@ -340,8 +342,9 @@ export async function startNode({
   if (dev) args.push('--dev');
   if (configFile) args.push('--config', configFile);
   args.push(...extraArgs);
-  const [file, argv] = nofile === undefined ? [EDGENODE, args]
+  let [file, argv] = nofile === undefined ? [EDGENODE, args]
     : ['/bin/sh', ['-c', `ulimit -n ${Number(nofile)} && exec "$0" "$@"`, EDGENODE, ...args]];
+  if (wrapper) [file, argv] = [wrapper[0], [...wrapper.slice(1), file, ...argv]];
   const proc = spawn(file, argv, {
     cwd: SOURCE_DIR,
     stdio: ['ignore', 'pipe', 'pipe'],
