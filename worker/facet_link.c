@@ -173,6 +173,14 @@ int facet_link_start(worker *w) {
   facet_options options = {.coalesce = 1};
   w->replica_fd = -1;
   if (w->config.replica_socket != NULL) {
+    /* In a fleet a commit is durable once JetStream has it (a quorum of
+     * its servers), before SQLite writes it here, and every take-over,
+     * this node's own after a restart included, rebuilds the copy here
+     * from the stream: the copy is a cache, and its commits need no fsync
+     * of their own while the facet's write lock is held. They still
+     * survive the worker process's death (the page cache holds them),
+     * which is all a copy in use must. */
+    options.synchronous = FACET_SYNC_NORMAL;
     options.replicate = 1;
     options.publish = replica_publish;
     options.acquire = replica_may_open;
