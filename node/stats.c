@@ -237,8 +237,8 @@ static int64_t live_requests(const node_proc *p) {
 int64_t node_stats_in_flight(node *n) {
   int64_t live = 0;
   for (int i = 0; i < n->n_procs; i++) live += live_requests(&n->procs[i]);
-  for (node_proc *p = node_procs_next_dedicated(n, NULL); p; p = node_procs_next_dedicated(n, p))
-    live += live_requests(p);
+  /* (The list itself, not procs.c's walk: procs.c calls into this file.) */
+  for (const node_proc *p = n->dedicated; p; p = p->next) live += live_requests(p);
   return live;
 }
 
