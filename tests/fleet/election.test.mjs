@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { httpRequest } from '../e2e/lib/node.mjs';
-import { startFleetNode, startNats, waitFor } from './lib/fleet.mjs';
+import { servedBody, startFleetNode, startNats, waitFor, waitReady } from './lib/fleet.mjs';
 
 const worker = (text) => `export default { fetch() { return new Response(${JSON.stringify(text)}); } };`;
 
@@ -20,15 +20,6 @@ function deploy(node, name, code) {
   });
 }
 
-async function body(node, name) {
-  try {
-    const r = await node.ingress(name, '/', { timeout: 3000 });
-    return `${r.status} ${r.text}`;
-  } catch (err) {
-    return `error ${err.message}`;
-  }
-}
-
 describe('the leader of the records stream is killed', () => {
   let nats;
   const nodes = [];
@@ -36,9 +27,7 @@ describe('the leader of the records stream is killed', () => {
   before(async () => {
     nats = await startNats(3);
     for (let i = 1; i <= 3; i++) nodes.push(await startFleetNode(`node${i}`, nats));
-    await Promise.all(nodes.map((n) => waitFor(async () =>
-      (await n.control('GET', '/readyz', { token: null })).status === 200,
-    { timeout: 20000, what: 'ready' })));
+    await Promise.all(nodes.map(waitReady));
   });
 
   after(async () => {
@@ -51,7 +40,7 @@ describe('the leader of the records stream is killed', () => {
     for (const name of names) await nodes[0].deployOk(name, worker(`${name} v1`));
     for (const n of nodes) {
       for (const name of names) {
-        await waitFor(async () => (await body(n, name)) === `200 ${name} v1`,
+        await waitFor(async () => (await servedBody(n, name)) === `200 ${name} v1`,
           { timeout: 5000, what: `${name} v1 on ${n.controlPort}` });
       }
     }
@@ -92,7 +81,7 @@ describe('the leader of the records stream is killed', () => {
     // history (a retry that wrote twice would show a third), serving v2.
     for (const n of nodes) {
       for (const name of names) {
-        await waitFor(async () => (await body(n, name)) === `200 ${name} v2`,
+        await waitFor(async () => (await servedBody(n, name)) === `200 ${name} v2`,
           { timeout: 10000, what: `${name} v2 on ${n.controlPort}` });
         const v = await n.control('GET', `/v1/workers/${name}/versions`);
         assert.equal(v.status, 200, v.text);
@@ -109,7 +98,7 @@ describe('the leader of the records stream is killed', () => {
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.version, 3);
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, names[0])) === `200 ${names[0]} v3`,
+      await waitFor(async () => (await servedBody(n, names[0])) === `200 ${names[0]} v3`,
         { timeout: 10000, what: `v3 on ${n.controlPort}` });
     }
   });

@@ -10,18 +10,9 @@ import http from 'node:http';
 import path from 'node:path';
 
 import { EDGECTL, EDGENODE, runProcess, tempDir } from '../e2e/lib/node.mjs';
-import { startFleetNode, startNats, sleep, waitFor } from './lib/fleet.mjs';
+import { servedBody, startFleetNode, startNats, sleep, waitFor } from './lib/fleet.mjs';
 
 const worker = (text) => `export default { fetch() { return new Response(${JSON.stringify(text)}); } };`;
-
-async function body(node, name) {
-  try {
-    const r = await node.ingress(name, '/', { timeout: 3000 });
-    return `${r.status} ${r.text}`;
-  } catch (err) {
-    return `error ${err.message}`;
-  }
-}
 
 async function waitReady(node, timeout = 20000) {
   await waitFor(async () => {
@@ -72,7 +63,7 @@ describe('a fleet of three nodes', () => {
     assert.equal(r.status, 201, r.text);
     assert.equal(r.json.version, 1);
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'greet')) === '200 hello from the fleet',
+      await waitFor(async () => (await servedBody(n, 'greet')) === '200 hello from the fleet',
         { timeout: 5000, what: `greet served on ${n.controlPort}` });
       const w = await n.control('GET', '/v1/workers/greet');
       assert.equal(w.status, 200);
@@ -95,7 +86,7 @@ describe('a fleet of three nodes', () => {
     await nodes[0].deployOk('roll', worker('roll v1'));
     await nodes[0].deployOk('roll', worker('roll v2'));
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'roll')) === '200 roll v2',
+      await waitFor(async () => (await servedBody(n, 'roll')) === '200 roll v2',
         { timeout: 5000, what: `roll v2 on ${n.controlPort}` });
     }
     const r = await nodes[1].control('POST', '/v1/workers/roll/rollback', { body: { version: 1 } });
@@ -103,7 +94,7 @@ describe('a fleet of three nodes', () => {
     assert.equal(r.json.version, 3);
     assert.equal(r.json.rollback_of, 1);
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'roll')) === '200 roll v1',
+      await waitFor(async () => (await servedBody(n, 'roll')) === '200 roll v1',
         { timeout: 5000, what: `roll v1 again on ${n.controlPort}` });
       const v = await waitFor(async () => {
         const list = (await n.control('GET', '/v1/workers/roll/versions')).json;
@@ -118,7 +109,7 @@ describe('a fleet of three nodes', () => {
     await nodes[0].deployOk('split', worker('split v1'));
     await nodes[0].deployOk('split', worker('split v2'));
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'split')) === '200 split v2',
+      await waitFor(async () => (await servedBody(n, 'split')) === '200 split v2',
         { timeout: 5000, what: `split v2 on ${n.controlPort}` });
     }
     const r = await nodes[0].control('PUT', '/v1/workers/split/traffic', { body: { 2: 50, 1: 50 } });
@@ -163,7 +154,7 @@ describe('a fleet of three nodes', () => {
     for (const n of nodes) {
       await waitFor(async () => (await n.control('GET', '/v1/workers/race')).json?.version === 20,
         { timeout: 5000, what: 'version 20 everywhere' });
-      await waitFor(async () => (await body(n, 'race')) === `200 ${lastText}`,
+      await waitFor(async () => (await servedBody(n, 'race')) === `200 ${lastText}`,
         { timeout: 5000, what: `${lastText} served` });
     }
   });
@@ -181,7 +172,7 @@ describe('a fleet of three nodes', () => {
     assert.equal(r.status, 201, r.text);
     assert.equal(r.json.version, 1);
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'large')) === expected,
+      await waitFor(async () => (await servedBody(n, 'large')) === expected,
         { timeout: 20000, what: `the large worker served on ${n.controlPort}` });
       const w = await n.control('GET', '/v1/workers/large');
       assert.equal(w.status, 200);
@@ -197,7 +188,7 @@ describe('a fleet of three nodes', () => {
     assert.equal(small.status, 200, small.text);
     assert.equal(small.json.version, 2);
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'large')) === '200 small again',
+      await waitFor(async () => (await servedBody(n, 'large')) === '200 small again',
         { timeout: 10000, what: `small again on ${n.controlPort}` });
     }
   });
@@ -230,7 +221,7 @@ describe('a fleet of three nodes', () => {
     const d = await nodes[0].control('PUT', '/v1/workers/fetcher', { body: { modules: { 'index.js': fetcher }, egress: rules } });
     assert.equal(d.status, 201, d.text);
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'fetcher')) === `200 ${JSON.stringify({ authorization: `Bearer ${value}` })}`,
+      await waitFor(async () => (await servedBody(n, 'fetcher')) === `200 ${JSON.stringify({ authorization: `Bearer ${value}` })}`,
         { timeout: 10000, what: `the secret injected on ${n.controlPort}` });
     }
     // every node lists it with its grants, never its value
@@ -266,7 +257,7 @@ describe('a fleet of three nodes', () => {
     const revoke = await nodes[2].control('DELETE', '/v1/secrets/FLEET_TOKEN/workers/fetcher');
     assert.equal(revoke.status, 200, revoke.text);
     assert.deepEqual(revoke.json.workers, []);
-    await waitFor(async () => (await body(nodes[1], 'fetcher')).startsWith('502 secret "FLEET_TOKEN" is not granted to worker fetcher'),
+    await waitFor(async () => (await servedBody(nodes[1], 'fetcher')).startsWith('502 secret "FLEET_TOKEN" is not granted to worker fetcher'),
       { timeout: 10000, what: 'the revocation on node 2' });
     // granted again and rotated on node 2: node 1 injects the new value
     const rotated = `${value}-2`;
@@ -274,7 +265,7 @@ describe('a fleet of three nodes', () => {
     const rot = await nodes[1].control('PUT', '/v1/secrets/FLEET_TOKEN', { body: rotated, headers: { 'content-type': 'text/plain' } });
     assert.equal(rot.status, 200, rot.text);
     assert.deepEqual(rot.json.workers, ['fetcher']);
-    await waitFor(async () => (await body(nodes[0], 'fetcher')).includes(`Bearer ${rotated}`),
+    await waitFor(async () => (await servedBody(nodes[0], 'fetcher')).includes(`Bearer ${rotated}`),
       { timeout: 10000, what: 'the rotated value on node 1' });
     // deleted on node 2: gone everywhere
     assert.equal((await nodes[1].control('DELETE', '/v1/secrets/FLEET_TOKEN')).status, 200);
@@ -311,7 +302,7 @@ describe('a fleet of three nodes', () => {
         const t = await n.control('GET', '/v1/tenants');
         return t.json.tenants.find((x) => x.name === 'noisy')?.state === 'cordoned';
       }, { timeout: 10000, what: 'cordoned everywhere' });
-      await waitFor(async () => (await body(n, 'noisy')) === '200 noisy',
+      await waitFor(async () => (await servedBody(n, 'noisy')) === '200 noisy',
         { timeout: 10000, what: 'served from its dedicated process' });
     }
     const again = await nodes[2].control('POST', '/v1/tenants/noisy/cordon');
@@ -324,7 +315,7 @@ describe('a fleet of three nodes', () => {
         const t = await n.control('GET', '/v1/tenants');
         return t.json.tenants.find((x) => x.name === 'noisy')?.state === 'active';
       }, { timeout: 10000, what: 'active everywhere' });
-      assert.equal(await body(n, 'noisy'), '200 noisy');
+      assert.equal(await servedBody(n, 'noisy'), '200 noisy');
     }
   });
 
@@ -333,7 +324,7 @@ describe('a fleet of three nodes', () => {
       if (new URL(request.url).pathname === '/spin') { while (true) {} }
       return new Response('spinner'); } };`;
     await nodes[0].deployOk('spinner', spinner, { json: true, limits: { cpu_ms: 20 } });
-    await waitFor(async () => (await body(nodes[2], 'spinner')) === '200 spinner',
+    await waitFor(async () => (await servedBody(nodes[2], 'spinner')) === '200 spinner',
       { timeout: 5000, what: 'spinner everywhere' });
     // The default rules include cpu_limit_hits >= 3 in 60s; the hits are node 1's alone.
     for (let i = 0; i < 3; i++) assert.equal((await nodes[0].ingress('spinner', '/spin')).status, 503);
@@ -395,7 +386,7 @@ describe('a fleet of three nodes', () => {
     const during = await nodes[1].deploy('steady', worker('steady v2'));
     assert.equal(during.status, 200, during.text);
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'steady')) === '200 steady v2',
+      await waitFor(async () => (await servedBody(n, 'steady')) === '200 steady v2',
         { timeout: 10000, what: 'v2 everywhere' });
     }
 
@@ -403,7 +394,7 @@ describe('a fleet of three nodes', () => {
     await nats.kill(2);
     await sleep(3000); // past the nodes' notice of the outage
     for (const n of nodes) {
-      assert.equal(await body(n, 'steady'), '200 steady v2');
+      assert.equal(await servedBody(n, 'steady'), '200 steady v2');
       const w = await n.deploy('steady', worker('steady v3'));
       assert.equal(w.status, 503, w.text);
       assert.deepEqual(w.json, { error: 'fleet unavailable' });
@@ -419,7 +410,7 @@ describe('a fleet of three nodes', () => {
       return after.status === 200;
     }, { timeout: 40000, interval: 500, what: 'writes accepted again' });
     for (const n of nodes) {
-      await waitFor(async () => (await body(n, 'steady')) === '200 steady v3',
+      await waitFor(async () => (await servedBody(n, 'steady')) === '200 steady v3',
         { timeout: 20000, what: 'v3 everywhere' });
     }
   });

@@ -149,6 +149,17 @@ export async function waitReady(node) {
     { timeout: 20000, what: 'ready' });
 }
 
+// What a node serves for the worker at /, as "STATUS TEXT" (or "error
+// MESSAGE"): what convergence tests wait for.
+export async function servedBody(node, name) {
+  try {
+    const r = await node.ingress(name, '/', { timeout: 3000 });
+    return `${r.status} ${r.text}`;
+  } catch (err) {
+    return `error ${err.message}`;
+  }
+}
+
 // Once every node sees all of them alive (their heartbeats): forwards can go.
 export async function waitMembers(nodes) {
   await waitFor(async () => {
