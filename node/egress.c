@@ -69,9 +69,17 @@ static int send_json(node_egress *eg, uint8_t type, uint32_t id, json_t *body) {
   return node_child_send_json(&eg->child, type, id, body);
 }
 
-/* Sends one worker's rules (null: none) if the egress is up; it gets all of them on start. */
+/* Whether a change must be sent to the egress: it is up, or it has been
+ * sent the full set (on_hello) and not answered yet; a change made after
+ * that set was read, sent after it on the same channel, is applied after
+ * it. Before the set, the set holds the change. */
+static int takes_updates(const node_egress *eg) {
+  return eg != NULL && (eg->child.state == NODE_PROC_READY || eg->sync_id != 0);
+}
+
+/* Sends one worker's rules (null: none) to the egress. */
 static void push_policy(node_egress *eg, const char *name, json_t *rules) {
-  if (eg == NULL || eg->child.state != NODE_PROC_READY) return;
+  if (!takes_updates(eg)) return;
   json_t *body = json_pack("{s:{s:O}}", "workers", name, rules ? rules : json_null());
   if (body && send_json(eg, PROTO_EGRESS_POLICY, 0, body) != 0)
     log_warn("could not send the egress rules of %s to the egress process", name);
@@ -414,7 +422,7 @@ void node_egress_push(node *n, const char *name, json_t *rules) {
 void node_egress_bind(node *n, int pid, const char *tenant) {
   node_egress *eg = n->egress;
   /* Not running yet: it gets every binding when it starts (on_hello). */
-  if (eg == NULL || pid <= 0 || (eg->child.state != NODE_PROC_READY && eg->sync_id == 0)) return;
+  if (pid <= 0 || !takes_updates(eg)) return;
   char key[16];
   snprintf(key, sizeof key, "%d", pid);
   json_t *body = json_pack("{s:{s:s?}}", "processes", key, tenant);
@@ -425,7 +433,7 @@ void node_egress_bind(node *n, int pid, const char *tenant) {
 
 void node_egress_push_secret(node *n, const char *name, json_t *workers, json_t *sealed) {
   node_egress *eg = n->egress;
-  if (eg == NULL || eg->child.state != NODE_PROC_READY) return;
+  if (!takes_updates(eg)) return;
   json_t *body = json_pack("{s:{s:O?}}", "grants", name, workers);
   if (n->fleet) json_object_set_new(body, "fleet_secrets", json_pack("{s:O?}", name, sealed));
   if (body && send_json(eg, PROTO_EGRESS_POLICY, 0, body) != 0)
