@@ -301,11 +301,22 @@ static int on_headers_complete(llhttp_t *p) {
   r->pub.headers = r->hdrs;
   /* Of two credentials, which one counts is anyone's guess along the way:
    * none does (RFC 9110 11.6.2 allows one Authorization field). */
-  size_t authorizations = 0;
-  for (size_t i = 0; i < r->pub.n_headers; i++)
+  /* And of two framings, a proxy may use one and this server the other: a
+   * request smuggled in the body. llhttp refuses most such pairs, but not
+   * a Transfer-Encoding whose value is empty (RFC 9112 6.1: a server may
+   * reject a message with both; it does). */
+  size_t authorizations = 0, lengths = 0, encodings = 0;
+  for (size_t i = 0; i < r->pub.n_headers; i++) {
     authorizations += strcasecmp(r->hdrs[i].name, "authorization") == 0;
+    lengths += strcasecmp(r->hdrs[i].name, "content-length") == 0;
+    encodings += strcasecmp(r->hdrs[i].name, "transfer-encoding") == 0;
+  }
   if (authorizations > 1) {
     set_fail(c, 400, "malformed request: more than one Authorization header");
+    return -1;
+  }
+  if (lengths > 1 || (lengths && encodings)) {
+    set_fail(c, 400, "malformed request: Content-Length with Transfer-Encoding, or twice");
     return -1;
   }
   r->pub.start_ns = time_mono_ns();

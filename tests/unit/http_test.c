@@ -858,6 +858,9 @@ static void test_400_malformed(void **state) {
       "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer\r\n\tsecret\r\n\r\n",
       "GET / HTTP/1.1\r\n Host: t\r\n\r\n",
       "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n",
+      /* Two framings (found by the fuzzer): llhttp takes an empty
+       * Transfer-Encoding beside a Content-Length. */
+      "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding:\r\nContent-Length: 2\r\n\r\nhi",
   };
   for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
     client *cl = client_open(h);
