@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
@@ -97,7 +98,8 @@ int jail_parse_user(const char *text, uid_t *uid, gid_t *gid) {
 
 /* Filled in by the main thread before any thread is signalled. */
 static struct {
-  int netns_fd, ipcns_fd; /* -1: not joined */
+  int netns_fd, ipcns_fd, mntns_fd; /* -1: not joined */
+  char cwd[PATH_MAX];     /* the main thread's, inside the worker's view */
   int drop_caps;
   int ruleset_fd;         /* -1: no landlock */
   atomic_int done;        /* threads that have run thread_steps */
@@ -128,6 +130,11 @@ static int drop_caps_self(void) {
 static void thread_steps(void) {
   if (job.netns_fd >= 0 && setns(job.netns_fd, CLONE_NEWNET) != 0) note(JAIL_NETNS, errno);
   if (job.ipcns_fd >= 0 && setns(job.ipcns_fd, CLONE_NEWIPC) != 0) note(JAIL_IPCNS, errno);
+  /* A thread shares its root with the others: it takes a copy first, as
+   * setns into a mount namespace requires. */
+  if (job.mntns_fd >= 0 && (unshare(CLONE_FS) != 0 || setns(job.mntns_fd, CLONE_NEWNS) != 0 ||
+                            (job.cwd[0] && chdir(job.cwd) != 0)))
+    note(JAIL_MNTNS, errno);
   if (job.drop_caps) {
     int err = drop_caps_self();
     if (err) note(JAIL_CAPS, err);
@@ -213,9 +220,10 @@ static void unshare_one(jail_report *r, jail_layer layer, int flag, int *fd_out,
   jail__set(r, layer, JAIL_ON, 0, "a namespace of its own");
 }
 
-/* The mount namespace exists for the private propagation: nothing mounted
- * on the host later shows up inside, and the process cannot mount (seccomp). */
-static void enter_mntns(jail_report *r) {
+/* A mount namespace of its own, with private propagation: nothing mounted
+ * on the host later shows up inside, and the process cannot mount
+ * (seccomp). A worker's then holds only its view (view.c). */
+static void enter_mntns(const jail_config *c, jail_report *r) {
   if (unshare(CLONE_NEWNS) != 0) {
     int err = errno;
     jail__set(r, JAIL_MNTNS, JAIL_OFF, err, "unshare: %s", strerror(err));
@@ -226,7 +234,17 @@ static void enter_mntns(jail_report *r) {
     jail__set(r, JAIL_MNTNS, JAIL_OFF, err, "private propagation: %s", strerror(err));
     return;
   }
-  jail__set(r, JAIL_MNTNS, JAIL_ON, 0, "main thread and its later threads, private propagation");
+  job.mntns_fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
+  if (job.mntns_fd < 0) {
+    int err = errno;
+    jail__set(r, JAIL_MNTNS, JAIL_OFF, err, "/proc/thread-self/ns/mnt: %s", strerror(err));
+    return;
+  }
+  if (c->kind != JAIL_WORKER) {
+    jail__set(r, JAIL_MNTNS, JAIL_ON, 0, "every thread, private propagation");
+    return;
+  }
+  (void)jail__view_enter(c, r, job.cwd, sizeof job.cwd);
 }
 
 static int chown_tree(int dirfd, const char *name, uid_t uid, gid_t gid, int depth) {
@@ -291,6 +309,7 @@ static int caps_held(void) {
 static int required(const jail_config *c, jail_layer l) {
   switch (l) {
     case JAIL_NETNS: return c->new_netns;
+    case JAIL_MNTNS: return c->kind == JAIL_WORKER; /* the view */
     case JAIL_USER: return c->drop_user;
     case JAIL_CAPS:
     case JAIL_NO_NEW_PRIVS:
@@ -316,7 +335,8 @@ static int first_failure(const jail_config *c, jail_report *r) {
 int jail_enter(const jail_config *c, jail_report *r) {
   memset(r, 0, sizeof *r);
   for (int i = 0; i < JAIL_LAYERS; i++) jail__set(r, (jail_layer)i, JAIL_OFF, 0, "not reached");
-  job.netns_fd = job.ipcns_fd = job.ruleset_fd = -1;
+  job.netns_fd = job.ipcns_fd = job.mntns_fd = job.ruleset_fd = -1;
+  job.cwd[0] = '\0';
   job.drop_caps = 0;
   atomic_store(&job.done, 0);
   for (int i = 0; i < JAIL_LAYERS; i++) atomic_store(&job.err[i], 0);
@@ -324,7 +344,7 @@ int jail_enter(const jail_config *c, jail_report *r) {
   if (c->new_netns) unshare_one(r, JAIL_NETNS, CLONE_NEWNET, &job.netns_fd, "net");
   else jail__set(r, JAIL_NETNS, JAIL_NOT_WANTED, 0, "needs the network");
   unshare_one(r, JAIL_IPCNS, CLONE_NEWIPC, &job.ipcns_fd, "ipc");
-  enter_mntns(r);
+  enter_mntns(c, r);
   jail__set(r, JAIL_PIDNS, JAIL_NOT_WANTED, 0,
             "not after start-up: new threads would fail (EINVAL)");
   if (c->strict && first_failure(c, r) != 0) return first_failure(c, r);
@@ -350,11 +370,12 @@ int jail_enter(const jail_config *c, jail_report *r) {
   if (missing == 0) {
     if (job.netns_fd >= 0) close(job.netns_fd);
     if (job.ipcns_fd >= 0) close(job.ipcns_fd);
+    if (job.mntns_fd >= 0) close(job.mntns_fd);
     if (ruleset >= 0) close(ruleset);
   }
 
-  static const jail_layer per_thread[] = {JAIL_NETNS, JAIL_IPCNS, JAIL_CAPS, JAIL_NO_NEW_PRIVS,
-                                          JAIL_LANDLOCK};
+  static const jail_layer per_thread[] = {JAIL_NETNS, JAIL_IPCNS, JAIL_MNTNS, JAIL_CAPS,
+                                          JAIL_NO_NEW_PRIVS, JAIL_LANDLOCK};
   for (size_t i = 0; i < sizeof per_thread / sizeof *per_thread; i++) {
     jail_layer l = per_thread[i];
     int err = atomic_load(&job.err[l]);

@@ -9,7 +9,12 @@
  *   netns         a network namespace of its own, with no interfaces (worker
  *                 only): inherited descriptors keep working, nothing new can
  *                 reach an address;
- *   ipcns, mntns  IPC and mount namespaces of its own (private propagation);
+ *   ipcns         an IPC namespace of its own;
+ *   mntns         a mount namespace of its own; a worker's holds only a view:
+ *                 a tmpfs root with the paths below bound at their names
+ *                 (read-only but for the writable ones), so that no unix
+ *                 socket outside the `reachable` directories can be
+ *                 connected to by path (landlock does not cover that);
  *   user          when root and a uid:gid is given: the writable directories
  *                 are handed to that user, then groups, gid and uid dropped;
  *   caps          every capability dropped (bounding, ambient, effective);
@@ -58,6 +63,9 @@ typedef struct jail_config {
   const char *const *writable; /* NULL-terminated; read-write, may be NULL */
   const char *const *readable; /* NULL-terminated; read-only besides the
                                   kind's own list, may be NULL */
+  const char *const *reachable; /* NULL-terminated, may be NULL: directories
+                                  whose unix sockets stay reachable (the
+                                  worker's view binds them read-only) */
   int drop_user;               /* when root: hand the writable directories to
                                   uid:gid and become that user */
   uid_t uid;

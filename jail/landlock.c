@@ -50,14 +50,14 @@ typedef struct ruleset_attr {
 
 /* What every jailed process may still read: libraries a late dlopen loads
  * (libgcc_s for a backtrace), time zones, CPU counts, and its own /proc. */
-static const char *const common_readable[] = {
+const char *const jail__common_readable[] = {
     "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/etc/timezone",
     "/dev/urandom", "/dev/random", "/sys/devices/system/cpu", "/proc/self",
     "/etc/ssl/openssl.cnf", /* libnode's OpenSSL reads it when first used */
     NULL,
 };
 
-static const char *const common_writable[] = {"/dev/null", NULL};
+const char *const jail__common_writable[] = {"/dev/null", NULL};
 
 /* The egress resolves names (glibc reads these on every lookup, and again
  * when they change). Its CA bundles are loaded before the jail. */
@@ -147,8 +147,8 @@ int jail__landlock_ruleset(const jail_config *c, jail_report *r, int *abi_out) {
   const char *failed = NULL;
   int rc = add_list(ruleset, c->writable, write, handled, &added, &failed);
   if (rc == 0) rc = add_list(ruleset, c->readable, FS_READ, handled, &added, &failed);
-  if (rc == 0) rc = add_list(ruleset, common_readable, FS_READ, handled, &added, &failed);
-  if (rc == 0) rc = add_list(ruleset, common_writable, read_write_file, handled, &added, &failed);
+  if (rc == 0) rc = add_list(ruleset, jail__common_readable, FS_READ, handled, &added, &failed);
+  if (rc == 0) rc = add_list(ruleset, jail__common_writable, read_write_file, handled, &added, &failed);
   if (rc == 0 && c->kind == JAIL_EGRESS)
     rc = add_list(ruleset, egress_readable, FS_READ, handled, &added, &failed);
   if (rc != 0) {

@@ -355,7 +355,10 @@ static int enter_jail(worker *w) {
   /* SQLite's temporary files (VACUUM, large sorts) go where the jail lets
    * it write, not to /var/tmp. */
   if (setenv("SQLITE_TMPDIR", facets, 1) != 0) log_warn("cannot set SQLITE_TMPDIR: %s", strerror(errno));
-  jail_config jc = {.kind = JAIL_WORKER, .writable = writable, .new_netns = 1,
+  /* The data directory's unix sockets are the only ones the process needs
+   * (the egress, replication, cordoned tenants, forwarding relays). */
+  const char *reachable[] = {w->config.data_dir, NULL};
+  jail_config jc = {.kind = JAIL_WORKER, .writable = writable, .reachable = reachable, .new_netns = 1,
                     .drop_user = jail_args.user, .uid = jail_args.uid, .gid = jail_args.gid,
                     .strict = jail_args.strict};
   int rc = jail_enter(&jc, r);

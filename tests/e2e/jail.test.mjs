@@ -218,15 +218,22 @@ test('a jailed worker process that opens a TCP socket, execs or ptraces is kille
   }
 });
 
-test('a jailed worker process cannot open the control token, node.db or another process\'s /proc, signal or re-limit another process, or reach an abstract unix socket', async () => {
+test('a jailed worker process cannot open the control token, node.db or another process\'s /proc, signal or re-limit another process, or reach an abstract unix socket or one outside its view', async () => {
   const other = (await readyWorkers(node, 2))[0].pid; // a worker process of another node
   const attempts = (data) => [
     path.join(data, 'control.token'), path.join(data, 'node.db'), '/proc', '/proc/1/cmdline',
     `/proc/${other}/environ`, `/proc/${other}/status`,
   ].map((file) => `open:${file}`).concat(['signal', 'prlimit', 'renice', `prlimit:${other}`,
-    `renice:${other}`, `unix:@edgenode-e2e-${process.pid}`]);
+    `renice:${other}`, `unix:@edgenode-e2e-${process.pid}`, `unix:${outsideSocket}`]);
   const abstract = net.createServer((s) => s.destroy());
   await new Promise((r) => abstract.listen(`\0edgenode-e2e-${process.pid}`, r));
+  // A named socket outside the data directory, as a container runtime's is.
+  const outsideSocket = path.join(tempDir(), 'outside.sock');
+  const named = net.createServer((s) => s.destroy());
+  await new Promise((r) => named.listen(outsideSocket, r));
+  // In the worker's view only the data directory and what it must read are
+  // there; what is there but not allowed is refused by landlock.
+  const notInView = (a) => a.startsWith('open:/proc/') || a === `unix:${outsideSocket}`;
   try {
     for (const jailed of [true, false]) {
       const data = tempDir();
@@ -250,11 +257,12 @@ test('a jailed worker process cannot open the control token, node.db or another 
             continue;
           }
           assert.equal(o.outcome, 'refused', `${a}: ${o.msg}`);
-          if (a.startsWith('open:')) assert.equal(o.errno, 13, `${a}: EACCES (landlock)`);
+          if (notInView(a)) assert.equal(o.errno, 2, `${a}: ENOENT (not in the view)`);
+          else if (a.startsWith('open:')) assert.equal(o.errno, 13, `${a}: EACCES (landlock)`);
           // seccomp: signals, limits and priorities of this process only.
-          if (!a.startsWith('open:') && !a.startsWith('unix:')) assert.equal(o.errno, 1, `${a}: EPERM (seccomp)`);
+          else if (!a.startsWith('unix:')) assert.equal(o.errno, 1, `${a}: EPERM (seccomp)`);
           // The abstract namespace belongs to the network namespace: the name is not there.
-          if (a.startsWith('unix:')) assert.equal(o.errno, 111, `${a}: ECONNREFUSED`);
+          else assert.equal(o.errno, 111, `${a}: ECONNREFUSED`);
         }
       } finally {
         await n.stop({ clean: true });
@@ -262,6 +270,7 @@ test('a jailed worker process cannot open the control token, node.db or another 
     }
   } finally {
     abstract.close();
+    named.close();
   }
 });
 

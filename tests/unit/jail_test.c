@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,7 +40,8 @@
 #define WRONG 11    /* refused, but not with the errno expected */
 #define BROKEN 12   /* something that must work did not */
 
-static char root[256], facets[300], outside[300];
+static char root[256], facets[300], outside[300], sockets[300], outside_sock[300], inside_sock[320];
+static int view_on; /* in the child: the worker's view is up (mntns on) */
 
 static int setup(void **state) {
   (void)state;
@@ -47,7 +49,10 @@ static int setup(void **state) {
   if (mkdtemp(root) == NULL) return -1;
   snprintf(facets, sizeof facets, "%s/facets", root);
   snprintf(outside, sizeof outside, "%s/outside.txt", root);
-  if (mkdir(facets, 0700) != 0) return -1;
+  snprintf(sockets, sizeof sockets, "%s/sockets", root);
+  snprintf(outside_sock, sizeof outside_sock, "%s/outside.sock", root);
+  snprintf(inside_sock, sizeof inside_sock, "%s/inside.sock", sockets);
+  if (mkdir(facets, 0700) != 0 || mkdir(sockets, 0700) != 0) return -1;
   int fd = open(outside, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0) return -1;
   close(fd);
@@ -71,10 +76,11 @@ typedef struct outcome {
 } outcome;
 
 static jail_config worker_config(void) {
-  static const char *writable[2];
+  static const char *writable[2], *reachable[2];
   writable[0] = facets;
-  writable[1] = NULL;
-  jail_config c = {.kind = JAIL_WORKER, .writable = writable, .new_netns = 1};
+  reachable[0] = sockets;
+  jail_config c = {.kind = JAIL_WORKER, .writable = writable, .reachable = reachable,
+                   .new_netns = 1};
   return c;
 }
 
@@ -91,6 +97,7 @@ static outcome run_jailed(const jail_config *config, jailed_fn before, jailed_fn
     if (before && before(arg) != 0) _exit(BROKEN);
     jail_report r;
     int rc = jail_enter(config, &r);
+    view_on = config->kind == JAIL_WORKER && r.layer[JAIL_MNTNS].state == JAIL_ON;
     if (write(pipefd[1], &rc, sizeof rc) != sizeof rc || write(pipefd[1], &r, sizeof r) != sizeof r)
       _exit(BROKEN);
     close(pipefd[1]);
@@ -172,14 +179,78 @@ static int try_mount(void *arg) {
   return mount("none", facets, "tmpfs", 0, NULL) == 0 ? ALLOWED : WRONG;
 }
 
+/* Not in the worker's view at all; refused by landlock without it. */
 static int try_open_outside(void *arg) {
   (void)arg;
-  return expect_errno(open(outside, O_RDONLY | O_CLOEXEC), EACCES);
+  return expect_errno(open(outside, O_RDONLY | O_CLOEXEC), view_on ? ENOENT : EACCES);
 }
 
 static int try_read_etc(void *arg) {
   (void)arg;
-  return expect_errno(open("/etc/passwd", O_RDONLY | O_CLOEXEC), EACCES);
+  return expect_errno(open("/etc/passwd", O_RDONLY | O_CLOEXEC), view_on ? ENOENT : EACCES);
+}
+
+static int connect_to(const char *path) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+  int err = errno;
+  close(fd);
+  errno = err;
+  return rc;
+}
+
+/* Landlock does not cover a connect by path: the view does. */
+static int try_unix_sockets(void *arg) {
+  (void)arg;
+  if (connect_to(inside_sock) != 0) return BROKEN;
+  return expect_errno(connect_to(outside_sock), ENOENT);
+}
+
+static int listen_at(const char *path) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  unlink(path);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 8) != 0) return -1;
+  return fd;
+}
+
+static void unix_sockets_outside_are_not_there(void **state) {
+  (void)state;
+  int in = listen_at(inside_sock), out = listen_at(outside_sock);
+  assert_true(in >= 0 && out >= 0);
+  jail_config c = worker_config();
+  outcome o = run_jailed(&c, NULL, try_unix_sockets, NULL);
+  if (!skip_unless(&o, JAIL_MNTNS)) assert_exit(&o, REFUSED);
+  close(in);
+  close(out);
+}
+
+/* A process given relative paths finds them in its view as before. */
+static int enter_root(void *arg) {
+  (void)arg;
+  return chdir(root);
+}
+
+static int relative_paths_work(void *arg) {
+  (void)arg;
+  char cwd[300];
+  if (getcwd(cwd, sizeof cwd) == NULL || strcmp(cwd, root) != 0) return BROKEN;
+  int fd = open("facets/relative.sqlite", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 || close(fd) != 0) return BROKEN;
+  return expect_errno(open("outside.txt", O_RDONLY | O_CLOEXEC), ENOENT);
+}
+
+static void relative_paths_stay_right(void **state) {
+  (void)state;
+  static const char *writable[] = {"facets", NULL};
+  jail_config c = worker_config();
+  c.writable = writable;
+  outcome o = run_jailed(&c, enter_root, relative_paths_work, NULL);
+  if (!skip_unless(&o, JAIL_MNTNS)) assert_exit(&o, REFUSED);
 }
 
 static int try_signal_parent(void *arg) {
@@ -482,6 +553,8 @@ int main(void) {
       cmocka_unit_test(ptrace_kills),
       cmocka_unit_test(unshare_and_mount_kill),
       cmocka_unit_test(files_outside_are_refused),
+      cmocka_unit_test(unix_sockets_outside_are_not_there),
+      cmocka_unit_test(relative_paths_stay_right),
       cmocka_unit_test(signals_to_others_are_refused),
       cmocka_unit_test(limits_of_others_are_refused),
       cmocka_unit_test(earlier_threads_are_jailed),
