@@ -190,10 +190,19 @@ static int try_read_etc(void *arg) {
   return expect_errno(open("/etc/passwd", O_RDONLY | O_CLOEXEC), view_on ? ENOENT : EACCES);
 }
 
+/* A unix socket and its address; -1 when the path does not fit. */
+static int unix_socket(const char *path, struct sockaddr_un *a) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  size_t len = strlen(path);
+  if (len >= sizeof a->sun_path) return -1;
+  memcpy(a->sun_path, path, len + 1);
+  return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+}
+
 static int connect_to(const char *path) {
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a;
+  int fd = unix_socket(path, &a);
   if (fd < 0) return -1;
   int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
   int err = errno;
@@ -210,9 +219,8 @@ static int try_unix_sockets(void *arg) {
 }
 
 static int listen_at(const char *path) {
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a;
+  int fd = unix_socket(path, &a);
   unlink(path);
   if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 8) != 0) return -1;
   return fd;
