@@ -155,6 +155,8 @@ struct sandbox {
   const char *binding_seen;      /* the binding named last (a key in spec) ... */
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   int binding_seen_facet;        /* ... which is "facet" */
+  char binding_seen_copy[16];    /* its name when shorter, "" otherwise: compared in place
+                                    on a facet exec (bindings.c) */
   struct loader_state *loader;   /* dynamic workers it started (loader_link.c), or NULL */
   const char *principal;         /* the egress policy its fetch() runs under instead of its
                                     tenant's (a run: "run:<id>"; a loader child whose
