@@ -23,6 +23,13 @@
 
 #define PARAMS_ON_STACK 16
 
+/* The steps of an exec by a cached statement's id, the path of nearly every
+ * exec (the runtime sends a statement's id from its second run on), are
+ * written as functions but compiled into facet_exec as one: each call and
+ * return between them cost an exec more than its instructions said, on top
+ * of the calls of V8 and SQLite around it (docs/benchmarks.md, facets). */
+#define EXEC_STEP static inline __attribute__((always_inline))
+
 typedef struct exec_ctx {
   facet_conn *c;
   const iso_call *call;   /* NULL for facet_exec */
@@ -40,6 +47,30 @@ typedef struct exec_ctx {
   int64_t changes_before;
   uint64_t heap_refusals; /* facet__heap_refusals() when the call began */
 } exec_ctx;
+
+/* Every field set one by one: an initializer that leaves fields to be
+ * zeroed made the compiler clear the whole struct with `rep stos`, whose
+ * start-up alone cost an exec more than the rest of its set-up
+ * (docs/benchmarks.md, facets). */
+EXEC_STEP void exec_ctx_init(
+    exec_ctx *x, const iso_call *call, uint64_t token, iso_wire *out, const char *tenant,
+    uint64_t cpu_deadline_ns, iso_numbers *numbers) {
+  x->c = NULL;
+  x->call = call;
+  x->token = token;
+  x->out = out;
+  x->start = out->len;
+  x->tenant = tenant;
+  x->cpu_deadline_ns = cpu_deadline_ns;
+  x->params = NULL;
+  x->params_owned = NULL;
+  x->n_params = 0;
+  x->numbers = numbers;
+  x->counts_only = 0;
+  x->rows_read = 0;
+  x->changes_before = 0;
+  x->heap_refusals = facet__heap_refusals();
+}
 
 /* ---- Results ---- */
 
@@ -222,11 +253,7 @@ static const char *wire_type_name(uint8_t type) {
   }
 }
 
-/* (Functions marked hot run on every exec: the compiler places them
- * together, so that the path shares instruction cache lines instead of
- * spreading over the binary; docs/benchmarks.md, facets.) */
-__attribute__((hot))
-static int bind_params(exec_ctx *x, sqlite3_stmt *st) {
+EXEC_STEP int bind_params(exec_ctx *x, sqlite3_stmt *st) {
   for (uint32_t i = 0; i < x->n_params; i++) {
     const iso_wire_value *v = &x->params[i];
     int col = (int)i + 1, rc;
@@ -365,8 +392,7 @@ static int sql_rest_empty(const char *p, const char *end) {
  * build in JavaScript. Returns an SQLite code: SQLITE_DONE on success, with
  * the error message copied to msg otherwise.
  */
-__attribute__((hot))
-static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, size_t msg_size) {
+EXEC_STEP int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, size_t msg_size) {
   facet_conn *c = x->c;
   iso_wire *out = x->out;
   size_t result_at = out->len;
@@ -420,8 +446,7 @@ static int run_statement(exec_ctx *x, sqlite3_stmt *st, int last, char *msg, siz
   return rc;
 }
 
-__attribute__((hot))
-static void finish_exec(exec_ctx *x) {
+EXEC_STEP void finish_exec(exec_ctx *x) {
   int64_t written = sqlite3_total_changes64(x->c->db) - x->changes_before;
   double counts[2] = {(double)x->rows_read, (double)(written > 0 ? written : 0)};
   if (x->counts_only) {
@@ -435,7 +460,7 @@ static void finish_exec(exec_ctx *x) {
 
 /* After a failure inside transactionSync: SQLite may have rolled the whole
  * transaction back (SQLITE_FULL, an interrupt, ON CONFLICT ROLLBACK). */
-static void note_abort(facet_conn *c) {
+__attribute__((cold, noinline)) static void note_abort(facet_conn *c) {
   if (!sqlite3_get_autocommit(c->db)) return;
   if (c->depth > 0) c->aborted = 1;
   if (c->implicit) facet__conn_drop_implicit(c, last_error);
@@ -445,9 +470,8 @@ static void note_abort(facet_conn *c) {
  * transaction the host commits at its output gate (facet_store_commit).
  * IMMEDIATE: the write lock is taken at once, so a later write in the run
  * never finds the snapshot it read stale (which no wait can mend). */
-static int implicit_begin(exec_ctx *x) {
+__attribute__((noinline)) static int implicit_open(exec_ctx *x) {
   facet_conn *c = x->c;
-  if (!c->store->opt.coalesce || c->implicit || c->depth > 0) return 0;
   if (!sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
   int rc = facet__conn_exec_trusted(c, "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK) {
@@ -459,9 +483,16 @@ static int implicit_begin(exec_ctx *x) {
   return 0;
 }
 
+/* (Once per run: the check inline, the opening out of line.) */
+EXEC_STEP int implicit_begin(exec_ctx *x) {
+  facet_conn *c = x->c;
+  if (!c->store->opt.coalesce || c->implicit || c->depth > 0) return 0;
+  return implicit_open(x);
+}
+
 /* After SQLite dropped the run's transaction: the run writes nothing more,
  * since its response will be an error anyway (the gate reports the loss). */
-static void refuse_after_loss(exec_ctx *x) {
+__attribute__((cold, noinline)) static void refuse_after_loss(exec_ctx *x) {
   put_error(x->out, x->start, "Error",
             "an earlier error (%s) rolled back this request's writes; its response will be an "
             "error",
@@ -474,7 +505,7 @@ static inline int in_txn(const facet_conn *c) { return c->depth > 0 || c->implic
 
 /* VACUUM cannot run inside a transaction: the run's writes are committed
  * first (the output gate's commit, early), then it runs by itself. */
-static int vacuum_prepare(exec_ctx *x) {
+__attribute__((cold, noinline)) static int vacuum_prepare(exec_ctx *x) {
   facet_conn *c = x->c;
   if (c->depth > 0) return 0; /* SQLite says why it cannot */
   if (!c->implicit && c->lost == NULL) return 0;
@@ -490,8 +521,7 @@ static int vacuum_prepare(exec_ctx *x) {
 /* One statement with its parameters: the common case, and the only one
  * whose prepared statement is cached. At depth 0 it commits by itself, so a
  * busy facet can be retried from scratch. */
-__attribute__((hot))
-static int exec_single(exec_ctx *x, sqlite3_stmt *st, int n_params) {
+EXEC_STEP int exec_single(exec_ctx *x, sqlite3_stmt *st, int n_params) {
   facet_conn *c = x->c;
   char msg[512];
   if (n_params != (int)x->n_params) {
@@ -601,57 +631,52 @@ static int exec_multi(exec_ctx *x, sqlite3_stmt *first, const char *tail, const 
   return -1;
 }
 
-/* exec of `sql` (or, when it is NULL, of the statement cached as `id`)
- * with x->params. */
-__attribute__((hot))
-static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
+/* What refuses a statement before it runs, in this order; `sql` is NULL
+ * for a statement run by its id. Returns 0, or -1 with the error written. */
+EXEC_STEP int exec_start(exec_ctx *x, const char *sql, size_t len) {
   facet_conn *c = x->c;
-  int result = -1;
-  sqlite3_stmt *st = NULL;
-  facet_cached_stmt *cached = NULL;
-  if (sql == NULL && (cached = facet__cache_by_id(c, id)) == NULL) {
-    /* The statement left the cache: null asks the runtime to send the text. */
-    iso_wire_null(x->out);
-    result = 0;
-    goto done;
-  }
   if (c->aborted) {
     put_error(x->out, x->start, "Error",
               "the transaction was rolled back by an earlier error; return from "
               "transactionSync() to end it");
-    goto done;
+    return -1;
   }
-  if (len > INT32_MAX) {
+  if (sql != NULL && len > INT32_MAX) {
     put_error(x->out, x->start, "Error", "SQL text is too long");
-    goto done;
+    return -1;
   }
   /* SQLite stops reading at a NUL: whatever follows one would be skipped
    * without a word (or, after a first statement, leave no result at all). */
   if (sql != NULL && memchr(sql, '\0', len) != NULL) {
     put_error(x->out, x->start, "Error", "SQL text contains a NUL character (U+0000)");
-    goto done;
+    return -1;
   }
   if (c->lost != NULL) {
     refuse_after_loss(x);
-    goto done;
+    return -1;
   }
   if (!in_txn(c) && !sqlite3_get_autocommit(c->db)) facet__conn_abandon_txn(c);
   x->changes_before = sqlite3_total_changes64(c->db);
   c->denied = NULL;
-  if (cached == NULL) cached = facet__cache_get(c, sql, len);
-  if (cached != NULL) {
-    if (cached->vacuum ? vacuum_prepare(x) != 0 : implicit_begin(x) != 0) goto done;
-    result = exec_single(x, cached->stmt, cached->n_params);
-    goto done;
-  }
+  return 0;
+}
+
+/* A text not in the cache: prepared, and kept there when it is one
+ * statement. Returns 1 with *st to run (*owned when the cache did not take
+ * it: the caller finalizes it), or the exec's result when it is done here
+ * (nothing but comments, several statements, a failure). */
+static int exec_prepare_text(exec_ctx *x, const char *sql, size_t len, sqlite3_stmt **out,
+                             int *owned) {
+  facet_conn *c = x->c;
   const char *p = sql, *end = sql + len, *tail = NULL;
+  sqlite3_stmt *st = NULL;
   int rc;
   /* Skip leading empty statements (";", comments) to the first real one. */
   for (;;) {
     rc = sqlite3_prepare_v3(c->db, p, (int)(end - p), SQLITE_PREPARE_PERSISTENT, &st, &tail);
     if (rc != SQLITE_OK) {
       put_sqlite_error(x, rc, facet__conn_error(c));
-      goto done;
+      return -1;
     }
     if (st != NULL || tail == NULL || tail >= end || tail == p) break;
     p = tail;
@@ -660,26 +685,47 @@ static int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
     /* Nothing but blanks and comments: an empty cursor. */
     if (x->n_params != 0) {
       put_error(x->out, x->start, "Error", "Wrong number of parameter bindings for SQL query.");
-      goto done;
+      return -1;
     }
     iso_wire_array(x->out, 2);
     finish_exec(x);
-    result = 0;
-    goto done;
+    return 0;
   }
   if (facet__is_vacuum(st) ? vacuum_prepare(x) != 0 : implicit_begin(x) != 0) {
     sqlite3_finalize(st);
-    goto done;
+    return -1;
   }
-  if (sql_rest_empty(tail, end)) {
-    int kept = facet__cache_put(c, sql, len, st) != 0;
-    result = exec_single(x, st, sqlite3_bind_parameter_count(st));
-    /* Too long to keep: run once and let go. */
-    if (!kept) sqlite3_finalize(st);
+  if (!sql_rest_empty(tail, end)) return exec_multi(x, st, tail, end);
+  /* Too long to keep: run once and let go. */
+  *owned = facet__cache_put(c, sql, len, st) == 0;
+  *out = st;
+  return 1;
+}
+
+/* exec of `sql` (or, when it is NULL, of the statement cached as `id`)
+ * with x->params. */
+EXEC_STEP int run_exec(exec_ctx *x, const char *sql, size_t len, uint64_t id) {
+  facet_conn *c = x->c;
+  facet_cached_stmt *cached = NULL;
+  if (sql == NULL && (cached = facet__cache_by_id(c, id)) == NULL) {
+    /* The statement left the cache: null asks the runtime to send the text. */
+    iso_wire_null(x->out);
+    return 0;
+  }
+  if (exec_start(x, sql, len) != 0) return -1;
+  if (cached == NULL) cached = facet__cache_get(c, sql, len);
+  sqlite3_stmt *st;
+  int owned = 0;
+  if (cached != NULL) {
+    if (cached->vacuum ? vacuum_prepare(x) != 0 : implicit_begin(x) != 0) return -1;
+    st = cached->stmt;
   } else {
-    result = exec_multi(x, st, tail, end);
+    int rc = exec_prepare_text(x, sql, len, &st, &owned);
+    if (rc != 1) return rc;
   }
-done:
+  int result = exec_single(x, st, cached != NULL ? cached->n_params
+                                                 : sqlite3_bind_parameter_count(st));
+  if (owned) sqlite3_finalize(st);
   return result;
 }
 
@@ -862,8 +908,7 @@ static int op_size(exec_ctx *x) {
 /* What every operation does first: finds (or opens) the facet, applies its
  * size limit, and rolls back a transaction an ended request left open.
  * Returns 0 with x->c set, or -1 with the error written. */
-__attribute__((hot))
-static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, facet_ref *ref,
+EXEC_STEP int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, facet_ref *ref,
                       uint64_t limit_mb) {
   /* The names are checked where a connection is opened (facet_path): one
    * already open was opened by these exact names, so none is looked at
@@ -900,9 +945,8 @@ static int call_begin(exec_ctx *x, facet_store *s, const char *facet_id, facet_r
 
 int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_t limit_mb,
                const iso_call *call, uint64_t cpu_deadline_ns, iso_wire *result) {
-  exec_ctx x = {.call = call, .token = call->token, .out = result, .start = result->len,
-                .tenant = tenant, .cpu_deadline_ns = cpu_deadline_ns,
-                .heap_refusals = facet__heap_refusals()};
+  exec_ctx x;
+  exec_ctx_init(&x, call, call->token, result, tenant, cpu_deadline_ns, NULL);
   if (call_begin(&x, s, facet_id, NULL, limit_mb) != 0) return -1;
   const char *op = call->op ? call->op : "";
   if (strcmp(op, "exec") == 0) return op_exec(&x);
@@ -916,15 +960,12 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
 }
 
 __attribute__((hot))
-int facet_exec(facet_store *s, const char *tenant, const char *facet_id, facet_ref *ref,
-               uint64_t limit_mb, uint64_t token, uint64_t cpu_deadline_ns,
-               const iso_wire_value *args, uint32_t n_args, iso_numbers *numbers,
-               iso_wire *result) {
-  exec_ctx x = {.token = token, .out = result, .start = result->len, .tenant = tenant,
-                .cpu_deadline_ns = cpu_deadline_ns, .numbers = numbers,
-                .heap_refusals = facet__heap_refusals()};
+int facet_exec(facet_store *s, facet_target *t, const iso_wire_value *args, uint32_t n_args,
+               iso_numbers *numbers, iso_wire *result) {
+  exec_ctx x;
+  exec_ctx_init(&x, NULL, t->token, result, t->tenant, t->cpu_deadline_ns, numbers);
   if (numbers != NULL) numbers->count = 0;
-  if (call_begin(&x, s, facet_id, ref, limit_mb) != 0) return -1;
+  if (call_begin(&x, s, t->facet_id, &t->ref, t->limit_mb) != 0) return -1;
   const char *sql;
   size_t len;
   uint64_t id;

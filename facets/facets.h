@@ -179,8 +179,7 @@ int facet_call(facet_store *s, const char *tenant, const char *facet_id, uint64_
 /*
  * A caller's memo of the connection its last facet_exec found: while the
  * store has closed no connection since, the next call skips the lookup by
- * name. Zeroed to start, filled by facet_exec; one per (tenant, facet_id),
- * which must stay the same for as long as the memo is passed.
+ * name. Zeroed to start, filled by facet_exec.
  */
 typedef struct facet_ref {
   void *conn;
@@ -188,16 +187,30 @@ typedef struct facet_ref {
 } facet_ref;
 
 /*
+ * Whose facet an exec runs on and within what, kept by the caller from one
+ * call to the next (one per (tenant, facet_id), which stay the same for as
+ * long as it is passed: ref remembers their connection); token and
+ * cpu_deadline_ns are set for each call. Passed whole, so that a caller
+ * hands its call on without a frame of its own.
+ */
+typedef struct facet_target {
+  const char *tenant;
+  const char *facet_id;     /* NULL: the tenant's own facet */
+  uint64_t limit_mb;        /* 0: the store's default */
+  uint64_t token;           /* the request making the call (facet_call's call->token) */
+  uint64_t cpu_deadline_ns; /* as for facet_call */
+  facet_ref ref;
+} facet_target;
+
+/*
  * facet_call's "exec" with its arguments decoded (iso_host_calls.call_values):
  * args are [sql or statement id, param...]. When numbers is not NULL, a
  * statement without columns answers its [rowsRead, rowsWritten] there
  * (numbers->count = 2) and writes nothing to *result; every other answer
- * and every error goes to *result as facet_call's would. ref may be NULL.
+ * and every error goes to *result as facet_call's would.
  */
-int facet_exec(facet_store *s, const char *tenant, const char *facet_id, facet_ref *ref,
-               uint64_t limit_mb, uint64_t token, uint64_t cpu_deadline_ns,
-               const iso_wire_value *args, uint32_t n_args, iso_numbers *numbers,
-               iso_wire *result);
+int facet_exec(facet_store *s, facet_target *t, const iso_wire_value *args, uint32_t n_args,
+               iso_numbers *numbers, iso_wire *result);
 
 /*
  * Request `token` is over: rolls back a transaction it left open (JavaScript

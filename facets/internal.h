@@ -201,7 +201,18 @@ facet_cached_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len);
  * Returns its id, or 0 when the text is too long to keep: the statement is
  * then still the caller's. */
 uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt);
+/* An id names its slot in the low bits, so a lookup is one comparison; the
+ * sequence above them never repeats (2^48 statements before it would pass
+ * the integers a JavaScript number holds exactly). */
+#define FACET_ID_SLOT_BITS 5
+_Static_assert(FACET_STMT_CACHE <= 1 << FACET_ID_SLOT_BITS, "statement ids need more slot bits");
 /* A cached statement by the id facet__cache_put gave it, or NULL once it
  * left the cache. Ids are unique within the store and never reused, so an
- * id from another connection or a closed one finds nothing. */
-facet_cached_stmt *facet__cache_by_id(facet_conn *c, uint64_t id);
+ * id from another connection or a closed one finds nothing. (Inline: every
+ * exec.) */
+static inline facet_cached_stmt *facet__cache_by_id(facet_conn *c, uint64_t id) {
+  facet_cached_stmt *e = &c->cache[id & ((1u << FACET_ID_SLOT_BITS) - 1)];
+  if (id == 0 || e->sql == NULL || e->id != id) return NULL;
+  e->used = ++c->store->tick;
+  return e;
+}

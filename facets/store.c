@@ -397,20 +397,6 @@ facet_cached_stmt *facet__cache_get(facet_conn *c, const char *sql, size_t len) 
   return NULL;
 }
 
-/* An id names its slot in the low bits, so a lookup is one comparison; the
- * sequence above them never repeats (2^48 statements before it would pass
- * the integers a JavaScript number holds exactly). */
-#define ID_SLOT_BITS 5
-_Static_assert(FACET_STMT_CACHE <= 1 << ID_SLOT_BITS, "statement ids need more slot bits");
-
-__attribute__((hot))
-facet_cached_stmt *facet__cache_by_id(facet_conn *c, uint64_t id) {
-  facet_cached_stmt *e = &c->cache[id & ((1u << ID_SLOT_BITS) - 1)];
-  if (id == 0 || e->sql == NULL || e->id != id) return NULL;
-  e->used = ++c->store->tick;
-  return e;
-}
-
 uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_stmt *stmt) {
   facet_cached_stmt *victim = &c->cache[0];
   if (len > CACHE_SQL_MAX) return 0;
@@ -432,7 +418,7 @@ uint64_t facet__cache_put(facet_conn *c, const char *sql, size_t len, sqlite3_st
   victim->n_params = sqlite3_bind_parameter_count(stmt);
   victim->vacuum = facet__is_vacuum(stmt);
   victim->used = ++c->store->tick;
-  victim->id = ++c->store->stmt_ids << ID_SLOT_BITS | (uint64_t)(victim - c->cache);
+  victim->id = ++c->store->stmt_ids << FACET_ID_SLOT_BITS | (uint64_t)(victim - c->cache);
   return victim->id;
 }
 

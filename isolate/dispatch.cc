@@ -98,12 +98,8 @@ void request_done(iso_worker *w, uint64_t token) {
 /* The request whose code ran last: promise reactions carry the token that
  * was current when they were registered (V8's continuation-preserved
  * embedder data), so a continuation of request A run while the host entered
- * for request B is still A's.
- * (Hot: on every facet exec; see hostcalls.cc.) */
-__attribute__((hot))
-uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context) {
-  if (w->entry_token_valid)
-    return w->entry_token;
+ * for request B is still A's. */
+uint64_t running_token_read(iso_worker *w, v8::Local<v8::Context> context) {
   if (context.IsEmpty())
     context = w->isolate->GetCurrentContext();
   v8::Local<v8::Value> v = context->GetContinuationPreservedEmbedderData();

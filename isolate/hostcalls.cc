@@ -862,9 +862,9 @@ bool read_values(const Info &info, iso_worker *w, iso_wire *arena, iso_wire_valu
  * Returns false, having called nothing, when the call needs the wire
  * format instead (read_values), the host declines it, or the buffers are in
  * use by a call further up the stack.
- * (Marked hot, as the rest of a facet exec's path: the compiler places
- * such functions together; docs/benchmarks.md, facets.) */
-__attribute__((hot))
+ * (Compiled into the host call itself: each call and return on a facet
+ * exec's path cost more than its instructions; docs/benchmarks.md, facets.) */
+__attribute__((always_inline)) inline
 bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context,
                  const char *binding, const char *op) {
   int count = info.Length() - 2;
@@ -887,7 +887,10 @@ bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context
   if (rc != 1 && !worker_gone(w, info.GetIsolate())) {
     if (rc == 0 && answer.count > 0 && answer.count <= ISO_NUMBERS_MAX &&
         w->direct_numbers_data != nullptr) {
-      memcpy(w->direct_numbers_data, answer.value, answer.count * sizeof answer.value[0]);
+      /* All of them, whatever the count (the rest are zeros): a copy of a
+       * size known here is two moves, where one by the count was a call. */
+      static_assert(sizeof answer.value == kDirectNumbers * sizeof(double), "directNumbers size");
+      memcpy(w->direct_numbers_data, answer.value, sizeof answer.value);
       info.GetReturnValue().Set(answer.count);
     } else {
       /* An answer of numbers in the wire still goes to directNumbers(): a
@@ -907,8 +910,9 @@ bool sync_values(const Info &info, iso_worker *w, v8::Local<v8::Context> context
  * `numbers` (and directNumbers() asked for), an answer of numbers
  * (numbers_answer) arrives in the worker's directNumbers() instead, and the
  * call returns how many there are; such calls go to the host's call_values
- * first when it has one, with nothing encoded. */
-__attribute__((hot))
+ * first when it has one, with nothing encoded. (Compiled into each of the
+ * two host calls: see sync_values.) */
+__attribute__((always_inline)) inline
 void sync_direct(const Info &info, bool numbers) {
   v8::Isolate *isolate = info.GetIsolate();
   v8::Local<v8::Context> context;  /* asked of V8 only where it is needed */

@@ -337,8 +337,12 @@ inline void entry_token_forget(iso_worker *w) {
     w->entry_token_valid = false;
 }
 /* The request on whose behalf JavaScript runs right now; `context` (the
- * worker's) may be empty, and is then asked of V8 if it is needed. */
-uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context);
+ * worker's) may be empty, and is then asked of V8 if it is needed. (The
+ * entry's token inline: a facet's exec asks on every call.) */
+uint64_t running_token_read(iso_worker *w, v8::Local<v8::Context> context);
+inline uint64_t running_token(iso_worker *w, v8::Local<v8::Context> context) {
+  return w->entry_token_valid ? w->entry_token : running_token_read(w, context);
+}
 /* The host's respond/done for `token`, once each, only while it is pending. */
 void request_respond(iso_worker *w, uint64_t token, const iso_response *res,
                      const iso_error *err);

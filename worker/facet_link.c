@@ -205,14 +205,19 @@ void facet_link_stop(worker *w) {
 /* SQL time counts toward the request's CPU limit like JavaScript's does.
  * Reading the thread's CPU clock is a system call, so the deadline is
  * computed once per unit of work and reused by the calls it makes. */
+static __attribute__((noinline)) uint64_t cpu_deadline_new(worker *w, sandbox *l,
+                                                           uint64_t token) {
+  uint64_t budget_ns = (uint64_t)l->limits.cpu_ms * 1000000u;
+  uint64_t used_ns = iso_worker_request_cpu_ns(l->iso, token);
+  l->facet_deadline_ns = time_thread_cpu_ns() + (budget_ns > used_ns ? budget_ns - used_ns : 0);
+  l->facet_deadline_token = token;
+  l->facet_deadline_unit = w->sched.units_run;
+  return l->facet_deadline_ns;
+}
+
 static uint64_t cpu_deadline(worker *w, sandbox *l, uint64_t token) {
-  if (l->facet_deadline_token != token || l->facet_deadline_unit != w->sched.units_run) {
-    uint64_t budget_ns = (uint64_t)l->limits.cpu_ms * 1000000u;
-    uint64_t used_ns = iso_worker_request_cpu_ns(l->iso, token);
-    l->facet_deadline_ns = time_thread_cpu_ns() + (budget_ns > used_ns ? budget_ns - used_ns : 0);
-    l->facet_deadline_token = token;
-    l->facet_deadline_unit = w->sched.units_run;
-  }
+  if (l->facet_deadline_token != token || l->facet_deadline_unit != w->sched.units_run)
+    return cpu_deadline_new(w, l, token);
   return l->facet_deadline_ns;
 }
 
@@ -233,14 +238,39 @@ int facet_link_call(sandbox *l, const iso_call *call, iso_wire *result) {
                     cpu_deadline(w, l, call->token), result);
 }
 
-/* (Hot: on every exec, and placed with the rest of its path.) */
+/* The exec of `call` on the sandbox's facet, the target filled in here
+ * (the sandbox's own, so that the call to facet_exec can be a jump). */
+static inline int exec_within(worker *w, sandbox *l, const iso_call *call, uint64_t deadline_ns,
+                              const iso_wire_value *args, uint32_t n_args, iso_numbers *numbers,
+                              iso_wire *result) {
+  facet_target *t = &l->facet_target;
+  t->tenant = facet_owner(l);
+  t->facet_id = l->facet_id;
+  t->limit_mb = l->facet_limit_mb;
+  t->token = call->token;
+  t->cpu_deadline_ns = deadline_ns;
+  return facet_exec(w->facets, t, args, n_args, numbers, result);
+}
+
+/* A unit of work's first exec computes its deadline (out of line). */
+static __attribute__((noinline)) int exec_new_unit(worker *w, sandbox *l, const iso_call *call,
+                                                   const iso_wire_value *args, uint32_t n_args,
+                                                   iso_numbers *numbers, iso_wire *result) {
+  return exec_within(w, l, call, cpu_deadline_new(w, l, call->token), args, n_args, numbers,
+                     result);
+}
+
+/* (Hot: on every exec, and placed with the rest of its path. Every way out
+ * is a jump, so that no frame of this function's stands between the host
+ * call and facet_exec.) */
 __attribute__((hot))
 int facet_link_exec(sandbox *l, const iso_call *call, const iso_wire_value *args,
                     uint32_t n_args, iso_numbers *numbers, iso_wire *result) {
   worker *w = l->w;
   if (w->facets == NULL) return unavailable(result);
-  return facet_exec(w->facets, facet_owner(l), l->facet_id, &l->facet_ref, l->facet_limit_mb,
-                    call->token, cpu_deadline(w, l, call->token), args, n_args, numbers, result);
+  if (l->facet_deadline_token != call->token || l->facet_deadline_unit != w->sched.units_run)
+    return exec_new_unit(w, l, call, args, n_args, numbers, result);
+  return exec_within(w, l, call, l->facet_deadline_ns, args, n_args, numbers, result);
 }
 
 void facet_link_request_done(worker *w, uint64_t token) {

@@ -149,11 +149,14 @@ struct sandbox {
   uint64_t facet_deadline_token;
   uint64_t facet_deadline_unit;
   uint64_t facet_limit_mb;       /* limits.facet_mb; 0: the node's default */
-  facet_ref facet_ref;           /* its facet's connection, as facet_exec found it last */
+  facet_target facet_target;     /* its facet, and that facet's connection as facet_exec
+                                    found it last (facet_link.c) */
   char *gate_error;              /* why its writes were lost at the output gate, or NULL (facet_link.c) */
   const char *binding_seen;      /* the binding named last (a key in spec) ... */
   const char *binding_seen_type; /* ... and its type (bindings.c) */
   int binding_seen_facet;        /* ... which is "facet" */
+  char binding_seen_copy[16];    /* its name when shorter, "" otherwise: compared in place
+                                    on a facet exec (bindings.c) */
   struct loader_state *loader;   /* dynamic workers it started (loader_link.c), or NULL */
   const char *principal;         /* the egress policy its fetch() runs under instead of its
                                     tenant's (a run: "run:<id>"; a loader child whose

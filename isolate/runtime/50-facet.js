@@ -13,6 +13,11 @@
 // become objects only when read. A statement run again crosses as the id of its
 // prepared statement instead of its text.
 //
+// exec() is kept small enough for V8 to compile it into a caller's loop
+// (docs/benchmarks.md, facets): only the loop's case, the text run last
+// with up to three plain parameters, is in it; everything else is in
+// SqlStorage#execMore.
+//
 // Takes from
 //   00-util.js: lazyFragment, isArrayBuffer, isSharedArrayBuffer, kPrivate,
 //     defineIteratorInterface, defineInterface
@@ -27,6 +32,8 @@ const facetMaxInt64 = 2n ** 63n - 1n;
 const facetFragment = lazyFragment(() => {
 // The cursor's row-as-array step, for the raw iterator only.
 const kFacetNextRaw = Symbol('nextRaw');
+// What SqlStorage#lastText holds when no text ran by its id last.
+const kFacetNoText = Symbol('no text');
 // SQL texts a binding remembers (see SqlStorage#ids); past this it forgets
 // them all, so SQL built with values inside costs no memory.
 const kFacetTextsMax = 256;
@@ -64,29 +71,68 @@ function facetCheckParam(value, index) {
   throw new TypeError(`parameter ${index + 1} has unsupported type ${typeof value}`);
 }
 
-// The host's exec of `sql` (an id or a text) with the parameters of an
-// exec() call, `call` being that call's arguments (its first one, the text,
-// left out): its result, or its error thrown as an Error. The direct host
-// call takes the arguments as they are and answers the bare value: no
-// [ok, value] pair on the way, which is most of a small call's cost.
-function facetExec(name, sql, call) {
+// What a host call threw, as JavaScript sees it.
+function facetError(err) {
+  return err instanceof Error ? err : hostError(err);
+}
+
+// Whether exec() passes a parameter to the host without a check of its own:
+// what the host's direct path takes as it is.
+function facetPlain(value) {
+  return typeof value === 'string' || typeof value === 'number' || value == null ||
+    typeof value === 'boolean';
+}
+
+// The host's exec of `sql` (an id or a text) with n - 1 parameters, at most
+// three: its result, or its error thrown as an Error. The direct host call
+// takes the arguments as they are and answers the bare value: no [ok, value]
+// pair on the way, which is most of a small call's cost.
+function facetCall(name, sql, n, p1, p2, p3) {
   try {
-    // Calls of fixed arity build no array: a spread into a native function
-    // is slower.
-    switch (call.length) {
-      case 1: return facetCallNumbers(name, 'exec', sql);
-      case 2: return facetCallNumbers(name, 'exec', sql, call[1]);
-      case 3: return facetCallNumbers(name, 'exec', sql, call[1], call[2]);
-      case 4: return facetCallNumbers(name, 'exec', sql, call[1], call[2], call[3]);
-      default: {
-        const args = [sql];
-        for (let i = 1; i < call.length; i++) args.push(call[i]);
-        return facetCallNumbers(name, 'exec', ...args);
-      }
-    }
+    // Calls of fixed arity: a spread into a native function is slower.
+    return n === 2 ? facetCallNumbers(name, 'exec', sql, p1)
+      : n === 1 ? facetCallNumbers(name, 'exec', sql)
+        : n === 3 ? facetCallNumbers(name, 'exec', sql, p1, p2)
+          : facetCallNumbers(name, 'exec', sql, p1, p2, p3);
   } catch (err) {
-    throw err instanceof Error ? err : hostError(err);
+    throw facetError(err);
   }
+}
+
+// The same with `params` (checked), any number of them.
+function facetExec(name, sql, params) {
+  if (params.length <= 3) {
+    return facetCall(name, sql, params.length + 1, params[0], params[1], params[2]);
+  }
+  try {
+    return facetCallNumbers(name, 'exec', sql, ...params);
+  } catch (err) {
+    throw facetError(err);
+  }
+}
+
+// exec()'s own call (n at most 4): facetCall's answer, or undefined, with
+// nothing run, when a parameter is not one the host takes as it is.
+function facetRun(name, id, n, p1, p2, p3) {
+  if (!facetPlain(p1) || !facetPlain(p2) || !facetPlain(p3)) return undefined;
+  return facetCall(name, id, n, p1, p2, p3);
+}
+
+// The cursor over a host's answer: 2 with the counts in facetNumbers, or
+// the array of a result with columns. (One place makes cursors: exec() stays
+// small enough to be compiled into its caller.)
+function facetCursor(answer) {
+  let result = null, rowsRead, rowsWritten;
+  if (typeof answer === 'number') {
+    if (answer !== 2) throw new Error(`the facet host answered ${answer} numbers, not 2`);
+    rowsRead = facetNumbers[0];
+    rowsWritten = facetNumbers[1];
+  } else {
+    result = answer;
+    rowsRead = answer[answer.length - 2];
+    rowsWritten = answer[answer.length - 1];
+  }
+  return new SqlStorageCursor(kPrivate, result, rowsRead, rowsWritten);
 }
 
 function facetNoRows(kind) {
@@ -121,40 +167,33 @@ class SqlStorageRawIterator {
 defineIteratorInterface(SqlStorageRawIterator, 'SqlStorageRawIterator');
 
 class SqlStorageCursor {
-  // The host's answer as it came, [n, columns, values, rowsRead,
+  // The host's answer as it came, [width, columns, values, rowsRead,
   // rowsWritten], or null for a statement without columns; rows are made
-  // when asked, so that a write's cursor is cheap to make.
-  #result = null;
-  #width = 0;  // columns
-  #rows = 0;
+  // when asked, so that a write's cursor is cheap to make (five fields).
+  #result;
   #pos = 0;
   #plainKeys;  // no column is named "__proto__": rows can be built by assignment
   #rowsRead;
   #rowsWritten;
 
-  // `answer` is facetExec's: an array, or 2 with the counts in facetNumbers.
-  constructor(key, answer) {
+  constructor(key, result, rowsRead, rowsWritten) {
     if (key !== kPrivate) throw new TypeError('Illegal constructor');
-    if (typeof answer === 'number') {
-      if (answer !== 2) throw new Error(`the facet host answered ${answer} numbers, not 2`);
-      this.#rowsRead = facetNumbers[0];
-      this.#rowsWritten = facetNumbers[1];
-      return;
-    }
-    const width = answer[0];
-    const n = answer.length;
-    this.#result = answer;
-    this.#width = width;
-    this.#rows = (n - 3 - width) / width;
-    this.#rowsRead = answer[n - 2];
-    this.#rowsWritten = answer[n - 1];
+    this.#result = result;
+    this.#rowsRead = rowsRead;
+    this.#rowsWritten = rowsWritten;
+  }
+
+  // Rows in the result (a result has at least one column).
+  #rows() {
+    const result = this.#result;
+    return result === null ? 0 : (result.length - 3 - result[0]) / result[0];
   }
 
   // (Only called while rows are left: the result has columns.) Column c is
   // at 1 + c, and row i's values start at 1 + width * (i + 1).
   #rowObject(i) {
     const result = this.#result;
-    const width = this.#width;
+    const width = result[0];
     const base = 1 + width * (i + 1);
     const row = {};
     if (this.#plainKeys === undefined) {
@@ -174,24 +213,26 @@ class SqlStorageCursor {
   }
 
   [kFacetNextRaw]() {
-    if (this.#pos >= this.#rows) return undefined;
-    const base = 1 + this.#width * (++this.#pos);
-    return this.#result.slice(base, base + this.#width);
+    if (this.#pos >= this.#rows()) return undefined;
+    const width = this.#result[0];
+    const base = 1 + width * (++this.#pos);
+    return this.#result.slice(base, base + width);
   }
 
   next() {
-    if (this.#pos >= this.#rows) return { value: undefined, done: true };
+    if (this.#pos >= this.#rows()) return { value: undefined, done: true };
     return { value: this.#rowObject(this.#pos++), done: false };
   }
 
   toArray() {
     const out = [];
-    while (this.#pos < this.#rows) out.push(this.#rowObject(this.#pos++));
+    const rows = this.#rows();
+    while (this.#pos < rows) out.push(this.#rowObject(this.#pos++));
     return out;
   }
 
   one() {
-    const left = this.#rows - this.#pos;
+    const left = this.#rows() - this.#pos;
     if (left === 0) throw facetNoRows('no');
     if (left > 1) throw facetNoRows('multiple');
     return this.#rowObject(this.#pos++);
@@ -203,7 +244,7 @@ class SqlStorageCursor {
 
   get columnNames() {
     const result = this.#result;
-    return result === null ? [] : result.slice(1, 1 + this.#width);
+    return result === null ? [] : result.slice(1, 1 + result[0]);
   }
 
   get rowsRead() {
@@ -236,7 +277,9 @@ class SqlStorage {
   // text run once costs no extra call), -1 never an id (several statements).
   // An id crosses as 9 bytes, and the host finds it without hashing the text.
   #ids = new Map();
-  #lastText;  // the text exec() ran by its id last, and that id
+  // The text exec() ran by its id last, and that id; kFacetNoText (which no
+  // argument can be) when there is none.
+  #lastText = kFacetNoText;
   #lastId = 0;
 
   constructor(key, name) {
@@ -244,41 +287,52 @@ class SqlStorage {
     this.#name = name;
   }
 
-  // (Written against `arguments`, not a rest parameter: a few parameters
-  // reach the host without any array made for them.)
+  // The loop's case only (see the top of this file): `arguments` is read by
+  // its length and elements and never passed on, so that V8 makes no object
+  // of it; the rest go to #execMore, with their parameters copied out.
   exec(query) {
+    const n = arguments.length;
+    // (The same string as last time is one pointer comparison.)
+    if (query === this.#lastText && n <= 4) {
+      const answer = facetRun(this.#name, this.#lastId, n, arguments[1], arguments[2],
+                              arguments[3]);
+      if (answer !== undefined && answer !== null) return facetCursor(answer);
+      // null: the host's cache let the statement go, and the text runs again.
+      if (answer === null) this.#forget(query);
+    }
+    const params = [];
+    for (let i = 1; i < n; i++) params.push(arguments[i]);
+    return this.#execMore(query, params);
+  }
+
+  // The statement of `query` left the host's cache: its text is sent next.
+  #forget(query) {
+    this.#ids.delete(query);
+    this.#lastText = kFacetNoText;
+  }
+
+  // exec() of anything but the loop's case.
+  #execMore(query, params) {
     if (typeof query !== 'string') {
       throw new TypeError('exec() needs the SQL text as its first argument (a string)');
     }
-    const n = arguments.length;
-    for (let i = 1; i < n; i++) {
-      // Strings and numbers, most parameters, are checked here, without a call.
-      // (Each typeof compared where it is made: optimized code then tests
-      // the value's type in place instead of calling V8's typeof.)
-      const value = arguments[i];
-      if (typeof value !== 'string' && typeof value !== 'number') facetCheckParam(value, i - 1);
-    }
+    for (let i = 0; i < params.length; i++) facetCheckParam(params[i], i);
     const ids = this.#ids;
-    // A loop runs one text again and again: the last one's id is kept
-    // beside the map, and comparing the same string is one pointer check.
     let id = query === this.#lastText ? this.#lastId : ids.get(query);
     if (id === 0) id = this.#prepare(query);
     if (id > 0) {
-      const answer = facetExec(this.#name, id, arguments);
+      const answer = facetExec(this.#name, id, params);
       if (answer !== null) {
-        if (query !== this.#lastText) {  // (a loop's next exec stores nothing)
-          this.#lastText = query;
-          this.#lastId = id;
-        }
-        return new SqlStorageCursor(kPrivate, answer);
+        this.#lastText = query;
+        this.#lastId = id;
+        return facetCursor(answer);
       }
-      ids.delete(query);  // the host's cache let the statement go
-      this.#lastText = undefined;
+      this.#forget(query);
     } else if (id === undefined) {
       if (ids.size >= kFacetTextsMax) ids.clear();
       ids.set(query, 0);
     }
-    return new SqlStorageCursor(kPrivate, facetExec(this.#name, query, arguments));
+    return facetCursor(facetExec(this.#name, query, params));
   }
 
   // The host's id for query's statement, or 0 for the text (the map says

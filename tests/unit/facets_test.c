@@ -130,7 +130,7 @@ typedef struct fx {
   uint64_t token;
   uint64_t limit_mb;
   uint64_t deadline;
-  facet_ref *ref; /* what exec_decoded passes (NULL: none) */
+  facet_ref *ref; /* the connection memo exec_decoded passes (NULL: a new one each call) */
 } fx;
 
 static int call_op(fx *f, const char *op, const iso_wire *args, tv **out) {
@@ -472,8 +472,11 @@ static int exec_decoded(fx *f, const iso_wire_value *args, uint32_t n, iso_numbe
                         tv **out) {
   iso_wire res;
   iso_wire_init(&res);
-  int rc = facet_exec(f->s, f->tenant, f->facet_id, f->ref, f->limit_mb, f->token, f->deadline,
-                      args, n, numbers, &res);
+  facet_target t = {.tenant = f->tenant, .facet_id = f->facet_id, .limit_mb = f->limit_mb,
+                    .token = f->token, .cpu_deadline_ns = f->deadline};
+  if (f->ref != NULL) t.ref = *f->ref;
+  int rc = facet_exec(f->s, &t, args, n, numbers, &res);
+  if (f->ref != NULL) *f->ref = t.ref;
   *out = res.len > 0 ? tv_decode(&res) : NULL;
   iso_wire_free(&res);
   return rc;
@@ -2210,7 +2213,7 @@ static void test_record_bad_input(void **state) {
  * binding calls land in facet_call, as the worker process routes them. */
 typedef struct js_host {
   fx *f;
-  facet_ref ref;
+  facet_target target;
   int status;
   char *body;
   char *error;
@@ -2253,8 +2256,10 @@ static int js_call_values(void *data, const iso_call *call, const iso_wire_value
   js_host *h = data;
   if (strcmp(call->op, "exec") != 0) return 1;
   uint64_t deadline = h->cpu_budget_ns ? time_thread_cpu_ns() + h->cpu_budget_ns : 0;
-  return facet_exec(h->f->s, h->f->tenant, NULL, &h->ref, 0, call->token, deadline, args, n_args,
-                    numbers, result);
+  h->target.tenant = h->f->tenant;
+  h->target.token = call->token;
+  h->target.cpu_deadline_ns = deadline;
+  return facet_exec(h->f->s, &h->target, args, n_args, numbers, result);
 }
 
 static char *read_fixture(const char *name) {
