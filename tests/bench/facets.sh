@@ -56,54 +56,8 @@ bench_workerd
 
 # --- the same logic for both JavaScript runtimes ---------------------------
 mkdir -p "$tmp/js"
-cat >"$tmp/js/logic.js" <<'EOF'
-// GET /?op=setup|insert|insert_txn|insert_pre|read&n=N: N operations, one
-// exec each.
-export function run(sql, transactionSync, url) {
-  const op = url.searchParams.get('op');
-  const n = Number(url.searchParams.get('n') ?? 0);
-  switch (op) {
-    case 'setup':
-      sql.exec('CREATE TABLE IF NOT EXISTS kv (k INTEGER PRIMARY KEY, v TEXT)');
-      break;
-    case 'insert':
-      for (let i = 0; i < n; i++) sql.exec('INSERT INTO kv (v) VALUES (?)', 'value ' + i);
-      break;
-    case 'insert_txn':
-      transactionSync(() => {
-        for (let i = 0; i < n; i++) sql.exec('INSERT INTO kv (v) VALUES (?)', 'value ' + i);
-      });
-      break;
-    case 'insert_pre': {
-      const values = Array.from({ length: 1024 }, (_, i) => 'value ' + i);
-      transactionSync(() => {
-        for (let i = 0; i < n; i++) sql.exec('INSERT INTO kv (v) VALUES (?)', values[i & 1023]);
-      });
-      break;
-    }
-    case 'read': {
-      const max = sql.exec('SELECT max(k) AS m FROM kv').one().m;
-      let bytes = 0;
-      for (let i = 0; i < n; i++) {
-        bytes += sql.exec('SELECT v FROM kv WHERE k = ?', 1 + ((i * 7919) % max)).one().v.length;
-      }
-      if (bytes === 0) throw new Error('nothing read');
-      break;
-    }
-    default:
-      return new Response('unknown op', { status: 400 });
-  }
-  return new Response(`ok ${n}`);
-}
-EOF
-cat >"$tmp/js/edgenode.js" <<'EOF'
-import { run } from './logic.js';
-export default {
-  fetch(request, env) {
-    return run(env.DB, (fn) => env.DB.transactionSync(fn), new URL(request.url));
-  },
-};
-EOF
+cp "$repo/tests/bench/workers/facets_logic.js" "$tmp/js/logic.js"
+cp "$repo/tests/bench/workers/facets_edgenode.js" "$tmp/js/edgenode.js"
 cat >"$tmp/js/workerd.js" <<'EOF'
 import { DurableObject } from 'cloudflare:workers';
 import { run } from './logic.js';
@@ -219,17 +173,8 @@ echo "edgenode compacts an isolate idle for ${COMPACT_IDLE_S} s"
 say "starting edgenode (one worker process)"
 edgenode_start "$(free_port)" "$(free_port)" --workers 1 --compact-idle-s "$COMPACT_IDLE_S"
 wd_port=$(free_port)
-node -e '
-  const fs = require("fs");
-  const dir = process.argv[1];
-  const body = {
-    main_module: "index.js",
-    modules: { "index.js": fs.readFileSync(dir + "/edgenode.js", "utf8"),
-               "logic.js": fs.readFileSync(dir + "/logic.js", "utf8") },
-    bindings: { DB: { type: "facet" } },
-    limits: { cpu_ms: 30000 },
-  };
-  fs.writeFileSync(dir + "/deploy.json", JSON.stringify(body));' "$tmp/js"
+deploy_json "$tmp/js/deploy.json" '{"DB": {"type": "facet"}}' '{"cpu_ms": 30000}' \
+  "index.js=$tmp/js/edgenode.js" "logic.js=$tmp/js/logic.js"
 edgenode_deploy fbench "$tmp/js/deploy.json"
 
 mkdir -p "$tmp/workerd-do"

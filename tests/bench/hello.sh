@@ -86,7 +86,7 @@ run_wrk workerd "$WARMUP" >/dev/null
 for round in $(seq "$ROUNDS"); do
   for name in edgenode workerd; do
     read -r rps requests ticks < <(run_wrk "$name" "$DURATION")
-    cpu_us=$(( requests > 0 ? ticks * 1000000 / clk_tck / requests : 0 ))
+    cpu_us=$(awk -v t="$ticks" -v hz="$clk_tck" -v n="$requests" 'BEGIN { printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0) }')
     lg=$("$loadgen" -t2 -c"$CONNECTIONS" -d"$DURATION" -H "$HOST_HEADER" "$(url_of "$name")")
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$rps" "$cpu_us" "$lg" >>"$tmp/results"
     printf 'round %s %-8s wrk %9s req/s %4s us CPU/req   loadgen %s\n' \
@@ -136,7 +136,7 @@ const cols = [
   ["requests/s (wrk)", "rps", (s) => int(s.rps)],
   ["p50 (loadgen)", "p50", (s) => (s.p50 / 1000).toFixed(2) + " ms"],
   ["p99 (loadgen)", "p99", (s) => (s.p99 / 1000).toFixed(2) + " ms"],
-  ["CPU/request", "cpu", (s) => Math.round(s.cpu) + " us"],
+  ["CPU/request", "cpu", (s) => s.cpu.toFixed(1) + " us"],
   ["req/s (loadgen)", "lg_rps", (s) => int(s.lg_rps)],
 ];
 const line = (label, cells) => console.log(label.padEnd(22) + cells.map((c) => c.padStart(17)).join(""));

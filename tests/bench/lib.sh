@@ -133,24 +133,44 @@ bench_spawn() {
 }
 
 # edgenode_start PORT CONTROL ARG...: starts the supervisor on 127.0.0.1
-# with its data in $tmp/data (more flags in ARG..., and in EDGENODE_ARGS, as
-# EDGENODE_ARGS=--no-sandbox to measure without the sandbox), waits until its
-# control API is ready and sets edge_pid, edge_port, edge_control and token.
+# with its data in $tmp/data, or EDGE_DATA for a second node, its log beside
+# it (more flags in ARG..., and in EDGENODE_ARGS, as EDGENODE_ARGS=--no-sandbox
+# to measure without the sandbox), waits until its control API is ready and
+# sets edge_pid, edge_port, edge_control and token.
 edgenode_start() {
   edge_port=$1
   edge_control=$2
   shift 2
-  bench_spawn "$repo" "$tmp/edgenode.log" "$build/bin/edgenode" --listen "127.0.0.1:$edge_port" \
-    --control "127.0.0.1:$edge_control" --data "$tmp/data" "$@" ${EDGENODE_ARGS:-}
+  local data=${EDGE_DATA:-$tmp/data} log=${EDGE_DATA:+$EDGE_DATA.log}
+  log=${log:-$tmp/edgenode.log}
+  bench_spawn "$repo" "$log" "$build/bin/edgenode" --listen "127.0.0.1:$edge_port" \
+    --control "127.0.0.1:$edge_control" --data "$data" "$@" ${EDGENODE_ARGS:-}
   edge_pid=$spawned
   for _ in $(seq 300); do
     curl -sf "http://127.0.0.1:$edge_control/readyz" >/dev/null 2>&1 && break
-    kill -0 "$edge_pid" 2>/dev/null || { tail -20 "$tmp/edgenode.log" >&2; die "edgenode exited"; }
+    kill -0 "$edge_pid" 2>/dev/null || { tail -20 "$log" >&2; die "edgenode exited"; }
     sleep 0.1
   done
   curl -sf "http://127.0.0.1:$edge_control/readyz" >/dev/null 2>&1 ||
-    { tail -20 "$tmp/edgenode.log" >&2; die "edgenode did not become ready in 30 s"; }
-  token=$(cat "$tmp/data/control.token")
+    { tail -20 "$log" >&2; die "edgenode did not become ready in 30 s"; }
+  token=$(cat "$data/control.token")
+}
+
+# deploy_json OUT BINDINGS LIMITS NAME=FILE...: writes a deploy body to OUT,
+# the modules read from the files under their names, the first the main one;
+# BINDINGS and LIMITS are JSON objects.
+deploy_json() {
+  node -e '
+    const fs = require("fs");
+    const [out, bindings, limits, ...mods] = process.argv.slice(1);
+    const modules = {};
+    for (const m of mods) {
+      const [name, file] = m.split("=");
+      modules[name] = fs.readFileSync(file, "utf8");
+    }
+    const body = { main_module: mods[0].split("=")[0], modules,
+                   bindings: JSON.parse(bindings), limits: JSON.parse(limits) };
+    fs.writeFileSync(out, JSON.stringify(body));' "$@"
 }
 
 # edgenode_deploy NAME FILE: PUTs the JSON in FILE as worker NAME.
