@@ -585,8 +585,7 @@ static int records_consumer(fleet *f, fleet_link *l) {
   if (l->records_sub == NULL) synced_if_empty(f, l);
   else {
     (void)natsSubscription_Unsubscribe(l->records_sub);
-    if (l->retired_sub) natsSubscription_Destroy(l->retired_sub);
-    l->retired_sub = l->records_sub; /* see fleet_link */
+    natsSubscription_Destroy(l->records_sub);
   }
   l->records_sub = fresh;
   return 0;
@@ -640,11 +639,7 @@ static void rewatch_members(fleet *f, fleet_link *l, int64_t *last_entry_ms) {
   *last_entry_ms = now_ms(); /* the next try, a silence later */
   kvWatcher *fresh = NULL;
   if (kvStore_WatchAll(&fresh, l->members, NULL) != NATS_OK) return;
-  if (l->members_watch) {
-    (void)kvWatcher_Stop(l->members_watch);
-    if (l->retired_watch) kvWatcher_Destroy(l->retired_watch);
-    l->retired_watch = l->members_watch; /* see fleet_link */
-  }
+  if (l->members_watch) kvWatcher_Destroy(l->members_watch);
   l->members_watch = fresh;
 }
 

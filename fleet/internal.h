@@ -29,14 +29,6 @@ typedef struct fleet_link {
   kvStore *leases;               /* facets.c's bucket (its bind) */
   natsSubscription *records_sub; /* the records thread's consumer: made and remade by it */
   kvWatcher *members_watch;      /* the members thread's watch: made and remade by it */
-  /* The two above as they were before their last remaking: stopped, but
-   * destroyed only at the next one or with the link. They are remade when
-   * libnats is likely re-creating their ordered consumer on a thread of its
-   * own (after a reconnection, or missed heartbeats), and that thread does
-   * not keep what it works on alive: destroyed at once, they were freed
-   * under it (the supervisor died of a SEGV in libnats, once, under ASan). */
-  natsSubscription *retired_sub;
-  kvWatcher *retired_watch;
   /* link.c's, under its lock: */
   int refs;        /* holders */
   int bound;       /* every handle above but the two threads' is made */

@@ -292,9 +292,7 @@ static void destroy_handles(fleet_link *l) {
     (void)natsSubscription_Unsubscribe(l->records_sub);
     natsSubscription_Destroy(l->records_sub);
   }
-  if (l->retired_sub) natsSubscription_Destroy(l->retired_sub);
   if (l->members_watch) kvWatcher_Destroy(l->members_watch);
-  if (l->retired_watch) kvWatcher_Destroy(l->retired_watch);
   if (l->members) kvStore_Destroy(l->members);
   if (l->leases) kvStore_Destroy(l->leases);
   if (l->js) jsCtx_Destroy(l->js);
