@@ -61,6 +61,7 @@ struct fleet_facets {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   owned *list;
+  kvStore *leases;
   pthread_t renew_thread, snapshot_thread;
   int renew_started; /* both threads */
   int stop;
@@ -92,12 +93,11 @@ fleet_facets *fleet__facets_new(fleet *f) {
   return ff;
 }
 
-natsStatus fleet__facets_bind(fleet_facets *ff, fleet_link *l) {
-  jsCtx *js = l->js;
+natsStatus fleet__facets_bind(fleet_facets *ff, jsCtx *js) {
   natsStatus s = fleet__bind_write_once(js, FACETS_STREAM, "fct.>", fleet__replicas(ff->f));
   if (s == NATS_OK)
     s = fleet__bind_write_once(js, SNAPSHOTS_STREAM, "fsn.>", fleet__replicas(ff->f));
-  if (s != NATS_OK || l->leases != NULL) return s;
+  if (s != NATS_OK || ff->leases != NULL) return s;
   kvStore *kv = NULL;
   s = js_KeyValue(&kv, js, LEASES_BUCKET);
   if (s == NATS_NOT_FOUND) {
@@ -110,7 +110,11 @@ natsStatus fleet__facets_bind(fleet_facets *ff, fleet_link *l) {
     s = js_CreateKeyValue(&kv, js, &cfg);
     if (s != NATS_OK) s = js_KeyValue(&kv, js, LEASES_BUCKET);
   }
-  if (s == NATS_OK) l->leases = kv;
+  if (s == NATS_OK) {
+    pthread_mutex_lock(&ff->mu);
+    ff->leases = kv;
+    pthread_mutex_unlock(&ff->mu);
+  }
   return s;
 }
 
@@ -136,6 +140,7 @@ void fleet__facets_free(fleet_facets *ff) {
     free(o->tenant);
     free(o);
   }
+  if (ff->leases) kvStore_Destroy(ff->leases);
   pthread_mutex_destroy(&ff->mu);
   pthread_cond_destroy(&ff->cv);
   free(ff);
@@ -223,14 +228,14 @@ static void lease_read(kvEntry *e, lease *l) {
 
 /* Writes the lease for this node: 0, FLEET_EOWNED (owner named), FLEET_EHANDOVER,
  * FLEET_EUNAVAIL. */
-static int take_lease(fleet_facets *ff, kvStore *leases, owned *o, char *owner, size_t owner_len,
-                      char *why, size_t why_len) {
+static int take_lease(fleet_facets *ff, owned *o, char *owner, size_t owner_len, char *why,
+                      size_t why_len) {
   const char *node = fleet__node_name(ff->f);
   char value[FLEET_KEY_MAX + 16];
   lease_value(ff, value, sizeof value);
   kvEntry *e = NULL;
   uint64_t rev = 0;
-  natsStatus s = kvStore_Get(&e, leases, o->tenant);
+  natsStatus s = kvStore_Get(&e, ff->leases, o->tenant);
   if (s == NATS_OK) {
     lease l;
     lease_read(e, &l);
@@ -247,15 +252,15 @@ static int take_lease(fleet_facets *ff, kvStore *leases, owned *o, char *owner, 
     if (strcmp(l.holder, node) != 0)
       log_write(LOG_INFO, o->tenant, NULL, NULL, "facets: node %s's lease lapsed: taking it",
                 l.holder);
-    s = kvStore_UpdateString(&rev, leases, o->tenant, value, kvEntry_Revision(e));
+    s = kvStore_UpdateString(&rev, ff->leases, o->tenant, value, kvEntry_Revision(e));
     kvEntry_Destroy(e);
     if (s != NATS_OK && !transient(s)) {
       snprintf(why, why_len, "node %s took the facets of %s first", owner, o->tenant);
       return FLEET_EOWNED;
     }
   } else if (s == NATS_NOT_FOUND) {
-    s = kvStore_CreateString(&rev, leases, o->tenant, value);
-    if (s != NATS_OK && !transient(s) && kvStore_Get(&e, leases, o->tenant) == NATS_OK) {
+    s = kvStore_CreateString(&rev, ff->leases, o->tenant, value);
+    if (s != NATS_OK && !transient(s) && kvStore_Get(&e, ff->leases, o->tenant) == NATS_OK) {
       lease l;
       lease_read(e, &l);
       snprintf(owner, owner_len, "%s", l.holder);
@@ -285,8 +290,7 @@ static int lease_taken(void) {
   return text != NULL && strstr(text, "wrong last sequence") != NULL;
 }
 
-/* One round of renewals. Without a link (being remade) none can be
- * written: a lease lapses here as it does on the servers. */
+/* One round of renewals. */
 static void renew_all(fleet_facets *ff) {
   char value[FLEET_KEY_MAX + 16];
   lease_value(ff, value, sizeof value);
@@ -294,7 +298,6 @@ static void renew_all(fleet_facets *ff) {
   pthread_mutex_lock(&ff->mu);
   owned *list = ff->list;
   pthread_mutex_unlock(&ff->mu);
-  fleet_link *l = fleet__link_get(ff->f);
   for (owned *o = list; o; o = o->next) {
     pthread_mutex_lock(&ff->mu);
     int held = o->held;
@@ -306,8 +309,7 @@ static void renew_all(fleet_facets *ff) {
      * writer never lets it go for long), and only a held tenant is
      * renewed, which no take-over touches. */
     uint64_t next = 0;
-    natsStatus s = l ? kvStore_UpdateString(&next, l->leases, o->tenant, value, rev)
-                     : NATS_CONNECTION_CLOSED;
+    natsStatus s = kvStore_UpdateString(&next, ff->leases, o->tenant, value, rev);
     const char *why = NULL;
     if (s == NATS_OK) {
       pthread_mutex_lock(&ff->mu);
@@ -327,7 +329,6 @@ static void renew_all(fleet_facets *ff) {
       pthread_mutex_unlock(&o->busy);
     }
   }
-  fleet__link_put(ff->f, l);
 }
 
 static void *renew_main(void *arg) {
@@ -409,24 +410,24 @@ static int replay(jsCtx *js, owned *o, const fleet_replay *rp, uint64_t from, ui
   return 0;
 }
 
-/* Publishes message n of the tenant on the link: 0, JS_ERR_NUMBER_TAKEN,
- * or -1 (no answer within the deadline, or the connection closed: the
- * outcome is unknown). */
-static int publish_number(fleet *f, fleet_link *l, const char *tenant, uint64_t n,
-                          const void *data, size_t len, int64_t deadline_ms) {
+/* Publishes message n of the tenant: 0, JS_ERR_NUMBER_TAKEN, or -1 (no
+ * answer within the deadline: the outcome is unknown). */
+static int publish_number(fleet *f, const char *tenant, uint64_t n, const void *data, size_t len,
+                          int64_t deadline_ms) {
   char subject[FLEET_KEY_MAX + 32], msg_id[FLEET_KEY_MAX + 160];
   subject_of(subject, sizeof subject, tenant, n);
   snprintf(msg_id, sizeof msg_id, "%s.%s.%" PRIu64, fleet__node_name(f), tenant, n);
   for (;;) {
+    jsCtx *js = fleet__js(f);
     int64_t left = deadline_ms - now_ms();
-    if (left > 0) {
+    if (js != NULL && left > 0) {
       jsPubOptions po;
       jsPubOptions_Init(&po);
       po.MsgId = msg_id;
       po.MaxWait = left < 1000 ? left : 1000;
       jsPubAck *ack = NULL;
       jsErrCode je = 0;
-      natsStatus s = js_Publish(&ack, l->js, subject, data, (int)len, &po, &je);
+      natsStatus s = js_Publish(&ack, js, subject, data, (int)len, &po, &je);
       if (ack) jsPubAck_Destroy(ack);
       if (s == NATS_OK) return 0;
       if (je == JS_ERR_NUMBER_TAKEN) return JS_ERR_NUMBER_TAKEN;
@@ -500,14 +501,14 @@ static void trim(jsCtx *js, const char *tenant, uint64_t label, uint64_t before)
 /* Stores the copies as the snapshot covering records up to `label`: the
  * files as chunks, then the manifest that names them (first line the
  * label, then "<facet> <chunk manifest>" per file). */
-static int store_snapshot(fleet_link *l, const char *tenant, uint64_t label, file_copy *copies,
+static int store_snapshot(fleet *f, const char *tenant, uint64_t label, file_copy *copies,
                           char *why, size_t why_len) {
-  if (l == NULL) {
+  jsCtx *js = fleet__js(f);
+  if (js == NULL) {
     snprintf(why, why_len, "the fleet is unavailable");
     return FLEET_EUNAVAIL;
   }
-  jsCtx *js = l->js;
-  size_t chunk = chunk_size_for(natsConnection_GetMaxPayload(l->nc)), cap = 64, len = 0;
+  size_t chunk = chunk_size_for(fleet__max_payload(f)), cap = 64, len = 0;
   char *text = xmalloc(cap);
   len = (size_t)snprintf(text, cap, "%" PRIu64 "\n", label);
   for (file_copy *c = copies; c; c = c->next) {
@@ -561,19 +562,17 @@ static int take_snapshot(fleet_facets *ff, owned *o, int locked, char *why, size
     ok = 0;
   }
   if (!locked) pthread_mutex_unlock(&o->busy);
-  fleet_link *l = ok && rc == 0 ? fleet__link_get(ff->f) : NULL;
-  if (ok && rc == 0) rc = store_snapshot(l, o->tenant, label, copies, why, why_len);
+  if (ok && rc == 0) rc = store_snapshot(ff->f, o->tenant, label, copies, why, why_len);
   copies_free(copies);
-  if (ok && rc == 0) {
-    pthread_mutex_lock(&ff->mu);
-    if (label > o->snapshot) o->snapshot = label;
-    pthread_mutex_unlock(&ff->mu);
-    trim(l->js, o->tenant, label, before);
-    log_write(LOG_INFO, o->tenant, NULL, NULL, "facets: snapshot of records 1..%" PRIu64 " stored",
-              label);
-  }
-  fleet__link_put(ff->f, l);
-  return rc;
+  if (!ok || rc != 0) return rc;
+  pthread_mutex_lock(&ff->mu);
+  if (label > o->snapshot) o->snapshot = label;
+  pthread_mutex_unlock(&ff->mu);
+  jsCtx *js = fleet__js(ff->f);
+  if (js) trim(js, o->tenant, label, before);
+  log_write(LOG_INFO, o->tenant, NULL, NULL, "facets: snapshot of records 1..%" PRIu64 " stored",
+            label);
+  return 0;
 }
 
 static void *snapshot_main(void *arg) {
@@ -647,11 +646,11 @@ static int restore_latest(fleet_facets *ff, owned *o, jsCtx *js, const fleet_rep
 
 /* Replays the tenant's history into an empty copy and claims the next
  * number, so that nobody else can write it: 0 or a FLEET_* value. */
-static int catch_up(fleet_facets *ff, fleet_link *l, owned *o, const fleet_replay *rp, char *why,
+static int catch_up(fleet_facets *ff, owned *o, const fleet_replay *rp, char *why,
                     size_t why_len) {
-  jsCtx *js = l->js;
+  jsCtx *js = fleet__js(ff->f);
   uint64_t done = 0, last = 0;
-  if (last_number(js, o->tenant, &last) != 0) {
+  if (js == NULL || last_number(js, o->tenant, &last) != 0) {
     snprintf(why, why_len, "the fleet cannot say how far the facets of %s go", o->tenant);
     return FLEET_EUNAVAIL;
   }
@@ -670,7 +669,7 @@ static int catch_up(fleet_facets *ff, fleet_link *l, owned *o, const fleet_repla
   for (int attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
     if ((rc = replay(js, o, rp, done + 1, last, why, why_len)) != 0) break;
     done = last;
-    int got = publish_number(ff->f, l, o->tenant, last + 1, claim, claim_len,
+    int got = publish_number(ff->f, o->tenant, last + 1, claim, claim_len,
                              now_ms() + fleet__facet_publish_ms(ff->f));
     if (got == 0) {
       pthread_mutex_lock(&ff->mu);
@@ -702,22 +701,21 @@ int fleet_facet_acquire(fleet *f, const char *tenant, const fleet_replay *rp, ch
   ff->store = *rp;
   ff->have_store = 1;
   int held = o->held;
+  kvStore *leases = ff->leases;
   pthread_mutex_unlock(&ff->mu);
   int rc = 0;
-  fleet_link *l = held ? NULL : fleet__link_get(f);
   if (!held) {
-    if (l == NULL) {
+    if (leases == NULL || fleet__js(f) == NULL) {
       snprintf(why, why_len, "the fleet is unavailable: the facets of %s have no known owner",
                tenant);
       rc = FLEET_EUNAVAIL;
-    } else if ((rc = take_lease(ff, l->leases, o, owner, owner_len, why, why_len)) == 0 &&
-               (rc = catch_up(ff, l, o, rp, why, why_len)) == 0) {
+    } else if ((rc = take_lease(ff, o, owner, owner_len, why, why_len)) == 0 &&
+               (rc = catch_up(ff, o, rp, why, why_len)) == 0) {
       log_write(LOG_INFO, tenant, NULL, NULL, "facets: this node owns them now (record %" PRIu64 ")",
                 o->last);
       start_renewing(ff);
     }
   }
-  fleet__link_put(f, l);
   pthread_mutex_unlock(&o->busy);
   return rc;
 }
@@ -754,12 +752,7 @@ int fleet_facet_publish(fleet *f, const char *tenant, const char *facet_id, cons
     data[1] = (uint8_t)id_len;
     memcpy(data + 2, facet_id ? facet_id : "", id_len);
     memcpy(data + 2 + id_len, rec, len);
-    /* Without a link (being remade) nothing is published: the tenant is
-     * given up as after a publish that timed out. */
-    fleet_link *l = fleet__link_get(f);
-    int64_t deadline = now_ms() + fleet__facet_publish_ms(f);
-    int got = l ? publish_number(f, l, tenant, n, data, total, deadline) : -1;
-    fleet__link_put(f, l);
+    int got = publish_number(f, tenant, n, data, total, now_ms() + fleet__facet_publish_ms(f));
     free(data);
     if (got == 0) {
       log_write(LOG_DEBUG, tenant, NULL, NULL, "facets: record %" PRIu64 " published (%zu bytes)", n,
@@ -801,6 +794,7 @@ int fleet_facet_release_all(fleet *f) {
   fleet_facets *ff = fleet__facets(f);
   pthread_mutex_lock(&ff->mu);
   owned *list = ff->list;
+  kvStore *leases = ff->leases;
   pthread_mutex_unlock(&ff->mu);
   int n = 0;
   for (owned *o = list; o; o = o->next) {
@@ -814,9 +808,7 @@ int fleet_facet_release_all(fleet *f) {
       if (take_snapshot(ff, o, 1, why, sizeof why) != 0)
         log_write(LOG_WARN, o->tenant, NULL, NULL, "facets: the final snapshot failed: %s", why);
       lose(ff, o, "the node is draining");
-      fleet_link *l = fleet__link_get(f);
-      if (l) (void)kvStore_Delete(l->leases, o->tenant);
-      fleet__link_put(f, l);
+      if (leases) (void)kvStore_Delete(leases, o->tenant);
       n++;
     }
     pthread_mutex_unlock(&o->busy);

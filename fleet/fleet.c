@@ -1,14 +1,11 @@
 /*
- * The fleet: the records stream, the members bucket, the write thread, two
- * watch threads, the heartbeat thread, and the queue that brings their
- * results back to the loop. The NATS connection and the handles made on it
- * are the link (link.c), which is remade whole when libnats gives its
- * connection up.
+ * The fleet link: a NATS connection, the records stream, the members
+ * bucket, the write thread, two watch threads, the heartbeat thread, and the
+ * queue that brings their results back to the loop.
  *
  * Threads and what they own:
- *   write thread      makes the link (connects, binds the stream and the
- *                     buckets), and makes it again when libnats closed its
- *                     connection for good; runs writes one at a time, in
+ *   write thread      binds the stream and the bucket (again after an
+ *                     outage if need be), then runs writes one at a time, in
  *                     the order they were asked for;
  *   records watch     an ordered consumer over every record, which keeps
  *                     the latest version it delivered of each key, and
@@ -19,9 +16,8 @@
  *                     its own so that a write riding through an election
  *                     does not stop the node's heartbeat;
  *   the loop          everything the caller sees: callbacks only run there.
- * Every thread but the write thread holds the link while it uses it
- * (fleet__link_get). Watches poll every 250 ms so that a close is noticed.
- * The lock `mu` guards both queues, the member record and the counters.
+ * Watches poll every 250 ms so that a close is noticed. The lock `mu`
+ * guards both queues, the member record and the counters.
  */
 #include <errno.h>
 #include <nats/nats.h>
@@ -143,20 +139,28 @@ struct fleet {
   int replicas;
   char *node_name;
 
-  fleet_links *links; /* the connection and its handles (link.c) */
+  natsOptions *opts;
+  natsConnection *_Atomic nc; /* NULL until the first connection was made (write thread) */
+  jsCtx *js;
+  kvStore *members;
+  kvWatcher *members_watch;
+  natsSubscription *records_sub;
   seen *seen[SEEN_BUCKETS];
 
   pthread_t write_thread, heartbeat_thread, records_thread, members_thread;
   int write_started, heartbeat_started, watches_started;
   pthread_mutex_t mu;
-  pthread_cond_t cv;    /* ops queued, stopping, or libnats gave the connection up */
+  pthread_cond_t cv;    /* ops queued, stopping, or libnats closed */
   pthread_cond_t hb_cv; /* stopping (the heartbeat's sleep) */
   op *ops_head, **ops_tail;
   event *ev_head, **ev_tail;
   char *member_json;
+  int nats_closed; /* libnats called its closed callback */
+  char link_error[256]; /* why the connection cannot be made, "" when it can or is */
 
   atomic_int stopping;
   atomic_int connected;
+  atomic_int bound;
   atomic_uint synced_mask;
   _Atomic uint64_t last_sequence;
   atomic_int resubscribe; /* reconnected: make the records consumer again */
@@ -310,14 +314,9 @@ static void on_wake(uv_async_t *a) {
   }
 }
 
-/* ---- the link's events (link.c) ---- */
+/* ---- connection events (libnats' threads) ---- */
 
-void fleet__link_state(fleet *f, int connected, int again) {
-  if (atomic_load(&f->stopping) || atomic_load(&f->connected) == connected) return;
-  /* The consumer may have lived on the server we lost, or on the link
-   * that was dropped: make it again now rather than after its missed
-   * heartbeats. */
-  if (again) atomic_store(&f->resubscribe, 1);
+static void post_state(fleet *f, int connected) {
   atomic_store(&f->connected, connected);
   atomic_store(&f->disconnected_since_ms, connected ? 0 : now_ms());
   event *e = xcalloc(1, sizeof *e);
@@ -326,15 +325,29 @@ void fleet__link_state(fleet *f, int connected, int again) {
   post(f, e);
 }
 
-void fleet__post_link_error(fleet *f, const char *why) {
-  event *e = xcalloc(1, sizeof *e);
-  e->kind = EV_LINK_ERROR;
-  e->error = xstrdup(why);
-  post(f, e);
+static void on_disconnected(natsConnection *nc, void *closure) {
+  (void)nc;
+  fleet *f = closure;
+  if (!atomic_load(&f->stopping)) post_state(f, 0);
 }
 
-void fleet__wake_writer(fleet *f) {
+static void on_reconnected(natsConnection *nc, void *closure) {
+  (void)nc;
+  fleet *f = closure;
+  if (atomic_load(&f->stopping)) return;
+  /* The consumer may have lived on the server we lost: make it again now
+   * rather than after its missed heartbeats. */
+  atomic_store(&f->resubscribe, 1);
+  post_state(f, 1);
+}
+
+/* libnats' last callback for a connection: after it, none of the others can
+ * run, so fleet_close waits for it before the fleet's memory may go. */
+static void on_nats_closed(natsConnection *nc, void *closure) {
+  (void)nc;
+  fleet *f = closure;
   pthread_mutex_lock(&f->mu);
+  f->nats_closed = 1;
   pthread_cond_broadcast(&f->cv);
   pthread_mutex_unlock(&f->mu);
 }
@@ -349,13 +362,13 @@ static int transient(natsStatus s) {
 
 /* One message per version, and a second one refused: each version of a
  * key can be written once, by one writer. */
-static natsStatus bind_records(fleet *f, fleet_link *l) {
-  return fleet__bind_write_once(l->js, RECORDS_STREAM, "rec.>", f->replicas);
+static natsStatus bind_records(fleet *f) {
+  return fleet__bind_write_once(f->js, RECORDS_STREAM, "rec.>", f->replicas);
 }
 
-static natsStatus bind_members(fleet *f, fleet_link *l) {
+static natsStatus bind_members(fleet *f) {
   kvStore *kv = NULL;
-  natsStatus s = js_KeyValue(&kv, l->js, MEMBERS_BUCKET);
+  natsStatus s = js_KeyValue(&kv, f->js, MEMBERS_BUCKET);
   if (s == NATS_NOT_FOUND) {
     kvConfig cfg;
     kvConfig_Init(&cfg);
@@ -363,37 +376,116 @@ static natsStatus bind_members(fleet *f, fleet_link *l) {
     cfg.Replicas = f->replicas;
     cfg.History = 1;
     cfg.TTL = f->member_ttl_ms * 1000000; /* nanoseconds */
-    s = js_CreateKeyValue(&kv, l->js, &cfg);
-    if (s != NATS_OK) s = js_KeyValue(&kv, l->js, MEMBERS_BUCKET);
+    s = js_CreateKeyValue(&kv, f->js, &cfg);
+    if (s != NATS_OK) s = js_KeyValue(&kv, f->js, MEMBERS_BUCKET);
   }
-  if (s == NATS_OK) l->members = kv;
+  if (s == NATS_OK) f->members = kv;
   return s;
 }
 
 static void *records_main(void *p);
 static void *members_main(void *p);
 
-/* Everything the link needs before others may use it; the watches make
- * their consumer and watch on it themselves. 0 once bound. */
-static int bind_all(fleet *f, fleet_link *l) {
+/* libnats' last error on this thread, without the "(conn.c:733): " that
+ * says where in libnats it was set; NULL when there is none. */
+static const char *nats_error_text(void) {
+  const char *t = nats_GetLastError(NULL);
+  if (t == NULL || *t == '\0') return NULL;
+  const char *end = t[0] == '(' ? strstr(t, "): ") : NULL;
+  return end ? end + 3 : t;
+}
+
+/* Remembers why the connection cannot be made ("": it can), and hands a
+ * new reason to the loop. */
+static void set_link_error(fleet *f, const char *why) {
+  pthread_mutex_lock(&f->mu);
+  int changed = strcmp(why, f->link_error) != 0;
+  if (changed) snprintf(f->link_error, sizeof f->link_error, "%s", why);
+  pthread_mutex_unlock(&f->mu);
+  if (!changed || why[0] == '\0') return;
+  event *e = xcalloc(1, sizeof *e);
+  e->kind = EV_LINK_ERROR;
+  e->error = xstrdup(why);
+  post(f, e);
+}
+
+/*
+ * The first connection is made here, one round over every server at a time,
+ * rather than by libnats' retry on a failed connect: in libnats 3.4 that
+ * retry gives up for good when every server refused the handshake (a TLS
+ * certificate not trusted, credentials refused: it is left with no current
+ * server to go on from) and loses the reason. Once a connection is made,
+ * libnats reconnects by itself. 0 once connected.
+ */
+static int connect_first(fleet *f) {
+  natsConnection *nc = NULL;
+  natsStatus s = natsConnection_Connect(&nc, f->opts);
+  if (s == NATS_OK) {
+    f->nc = nc;
+    set_link_error(f, "");
+    post_state(f, 1);
+    return 0;
+  }
+  /* NATS_NO_SERVER: no server took the TCP connection; they are away,
+   * which is no fault of this node's settings. */
+  char why[sizeof f->link_error] = "";
+  if (s != NATS_NO_SERVER) {
+    const char *detail = nats_error_text();
+    const char *status = natsStatus_GetText(s);
+    if (detail == NULL || *detail == '\0' || strcmp(detail, status) == 0)
+      snprintf(why, sizeof why, "%s", status);
+    else snprintf(why, sizeof why, "%s: %s", status, detail);
+  }
+  set_link_error(f, why);
+  return -1;
+}
+
+/* An ordered consumer over every record, from the one after the last
+ * delivered. Its heartbeat is short so that a consumer lost with its
+ * server is noticed (and made again by libnats) within seconds. */
+static natsStatus subscribe_records(fleet *f, natsSubscription **sub) {
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = RECORDS_STREAM;
+  so.Ordered = true;
+  so.Config.Heartbeat = 1000000000; /* 1 s, in nanoseconds */
+  uint64_t last = atomic_load(&f->last_sequence);
+  if (last > 0) {
+    so.Config.DeliverPolicy = js_DeliverByStartSequence;
+    so.Config.OptStartSeq = last + 1;
+  } else {
+    so.Config.DeliverPolicy = js_DeliverAll;
+  }
+  jsErrCode je = 0;
+  natsStatus s = js_SubscribeSync(sub, f->js, "rec.>", NULL, &so, &je);
+  if (s != NATS_OK) *sub = NULL;
+  return s;
+}
+
+static int bind_all(fleet *f) {
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.Wait = 2000; /* a bind retried every two seconds while leaders are elected */
-  if (l->js == NULL && natsConnection_JetStream(&l->js, l->nc, &jo) != NATS_OK) {
-    l->js = NULL;
+  if (f->js == NULL && natsConnection_JetStream(&f->js, f->nc, &jo) != NATS_OK) {
+    f->js = NULL;
     return -1;
   }
-  if (bind_records(f, l) != NATS_OK) return -1;
-  if (chunks_bind(l->js, f->replicas) != NATS_OK) return -1;
-  if (l->members == NULL && bind_members(f, l) != NATS_OK) return -1;
-  if (fleet__facets_bind(f->facets, l) != NATS_OK) return -1;
-  fleet__link_bound(f->links);
+  if (bind_records(f) != NATS_OK) return -1;
+  if (chunks_bind(f->js, f->replicas) != NATS_OK) return -1;
+  if (f->members == NULL && bind_members(f) != NATS_OK) return -1;
+  if (fleet__facets_bind(f->facets, f->js) != NATS_OK) return -1;
+  if (f->records_sub == NULL && subscribe_records(f, &f->records_sub) != NATS_OK) return -1;
+  if (f->members_watch == NULL && kvStore_WatchAll(&f->members_watch, f->members, NULL) != NATS_OK) {
+    f->members_watch = NULL;
+    return -1;
+  }
   if (!f->watches_started) {
     if (pthread_create(&f->records_thread, NULL, records_main, f) != 0 ||
         pthread_create(&f->members_thread, NULL, members_main, f) != 0)
       abort();
     f->watches_started = 1;
   }
+  atomic_store(&f->bound, 1);
   return 0;
 }
 
@@ -431,17 +523,17 @@ static int newer(fleet *f, const char *name, uint64_t version) {
   return 1;
 }
 
-static int read_latest(jsCtx *js, fleet_bucket b, const char *key, natsMsg **m, record *r,
+static int read_latest(fleet *f, fleet_bucket b, const char *key, natsMsg **m, record *r,
                        uint64_t *version);
 
 /* 1 when the key has a version newer than this one: reading this one's
  * chunks would be wasted (the watch delivers the newer one next), and
  * missing chunks are no damage (the history purge took them). */
-static int superseded(jsCtx *js, fleet_bucket b, const char *key, uint64_t version) {
+static int superseded(fleet *f, fleet_bucket b, const char *key, uint64_t version) {
   natsMsg *m = NULL;
   record r;
   uint64_t latest = 0;
-  int have = read_latest(js, b, key, &m, &r, &latest);
+  int have = read_latest(f, b, key, &m, &r, &latest);
   if (m) natsMsg_Destroy(m);
   return have == 1 && latest > version;
 }
@@ -463,7 +555,7 @@ static void post_damaged(fleet *f, fleet_bucket b, const char *key, uint64_t ver
 /* Reads a chunked version's value back: 0 with *value (malloc'ed) and
  * *len, CHUNKS_EAGAIN when the servers did not answer, or another CHUNKS_*
  * value with why set when it is damaged. */
-static int load_chunked(jsCtx *js, fleet_bucket b, const char *key, uint64_t version,
+static int load_chunked(fleet *f, fleet_bucket b, const char *key, uint64_t version,
                         const record *r, void **value, size_t *len, char *why, size_t why_size) {
   chunk_manifest man;
   if (chunk_manifest_parse(r->value, r->len, FLEET_VALUE_MAX, &man) != 0) {
@@ -473,35 +565,25 @@ static int load_chunked(jsCtx *js, fleet_bucket b, const char *key, uint64_t ver
   char id[WRITE_ID_LEN + 1];
   memcpy(id, r->id, WRITE_ID_LEN);
   id[WRITE_ID_LEN] = '\0';
-  int rc = chunks_get(js, bucket_names[b], key, version, id, &man, value, why, why_size);
+  int rc = chunks_get(f->js, bucket_names[b], key, version, id, &man, value, why, why_size);
   if (rc == 0) *len = (size_t)man.len;
   return rc;
 }
 
-/* One try at a chunked version: 1 with its value, 0 when it is skipped
- * (superseded, or damaged: reported), -1 when the servers did not answer. */
-static int read_chunked(fleet *f, jsCtx *js, fleet_bucket b, const char *key, uint64_t version,
-                        const record *r, void **value, size_t *len) {
-  char why[160];
-  if (superseded(js, b, key, version)) return 0;
-  int rc = load_chunked(js, b, key, version, r, value, len, why, sizeof why);
-  if (rc == 0) return 1;
-  if (rc == CHUNKS_EAGAIN) return -1;
-  if (!superseded(js, b, key, version)) post_damaged(f, b, key, version, why);
-  return 0;
-}
-
 /* The watch's side of a chunked version: 1 with its value, 0 when it is
- * skipped (read_chunked, or the fleet is closing). An outage does not skip
- * it, nor does a link remade meanwhile: the watch waits, as it would for
- * the record. */
+ * skipped (superseded, damaged: reported, or the fleet is closing). An
+ * outage does not skip it: the watch waits, as it would for the record. */
 static int watch_chunked(fleet *f, fleet_bucket b, const char *key, uint64_t version,
                          const record *r, void **value, size_t *len) {
+  char why[160];
   while (!atomic_load(&f->stopping)) {
-    fleet_link *l = fleet__link_get(f);
-    int got = l ? read_chunked(f, l->js, b, key, version, r, value, len) : -1;
-    fleet__link_put(f, l);
-    if (got >= 0) return got;
+    if (superseded(f, b, key, version)) return 0;
+    int rc = load_chunked(f, b, key, version, r, value, len, why, sizeof why);
+    if (rc == 0) return 1;
+    if (rc != CHUNKS_EAGAIN) {
+      if (!superseded(f, b, key, version)) post_damaged(f, b, key, version, why);
+      return 0;
+    }
     pause_ms(RETRY_PAUSE_MS);
   }
   return 0;
@@ -538,86 +620,48 @@ static void deliver_record(fleet *f, natsMsg *m, uint64_t sequence) {
   post(f, ev);
 }
 
-/* An ordered consumer over every record, from the one after the last
- * delivered. Its heartbeat is short so that a consumer lost with its
- * server is noticed (and made again by libnats) within seconds. */
-static natsStatus subscribe_records(fleet *f, fleet_link *l, natsSubscription **sub) {
-  jsSubOptions so;
-  jsSubOptions_Init(&so);
-  so.Stream = RECORDS_STREAM;
-  so.Ordered = true;
-  so.Config.Heartbeat = 1000000000; /* 1 s, in nanoseconds */
-  uint64_t last = atomic_load(&f->last_sequence);
-  if (last > 0) {
-    so.Config.DeliverPolicy = js_DeliverByStartSequence;
-    so.Config.OptStartSeq = last + 1;
-  } else {
-    so.Config.DeliverPolicy = js_DeliverAll;
-  }
-  jsErrCode je = 0;
-  natsStatus s = js_SubscribeSync(sub, l->js, "rec.>", NULL, &so, &je);
-  if (s != NATS_OK) *sub = NULL;
-  return s;
-}
-
-/* An empty stream sends nothing: it is in sync from the start. */
-static void synced_if_empty(fleet *f, fleet_link *l) {
-  unsigned records = (1u << FLEET_MEMBERS) - 1;
-  if ((atomic_load(&f->synced_mask) & records) == records) return;
-  jsStreamInfo *si = NULL;
-  jsErrCode je = 0;
-  if (js_GetStreamInfo(&si, l->js, RECORDS_STREAM, NULL, &je) == NATS_OK && si->State.Msgs == 0)
-    post_records_synced(f);
-  if (si) jsStreamInfo_Destroy(si);
-}
-
-/* The link's records consumer: made on a new link, and made again when
- * NATS came back (libnats reconnected, or the link was remade). 0 with
- * one to read; -1 when none could be made (the next turn tries again). */
-static int records_consumer(fleet *f, fleet_link *l) {
-  int again = atomic_exchange(&f->resubscribe, 0);
-  if (l->records_sub != NULL && !again) return 0;
-  natsSubscription *fresh = NULL;
-  if (subscribe_records(f, l, &fresh) != NATS_OK) {
-    if (again) atomic_store(&f->resubscribe, 1);
-    return l->records_sub != NULL ? 0 : -1; /* the old one reads on meanwhile */
-  }
-  if (l->records_sub == NULL) synced_if_empty(f, l);
-  else {
-    (void)natsSubscription_Unsubscribe(l->records_sub);
-    natsSubscription_Destroy(l->records_sub);
-  }
-  l->records_sub = fresh;
-  return 0;
-}
-
-static void take_record(fleet *f, natsMsg *m) {
-  jsMsgMetaData *meta = NULL;
-  if (natsMsg_GetMetaData(&meta, m) != NATS_OK) meta = NULL;
-  uint64_t seq = meta ? meta->Sequence.Stream : 0;
-  if (seq > atomic_load(&f->last_sequence)) atomic_store(&f->last_sequence, seq);
-  deliver_record(f, m, seq);
-  if (meta) {
-    if (meta->NumPending == 0) post_records_synced(f);
-    jsMsgMetaData_Destroy(meta);
-  }
-  natsMsg_Destroy(m);
-}
-
-/* A message outlives its consumer: it is delivered with the link given
- * back, so that a chunked version's wait does not hold a dropped link. */
 static void *records_main(void *p) {
   fleet *f = p;
+  /* An empty stream sends nothing: it is in sync from the start. */
+  jsStreamInfo *si = NULL;
+  jsErrCode je = 0;
+  if (js_GetStreamInfo(&si, f->js, RECORDS_STREAM, NULL, &je) == NATS_OK && si->State.Msgs == 0)
+    post_records_synced(f);
+  if (si) jsStreamInfo_Destroy(si);
   while (!atomic_load(&f->stopping)) {
-    fleet_link *l = fleet__link_get(f);
+    if (atomic_exchange(&f->resubscribe, 0)) {
+      natsSubscription *fresh = NULL;
+      if (subscribe_records(f, &fresh) == NATS_OK) {
+        natsSubscription *old;
+        pthread_mutex_lock(&f->mu);
+        old = f->records_sub;
+        f->records_sub = fresh;
+        pthread_mutex_unlock(&f->mu);
+        (void)natsSubscription_Unsubscribe(old);
+        natsSubscription_Destroy(old);
+      } else {
+        atomic_store(&f->resubscribe, 1); /* the next turn tries again */
+        pause_ms(RETRY_PAUSE_MS);
+      }
+    }
     natsMsg *m = NULL;
-    natsStatus s = NATS_NOT_YET_CONNECTED;
-    if (l && records_consumer(f, l) == 0)
-      s = natsSubscription_NextMsg(&m, l->records_sub, WATCH_POLL_MS);
-    fleet__link_put(f, l);
-    if (s == NATS_OK) take_record(f, m);
-    else if (s != NATS_TIMEOUT && !atomic_load(&f->stopping))
-      pause_ms(RETRY_PAUSE_MS); /* an outage: the ordered consumer re-creates itself */
+    natsStatus s = natsSubscription_NextMsg(&m, f->records_sub, WATCH_POLL_MS);
+    if (s == NATS_TIMEOUT) continue;
+    if (s != NATS_OK) {
+      /* The ordered consumer re-creates itself after an outage. */
+      if (!atomic_load(&f->stopping)) pause_ms(RETRY_PAUSE_MS);
+      continue;
+    }
+    jsMsgMetaData *meta = NULL;
+    if (natsMsg_GetMetaData(&meta, m) != NATS_OK) meta = NULL;
+    uint64_t seq = meta ? meta->Sequence.Stream : 0;
+    if (seq > atomic_load(&f->last_sequence)) atomic_store(&f->last_sequence, seq);
+    deliver_record(f, m, seq);
+    if (meta) {
+      if (meta->NumPending == 0) post_records_synced(f);
+      jsMsgMetaData_Destroy(meta);
+    }
+    natsMsg_Destroy(m);
   }
   return NULL;
 }
@@ -626,54 +670,28 @@ static void *records_main(void *p) {
  * watch silent for three lost its consumer (with the server it lived on,
  * or in an election of the bucket's stream), and libnats would make it
  * again only after its missed heartbeats, 10 s and more, the other nodes'
- * rows in GET /v1/fleet frozen meanwhile. It is made again at once, as it
- * is made on a new link. */
-static void rewatch_members(fleet *f, fleet_link *l, int64_t *last_entry_ms) {
-  if (l->members_watch != NULL) {
-    pthread_mutex_lock(&f->mu);
-    int beating = f->member_json != NULL;
-    pthread_mutex_unlock(&f->mu);
-    if (!beating || !atomic_load(&f->connected) || now_ms() - *last_entry_ms <= 3 * f->heartbeat_ms)
-      return;
-  }
+ * rows in GET /v1/fleet frozen meanwhile. It is made again at once. */
+static void rewatch_members(fleet *f, int64_t *last_entry_ms) {
+  pthread_mutex_lock(&f->mu);
+  int beating = f->member_json != NULL;
+  pthread_mutex_unlock(&f->mu);
+  if (!beating || !atomic_load(&f->connected) || now_ms() - *last_entry_ms <= 3 * f->heartbeat_ms)
+    return;
   *last_entry_ms = now_ms(); /* the next try, a silence later */
   kvWatcher *fresh = NULL;
-  if (kvStore_WatchAll(&fresh, l->members, NULL) != NATS_OK) return;
-  if (l->members_watch) kvWatcher_Destroy(l->members_watch);
-  l->members_watch = fresh;
-}
-
-static void post_member(fleet *f, kvEntry *e) {
-  event *ev = xcalloc(1, sizeof *ev);
-  ev->kind = EV_CHANGE;
-  ev->bucket = FLEET_MEMBERS;
-  ev->key = xstrdup(kvEntry_Key(e));
-  kvOperation op = kvEntry_Operation(e);
-  ev->deleted = op == kvOp_Delete || op == kvOp_Purge;
-  ev->version = kvEntry_Revision(e);
-  int len = kvEntry_ValueLen(e);
-  size_t n = !ev->deleted && len > 0 ? (size_t)len : 0;
-  ev->value = xmalloc(n + 1);
-  if (n) memcpy(ev->value, kvEntry_Value(e), n);
-  ((char *)ev->value)[n] = '\0';
-  ev->len = n;
-  post(f, ev);
+  if (kvStore_WatchAll(&fresh, f->members, NULL) != NATS_OK) return;
+  kvWatcher_Destroy(f->members_watch);
+  f->members_watch = fresh;
 }
 
 static void *members_main(void *p) {
   fleet *f = p;
   int64_t last_entry_ms = now_ms();
   while (!atomic_load(&f->stopping)) {
-    fleet_link *l = fleet__link_get(f);
     kvEntry *e = NULL;
-    natsStatus s = NATS_NOT_YET_CONNECTED;
-    if (l && l->members_watch == NULL) rewatch_members(f, l, &last_entry_ms);
-    if (l && l->members_watch != NULL) {
-      s = kvWatcher_Next(&e, l->members_watch, WATCH_POLL_MS);
-      if (s == NATS_OK) last_entry_ms = now_ms();
-      else rewatch_members(f, l, &last_entry_ms);
-    }
-    fleet__link_put(f, l);
+    natsStatus s = kvWatcher_Next(&e, f->members_watch, WATCH_POLL_MS);
+    if (s == NATS_OK) last_entry_ms = now_ms();
+    else rewatch_members(f, &last_entry_ms);
     if (s == NATS_TIMEOUT) continue;
     if (s != NATS_OK) {
       if (!atomic_load(&f->stopping)) pause_ms(RETRY_PAUSE_MS);
@@ -683,8 +701,21 @@ static void *members_main(void *p) {
       post_synced(f, FLEET_MEMBERS);
       continue;
     }
-    post_member(f, e);
+    event *ev = xcalloc(1, sizeof *ev);
+    ev->kind = EV_CHANGE;
+    ev->bucket = FLEET_MEMBERS;
+    ev->key = xstrdup(kvEntry_Key(e));
+    kvOperation op = kvEntry_Operation(e);
+    ev->deleted = op == kvOp_Delete || op == kvOp_Purge;
+    ev->version = kvEntry_Revision(e);
+    int len = kvEntry_ValueLen(e);
+    size_t n = !ev->deleted && len > 0 ? (size_t)len : 0;
+    ev->value = xmalloc(n + 1);
+    if (n) memcpy(ev->value, kvEntry_Value(e), n);
+    ((char *)ev->value)[n] = '\0';
+    ev->len = n;
     kvEntry_Destroy(e);
+    post(f, ev);
   }
   return NULL;
 }
@@ -694,14 +725,14 @@ static void *members_main(void *p) {
 /* The key's latest version: 1 with it (its value may be a deletion), 0
  * when the key has none, -1 when the servers could not say. *m is the
  * message the record points into (the caller destroys it). */
-static int read_latest(jsCtx *js, fleet_bucket b, const char *key, natsMsg **m, record *r,
+static int read_latest(fleet *f, fleet_bucket b, const char *key, natsMsg **m, record *r,
                        uint64_t *version) {
   char subject[FLEET_KEY_MAX + 32];
   snprintf(subject, sizeof subject, "rec.%s.%s.*", bucket_names[b], key);
   jsErrCode je = 0;
   *m = NULL;
   *version = 0;
-  natsStatus s = js_GetLastMsg(m, js, RECORDS_STREAM, subject, NULL, &je);
+  natsStatus s = js_GetLastMsg(m, f->js, RECORDS_STREAM, subject, NULL, &je);
   if (s == NATS_NOT_FOUND) return 0;
   if (s != NATS_OK) return -1;
   fleet_bucket got;
@@ -727,7 +758,7 @@ static int unavailable(fleet *f) {
  * the version that just left the history go with it, whoever wrote them:
  * the winner's and those of writers that lost that version or crashed
  * before its record. */
-static void trim_history(jsCtx *js, fleet_bucket b, const char *key, uint64_t written) {
+static void trim_history(fleet *f, fleet_bucket b, const char *key, uint64_t written) {
   char subject[FLEET_KEY_MAX + 32];
   snprintf(subject, sizeof subject, "rec.%s.%s.*", bucket_names[b], key);
   jsOptions o;
@@ -735,9 +766,9 @@ static void trim_history(jsCtx *js, fleet_bucket b, const char *key, uint64_t wr
   o.Stream.Purge.Subject = subject;
   o.Stream.Purge.Keep = FLEET_HISTORY;
   jsErrCode je = 0;
-  (void)js_PurgeStream(js, RECORDS_STREAM, &o, &je);
+  (void)js_PurgeStream(f->js, RECORDS_STREAM, &o, &je);
   if (written > FLEET_HISTORY)
-    chunks_purge_version(js, bucket_names[b], key, written - FLEET_HISTORY);
+    chunks_purge_version(f->js, bucket_names[b], key, written - FLEET_HISTORY);
 }
 
 typedef struct unknown_ids {
@@ -754,14 +785,14 @@ static int is_unknown(const unknown_ids *u, const record *r) {
 /* The transform's view of the current value: the record's own bytes, or
  * its chunks read back. 0 with *value (and *owned to free, or NULL), 2
  * when the servers did not answer, -1 when answered (damaged). */
-static int current_value(fleet *f, jsCtx *js, op *o, const record *cur, uint64_t version,
+static int current_value(fleet *f, op *o, const record *cur, uint64_t version,
                          const void **value, size_t *len, void **owned) {
   *owned = NULL;
   *value = cur->value;
   *len = cur->len;
   if (!cur->chunked) return 0;
   char why[160];
-  int rc = load_chunked(js, o->bucket, o->key, version, cur, owned, len, why, sizeof why);
+  int rc = load_chunked(f, o->bucket, o->key, version, cur, owned, len, why, sizeof why);
   if (rc == CHUNKS_EAGAIN) return 2;
   if (rc != 0) {
     char *msg = xasprintf("version %llu of the key cannot be read back (%s): delete the key to "
@@ -776,13 +807,13 @@ static int current_value(fleet *f, jsCtx *js, op *o, const record *cur, uint64_t
 
 /* Runs the transform over the current version: 0 with *next, 2 to retry,
  * -1 when answered (refused, damaged). */
-static int transform_current(fleet *f, jsCtx *js, op *o, const record *cur, int present,
-                             uint64_t version, void **next, size_t *next_len) {
+static int transform_current(fleet *f, op *o, const record *cur, int present, uint64_t version,
+                             void **next, size_t *next_len) {
   const void *value = NULL;
   size_t len = 0;
   void *owned = NULL;
   if (present) {
-    int rc = current_value(f, js, o, cur, version, &value, &len, &owned);
+    int rc = current_value(f, o, cur, version, &value, &len, &owned);
     if (rc != 0) return rc;
   }
   char *why = NULL;
@@ -806,7 +837,7 @@ static int transform_current(fleet *f, jsCtx *js, op *o, const record *cur, int 
 }
 
 /* Publishes version `v` of the key: its envelope, then value or manifest. */
-static natsStatus publish_record(jsCtx *js, op *o, uint64_t v, const char *id, char kind,
+static natsStatus publish_record(fleet *f, op *o, uint64_t v, const char *id, char kind,
                                  const void *value, size_t len, jsErrCode *je) {
   size_t stored_len = ENVELOPE_LEN + len;
   char *stored = xmalloc(stored_len);
@@ -818,19 +849,19 @@ static natsStatus publish_record(jsCtx *js, op *o, uint64_t v, const char *id, c
   snprintf(subject, sizeof subject, "rec.%s.%s.%llu", bucket_names[o->bucket], o->key,
            (unsigned long long)v);
   jsPubAck *ack = NULL;
-  natsStatus s = js_Publish(&ack, js, subject, stored, (int)stored_len, NULL, je);
+  natsStatus s = js_Publish(&ack, f->js, subject, stored, (int)stored_len, NULL, je);
   free(stored);
   if (ack) jsPubAck_Destroy(ack);
   return s;
 }
 
-/* One attempt on the write thread's link: 0 done (answered), 1 go round
- * at once, 2 go round after a pause. */
-static int attempt(fleet *f, fleet_link *l, op *o, unknown_ids *unknown) {
+/* One attempt: 0 done (answered), 1 go round at once, 2 go round after a
+ * pause. */
+static int attempt(fleet *f, op *o, unknown_ids *unknown) {
   natsMsg *m;
   record cur = {0};
   uint64_t version;
-  int have = read_latest(l->js, o->bucket, o->key, &m, &cur, &version);
+  int have = read_latest(f, o->bucket, o->key, &m, &cur, &version);
   if (have == -2) {
     post_done(f, o, FLEET_EREJECT, 0, "the key's latest record is not an edgenode record");
     return 0;
@@ -850,7 +881,7 @@ static int attempt(fleet *f, fleet_link *l, op *o, unknown_ids *unknown) {
     return 0;
   }
   if (!o->is_delete) {
-    int rc = transform_current(f, l->js, o, &cur, present, version, &next, &next_len);
+    int rc = transform_current(f, o, &cur, present, version, &next, &next_len);
     if (rc != 0) {
       natsMsg_Destroy(m);
       return rc < 0 ? 0 : rc;
@@ -862,7 +893,7 @@ static int attempt(fleet *f, fleet_link *l, op *o, unknown_ids *unknown) {
   new_write_id(id);
   uint64_t v = version + 1;
   const char *bucket = bucket_names[o->bucket];
-  size_t chunk = chunk_size_for(natsConnection_GetMaxPayload(l->nc));
+  size_t chunk = chunk_size_for(natsConnection_GetMaxPayload(f->nc));
   int chunked = ENVELOPE_LEN + next_len > chunk;
   char manifest[128];
   natsStatus s = NATS_OK;
@@ -870,17 +901,17 @@ static int attempt(fleet *f, fleet_link *l, op *o, unknown_ids *unknown) {
   if (chunked) {
     /* The chunks first: the record, once written, must find them all. */
     chunk_manifest man;
-    s = chunks_put(l->js, bucket, o->key, v, id, next, next_len, chunk, &man);
+    s = chunks_put(f->js, bucket, o->key, v, id, next, next_len, chunk, &man);
     free(next);
     if (s != NATS_OK) return 2; /* they go with the history; a new attempt writes new ones */
     size_t n = chunk_manifest_format(&man, manifest, sizeof manifest);
-    s = publish_record(l->js, o, v, id, 'C', manifest, n, &je);
+    s = publish_record(f, o, v, id, 'C', manifest, n, &je);
   } else {
-    s = publish_record(l->js, o, v, id, o->is_delete ? 'D' : 'P', next, next_len, &je);
+    s = publish_record(f, o, v, id, o->is_delete ? 'D' : 'P', next, next_len, &je);
     free(next);
   }
   if (s == NATS_OK) {
-    trim_history(l->js, o->bucket, o->key, v);
+    trim_history(f, o->bucket, o->key, v);
     if (chunked) {
       pthread_mutex_lock(&f->mu);
       f->chunked_writes++;
@@ -893,7 +924,7 @@ static int attempt(fleet *f, fleet_link *l, op *o, unknown_ids *unknown) {
    * this write's chunks can go now: no record will ever name them). A
    * timeout or an election leaves the outcome unknown: remember the id. */
   if (je == JS_ERR_VERSION_TAKEN) {
-    if (chunked) chunks_purge_write(l->js, bucket, o->key, v, id);
+    if (chunked) chunks_purge_write(f->js, bucket, o->key, v, id);
     return 1;
   }
   if (transient(s)) {
@@ -903,7 +934,7 @@ static int attempt(fleet *f, fleet_link *l, op *o, unknown_ids *unknown) {
   return 2;
 }
 
-static void run_write(fleet *f, fleet_link *l, op *o) {
+static void run_write(fleet *f, op *o) {
   int64_t deadline = o->queued_ms + f->write_deadline_ms;
   unknown_ids unknown = {.n = 0};
   for (int attempts = 0;; attempts++) {
@@ -911,7 +942,7 @@ static void run_write(fleet *f, fleet_link *l, op *o) {
       post_done(f, o, FLEET_ECLOSED, 0, "the node is shutting down");
       return;
     }
-    if (now_ms() > deadline || unavailable(f) || fleet__link_given_up(f->links)) {
+    if (now_ms() > deadline || unavailable(f)) {
       post_done(f, o, FLEET_EUNAVAIL, 0, "fleet unavailable");
       return;
     }
@@ -920,7 +951,7 @@ static void run_write(fleet *f, fleet_link *l, op *o) {
       f->write_retries++;
       pthread_mutex_unlock(&f->mu);
     }
-    int next = attempt(f, l, o, &unknown);
+    int next = attempt(f, o, &unknown);
     if (next == 0) return;
     if (next == 2) pause_ms(RETRY_PAUSE_MS);
   }
@@ -955,49 +986,31 @@ static void fail_queued(fleet *f, int status, const char *why, int all) {
   }
 }
 
-/* The link to write on: made, bound, and made again from the start once
- * libnats gave its connection up. NULL, after a pause, while it cannot be;
- * writes wait for it within their deadline. */
-static fleet_link *ready_link(fleet *f) {
-  if (fleet__link_given_up(f->links)) fleet__link_drop(f->links);
-  if (fleet__link_current(f->links) == NULL && fleet__link_connect(f->links) != 0) {
-    fail_queued(f, FLEET_EUNAVAIL, "fleet unavailable", 0);
-    pause_ms(CONNECT_PAUSE_MS);
-    return NULL;
-  }
-  fleet_link *l = fleet__link_current(f->links);
-  if (!l->bound && bind_all(f, l) != 0) {
-    /* Not bound yet (a new cluster elects its leaders, or the servers are
-     * away). */
-    fail_queued(f, FLEET_EUNAVAIL, "fleet unavailable", 0);
-    pause_ms(RETRY_PAUSE_MS);
-    return NULL;
-  }
-  return l;
-}
-
-/* The next write, once there is one; NULL when the fleet stops or the
- * link must be remade first. */
-static op *next_op(fleet *f) {
-  pthread_mutex_lock(&f->mu);
-  while (f->ops_head == NULL && !atomic_load(&f->stopping) && !fleet__link_given_up(f->links))
-    pthread_cond_wait(&f->cv, &f->mu);
-  op *o = f->ops_head;
-  if (o) {
-    f->ops_head = o->next;
-    if (f->ops_head == NULL) f->ops_tail = &f->ops_head;
-  }
-  pthread_mutex_unlock(&f->mu);
-  return o;
-}
-
 static void *write_main(void *p) {
   fleet *f = p;
   while (!atomic_load(&f->stopping)) {
-    fleet_link *l = ready_link(f);
-    op *o = l ? next_op(f) : NULL;
-    if (o == NULL) continue;
-    run_write(f, l, o);
+    if (f->nc == NULL && connect_first(f) != 0) {
+      fail_queued(f, FLEET_EUNAVAIL, "fleet unavailable", 0);
+      pause_ms(CONNECT_PAUSE_MS);
+      continue;
+    }
+    if (!atomic_load(&f->bound) && bind_all(f) != 0) {
+      /* Not bound yet (a new cluster elects its leaders, or the servers are
+       * away): writes wait for it within their deadline. */
+      fail_queued(f, FLEET_EUNAVAIL, "fleet unavailable", 0);
+      pause_ms(RETRY_PAUSE_MS);
+      continue;
+    }
+    pthread_mutex_lock(&f->mu);
+    while (f->ops_head == NULL && !atomic_load(&f->stopping)) pthread_cond_wait(&f->cv, &f->mu);
+    op *o = f->ops_head;
+    if (o) {
+      f->ops_head = o->next;
+      if (f->ops_head == NULL) f->ops_tail = &f->ops_head;
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (o == NULL) break;
+    run_write(f, o);
     free(o->key);
     free(o);
   }
@@ -1041,20 +1054,49 @@ int fleet_update(fleet *f, fleet_bucket b, const char *key, fleet_transform_fn t
 
 /* ---- membership heartbeat ---- */
 
+/* Why the connection cannot be made, as libnats left it: "" when it is up
+ * or the servers are simply away (a refused TCP connect leaves no error).
+ * libnats retries in the background and tells no callback why an attempt
+ * failed, so this is read every heartbeat. */
+static void link_error_now(fleet *f, char *out, size_t size) {
+  out[0] = '\0';
+  if (f->nc == NULL || atomic_load(&f->connected)) return;
+  const char *detail = NULL;
+  natsStatus s = natsConnection_GetLastError(f->nc, &detail);
+  pthread_mutex_lock(&f->mu);
+  int closed = f->nats_closed;
+  pthread_mutex_unlock(&f->mu);
+  if (s == NATS_OK && !closed) return;
+  const char *status = natsStatus_GetText(s);
+  char why[180];
+  if (s == NATS_OK) snprintf(why, sizeof why, "the connection was closed");
+  else if (detail == NULL || *detail == '\0' || strcmp(detail, status) == 0)
+    snprintf(why, sizeof why, "%s", status);
+  else snprintf(why, sizeof why, "%s: %s", status, detail);
+  /* Refused credentials twice from one server make libnats give up. */
+  snprintf(out, size, "%s%s", why,
+           closed ? "; libnats closed the connection and tries no more: restart the node" : "");
+}
+
+static void check_link(fleet *f) {
+  if (f->nc == NULL) return; /* the write thread's first attempts say it */
+  char now[sizeof f->link_error];
+  link_error_now(f, now, sizeof now);
+  set_link_error(f, now);
+}
+
 static void *heartbeat_main(void *p) {
   fleet *f = p;
   pthread_mutex_lock(&f->mu);
   while (!atomic_load(&f->stopping)) {
     char *json = f->member_json ? xstrdup(f->member_json) : NULL;
     pthread_mutex_unlock(&f->mu);
-    fleet__link_check(f->links, atomic_load(&f->connected));
-    fleet_link *l = json ? fleet__link_get(f) : NULL;
-    if (l) {
+    check_link(f);
+    if (json && atomic_load(&f->bound)) {
       uint64_t rev;
       /* A failed beat is simply the next one's job. */
-      (void)kvStore_PutString(&rev, l->members, f->node_name, json);
+      (void)kvStore_PutString(&rev, f->members, f->node_name, json);
     }
-    fleet__link_put(f, l);
     free(json);
     pthread_mutex_lock(&f->mu);
     if (atomic_load(&f->stopping)) break;
@@ -1097,26 +1139,80 @@ static void free_urls(const char **urls, int n) {
   free(urls);
 }
 
-/* What fleet_open made before it failed, freed. */
-static void free_unopened(fleet *f) {
-  fleet__links_free(f->links);
-  fleet__facets_free(f->facets);
-  pthread_mutex_destroy(&f->mu);
-  pthread_cond_destroy(&f->cv);
-  pthread_cond_destroy(&f->hb_cv);
-  free(f->node_name);
-  free(f);
+/* libnats' last error on this thread says more than the status (which CA
+ * file could not be loaded, and why). */
+static int fail(char *err, size_t errlen, int code, const char *what, natsStatus s) {
+  const char *why = nats_error_text();
+  snprintf(err, errlen, "%s: %s", what, why ? why : natsStatus_GetText(s));
+  return code;
 }
 
-static fleet *fleet_new(uv_loop_t *loop, const fleet_options *o, const fleet_callbacks *cb,
-                        int servers) {
+static natsStatus make_options(fleet *f, const fleet_options *o, const char **urls, int n) {
+  natsStatus s = natsOptions_Create(&f->opts);
+  if (s == NATS_OK) s = natsOptions_SetServers(f->opts, urls, n);
+  if (s == NATS_OK) s = natsOptions_SetName(f->opts, o->node_name);
+  /* Never give up on the fleet: a node serves on its local copy meanwhile. */
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(f->opts, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(f->opts, 250);
+  if (s == NATS_OK) s = natsOptions_SetPingInterval(f->opts, 2000);
+  if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(f->opts, 2);
+  if (s == NATS_OK) s = natsOptions_SetTimeout(f->opts, 2000);
+  if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(f->opts, on_disconnected, f);
+  if (s == NATS_OK) s = natsOptions_SetReconnectedCB(f->opts, on_reconnected, f);
+  if (s == NATS_OK) s = natsOptions_SetClosedCB(f->opts, on_nats_closed, f);
+  if (s == NATS_OK && o->creds_file)
+    s = natsOptions_SetUserCredentialsFromFiles(f->opts, o->creds_file, NULL);
+  if (s == NATS_OK && (o->tls || o->ca_file)) s = natsOptions_SetSecure(f->opts, true);
+  if (s == NATS_OK && o->ca_file) s = natsOptions_LoadCATrustedCertificates(f->opts, o->ca_file);
+  return s;
+}
+
+/* libnats reads a credentials file at every connection attempt and sends
+ * what it finds: a file without a user JWT and its seed would fail every
+ * attempt, in the background, so it is refused here. It is read again, not
+ * kept: a file rewritten with new credentials is used at the next attempt. */
+static int creds_usable(const char *file, char *err, size_t errlen) {
+  FILE *fp = fopen(file, "r");
+  if (fp == NULL) {
+    snprintf(err, errlen, "credentials file %s: %s", file, strerror(errno));
+    return 0;
+  }
+  char text[16384];
+  size_t n = fread(text, 1, sizeof text - 1, fp);
+  fclose(fp);
+  text[n] = '\0';
+  int ok = strstr(text, "-----BEGIN NATS USER JWT-----") != NULL &&
+           strstr(text, "-----BEGIN USER NKEY SEED-----") != NULL;
+  explicit_bzero(text, sizeof text);
+  if (!ok)
+    snprintf(err, errlen,
+             "credentials file %s: not a NATS .creds file (a user JWT and its NKEY seed, "
+             "as nsc generate creds writes it)", file);
+  return ok;
+}
+
+int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet_callbacks *cb,
+               char *err, size_t errlen) {
+  *out = NULL;
+  if (o == NULL || o->servers == NULL || o->node_name == NULL || *o->node_name == '\0') {
+    snprintf(err, errlen, "the fleet needs servers and a node name");
+    return -EINVAL;
+  }
+  if (o->creds_file && !creds_usable(o->creds_file, err, errlen)) return -EINVAL;
+  const char **urls;
+  int n = count_servers(o->servers, &urls);
+  if (n == 0) {
+    free_urls(urls, n);
+    snprintf(err, errlen, "no NATS server in \"%s\"", o->servers);
+    return -EINVAL;
+  }
   fleet *f = xcalloc(1, sizeof *f);
   f->loop = loop;
   if (cb) f->cb = *cb;
   f->write_deadline_ms = o->write_deadline_ms > 0 ? o->write_deadline_ms : 15000;
   f->heartbeat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
   f->member_ttl_ms = o->member_ttl_ms > 0 ? o->member_ttl_ms : 5 * f->heartbeat_ms;
-  f->replicas = o->replicas > 0 ? o->replicas : (servers < 3 ? servers : 3);
+  f->replicas = o->replicas > 0 ? o->replicas : (n < 3 ? n : 3);
   f->node_name = xstrdup(o->node_name);
   f->lease_ttl_ms = o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 6000;
   f->facet_publish_ms = o->facet_publish_ms > 0 ? o->facet_publish_ms : 3000;
@@ -1128,33 +1224,23 @@ static fleet *fleet_new(uv_loop_t *loop, const fleet_options *o, const fleet_cal
   if (pthread_mutex_init(&f->mu, NULL) != 0 || pthread_cond_init(&f->cv, NULL) != 0 ||
       pthread_cond_init(&f->hb_cv, NULL) != 0)
     abort();
-  return f;
-}
-
-int fleet_open(fleet **out, uv_loop_t *loop, const fleet_options *o, const fleet_callbacks *cb,
-               char *err, size_t errlen) {
-  *out = NULL;
-  if (o == NULL || o->servers == NULL || o->node_name == NULL || *o->node_name == '\0') {
-    snprintf(err, errlen, "the fleet needs servers and a node name");
-    return -EINVAL;
-  }
-  const char **urls;
-  int n = count_servers(o->servers, &urls);
-  if (n == 0) {
-    free_urls(urls, n);
-    snprintf(err, errlen, "no NATS server in \"%s\"", o->servers);
-    return -EINVAL;
-  }
-  fleet *f = fleet_new(loop, o, cb, n);
-  int rc = fleet__links_new(&f->links, f, o, urls, n, err, errlen);
+  natsStatus s = make_options(f, o, urls, n);
   free_urls(urls, n);
-  if (rc != 0) {
-    free_unopened(f);
+  if (s != NATS_OK) {
+    int rc = fail(err, errlen, -EINVAL, "NATS options", s);
+    natsOptions_Destroy(f->opts);
+    fleet__facets_free(f->facets);
+    free(f->node_name);
+    free(f);
     return rc;
   }
-  if ((rc = uv_async_init(loop, &f->wake, on_wake)) != 0) {
+  int rc = uv_async_init(loop, &f->wake, on_wake);
+  if (rc != 0) {
     snprintf(err, errlen, "uv_async_init: %s", uv_strerror(rc));
-    free_unopened(f);
+    natsOptions_Destroy(f->opts);
+    fleet__facets_free(f->facets);
+    free(f->node_name);
+    free(f);
     return rc;
   }
   f->wake.data = f;
@@ -1201,29 +1287,47 @@ void fleet_close(fleet *f) {
   pthread_mutex_unlock(&f->mu);
   if (f->write_started) pthread_join(f->write_thread, NULL);
   if (f->heartbeat_started) pthread_join(f->heartbeat_thread, NULL);
+  /* The members thread may make its watch again until it is joined. */
   if (f->watches_started) {
     pthread_join(f->records_thread, NULL);
     pthread_join(f->members_thread, NULL);
   }
+  if (f->members_watch) kvWatcher_Destroy(f->members_watch);
   fleet__facets_stop(f->facets);
-  /* No thread holds the link now: it goes at once, the connection last. */
-  fleet__link_drop(f->links);
-  fleet__links_free(f->links);
+  if (f->records_sub) {
+    (void)natsSubscription_Unsubscribe(f->records_sub);
+    natsSubscription_Destroy(f->records_sub);
+  }
+  if (f->members) kvStore_Destroy(f->members);
+  if (f->js) jsCtx_Destroy(f->js);
+  if (f->nc) {
+    natsConnection_Close(f->nc);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&f->mu);
+    while (!f->nats_closed)
+      if (pthread_cond_timedwait(&f->cv, &f->mu, &until) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&f->mu);
+    natsConnection_Destroy(f->nc);
+  }
+  natsOptions_Destroy(f->opts);
   /* The last events (answers to writes among them) are delivered by the
    * close callback, on the loop. */
   uv_close((uv_handle_t *)&f->wake, on_closed);
 }
 
-/* ---- what link.c and facets.c share ---- */
+/* ---- what facets.c shares ---- */
 
+jsCtx *fleet__js(fleet *f) { return atomic_load(&f->bound) ? f->js : NULL; }
 const char *fleet__node_name(const fleet *f) { return f->node_name; }
 int fleet__replicas(const fleet *f) { return f->replicas; }
 int fleet__stopping(fleet *f) { return atomic_load(&f->stopping); }
 int64_t fleet__lease_ttl_ms(const fleet *f) { return f->lease_ttl_ms; }
 int64_t fleet__facet_publish_ms(const fleet *f) { return f->facet_publish_ms; }
 int64_t fleet__snapshot_every(const fleet *f) { return f->snapshot_every; }
+int64_t fleet__max_payload(fleet *f) { return f->nc ? natsConnection_GetMaxPayload(f->nc) : 0; }
 fleet_facets *fleet__facets(fleet *f) { return f->facets; }
-fleet_links *fleet__links(fleet *f) { return f->links; }
 
 void fleet__post_facet_lost(fleet *f, const char *tenant, const char *why) {
   event *e = xcalloc(1, sizeof *e);
@@ -1236,6 +1340,7 @@ void fleet__post_facet_lost(fleet *f, const char *tenant, const char *why) {
 void fleet_get_status(fleet *f, fleet_status *out) {
   memset(out, 0, sizeof *out);
   out->connected = atomic_load(&f->connected);
+  out->bound = atomic_load(&f->bound);
   out->synced_mask = atomic_load(&f->synced_mask);
   out->last_sequence = atomic_load(&f->last_sequence);
   pthread_mutex_lock(&f->mu);
@@ -1245,5 +1350,10 @@ void fleet_get_status(fleet *f, fleet_status *out) {
   out->chunked_writes = f->chunked_writes;
   out->damaged = f->damaged;
   pthread_mutex_unlock(&f->mu);
-  fleet__link_status(f->links, out->connected, out);
+  if (out->connected && f->nc &&
+      natsConnection_GetConnectedUrl(f->nc, out->server, sizeof out->server) != NATS_OK)
+    out->server[0] = '\0';
+  pthread_mutex_lock(&f->mu);
+  if (!out->connected) snprintf(out->error, sizeof out->error, "%s", f->link_error);
+  pthread_mutex_unlock(&f->mu);
 }

@@ -14,9 +14,7 @@
  *
  * A node must keep serving while NATS is away (static stability): opening a
  * fleet never waits for a server, and the buckets are bound whenever the
- * servers are reachable again. A connection that libnats gives up for good
- * (a server refused the credentials twice in a row) is made again, with
- * everything bound on it, as the first one was.
+ * servers are reachable again.
  *
  * Records (workers, egress rules, secrets, cordons) are versioned: version
  * N of key K of a bucket is the one message on subject rec.<bucket>.<K>.<N>
@@ -184,7 +182,7 @@ void fleet_set_member(fleet *f, const char *json);
 
 typedef struct fleet_status {
   int connected;        /* a connection to some server is up */
-  int bound;            /* the buckets are bound (the watches follow) */
+  int bound;            /* the buckets are bound and watched */
   unsigned synced_mask; /* 1 << bucket for each bucket whose initial values arrived */
   uint64_t writes_ok;
   uint64_t writes_failed;

@@ -3,11 +3,9 @@
 // requires a user's credentials (NKEYs and JWTs made here, as nsc would).
 // Nodes with the right CA or .creds file form a fleet; a node with the
 // wrong ones stays out, says why in its log, /readyz and GET /v1/fleet, and
-// refuses control writes. A node whose connection libnats closed for good
-// (its credentials refused twice by one server) makes its link again, by
-// itself, once the servers take its credentials again.
+// refuses control writes.
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -16,24 +14,17 @@ import { makeCa, makeOperator, makeServerCert, nkey } from './lib/nats-auth.mjs'
 import { startFleetNode, startNats, waitFor } from './lib/fleet.mjs';
 
 const worker = (text) => `export default { fetch() { return new Response(${JSON.stringify(text)}); } };`;
-// A worker with a facet: ?add=N stores N; every answer lists what is stored.
-const FACET_WORKER = `export default { fetch(req, env) {
-  env.DB.exec("CREATE TABLE IF NOT EXISTS kept (id INTEGER PRIMARY KEY)");
-  const id = new URL(req.url).searchParams.get("add");
-  if (id) env.DB.exec("INSERT OR IGNORE INTO kept VALUES (?)", Number(id));
-  return Response.json(env.DB.exec("SELECT id FROM kept ORDER BY id").toArray().map((r) => r.id));
-} };`;
 
 async function waitReady(node) {
   await waitFor(async () => (await node.control('GET', '/readyz', { token: null })).status === 200,
     { timeout: 20000, what: `node on ${node.controlPort} ready` });
 }
 
-async function served(node, name, text, { urlPath = '/', timeout = 10000 } = {}) {
+async function served(node, name, text) {
   await waitFor(async () => {
-    const r = await node.ingress(name, urlPath, { timeout: 3000 });
+    const r = await node.ingress(name, '/', { timeout: 3000 });
     return r.status === 200 && r.text === text;
-  }, { timeout, what: `${name} served on ${node.controlPort}` });
+  }, { timeout: 10000, what: `${name} served on ${node.controlPort}` });
 }
 
 // A node that cannot connect: it says `pattern` in an error log line, in
@@ -131,82 +122,6 @@ describe('credentials for NATS in operator mode', () => {
     const r = await nodes[1].deploy('withcreds', worker('with credentials'));
     assert.equal(r.status, 201, r.text);
     for (const n of nodes) await served(n, 'withcreds', 'with credentials');
-  });
-
-  test('a node whose connection libnats closed for refused credentials rejoins once they are accepted', async () => {
-    const peer = nodes[0]; // the first test's, in the fleet all along
-    assert.ok(peer, 'the fleet of the first test');
-    const file = op.creds('relink');
-    const good = readFileSync(file);
-    const refused = readFileSync(op.creds('relink-refused', nkey('account')));
-    const node = await startFleetNode('relink', nats, { extraArgs: ['--fleet-creds', file] });
-    nodes.push(node);
-    await waitReady(node);
-    assert.equal((await node.deploy('relinkbefore', worker('before'))).status, 201);
-    await served(node, 'relinkbefore', 'before');
-    // Its facets too: the first row makes this node their owner.
-    const db = await node.deploy('relinkdb', FACET_WORKER, { json: true, bindings: { DB: { type: 'facet' } } });
-    assert.equal(db.status, 201, db.text);
-    await served(node, 'relinkdb', '[1]', { urlPath: '/?add=1' });
-
-    // The file now holds credentials the servers refuse, and the server the
-    // node is on goes: libnats reconnects with them, one server refuses them
-    // twice, and libnats closes the connection for good.
-    const on = (await node.control('GET', '/v1/fleet')).json.server;
-    const gone = nats.servers.findIndex((s) => on === `nats://127.0.0.1:${s.port}`);
-    assert.notEqual(gone, -1, on);
-    writeFileSync(file, refused);
-    const from = node.logs.length;
-    await nats.kill(gone);
-    const line = await node.waitForLog((l) => l.json?.level === 'error' &&
-      /libnats closed the connection/.test(l.json.msg),
-    { from, timeout: 20000, what: 'libnats closing the connection' });
-    console.log(`relink: ${line.json.msg}`);
-    assert.match(line.json.msg, /Authorization Violation.*the link is being remade/);
-    assert.doesNotMatch(line.json.msg, /restart/);
-    const out = await node.control('GET', '/v1/fleet');
-    assert.equal(out.json.connected, false);
-    assert.match(out.json.error, /Authorization Violation.*the link is being remade/);
-    const refusedWrite = await node.deploy('relinkrefused', worker('never'));
-    assert.equal(refusedWrite.status, 503, refusedWrite.text);
-    assert.deepEqual(refusedWrite.json, { error: 'fleet unavailable' });
-    await served(node, 'relinkbefore', 'before'); // its copy, meanwhile
-
-    // Meanwhile the fleet goes on without it.
-    const elsewhere = await peer.deploy('relinkelsewhere', worker('deployed while it was out'));
-    assert.equal(elsewhere.status, 201, elsewhere.text);
-
-    // The credentials are accepted again: the node comes back by itself.
-    writeFileSync(file, good);
-    const back = Date.now();
-    await waitFor(async () => {
-      const f = await node.control('GET', '/v1/fleet');
-      return f.json.connected === true && f.json.error === undefined;
-    }, { timeout: 20000, what: 'the node back in the fleet' });
-    const connected = Date.now() - back;
-    // Binding the new link waits for the streams' elections after the kill.
-    await served(node, 'relinkelsewhere', 'deployed while it was out', { timeout: 30000 });
-    const caughtUp = Date.now() - back;
-    // Its heartbeat is written on the new link: the other node sees it
-    // alive (its members watch may be making itself again after the kill).
-    await waitFor(async () => {
-      const f = await peer.control('GET', '/v1/fleet');
-      return f.json.nodes?.some((m) => m.name === 'relink' && m.alive);
-    }, { timeout: 30000, what: 'the other node seeing it alive' });
-    console.log(`relink: connected ${connected} ms, caught up ${caughtUp} ms, seen alive by the ` +
-      `other node ${Date.now() - back} ms after the credentials were written back`);
-    const deployed = await node.deploy('relinkafter', worker('deployed once back'));
-    assert.equal(deployed.status, 201, deployed.text);
-    await served(peer, 'relinkafter', 'deployed once back');
-    // The facets are replicated on the new link: a row written on it is
-    // there for the other node, which reads them from their owner.
-    await served(node, 'relinkdb', '[1,2]', { urlPath: '/?add=2' });
-    await served(peer, 'relinkdb', '[1,2]');
-    await nats.start(gone);
-    // It stops cleanly, the new link closed as the old one was (no
-    // sanitizer report under build-asan).
-    nodes.splice(nodes.indexOf(node), 1);
-    await node.stop({ clean: true });
   });
 
   test('a node whose credentials the servers do not trust stays out and says so', async () => {
