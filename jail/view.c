@@ -35,12 +35,12 @@
 typedef struct view_entry {
   char path[PATH_MAX]; /* absolute and lexical: what the process names */
   int writable;
+  int bound; /* bound (not only a link copied, not skipped) */
 } view_entry;
 
 typedef struct view_plan {
   view_entry e[VIEW_MAX_ENTRIES];
   size_t n;
-  int bound[VIEW_MAX_ENTRIES]; /* e[i] was bound (not only a link, not skipped) */
   char cwd[PATH_MAX];
   const char *failed; /* the path a step failed on */
 } view_plan;
@@ -82,7 +82,7 @@ static int add(view_plan *v, const char *cwd, const char *path, int writable) {
   if (rc == -ENOENT) return 0; /* ".." into nothing: nothing to bind */
   if (rc != 0) return rc;
   e->writable = writable;
-  v->bound[v->n] = 0;
+  e->bound = 0;
   v->n++;
   return 0;
 }
@@ -108,7 +108,7 @@ static int beneath(const char *inner, const char *outer) {
 /* Bound already, with at least the rights wanted? */
 static int covered(const view_plan *v, size_t i) {
   for (size_t j = 0; j < v->n; j++)
-    if (j != i && v->bound[j] && beneath(v->e[i].path, v->e[j].path) &&
+    if (j != i && v->e[j].bound && beneath(v->e[i].path, v->e[j].path) &&
         (v->e[j].writable || !v->e[i].writable))
       return 1;
   return 0;
@@ -162,13 +162,13 @@ static unsigned long kept_flags(const char *view_path) {
   return f;
 }
 
-/* The host's path bound over an empty file or directory of the same name. */
-static int bind_one(const view_entry *e, const struct stat *st) {
+/* An empty directory, or file, at path in the view (there already: fine). */
+static int make_node(const char *path, int directory) {
   const char *leaf;
-  int dir = make_parents(e->path, &leaf);
+  int dir = make_parents(path, &leaf);
   if (dir < 0) return dir;
   int rc = 0;
-  if (S_ISDIR(st->st_mode)) {
+  if (directory) {
     if (mkdirat(dir, leaf, 0755) != 0 && errno != EEXIST) rc = -errno;
   } else {
     int fd = openat(dir, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -176,6 +176,12 @@ static int bind_one(const view_entry *e, const struct stat *st) {
     else close(fd);
   }
   close(dir);
+  return rc;
+}
+
+/* The host's path bound over an empty file or directory of the same name. */
+static int bind_one(const view_entry *e, const struct stat *st) {
+  int rc = make_node(e->path, S_ISDIR(st->st_mode));
   if (rc != 0) return rc;
   const char *target = e->path + 1;
   if (mount(e->path, target, NULL, MS_BIND | MS_REC, NULL) != 0) return -errno;
@@ -221,7 +227,7 @@ static int bind_all(view_plan *v) {
         v->failed = e->path;
         return rc;
       }
-      v->bound[i] = !S_ISLNK(st.st_mode);
+      e->bound = !S_ISLNK(st.st_mode);
     }
     from = end;
   }
@@ -250,13 +256,7 @@ static int new_root(void) {
 /* The current directory, made again inside the view, so that relative
  * paths the process was given still name the same files. */
 static int keep_cwd(const char *cwd) {
-  if (strcmp(cwd, "/") == 0) return 0;
-  const char *leaf;
-  int dir = make_parents(cwd, &leaf);
-  if (dir < 0) return dir;
-  int rc = mkdirat(dir, leaf, 0755) == 0 || errno == EEXIST ? 0 : -errno;
-  close(dir);
-  return rc;
+  return strcmp(cwd, "/") == 0 ? 0 : make_node(cwd, 1);
 }
 
 int jail__view_enter(const jail_config *c, jail_report *r, char *cwd_out, size_t cwd_size) {
@@ -297,7 +297,7 @@ int jail__view_enter(const jail_config *c, jail_report *r, char *cwd_out, size_t
               strerror(-rc));
   } else {
     size_t bound = 0;
-    for (size_t i = 0; i < v->n; i++) bound += (size_t)v->bound[i];
+    for (size_t i = 0; i < v->n; i++) bound += (size_t)v->e[i].bound;
     jail__set(r, JAIL_MNTNS, JAIL_ON, 0, "a view of %zu paths, every thread", bound);
     snprintf(cwd_out, cwd_size, "%s", v->cwd);
   }

@@ -252,6 +252,36 @@ static int relative_paths_work(void *arg) {
   return expect_errno(open("outside.txt", O_RDONLY | O_CLOEXEC), ENOENT);
 }
 
+/* /etc/localtime names the zone by where it points: the view keeps the
+ * link, and the file it points to. */
+static char localtime_link[256];
+
+static int link_is_kept(void *arg) {
+  (void)arg;
+  char text[256];
+  ssize_t n = readlink("/etc/localtime", text, sizeof text - 1);
+  if (n < 0) return BROKEN;
+  text[n] = '\0';
+  if (strcmp(text, localtime_link) != 0) return BROKEN;
+  int fd = open("/etc/localtime", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return BROKEN;
+  close(fd);
+  return REFUSED;
+}
+
+static void links_are_kept(void **state) {
+  (void)state;
+  ssize_t n = readlink("/etc/localtime", localtime_link, sizeof localtime_link - 1);
+  if (n < 0) {
+    fprintf(stderr, "# skipped: /etc/localtime is not a link here\n");
+    return;
+  }
+  localtime_link[n] = '\0';
+  jail_config c = worker_config();
+  outcome o = run_jailed(&c, NULL, link_is_kept, NULL);
+  if (!skip_unless(&o, JAIL_MNTNS)) assert_exit(&o, REFUSED);
+}
+
 static void relative_paths_stay_right(void **state) {
   (void)state;
   static const char *writable[] = {"facets", NULL};
@@ -563,6 +593,7 @@ int main(void) {
       cmocka_unit_test(files_outside_are_refused),
       cmocka_unit_test(unix_sockets_outside_are_not_there),
       cmocka_unit_test(relative_paths_stay_right),
+      cmocka_unit_test(links_are_kept),
       cmocka_unit_test(signals_to_others_are_refused),
       cmocka_unit_test(limits_of_others_are_refused),
       cmocka_unit_test(earlier_threads_are_jailed),
